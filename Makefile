@@ -1,0 +1,44 @@
+# One-command entry points. Each target sets up what it needs (the .venv, packages, the C kernels).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+INSTALLED := $(VENV)/.installed
+NATIVE := kafkalog/record/_speedups$(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
+PYTEST_ARGS ?=
+
+.PHONY: install lint test bench demo clean native
+
+install: $(INSTALLED) $(NATIVE)
+
+# The venv and every package (runtime, test, dev); redone when the dependency list changes.
+$(INSTALLED): pyproject.toml setup.py
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test,dev]'
+	@touch $@
+
+# The C kernels, rebuilt in place when their source changes.
+$(NATIVE): kafkalog/record/_speedups.c $(INSTALLED)
+	$(BIN)/python setup.py --quiet build_ext --inplace
+	@touch $@
+
+native: $(NATIVE)
+
+lint: install
+	$(BIN)/ruff check kafkalog pipelines tests bench
+	$(BIN)/ruff format --check kafkalog pipelines tests bench
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+test: lint
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+bench: install
+	$(BIN)/python -m bench $(BENCH_ARGS)
+
+demo: install
+	@echo "make demo: the load job (jobs/load_warehouse.py) is not built yet; see README.md"
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis kafkalog/record/_speedups*.so

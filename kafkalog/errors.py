@@ -1,0 +1,111 @@
+"""The exception root of kafkalog and the errors of its storage layers.
+
+Every error raised on purpose by kafkalog derives from :class:`KafkalogError`. An error that maps to
+a Kafka wire error code carries it as ``error_code`` (the protocol layer turns it into a response).
+This module imports nothing of ours, so every layer (record, log, protocol, ...) may use it.
+"""
+
+from __future__ import annotations
+
+
+class KafkalogError(Exception):
+    """Root of every kafkalog error.
+
+    ``error_code`` is the Kafka protocol error code this error becomes on the wire (-1, UNKNOWN, when
+    it has no better one); ``retriable`` says whether the same request may succeed if sent again.
+    """
+
+    error_code: int = -1
+    retriable: bool = False
+
+
+class CorruptRecordError(KafkalogError):
+    """Bytes that do not form a valid message: bad CRC, impossible size, unknown magic or codec,
+    key/value lengths that disagree with the message size, or a compressed payload that does not
+    decompress. ``offset`` and ``position`` locate the message when known (else None)."""
+
+    error_code = 2  # CORRUPT_MESSAGE
+    retriable = True
+
+    def __init__(self, reason: str, *, offset: int | None = None, position: int | None = None):
+        where = []
+        if offset is not None:
+            where.append(f"offset {offset}")
+        if position is not None:
+            where.append(f"byte position {position}")
+        super().__init__(f"{reason}" + (f" (at {', '.join(where)})" if where else ""))
+        self.reason = reason
+        self.offset = offset
+        self.position = position
+
+
+class UnsupportedCodecError(CorruptRecordError):
+    """A message names a compression codec we cannot decode (or encode)."""
+
+    error_code = 76  # UNSUPPORTED_COMPRESSION_TYPE
+
+
+class RecordTooLargeError(KafkalogError):
+    """A message (or a decompressed payload) is larger than the configured limit."""
+
+    error_code = 10  # MESSAGE_TOO_LARGE
+
+
+class InvalidTimestampError(KafkalogError):
+    """A message carries a timestamp that is neither -1 (none) nor a non-negative epoch time."""
+
+    error_code = 32  # INVALID_TIMESTAMP
+
+
+class LogError(KafkalogError):
+    """Root of the errors of the segment log (kafkalog.log)."""
+
+
+class OffsetOutOfRangeError(LogError):
+    """A read or lookup asked for an offset outside [log_start_offset, log_end_offset]."""
+
+    error_code = 1  # OFFSET_OUT_OF_RANGE
+
+    def __init__(self, offset: int, log_start_offset: int, log_end_offset: int, *, where: str = ""):
+        super().__init__(
+            f"offset {offset} is out of range [{log_start_offset}, {log_end_offset}]"
+            + (f" of {where}" if where else "")
+        )
+        self.offset = offset
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = log_end_offset
+
+
+class CorruptSegmentError(LogError):
+    """A segment holds bytes that fail validation where no torn write can explain them (inside data
+    that was already flushed, or in a sealed segment). Such data is never served and never silently
+    truncated: the partition is quarantined until an operator acts."""
+
+    error_code = 2  # CORRUPT_MESSAGE
+
+    def __init__(self, path: str, position: int, offset: int | None, reason: str):
+        at_offset = f"offset {offset}" if offset is not None else "an unknown offset"
+        super().__init__(f"corrupt message in {path} at byte position {position} ({at_offset}): {reason}")
+        self.path = path
+        self.position = position
+        self.offset = offset
+        self.reason = reason
+
+
+class LogDirLockedError(LogError):
+    """Another process (or another LogManager) holds the lock of a data directory."""
+
+
+class LogClosedError(LogError):
+    """An operation was attempted on a log or log manager that has been closed."""
+
+
+class StorageError(LogError):
+    """An I/O operation on a data directory failed (disk full, permission, EIO, a failed rename)."""
+
+    error_code = 56  # KAFKA_STORAGE_ERROR
+    retriable = True
+
+
+class LogConfigError(LogError):
+    """A log configuration value is invalid; the message names the field and the value."""

@@ -1,0 +1,298 @@
+"""The three per-message kernels of the record layer, in pure Python.
+
+This module is the reference: ``_speedups.c`` implements the same three functions with the same
+arguments and the same results, and ``kafkalog.record.kernels`` picks the C version when it is built.
+Tests feed both the same bytes and require equal results. Kernels never raise for bad data: they
+stop and return an error triple ``(kind, position, reason)`` so that callers raise the right error
+with context. ``kind`` is one of "corrupt", "too_large", "timestamp".
+
+Only complete, uncompressed entries are handled here; whoever calls a kernel deals with what it
+stopped at (compressed wrappers, other magics, a partial trailing entry).
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from typing import Any
+
+ErrorTriple = tuple[str, int, str]
+IndexPoints = list[tuple[int, int]]
+
+_V0 = struct.Struct(">qiIbbi")  # offset, size, crc, magic, attributes, key length
+_V1 = struct.Struct(">qiIbbqi")  # offset, size, crc, magic, attributes, timestamp, key length
+_PREFIX = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_U32 = struct.Struct(">I")
+_ATTR_TS = struct.Struct(">bq")
+
+_V0_MIN = 26  # smallest complete entry of magic 0 (null key, null value)
+_V1_MIN = 34
+_MAGIC_POS = 16
+_CODEC_MASK = 0x07
+_TS_TYPE_BIT = 0x08
+
+_message_type: Any = tuple
+_create_time: Any = 0
+_log_append_time: Any = 1
+
+
+def configure(message_type: Any, create_time: Any, log_append_time: Any) -> None:
+    """Set the tuple subclass that decode_plain builds and the two timestamp-type values."""
+    global _message_type, _create_time, _log_append_time
+    _message_type, _create_time, _log_append_time = message_type, create_time, log_append_time
+
+
+def _check_lengths(view: memoryview, key_pos: int, end: int, key_length: int) -> tuple[int, int, str]:
+    """Return (value_pos, value_length, "") or (0, 0, reason) when key/value lengths lie."""
+    if key_length == -1:
+        value_length_pos = key_pos
+    elif 0 <= key_length <= end - key_pos - 4:
+        value_length_pos = key_pos + key_length
+    else:
+        return 0, 0, f"key length {key_length} does not fit in the message"
+    value_length = _I32.unpack_from(view, value_length_pos)[0]
+    value_pos = value_length_pos + 4
+    if (value_length == -1 and value_pos == end) or (value_length >= 0 and value_pos + value_length == end):
+        return value_pos, value_length, ""
+    return 0, 0, f"value length {value_length} does not match the message size"
+
+
+def decode_plain(
+    buf: Any, pos: int, stop: int, verify_crc: bool, min_offset: int, required_magic: int, max_count: int
+) -> tuple[list[Any], int, ErrorTriple | None]:
+    """Decode complete uncompressed entries of ``buf[pos:stop]`` into message tuples.
+
+    Stops after ``max_count`` entries, or at a compressed entry, an entry of another magic than
+    ``required_magic`` (-1: any), an unknown magic, a partial entry, or ``stop``; returns
+    (messages, stop position, error). Messages with offset < ``min_offset`` are skipped (but
+    counted).
+    """
+    view = memoryview(buf)
+    out: list[Any] = []
+    make = _message_type
+    crc32 = zlib.crc32
+    count = 0
+    while stop - pos >= _V0_MIN and count < max_count:
+        magic = view[pos + _MAGIC_POS]
+        if required_magic not in (-1, magic) or magic > 1:
+            break
+        if magic == 1:
+            if stop - pos < _V1_MIN:
+                break
+            offset, size, crc, _, attributes, timestamp, key_length = _V1.unpack_from(view, pos)
+            key_pos = pos + _V1_MIN - 4
+        else:
+            offset, size, crc, _, attributes, key_length = _V0.unpack_from(view, pos)
+            timestamp = -1
+            key_pos = pos + _V0_MIN - 4
+        end = pos + 12 + size
+        if end > stop or key_pos + 4 > end or attributes & _CODEC_MASK:
+            break
+        if verify_crc and crc32(view[pos + _MAGIC_POS : end]) != crc:
+            return out, pos, ("corrupt", pos, "CRC mismatch")
+        value_pos, value_length, reason = _check_lengths(view, key_pos, end, key_length)
+        if reason:
+            return out, pos, ("corrupt", pos, reason)
+        if offset >= min_offset:
+            key = None if key_length == -1 else bytes(view[key_pos : key_pos + key_length])
+            value = None if value_length == -1 else bytes(view[value_pos:end])
+            ts_type = _log_append_time if magic == 1 and attributes & _TS_TYPE_BIT else _create_time
+            out.append(tuple.__new__(make, (offset, timestamp, ts_type, key, value)))
+        count += 1
+        pos = end
+    return out, pos, None
+
+
+def scan_entries(
+    buf: Any, pos: int, stop: int, verify_crc: bool, min_next_offset: int, index_interval: int, bytes_since_index: int
+) -> tuple[int, int, int, int, int, IndexPoints, int, ErrorTriple | None]:
+    """Walk shallow entries of ``buf[pos:stop]`` (wrappers are not opened), validating each.
+
+    Checks: a size possible for its magic, a known magic, the CRC (with ``verify_crc``), and offsets
+    that rise strictly, the first one at least ``min_next_offset``. Records an index point
+    ``(position, offset)`` at the first entry and whenever more than ``index_interval`` bytes passed
+    since the last one (``bytes_since_index`` carries that count in and out; start with a value >=
+    index_interval to index the first entry).
+
+    Returns (stop position, entries, last offset, max timestamp, offset of max timestamp,
+    index points, bytes since index, error). The stop position is ``stop`` when everything was
+    valid, the start of a partial trailing entry, or the start of the invalid entry when error is set.
+    Offsets are -1 and the max timestamp -1 when nothing was seen.
+    """
+    view = memoryview(buf)
+    entries = 0
+    last_offset = -1
+    max_timestamp = -1
+    offset_of_max = -1
+    points: IndexPoints = []
+    floor = min_next_offset
+    crc32 = zlib.crc32
+    while stop - pos >= 12:
+        offset, size = _I64.unpack_from(view, pos)[0], _I32.unpack_from(view, pos + 8)[0]
+        if size < 14:
+            return (
+                pos,
+                entries,
+                last_offset,
+                max_timestamp,
+                offset_of_max,
+                points,
+                bytes_since_index,
+                ("corrupt", pos, f"message size {size} is below the minimum"),
+            )
+        end = pos + 12 + size
+        if end > stop:
+            break
+        _, _, crc, magic, _ = _PREFIX.unpack_from(view, pos)
+        if magic == 1:
+            if size < _V1_MIN - 12:
+                return (
+                    pos,
+                    entries,
+                    last_offset,
+                    max_timestamp,
+                    offset_of_max,
+                    points,
+                    bytes_since_index,
+                    ("corrupt", pos, f"message size {size} is below the magic 1 minimum"),
+                )
+            timestamp = _I64.unpack_from(view, pos + 18)[0]
+        elif magic == 0:
+            timestamp = -1
+        else:
+            return (
+                pos,
+                entries,
+                last_offset,
+                max_timestamp,
+                offset_of_max,
+                points,
+                bytes_since_index,
+                ("corrupt", pos, f"unknown magic byte {magic}"),
+            )
+        if verify_crc and crc32(view[pos + _MAGIC_POS : end]) != crc:
+            return (
+                pos,
+                entries,
+                last_offset,
+                max_timestamp,
+                offset_of_max,
+                points,
+                bytes_since_index,
+                ("corrupt", pos, "CRC mismatch"),
+            )
+        if offset < floor:
+            return (
+                pos,
+                entries,
+                last_offset,
+                max_timestamp,
+                offset_of_max,
+                points,
+                bytes_since_index,
+                ("corrupt", pos, f"offset {offset} is not above the previous offset {floor - 1}"),
+            )
+        if bytes_since_index >= index_interval:
+            points.append((pos, offset))
+            bytes_since_index = 0
+        bytes_since_index += end - pos
+        if timestamp > max_timestamp:
+            max_timestamp, offset_of_max = timestamp, offset
+        entries += 1
+        last_offset = offset
+        floor = offset + 1
+        pos = end
+    return pos, entries, last_offset, max_timestamp, offset_of_max, points, bytes_since_index, None
+
+
+def assign_plain(
+    buf: bytearray,
+    pos: int,
+    stop: int,
+    next_offset: int,
+    max_entry_bytes: int,
+    now_ms: int,
+    log_append_time: bool,
+    index_interval: int,
+    bytes_since_index: int,
+) -> tuple[int, int, int, int, IndexPoints, int, ErrorTriple | None]:
+    """Validate complete uncompressed magic 1 entries of ``buf[pos:stop]`` and assign offsets in place.
+
+    Each entry gets offset ``next_offset`` (then +1). An entry whose timestamp is -1, or every entry
+    when ``log_append_time``, is stamped with ``now_ms`` as log-append time (CRC rewritten).
+    Stops at anything else (another magic, a compressed entry, a partial entry).
+
+    Returns (stop position, next offset, max timestamp, offset of max timestamp, index points,
+    bytes since index, error), with index points as in scan_entries.
+    """
+    view = memoryview(buf)
+    max_timestamp = -1
+    offset_of_max = -1
+    points: IndexPoints = []
+    crc32 = zlib.crc32
+    while stop - pos >= _V1_MIN:
+        _, size, crc, magic, attributes, timestamp, key_length = _V1.unpack_from(view, pos)
+        if magic != 1 or attributes & _CODEC_MASK:
+            break
+        end = pos + 12 + size
+        if end > stop:
+            break
+        if size < _V1_MIN - 12:
+            return (
+                pos,
+                next_offset,
+                max_timestamp,
+                offset_of_max,
+                points,
+                bytes_since_index,
+                ("corrupt", pos, f"message size {size} is below the magic 1 minimum"),
+            )
+        if end - pos > max_entry_bytes:
+            return (
+                pos,
+                next_offset,
+                max_timestamp,
+                offset_of_max,
+                points,
+                bytes_since_index,
+                ("too_large", pos, f"message of {end - pos} bytes is larger than the limit of {max_entry_bytes}"),
+            )
+        if crc32(view[pos + _MAGIC_POS : end]) != crc:
+            return (
+                pos,
+                next_offset,
+                max_timestamp,
+                offset_of_max,
+                points,
+                bytes_since_index,
+                ("corrupt", pos, "CRC mismatch"),
+            )
+        _, _, reason = _check_lengths(view, pos + _V1_MIN - 4, end, key_length)
+        if reason:
+            return pos, next_offset, max_timestamp, offset_of_max, points, bytes_since_index, ("corrupt", pos, reason)
+        if timestamp < -1:
+            return (
+                pos,
+                next_offset,
+                max_timestamp,
+                offset_of_max,
+                points,
+                bytes_since_index,
+                ("timestamp", pos, f"timestamp {timestamp} is negative and not -1 (none)"),
+            )
+        if log_append_time or timestamp == -1:
+            timestamp = now_ms
+            _ATTR_TS.pack_into(buf, pos + 17, attributes | _TS_TYPE_BIT, timestamp)
+            _U32.pack_into(buf, pos + 12, crc32(view[pos + _MAGIC_POS : end]))
+        _I64.pack_into(buf, pos, next_offset)
+        if bytes_since_index >= index_interval:
+            points.append((pos, next_offset))
+            bytes_since_index = 0
+        bytes_since_index += end - pos
+        if timestamp > max_timestamp:
+            max_timestamp, offset_of_max = timestamp, next_offset
+        next_offset += 1
+        pos = end
+    return pos, next_offset, max_timestamp, offset_of_max, points, bytes_since_index, None

@@ -1,0 +1,25 @@
+"""Type stubs of the C kernels; see _fastpath.py, the pure-Python reference with the same signatures."""
+
+from typing import Any
+
+ErrorTriple = tuple[str, int, str]
+IndexPoints = list[tuple[int, int]]
+
+def configure(message_type: Any, create_time: Any, log_append_time: Any) -> None: ...
+def decode_plain(
+    buf: Any, pos: int, stop: int, verify_crc: bool, min_offset: int, required_magic: int, max_count: int
+) -> tuple[list[Any], int, ErrorTriple | None]: ...
+def scan_entries(
+    buf: Any, pos: int, stop: int, verify_crc: bool, min_next_offset: int, index_interval: int, bytes_since_index: int
+) -> tuple[int, int, int, int, int, IndexPoints, int, ErrorTriple | None]: ...
+def assign_plain(
+    buf: bytearray,
+    pos: int,
+    stop: int,
+    next_offset: int,
+    max_entry_bytes: int,
+    now_ms: int,
+    log_append_time: bool,
+    index_interval: int,
+    bytes_since_index: int,
+) -> tuple[int, int, int, int, IndexPoints, int, ErrorTriple | None]: ...

@@ -1,0 +1,166 @@
+"""Batch compression codecs as Kafka clients frame them: gzip, snappy (xerial-framed), lz4.
+
+Decompression is bounded: a payload may never expand beyond ``max_size`` bytes, so a small
+malicious message cannot make us allocate gigabytes (a "decompression bomb").
+
+Framings that real clients use and that we must read and write byte-compatibly:
+- gzip: a plain gzip stream (RFC 1952).
+- snappy: the Java clients and kafka-python write the xerial "blocking" stream:
+      header (16 bytes) = 0x82 "SNAPPY" 0x00, int32 version = 1, int32 compat = 1
+      then blocks of  int32 compressed length (big-endian) + one raw snappy block
+  librdkafka writes one raw snappy block without framing. We read both and write xerial.
+- lz4: an LZ4 frame with independent blocks and no content size (Kafka's Java reader rejects
+  dependent blocks and content sizes). Before KIP-57, magic 0 producers computed the frame header
+  checksum over the 4 magic bytes as well as the descriptor; magic 0 payloads use that broken
+  checksum both ways, magic 1 payloads use the correct one.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+import cramjam
+import lz4.frame
+import snappy
+import xxhash
+
+from kafkalog.errors import CorruptRecordError, RecordTooLargeError, UnsupportedCodecError
+from kafkalog.record.format import Codec
+
+DEFAULT_MAX_DECOMPRESSED_BYTES = 64 * 1024 * 1024
+"""Largest decompressed payload accepted unless a caller says otherwise."""
+
+XERIAL_HEADER = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)
+XERIAL_BLOCK_SIZE = 32 * 1024  # the xerial library's default uncompressed block size
+_BLOCK_LENGTH = struct.Struct(">i")
+
+_LZ4_MAGIC = b"\x04\x22\x4d\x18"
+_LZ4_CONTENT_SIZE_FLAG = 0x08
+_GZIP_WBITS = 16 + zlib.MAX_WBITS  # gzip container
+_GZIP_OR_ZLIB_WBITS = 32 + zlib.MAX_WBITS  # auto-detect on input
+
+
+def compress(codec: Codec, data: bytes | bytearray | memoryview, *, magic: int = 1) -> bytes:
+    """Compress ``data`` (an encoded inner message set) the way Kafka clients do for ``codec``."""
+    if codec == Codec.GZIP:
+        compressor = zlib.compressobj(6, zlib.DEFLATED, _GZIP_WBITS)
+        return compressor.compress(data) + compressor.flush()
+    if codec == Codec.SNAPPY:
+        return _snappy_xerial_compress(data)
+    if codec == Codec.LZ4:
+        frame = lz4.frame.compress(
+            data,
+            block_size=lz4.frame.BLOCKSIZE_MAX64KB,
+            block_linked=False,
+            content_checksum=False,
+            store_size=False,
+        )
+        return _lz4_set_header_checksum(frame, legacy=(magic == 0))
+    raise UnsupportedCodecError(f"cannot compress with codec {codec!r}")
+
+
+def decompress(
+    codec: Codec,
+    data: bytes | bytearray | memoryview,
+    *,
+    magic: int = 1,
+    max_size: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+) -> bytes:
+    """Decompress a wrapper message's value; never returns more than ``max_size`` bytes.
+
+    Raises CorruptRecordError when the payload is not valid for ``codec`` and RecordTooLargeError
+    when it would expand beyond ``max_size``.
+    """
+    try:
+        if codec == Codec.GZIP:
+            return _gzip_decompress(data, max_size)
+        if codec == Codec.SNAPPY:
+            return _snappy_decompress(bytes(data), max_size)
+        if codec == Codec.LZ4:
+            return _lz4_decompress(bytes(data), magic, max_size)
+    except (RecordTooLargeError, CorruptRecordError):
+        raise
+    except Exception as exc:  # each library raises its own types for bad input
+        raise CorruptRecordError(f"{Codec(codec).name.lower()} payload does not decompress: {exc}") from exc
+    raise UnsupportedCodecError(f"unknown compression codec {int(codec)}")
+
+
+def _too_large(max_size: int) -> RecordTooLargeError:
+    return RecordTooLargeError(f"compressed payload expands beyond the limit of {max_size} bytes")
+
+
+def _gzip_decompress(data: bytes | bytearray | memoryview, max_size: int) -> bytes:
+    decompressor = zlib.decompressobj(_GZIP_OR_ZLIB_WBITS)
+    out = decompressor.decompress(data, max_size + 1)
+    if len(out) > max_size or decompressor.unconsumed_tail:
+        raise _too_large(max_size)
+    if not decompressor.eof:
+        raise CorruptRecordError("gzip payload is truncated")
+    return out
+
+
+def _snappy_xerial_compress(data: bytes | bytearray | memoryview) -> bytes:
+    view = memoryview(data)
+    parts = [XERIAL_HEADER]
+    for start in range(0, len(view), XERIAL_BLOCK_SIZE):
+        block = snappy.compress(bytes(view[start : start + XERIAL_BLOCK_SIZE]))
+        parts.append(_BLOCK_LENGTH.pack(len(block)))
+        parts.append(block)
+    return b"".join(parts)
+
+
+def _snappy_raw_decompress(block: bytes, budget: int, max_size: int) -> bytes:
+    # The raw format states its uncompressed length up front: check it before allocating.
+    if cramjam.snappy.decompress_raw_len(block) > budget:
+        raise _too_large(max_size)
+    return bytes(cramjam.snappy.decompress_raw(block))
+
+
+def _snappy_decompress(data: bytes, max_size: int) -> bytes:
+    if not data.startswith(XERIAL_HEADER[:8]):
+        return _snappy_raw_decompress(data, max_size, max_size)
+    if len(data) < len(XERIAL_HEADER):
+        raise CorruptRecordError("xerial snappy header is truncated")
+    parts: list[bytes] = []
+    produced = 0
+    position = len(XERIAL_HEADER)
+    while position < len(data):
+        if position + 4 > len(data):
+            raise CorruptRecordError("xerial snappy block length is truncated")
+        (length,) = _BLOCK_LENGTH.unpack_from(data, position)
+        position += 4
+        if length < 0 or position + length > len(data):
+            raise CorruptRecordError(f"xerial snappy block length {length} runs past the payload")
+        block = _snappy_raw_decompress(data[position : position + length], max_size - produced, max_size)
+        produced += len(block)
+        parts.append(block)
+        position += length
+    return b"".join(parts)
+
+
+def _lz4_header_length(frame: bytes) -> int:
+    if len(frame) < 7 or not frame.startswith(_LZ4_MAGIC):
+        raise CorruptRecordError("lz4 payload does not start with an LZ4 frame header")
+    flags = frame[4]
+    return 7 + (8 if flags & _LZ4_CONTENT_SIZE_FLAG else 0)
+
+
+def _lz4_set_header_checksum(frame: bytes, *, legacy: bool) -> bytes:
+    """Rewrite the frame descriptor's checksum byte: correct (KIP-57) or legacy (magic 0)."""
+    header_length = _lz4_header_length(frame)
+    covered = frame[0 : header_length - 1] if legacy else frame[4 : header_length - 1]
+    checksum = (xxhash.xxh32_intdigest(covered) >> 8) & 0xFF
+    return frame[: header_length - 1] + bytes((checksum,)) + frame[header_length:]
+
+
+def _lz4_decompress(data: bytes, magic: int, max_size: int) -> bytes:
+    if magic == 0:
+        data = _lz4_set_header_checksum(data, legacy=False)
+    decompressor = lz4.frame.LZ4FrameDecompressor()
+    out: bytes = decompressor.decompress(data, max_length=max_size + 1)
+    if len(out) > max_size or (not decompressor.needs_input and not decompressor.eof):
+        raise _too_large(max_size)
+    if not decompressor.eof:
+        raise CorruptRecordError("lz4 frame is truncated")
+    return out

@@ -1,0 +1,143 @@
+"""The byte layout of Kafka's message format v0 and v1 (magic 0 and 1), shared by disk and wire.
+
+    MessageSet      => [MessageSetEntry]        no count: a set ends where its bytes end
+    MessageSetEntry => Offset MessageSize Message
+      Offset        => int64    logical offset; a compressed v1 wrapper carries its LAST inner offset
+      MessageSize   => int32    number of bytes of Message that follow
+    Message         => Crc Magic Attributes [Timestamp] Key Value
+      Crc           => uint32   CRC-32 (IEEE, zlib.crc32) of everything from Magic to the end of Value
+      Magic         => int8     0 or 1
+      Attributes    => int8     bits 0-2: codec (0 none, 1 gzip, 2 snappy, 3 lz4)
+                                bit 3 (magic 1 only): timestamp type (0 create time, 1 log-append time)
+      Timestamp     => int64    magic 1 only: milliseconds since the epoch, -1 for "none"
+      Key           => int32 length (-1 = null), then the bytes
+      Value         => int32 length (-1 = null), then the bytes
+
+A compressed message ("wrapper") holds, as its Value, a whole compressed MessageSet of uncompressed
+inner messages of the same magic. Inner offsets are absolute in magic 0 and relative (0..n-1) in
+magic 1, where the absolute offset of an inner message is wrapper_offset - last_inner + inner.
+
+Because Offset and MessageSize come first and Magic sits at the same position in both versions, a
+reader can always find the next entry and choose the layout of this one from byte 16 alone.
+"""
+
+from __future__ import annotations
+
+import struct
+from enum import IntEnum
+from typing import NamedTuple
+
+# --- positions inside one MessageSetEntry, relative to the entry's first byte
+OFFSET_POS = 0
+SIZE_POS = 8
+CRC_POS = 12
+MAGIC_POS = 16  # the CRC covers [MAGIC_POS, end of entry)
+ATTRIBUTES_POS = 17
+TIMESTAMP_POS = 18  # magic 1 only
+
+LOG_OVERHEAD = 12  # Offset + MessageSize: the bytes of an entry that are not the Message
+MESSAGE_V0_OVERHEAD = 4 + 1 + 1 + 4 + 4  # crc, magic, attributes, key length, value length
+MESSAGE_V1_OVERHEAD = MESSAGE_V0_OVERHEAD + 8  # ... plus the timestamp
+ENTRY_V0_MIN = LOG_OVERHEAD + MESSAGE_V0_OVERHEAD  # 26: smallest possible v0 entry (null key and value)
+ENTRY_V1_MIN = LOG_OVERHEAD + MESSAGE_V1_OVERHEAD  # 34
+MESSAGE_OVERHEAD = {0: MESSAGE_V0_OVERHEAD, 1: MESSAGE_V1_OVERHEAD}
+KEY_LENGTH_POS = {0: 18, 1: 26}  # where the key's length sits inside an entry, per magic
+
+ENTRY_HEADER = struct.Struct(
+    ">q"  # Offset
+    "i"  # MessageSize
+)
+MESSAGE_PREFIX = struct.Struct(
+    ">q"  # Offset
+    "i"  # MessageSize
+    "I"  # Crc
+    "b"  # Magic
+    "b"  # Attributes
+)
+ENTRY_V0_HEADER = struct.Struct(
+    ">q"  # Offset
+    "i"  # MessageSize
+    "I"  # Crc
+    "b"  # Magic (0)
+    "b"  # Attributes
+    "i"  # Key length
+)
+ENTRY_V1_HEADER = struct.Struct(
+    ">q"  # Offset
+    "i"  # MessageSize
+    "I"  # Crc
+    "b"  # Magic (1)
+    "b"  # Attributes
+    "q"  # Timestamp
+    "i"  # Key length
+)
+INT32 = struct.Struct(">i")
+UINT32 = struct.Struct(">I")
+INT64 = struct.Struct(">q")
+MAGIC_ATTRIBUTES = struct.Struct(">bb")
+MAGIC_ATTRIBUTES_TIMESTAMP = struct.Struct(">bbq")
+
+CODEC_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08
+NO_TIMESTAMP = -1
+NULL_LENGTH = -1
+MAGIC_VALUES = (0, 1)
+
+
+class Codec(IntEnum):
+    """Compression codec of a message, stored in attribute bits 0-2."""
+
+    NONE = 0
+    GZIP = 1
+    SNAPPY = 2
+    LZ4 = 3
+
+
+class TimestampType(IntEnum):
+    """Meaning of a magic 1 message's timestamp, stored in attribute bit 3."""
+
+    CREATE_TIME = 0
+    LOG_APPEND_TIME = 1
+
+
+class Message(NamedTuple):
+    """One logical message, decoded (compressed wrappers already opened).
+
+    ``offset`` is absolute; ``timestamp`` is -1 for magic 0 messages; for the inner messages of a
+    log-append-time wrapper it is the wrapper's timestamp, as every Kafka client reports it.
+    """
+
+    offset: int
+    timestamp: int
+    timestamp_type: TimestampType
+    key: bytes | None
+    value: bytes | None
+
+
+class Entry(NamedTuple):
+    """A shallow view of one MessageSetEntry: its header fields and where it lies in its buffer.
+
+    ``size`` counts the whole entry (LOG_OVERHEAD included); ``timestamp`` is -1 for magic 0.
+    """
+
+    offset: int
+    position: int
+    size: int
+    crc: int
+    magic: int
+    attributes: int
+    timestamp: int
+
+    @property
+    def codec(self) -> Codec:
+        return Codec(self.attributes & CODEC_MASK)
+
+    @property
+    def timestamp_type(self) -> TimestampType:
+        if self.magic == 0:
+            return TimestampType.CREATE_TIME
+        return TimestampType((self.attributes & TIMESTAMP_TYPE_MASK) >> 3)
+
+    @property
+    def end(self) -> int:
+        return self.position + self.size

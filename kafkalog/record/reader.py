@@ -1,0 +1,196 @@
+"""Reading message sets: shallow entries (headers only) and deep decoding into Messages.
+
+A message set read from a log or a fetch response may end inside a message (reads are cut at a
+byte limit): both readers stop cleanly before such a partial trailing entry. Anything else that is
+not a valid message raises CorruptRecordError naming the offset and byte position.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from kafkalog.errors import CorruptRecordError, UnsupportedCodecError
+from kafkalog.record import kernels
+from kafkalog.record.codec import DEFAULT_MAX_DECOMPRESSED_BYTES, decompress
+from kafkalog.record.format import (
+    CODEC_MASK,
+    ENTRY_V0_MIN,
+    INT32,
+    KEY_LENGTH_POS,
+    LOG_OVERHEAD,
+    MESSAGE_PREFIX,
+    NO_TIMESTAMP,
+    TIMESTAMP_TYPE_MASK,
+    Codec,
+    Entry,
+    Message,
+    TimestampType,
+)
+from kafkalog.record.format import INT64 as _INT64
+
+Buffer = bytes | bytearray | memoryview
+
+_ANY_MAGIC = -1
+_NO_FLOOR = -(1 << 63)
+_CODECS = frozenset((Codec.GZIP, Codec.SNAPPY, Codec.LZ4))
+_BATCH = 4096  # messages decoded per kernel call: bounds the memory a lazy reader holds
+
+
+def corrupt_at(buf: Buffer, error: tuple[str, int, str]) -> CorruptRecordError:
+    """Turn a kernel's error triple into a CorruptRecordError naming offset and position."""
+    _, position, reason = error
+    offset = _INT64.unpack_from(buf, position)[0] if len(buf) - position >= 8 else None
+    return CorruptRecordError(reason, offset=offset, position=position)
+
+
+def iter_entries(buf: Buffer, *, start: int = 0, end: int | None = None, verify_crc: bool = True) -> Iterator[Entry]:
+    """Yield the shallow entries of ``buf[start:end]``, stopping before a partial trailing entry.
+
+    Compressed wrappers are yielded as one entry (not opened). Raises CorruptRecordError for an
+    impossible size, an unknown magic, offsets that do not rise, or (with ``verify_crc``) a CRC
+    mismatch.
+    """
+    stop = len(buf) if end is None else end
+    pos = start
+    floor = _NO_FLOOR
+    while stop - pos >= LOG_OVERHEAD:
+        entry_end = pos + LOG_OVERHEAD + INT32.unpack_from(buf, pos + 8)[0]
+        if entry_end > stop and entry_end - pos >= ENTRY_V0_MIN:
+            return  # partial trailing entry: the read was cut inside it
+        # Validate exactly this entry, with the same rules recovery applies.
+        error = kernels.scan_entries(buf, pos, min(entry_end, stop), verify_crc, floor, 1 << 62, 0)[7]
+        if error is not None:
+            raise corrupt_at(buf, error)
+        entry = _entry(buf, pos, entry_end)
+        yield entry
+        floor = entry.offset + 1
+        pos = entry_end
+
+
+def _entry(buf: Buffer, pos: int, end: int) -> Entry:
+    offset, _, crc, magic, attributes = MESSAGE_PREFIX.unpack_from(buf, pos)
+    timestamp = _INT64.unpack_from(buf, pos + 18)[0] if magic == 1 else NO_TIMESTAMP
+    return Entry(offset, pos, end - pos, crc, magic, attributes, timestamp)
+
+
+def decode_messages(
+    buf: Buffer,
+    *,
+    verify_crc: bool = True,
+    min_offset: int = 0,
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+) -> Iterator[Message]:
+    """Yield every logical message of a message set, opening compressed wrappers.
+
+    Messages with an offset below ``min_offset`` are skipped (a read that starts inside a
+    compressed wrapper returns the wrapper's earlier messages too). Stops before a partial trailing
+    entry; raises CorruptRecordError for anything invalid, including a partial inner entry.
+    """
+    view = memoryview(buf)
+    stop = len(view)
+    pos = 0
+    while True:
+        # Runs of uncompressed entries go through the kernel; it stops at anything else.
+        start = pos
+        messages, pos, error = kernels.decode_plain(view, pos, stop, verify_crc, min_offset, _ANY_MAGIC, _BATCH)
+        yield from messages
+        if error is not None:
+            raise corrupt_at(view, error)
+        if pos != start:
+            continue  # a full batch, or the run ended: look again from here
+        entry = _entry_at(view, pos, verify_crc)
+        if entry is None:
+            return  # the end, or a partial trailing entry
+        if entry.attributes & CODEC_MASK == 0:
+            raise CorruptRecordError("message cannot be decoded", offset=entry.offset, position=pos)
+        yield from _decode_wrapper(view, entry, verify_crc, min_offset, max_decompressed_bytes)
+        pos = entry.end
+
+
+def _entry_at(view: memoryview, pos: int, verify_crc: bool) -> Entry | None:
+    """The complete, valid entry at ``pos``; None at the end or before a partial trailing entry."""
+    for entry in iter_entries(view, start=pos, verify_crc=verify_crc):
+        return entry
+    return None
+
+
+def _decode_wrapper(
+    view: memoryview, entry: Entry, verify_crc: bool, min_offset: int, max_decompressed_bytes: int
+) -> Iterator[Message]:
+    """Decode the inner messages of one compressed wrapper entry, with absolute offsets."""
+    messages = open_wrapper(view, entry, verify_crc=verify_crc, max_decompressed_bytes=max_decompressed_bytes)
+    # Magic 1 inner offsets are relative: the wrapper carries the absolute offset of the last one.
+    shift = entry.offset - messages[-1].offset if entry.magic == 1 else 0
+    log_append = entry.magic == 1 and entry.attributes & TIMESTAMP_TYPE_MASK
+    for message in messages:
+        offset = message.offset + shift
+        if offset < min_offset:
+            continue
+        if log_append:
+            yield Message(offset, entry.timestamp, TimestampType.LOG_APPEND_TIME, message.key, message.value)
+        else:
+            yield message._replace(offset=offset)
+
+
+def open_wrapper(
+    view: memoryview,
+    entry: Entry,
+    *,
+    verify_crc: bool = True,
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+) -> list[Message]:
+    """Decompress and decode a wrapper's inner messages as stored (offsets not made absolute)."""
+    if entry.attributes & CODEC_MASK not in _CODECS:
+        raise UnsupportedCodecError(
+            f"unknown compression codec {entry.attributes & CODEC_MASK}", offset=entry.offset, position=entry.position
+        )
+    try:
+        inner = decompress(
+            entry.codec, wrapper_payload(view, entry), magic=entry.magic, max_size=max_decompressed_bytes
+        )
+        messages = decode_inner(inner, entry.magic, verify_crc=verify_crc)
+    except CorruptRecordError as exc:
+        raise CorruptRecordError(
+            f"compressed message set is invalid: {exc}", offset=entry.offset, position=entry.position
+        ) from exc
+    if not messages:
+        raise CorruptRecordError("compressed message holds no messages", offset=entry.offset, position=entry.position)
+    return messages
+
+
+def decode_inner(inner: Buffer, magic: int, *, verify_crc: bool = True) -> list[Message]:
+    """Decode a decompressed inner message set: complete, uncompressed entries of one magic."""
+    view = memoryview(inner)
+    stop = len(view)
+    messages: list[Message]
+    messages, pos, error = kernels.decode_plain(view, 0, stop, verify_crc, _NO_FLOOR, magic, stop)
+    if error is not None:
+        raise corrupt_at(view, error)
+    if pos == stop:
+        return messages
+    entry = _entry_at(view, pos, verify_crc)  # raises for a corrupt entry
+    if entry is None:
+        raise CorruptRecordError("inner message is truncated", position=pos)
+    if entry.magic != magic:
+        raise CorruptRecordError(f"inner message has magic {entry.magic} inside a magic {magic} wrapper", position=pos)
+    raise CorruptRecordError("inner message is itself compressed", offset=entry.offset, position=pos)
+
+
+def wrapper_payload(view: memoryview, entry: Entry) -> memoryview:
+    """The compressed bytes (the Value) of a wrapper entry, checked against the entry's bounds."""
+    key_length_pos = entry.position + KEY_LENGTH_POS[entry.magic]
+    key_length = INT32.unpack_from(view, key_length_pos)[0]
+    value_length_pos = key_length_pos + 4 + max(key_length, 0)
+    if key_length < -1 or value_length_pos + 4 > entry.end:
+        raise CorruptRecordError(
+            f"key length {key_length} does not fit in the message", offset=entry.offset, position=entry.position
+        )
+    value_length = INT32.unpack_from(view, value_length_pos)[0]
+    if value_length < 0 or value_length_pos + 4 + value_length != entry.end:
+        raise CorruptRecordError(
+            f"value length {value_length} does not match the message size", offset=entry.offset, position=entry.position
+        )
+    return view[value_length_pos + 4 : entry.end]
+
+
+__all__ = ["corrupt_at", "decode_inner", "decode_messages", "iter_entries", "open_wrapper", "wrapper_payload"]
