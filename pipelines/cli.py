@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import click
-
 from importlib.metadata import version
+
+import click
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

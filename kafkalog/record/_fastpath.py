@@ -17,7 +17,7 @@ import zlib
 from typing import Any
 
 ErrorTriple = tuple[str, int, str]
-IndexPoints = list[tuple[int, int]]
+IndexPoints = list[tuple[int, int, int, int]]
 
 _V0 = struct.Struct(">qiIbbi")  # offset, size, crc, magic, attributes, key length
 _V1 = struct.Struct(">qiIbbqi")  # offset, size, crc, magic, attributes, timestamp, key length
@@ -112,9 +112,10 @@ def scan_entries(
 
     Checks: a size possible for its magic, a known magic, the CRC (with ``verify_crc``), and offsets
     that rise strictly, the first one at least ``min_next_offset``. Records an index point
-    ``(position, offset)`` at the first entry and whenever more than ``index_interval`` bytes passed
-    since the last one (``bytes_since_index`` carries that count in and out; start with a value >=
-    index_interval to index the first entry).
+    ``(position, offset, max timestamp so far, offset of that max)`` at an entry when at least
+    ``index_interval`` bytes passed since the last point (``bytes_since_index`` carries that count
+    in and out; start with a value >= index_interval to index the first entry). "So far" covers
+    this call's entries up to and including the indexed one.
 
     Returns (stop position, entries, last offset, max timestamp, offset of max timestamp,
     index points, bytes since index, error). The stop position is ``stop`` when everything was
@@ -194,12 +195,12 @@ def scan_entries(
                 bytes_since_index,
                 ("corrupt", pos, f"offset {offset} is not above the previous offset {floor - 1}"),
             )
-        if bytes_since_index >= index_interval:
-            points.append((pos, offset))
-            bytes_since_index = 0
-        bytes_since_index += end - pos
         if timestamp > max_timestamp:
             max_timestamp, offset_of_max = timestamp, offset
+        if bytes_since_index >= index_interval:
+            points.append((pos, offset, max_timestamp, offset_of_max))
+            bytes_since_index = 0
+        bytes_since_index += end - pos
         entries += 1
         last_offset = offset
         floor = offset + 1
@@ -287,12 +288,12 @@ def assign_plain(
             _ATTR_TS.pack_into(buf, pos + 17, attributes | _TS_TYPE_BIT, timestamp)
             _U32.pack_into(buf, pos + 12, crc32(view[pos + _MAGIC_POS : end]))
         _I64.pack_into(buf, pos, next_offset)
-        if bytes_since_index >= index_interval:
-            points.append((pos, next_offset))
-            bytes_since_index = 0
-        bytes_since_index += end - pos
         if timestamp > max_timestamp:
             max_timestamp, offset_of_max = timestamp, next_offset
+        if bytes_since_index >= index_interval:
+            points.append((pos, next_offset, max_timestamp, offset_of_max))
+            bytes_since_index = 0
+        bytes_since_index += end - pos
         next_offset += 1
         pos = end
     return pos, next_offset, max_timestamp, offset_of_max, points, bytes_since_index, None

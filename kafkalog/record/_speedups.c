@@ -54,7 +54,7 @@ static PyObject *error_triple(const char *kind, Py_ssize_t pos, PyObject *reason
     return t;
 }
 
-/* Check key/value lengths of one message; on success set *value_pos/*value_len, return NULL with
+/* Check key/value lengths of one message; on success set *value_pos and *value_len, return NULL with
  * *ok = 1; on failure return a new reason string and *ok = 0. */
 static PyObject *check_lengths(const unsigned char *b, Py_ssize_t key_pos, Py_ssize_t end, int32_t key_len,
                                Py_ssize_t *value_pos, int32_t *value_len, int *ok) {
@@ -195,8 +195,8 @@ fail:
     return NULL;
 }
 
-static int add_point(PyObject *points, Py_ssize_t pos, int64_t offset) {
-    PyObject *p = Py_BuildValue("(nL)", pos, (long long)offset);
+static int add_point(PyObject *points, Py_ssize_t pos, int64_t offset, long long max_ts, long long offset_of_max) {
+    PyObject *p = Py_BuildValue("(nLLL)", pos, (long long)offset, max_ts, offset_of_max);
     if (!p) return -1;
     int rc = PyList_Append(points, p);
     Py_DECREF(p);
@@ -262,12 +262,12 @@ static PyObject *py_scan_entries(PyObject *self, PyObject *args) {
             if (!error) goto fail;
             break;
         }
+        if (ts > max_ts) { max_ts = ts; offset_of_max = offset; }
         if (since >= index_interval) {
-            if (add_point(points, pos, offset) < 0) goto fail;
+            if (add_point(points, pos, offset, max_ts, offset_of_max) < 0) goto fail;
             since = 0;
         }
         since += end - pos;
-        if (ts > max_ts) { max_ts = ts; offset_of_max = offset; }
         entries++;
         last_offset = offset;
         floor = offset + 1;
@@ -352,12 +352,12 @@ static PyObject *py_assign_plain(PyObject *self, PyObject *args) {
             wr_u32(b + pos + 12, crc_of(b + pos + MAGIC_POS, end - pos - MAGIC_POS));
         }
         wr_i64(b + pos, next_offset);
+        if (ts > max_ts) { max_ts = ts; offset_of_max = next_offset; }
         if (since >= index_interval) {
-            if (add_point(points, pos, next_offset) < 0) goto fail;
+            if (add_point(points, pos, next_offset, max_ts, offset_of_max) < 0) goto fail;
             since = 0;
         }
         since += end - pos;
-        if (ts > max_ts) { max_ts = ts; offset_of_max = next_offset; }
         next_offset++;
         pos = end;
     }

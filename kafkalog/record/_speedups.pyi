@@ -3,7 +3,7 @@
 from typing import Any
 
 ErrorTriple = tuple[str, int, str]
-IndexPoints = list[tuple[int, int]]
+IndexPoints = list[tuple[int, int, int, int]]
 
 def configure(message_type: Any, create_time: Any, log_append_time: Any) -> None: ...
 def decode_plain(

@@ -42,8 +42,9 @@ from kafkalog.record.reader import corrupt_at, decode_inner, iter_entries, open_
 class ValidatedSet:
     """A message set checked and given offsets, ready to be written as is.
 
-    ``index_points`` are (position in ``data``, offset) pairs where a sparse offset index should
-    point, per ``index_interval_bytes``; ``bytes_since_index`` carries the count to the next append.
+    ``index_points`` are (position in ``data``, offset, max timestamp so far, offset of that max)
+    where sparse offset and time indexes should point, per ``index_interval_bytes`` ("so far" is
+    within this set); ``bytes_since_index`` carries the byte count on to the next append.
     ``max_timestamp``/``offset_of_max_timestamp`` use shallow offsets (a wrapper's last offset).
     """
 
@@ -52,7 +53,7 @@ class ValidatedSet:
     next_offset: int
     max_timestamp: int
     offset_of_max_timestamp: int
-    index_points: list[tuple[int, int]]
+    index_points: list[tuple[int, int, int, int]]
     bytes_since_index: int
 
     @property
@@ -86,7 +87,7 @@ def validate_for_append(
     first_offset = next_offset
     out: list[bytes | bytearray | memoryview] = []
     out_size = 0
-    points: list[tuple[int, int]] = []
+    points: list[tuple[int, int, int, int]] = []
     max_ts = NO_TIMESTAMP
     offset_of_max = -1
     pos = 0
@@ -101,7 +102,10 @@ def validate_for_append(
             raise _error_for(buf, error)
         if pos > run_start:
             shift = out_size - run_start
-            points.extend((p + shift, o) for p, o in run_points)
+            for point_pos, point_offset, point_max, point_max_offset in run_points:
+                if point_max > max_ts:
+                    max_ts, offset_of_max = point_max, point_max_offset
+                points.append((point_pos + shift, point_offset, max_ts, offset_of_max))
             out.append(view[run_start:pos])
             out_size += pos - run_start
             if run_max > max_ts:
@@ -120,12 +124,12 @@ def validate_for_append(
         else:
             rewritten, count, entry_ts = _upconvert_plain(view, entry, next_offset, now_ms)
         last_offset = next_offset + count - 1
-        if bytes_since_index >= index_interval_bytes:
-            points.append((out_size, last_offset))
-            bytes_since_index = 0
-        bytes_since_index += len(rewritten)
         if entry_ts > max_ts:
             max_ts, offset_of_max = entry_ts, last_offset
+        if bytes_since_index >= index_interval_bytes:
+            points.append((out_size, last_offset, max_ts, offset_of_max))
+            bytes_since_index = 0
+        bytes_since_index += len(rewritten)
         out.append(rewritten)
         out_size += len(rewritten)
         next_offset += count

@@ -1,0 +1,101 @@
+"""Configuration of one partition log (LogConfig): typed, frozen, validated when built."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Literal
+
+from kafkalog.errors import LogConfigError
+from kafkalog.record.codec import DEFAULT_MAX_DECOMPRESSED_BYTES
+
+_MAX_SEGMENT_BYTES = 2**31 - 1  # positions in the offset index are int32
+_INDEX_ENTRY = 8
+
+DAY_MS = 24 * 60 * 60 * 1000
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    """Settings of a partition log. Durations in milliseconds; ``None`` switches a limit off.
+
+    What an acknowledged append survives (see docs/durability.md): once ``Log.append`` returns, the
+    bytes are in the operating system's page cache, so they survive the broker process being killed.
+    They survive a power loss or kernel crash only once fsynced: after at most ``flush_messages``
+    further messages or ``flush_ms`` milliseconds, whichever comes first. ``flush_messages=1`` makes
+    every append fsync before it returns.
+    """
+
+    segment_bytes: int = 1024 * 1024 * 1024
+    """Roll to a new segment before the active one would exceed this many bytes."""
+
+    segment_ms: int | None = 7 * DAY_MS
+    """Roll a non-empty active segment once this long has passed since its first append."""
+
+    index_interval_bytes: int = 4096
+    """Bytes of log between two entries of the sparse offset and time indexes."""
+
+    index_max_bytes: int = 10 * 1024 * 1024
+    """Size each index file is preallocated to; a segment rolls when its index is full."""
+
+    flush_messages: int | None = None
+    """Fsync after this many messages appended since the last fsync (None: no count limit)."""
+
+    flush_ms: int | None = 1000
+    """Fsync once the oldest unflushed append is this old (None: no time limit; checked on append
+    and by the LogManager's background flusher)."""
+
+    retention_ms: int | None = 7 * DAY_MS
+    """Delete a segment once its newest message timestamp is older than this (None: keep forever)."""
+
+    retention_bytes: int | None = None
+    """Delete the oldest segments while the log is larger than this (None: no size limit)."""
+
+    max_message_bytes: int = 1_000_012
+    """Largest entry (a message, or a compressed wrapper) an append accepts."""
+
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES
+    """Largest decompressed payload of one compressed wrapper an append accepts."""
+
+    message_timestamp_type: Literal["create_time", "log_append_time"] = "create_time"
+    """Keep producers' timestamps, or stamp every message with the broker's append time. Messages
+    without a timestamp (magic 0, or -1) are stamped with the append time either way."""
+
+    on_corruption: Literal["quarantine", "fail"] = "quarantine"
+    """What opening a log does when flushed data fails validation (data that no torn write can
+    explain): ``quarantine`` opens the partition read-only, serving everything before the bad
+    message and refusing appends; ``fail`` refuses to open it. Either way nothing is truncated."""
+
+    def __post_init__(self) -> None:
+        def need(condition: bool, field: str, rule: str) -> None:
+            if not condition:
+                raise LogConfigError(f"log config {field}={getattr(self, field)!r}: {rule}")
+
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if (
+                f.type in ("int", "int | None")
+                and value is not None
+                and (not isinstance(value, int) or isinstance(value, bool))
+            ):
+                raise LogConfigError(f"log config {f.name}={value!r}: must be an integer")
+        need(64 <= self.segment_bytes <= _MAX_SEGMENT_BYTES, "segment_bytes", f"must be in [64, {_MAX_SEGMENT_BYTES}]")
+        need(self.segment_ms is None or self.segment_ms > 0, "segment_ms", "must be positive or None")
+        need(self.index_interval_bytes >= 0, "index_interval_bytes", "must be >= 0")
+        need(self.index_max_bytes >= 4 * _INDEX_ENTRY, "index_max_bytes", "must be at least 32")
+        need(self.flush_messages is None or self.flush_messages > 0, "flush_messages", "must be positive or None")
+        need(self.flush_ms is None or self.flush_ms >= 0, "flush_ms", "must be >= 0 or None")
+        need(self.retention_ms is None or self.retention_ms >= 0, "retention_ms", "must be >= 0 or None")
+        need(self.retention_bytes is None or self.retention_bytes >= 0, "retention_bytes", "must be >= 0 or None")
+        need(self.max_message_bytes > 0, "max_message_bytes", "must be positive")
+        need(self.max_decompressed_bytes > 0, "max_decompressed_bytes", "must be positive")
+        need(
+            self.message_timestamp_type in ("create_time", "log_append_time"),
+            "message_timestamp_type",
+            "must be create_time or log_append_time",
+        )
+        need(self.on_corruption in ("quarantine", "fail"), "on_corruption", "must be quarantine or fail")
+
+    @property
+    def log_append_time(self) -> bool:
+        """True when every message is stamped with the append time."""
+        return self.message_timestamp_type == "log_append_time"

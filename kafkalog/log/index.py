@@ -1,0 +1,240 @@
+"""The sparse indexes of a segment: OffsetIndex (.index) and TimeIndex (.timeindex).
+
+Both are Kafka's layouts: fixed-width big-endian entries in a file preallocated to its maximum size
+while the segment is active (so appends are stores into a memory map) and trimmed to its entries
+when the segment is sealed.
+
+    .index      entry = relative offset (int32) + byte position in the .log (int32)
+    .timeindex  entry = timestamp (int64) + relative offset (int32)
+
+Indexes are caches: everything in them can be rebuilt from the .log. They are trusted only after a
+structural check (``problem()``), and a read that lands where the index said a message starts
+re-checks it; any disagreement makes the segment rebuild its indexes from the log.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from pathlib import Path
+from typing import ClassVar
+
+from kafkalog.errors import LogError
+
+
+class CorruptIndexError(LogError):
+    """An index file's bytes cannot be its entries (size not a multiple of the entry size, ...)."""
+
+
+def _check_whole_entries(path: Path, size: int, entry_size: int) -> None:
+    if size % entry_size:
+        raise CorruptIndexError(f"{path}: size {size} is not a multiple of {entry_size}")
+
+
+class IndexFile:
+    """Fixed-width entries in a memory-mapped file. Not thread-safe: owned by one LogSegment,
+    whose Log serializes every change; lookups may run concurrently with appends because an entry is
+    written before the entry count that publishes it."""
+
+    ENTRY: ClassVar[struct.Struct]
+
+    def __init__(self, path: Path, base_offset: int, *, max_bytes: int, writable: bool) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self._entry_size = self.ENTRY.size
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._mmap: mmap.mmap | None = None
+        try:
+            size = os.fstat(self._fd).st_size
+            _check_whole_entries(path, size, self._entry_size)
+            self.entries = size // self._entry_size
+            self._capacity = self.entries
+            if writable:
+                self.make_writable(max_bytes)
+            elif size:
+                self._mmap = mmap.mmap(self._fd, size, prot=mmap.PROT_READ)
+        except BaseException:
+            os.close(self._fd)
+            raise
+
+    @property
+    def is_full(self) -> bool:
+        return self.entries >= self._capacity
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self.entries * self._entry_size
+
+    def make_writable(self, max_bytes: int) -> None:
+        """Preallocate the file to ``max_bytes`` (at least its entries) and map it for appends."""
+        capacity = max(max_bytes // self._entry_size, self.entries)
+        length = capacity * self._entry_size
+        if self._mmap is not None:
+            self._mmap.close()
+        # Real allocation, not a sparse file: a store into an unbacked page on a full disk would
+        # kill the process with SIGBUS instead of failing an append.
+        os.posix_fallocate(self._fd, 0, length)
+        self._mmap = mmap.mmap(self._fd, length)
+        self._capacity = capacity
+
+    def entry(self, i: int) -> tuple[int, ...]:
+        assert self._mmap is not None
+        return self.ENTRY.unpack_from(self._mmap, i * self._entry_size)
+
+    def _append(self, *values: int) -> None:
+        if self.is_full or self._mmap is None:
+            raise LogError(f"{self.path} is full ({self.entries} entries)")
+        self.ENTRY.pack_into(self._mmap, self.entries * self._entry_size, *values)
+        self.entries += 1
+
+    def all_entries(self) -> list[tuple[int, ...]]:
+        if self._mmap is None or not self.entries:
+            return []
+        return list(self.ENTRY.iter_unpack(self._mmap[: self.entries * self._entry_size]))
+
+    def reset(self) -> None:
+        """Forget every entry (before a rebuild)."""
+        self.entries = 0
+
+    def flush(self) -> None:
+        if self._mmap is not None and self._capacity:
+            self._mmap.flush()
+
+    def seal(self) -> None:
+        """Trim the file to its entries, make it durable, and map it read-only."""
+        used = self.entries * self._entry_size
+        if self._mmap is not None:
+            self._mmap.flush()
+            self._mmap.close()
+            self._mmap = None
+        os.ftruncate(self._fd, used)
+        os.fsync(self._fd)
+        self._capacity = self.entries
+        if used:
+            self._mmap = mmap.mmap(self._fd, used, prot=mmap.PROT_READ)
+
+    def close(self) -> None:
+        """Trim to the entries (a preallocated tail would read as bogus entries) and close."""
+        if self._fd < 0:
+            return
+        if self._mmap is not None:
+            self._mmap.close()
+            self._mmap = None
+        try:
+            os.ftruncate(self._fd, self.entries * self._entry_size)
+        finally:
+            os.close(self._fd)
+            self._fd = -1
+
+    def close_without_trim(self) -> None:
+        """Close, leaving the file as it is (the file is about to be deleted or rebuilt)."""
+        if self._fd < 0:
+            return
+        if self._mmap is not None:
+            self._mmap.close()
+            self._mmap = None
+        os.close(self._fd)
+        self._fd = -1
+
+
+class OffsetIndex(IndexFile):
+    """Maps offsets to byte positions in the segment's .log, sparsely: an entry (o, p) says the
+    entry stored with offset o starts at position p. Lookups find the greatest entry at or below an
+    offset; the log is then scanned forward from there."""
+
+    ENTRY = struct.Struct(">ii")
+
+    def append(self, offset: int, position: int) -> None:
+        relative = offset - self.base_offset
+        if self.entries:
+            last_relative, last_position = self.entry(self.entries - 1)
+            if relative <= last_relative or position <= last_position:
+                raise LogError(f"{self.path}: entry ({offset}, {position}) does not follow the last one")
+        self._append(relative, position)
+
+    def last(self) -> tuple[int, int]:
+        """(offset, position) of the last entry, or (base_offset, 0) when empty."""
+        if not self.entries:
+            return self.base_offset, 0
+        relative, position = self.entry(self.entries - 1)
+        return self.base_offset + relative, position
+
+    def lookup(self, offset: int) -> tuple[int, int]:
+        """(offset, position) of the greatest entry with offset <= ``offset``; (base, 0) if none."""
+        target = offset - self.base_offset
+        lo, hi = 0, self.entries - 1
+        found = -1
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            if self.entry(mid)[0] <= target:
+                found = mid
+                lo = mid + 1
+            else:
+                hi = mid - 1
+        if found < 0:
+            return self.base_offset, 0
+        relative, position = self.entry(found)
+        return self.base_offset + relative, position
+
+    def problem(self, log_size: int) -> str | None:
+        """Why the entries cannot be right for a .log of ``log_size`` bytes, or None."""
+        last_relative, last_position = -1, -1
+        for relative, position in self.all_entries():
+            if relative <= last_relative or position <= last_position:
+                return f"entries do not rise at relative offset {relative}, position {position}"
+            last_relative, last_position = relative, position
+        if last_position >= log_size:
+            return f"an entry points at position {last_position}, beyond the log's {log_size} bytes"
+        return None
+
+
+class TimeIndex(IndexFile):
+    """Maps timestamps to offsets, sparsely: an entry (t, o) says that t is the largest timestamp
+    of every message up to and including offset o (and the message at o carries it). Entries rise
+    strictly in both fields; the last one holds the segment's largest timestamp once sealed."""
+
+    ENTRY = struct.Struct(">qi")
+
+    def maybe_append(self, timestamp: int, offset: int) -> None:
+        """Append (timestamp, offset) if it raises the largest timestamp recorded so far."""
+        if self.entries:
+            last_ts, last_relative = self.entry(self.entries - 1)
+            if timestamp <= last_ts or offset - self.base_offset <= last_relative:
+                return
+        if not self.is_full:
+            self._append(timestamp, offset - self.base_offset)
+
+    def last(self) -> tuple[int, int] | None:
+        """(timestamp, offset) of the last entry, or None when empty."""
+        if not self.entries:
+            return None
+        timestamp, relative = self.entry(self.entries - 1)
+        return timestamp, self.base_offset + relative
+
+    def offset_below(self, timestamp: int) -> int | None:
+        """Offset o of the last entry (t, o) with t < ``timestamp``: every message up to o is older
+        than ``timestamp``, so a search for it may start after o. None if there is no such entry."""
+        lo, hi = 0, self.entries - 1
+        found = -1
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            if self.entry(mid)[0] < timestamp:
+                found = mid
+                lo = mid + 1
+            else:
+                hi = mid - 1
+        if found < 0:
+            return None
+        return self.base_offset + self.entry(found)[1]
+
+    def problem(self, next_offset: int) -> str | None:
+        """Why the entries cannot be right for a segment ending before ``next_offset``, or None."""
+        last_ts, last_relative = -2, -1
+        for timestamp, relative in self.all_entries():
+            if timestamp <= last_ts or relative <= last_relative:
+                return f"entries do not rise at timestamp {timestamp}, relative offset {relative}"
+            last_ts, last_relative = timestamp, relative
+        if last_relative >= 0 and self.base_offset + last_relative >= next_offset:
+            return f"an entry names offset {self.base_offset + last_relative}, beyond the segment's end {next_offset}"
+        return None

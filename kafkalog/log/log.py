@@ -1,0 +1,474 @@
+"""Log: one topic-partition, an ordered list of segments with one active segment at the end."""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from kafkalog.errors import CorruptSegmentError, LogClosedError, OffsetOutOfRangeError
+from kafkalog.log.config import LogConfig
+from kafkalog.log.faults import crash_point
+from kafkalog.log.files import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TMP_SUFFIX,
+    fsync_dir,
+    parse_base_offset,
+)
+from kafkalog.log.region import FileRegion
+from kafkalog.log.segment import LogSegment, SegmentDeletedError
+from kafkalog.record import Message, decode_messages
+from kafkalog.record.validate import validate_for_append
+
+logger = logging.getLogger(__name__)
+
+Clock = Callable[[], int]
+LATEST_TIME = -1
+EARLIEST_TIME = -2
+_TIME_SEARCH_READ_BYTES = 1024 * 1024
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    """Where an append landed. ``log_append_time`` is the broker time messages were stamped with
+    when the log uses log-append time, else -1."""
+
+    first_offset: int
+    last_offset: int
+    log_append_time: int
+
+    @property
+    def count(self) -> int:
+        return self.last_offset - self.first_offset + 1
+
+
+@dataclass(frozen=True, slots=True)
+class ReadInfo:
+    """The result of a read: a region of one segment (None when there was nothing to read) and the
+    log's bounds when it was read. The caller closes the region."""
+
+    region: FileRegion | None
+    log_start_offset: int
+    log_end_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetAndTimestamp:
+    offset: int
+    timestamp: int
+
+
+class Log:
+    """An append-only log of messages for one partition, stored as segments in one directory.
+
+    Thread-safe. Appends, rolls, flushes, retention, truncation and close are serialized by one lock.
+    Reads take no log lock: they work from an immutable snapshot of the segment list and read through
+    their own file descriptors, so they run concurrently with appends and with retention (a read that
+    loses a race with retention retries and then sees the new log start).
+
+    ``recovery_point`` is the offset below which everything is known to be fsynced. Every segment but
+    the active one is entirely flushed (rolling fsyncs it), so a torn write can only be in the active
+    segment above the recovery point; corruption anywhere else is reported, never truncated away.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig | None = None,
+        *,
+        recovery_point: int = 0,
+        clean_shutdown: bool = False,
+        clock: Clock = wall_clock_ms,
+    ) -> None:
+        self.directory = Path(directory)
+        self.config = config or LogConfig()
+        self.clock = clock
+        self._lock = threading.RLock()
+        self._closed = False
+        self.corruption: CorruptSegmentError | None = None
+        self._unflushed_messages = 0
+        self._oldest_unflushed_ms: int | None = None
+        self.directory.mkdir(parents=True, exist_ok=True)
+        segments = self._load(recovery_point, clean_shutdown)
+        self._set_segments(segments)
+        self._log_end_offset = segments[-1].next_offset
+        self._recovery_point = self._log_end_offset
+        self.corruption = next((s.corruption for s in segments if s.corruption is not None), None)
+        if self.corruption is not None and self.config.on_corruption == "fail":
+            self.close()
+            raise self.corruption
+
+    def __repr__(self) -> str:
+        return f"Log({self.directory}, start={self.log_start_offset}, end={self.log_end_offset})"
+
+    # ------------------------------------------------------------------ loading
+
+    def _load(self, recovery_point: int, clean_shutdown: bool) -> list[LogSegment]:
+        bases = self._clean_directory()
+        segments = [LogSegment(self.directory, base, self.config, create=False) for base in bases]
+        if not segments:
+            segments = [LogSegment.create_active(self.directory, 0, self.config)]
+        for segment, following in itertools.pairwise(segments):
+            segment.next_offset = following.base_offset
+        for segment in segments:
+            segment.on_corruption = self._note_corruption
+        active = segments[-1]
+        if not clean_shutdown:
+            # Sealed segments were fsynced when the log rolled past them: invalid bytes there are
+            # corruption. Only the active segment may end in a torn write above the recovery point.
+            first = max(0, bisect.bisect_right([s.base_offset for s in segments], recovery_point) - 1)
+            logger.info(
+                "recovering %s from offset %d after an unclean shutdown (%d segment(s) to check)",
+                self.directory, recovery_point, len(segments) - first,
+            )  # fmt: skip
+            for segment in segments[first:]:
+                flushed = recovery_point if segment is active else 1 << 62
+                segment.recover(flushed_offset=flushed)
+        active.activate()
+        if not clean_shutdown:
+            active.flush()  # what recovery kept is now the flushed state
+        return segments
+
+    def _clean_directory(self) -> list[int]:
+        """Finish interrupted deletions and drop leftovers; return the base offsets of the segments."""
+        bases: list[int] = []
+        indexes: list[tuple[Path, int]] = []
+        for path in sorted(self.directory.iterdir()):
+            name = path.name
+            if name.endswith((DELETED_SUFFIX, TMP_SUFFIX)):
+                logger.warning("removing leftover file %s", path)
+                path.unlink()
+                continue
+            base = parse_base_offset(name, LOG_SUFFIX)
+            if base is not None:
+                bases.append(base)
+                continue
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                index_base = parse_base_offset(name, suffix)
+                if index_base is not None:
+                    indexes.append((path, index_base))
+                    break
+            else:
+                logger.warning("ignoring unknown file %s in a log directory", path)
+        known = set(bases)
+        for path, base in indexes:
+            if base not in known:
+                logger.warning("removing index file %s, which has no log segment", path)
+                path.unlink()
+        return sorted(bases)
+
+    def _note_corruption(self, corruption: CorruptSegmentError) -> None:
+        if self.corruption is None:
+            self.corruption = corruption
+
+    # ------------------------------------------------------------------ state
+
+    def _set_segments(self, segments: list[LogSegment]) -> None:
+        # One tuple swap publishes a consistent pair to lock-free readers.
+        self._view = (tuple(segments), [s.base_offset for s in segments])
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        return self._view[0]
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._view[0][-1]
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._view[0][0].base_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        """The offset the next appended message will get."""
+        return self._log_end_offset
+
+    @property
+    def recovery_point(self) -> int:
+        """Everything below this offset is fsynced."""
+        return self._recovery_point
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LogClosedError(f"log {self.directory} is closed")
+
+    # ------------------------------------------------------------------ appending
+
+    def append(self, data: bytes | bytearray | memoryview) -> AppendInfo:
+        """Validate a message set, assign its offsets and append it.
+
+        Returns once the bytes are written (in the page cache), and fsynced if the flush policy says
+        so now. Raises CorruptRecordError, RecordTooLargeError or InvalidTimestampError for a bad
+        set (nothing is appended), StorageError for an I/O failure (nothing stays appended), and the
+        CorruptSegmentError that quarantined the log, if any.
+        """
+        with self._lock:
+            self._check_open()
+            if self.corruption is not None:
+                raise self.corruption
+            now = self.clock()
+            active = self.active_segment
+            batch = validate_for_append(
+                data,
+                self._log_end_offset,
+                now_ms=now,
+                log_append_time=self.config.log_append_time,
+                max_message_bytes=self.config.max_message_bytes,
+                index_interval_bytes=self.config.index_interval_bytes,
+                bytes_since_index=active.bytes_since_index,
+                max_decompressed_bytes=self.config.max_decompressed_bytes,
+            )
+            if active.should_roll(len(batch.data), batch.count, now):
+                active = self._roll()
+            active.append(batch, now)
+            self._log_end_offset = batch.next_offset
+            self._unflushed_messages += batch.count
+            if self._oldest_unflushed_ms is None:
+                self._oldest_unflushed_ms = now
+            self._flush_if_due(now)
+            return AppendInfo(batch.first_offset, batch.next_offset - 1, now if self.config.log_append_time else -1)
+
+    def _flush_if_due(self, now: int) -> None:
+        config = self.config
+        if (config.flush_messages is not None and self._unflushed_messages >= config.flush_messages) or (
+            config.flush_ms is not None
+            and self._oldest_unflushed_ms is not None
+            and now - self._oldest_unflushed_ms >= config.flush_ms
+        ):
+            self.flush()
+
+    def maybe_flush(self, now: int | None = None) -> None:
+        """Fsync if the time-based flush policy is due (the LogManager calls this periodically)."""
+        with self._lock:
+            if not self._closed:
+                self._flush_if_due(self.clock() if now is None else now)
+
+    def flush(self) -> None:
+        """Fsync everything appended so far and advance the recovery point to the log end."""
+        with self._lock:
+            self._check_open()
+            end = self._log_end_offset
+            self.active_segment.flush()
+            crash_point("log.flush.after_fsync")
+            self._recovery_point = end
+            self._unflushed_messages = 0
+            self._oldest_unflushed_ms = None
+
+    def roll(self) -> LogSegment:
+        """Seal the active segment (if it holds anything) and start a new one at the log end."""
+        with self._lock:
+            self._check_open()
+            if self.active_segment.size == 0:
+                return self.active_segment
+            return self._roll()
+
+    def _roll(self) -> LogSegment:
+        old = self.active_segment
+        crash_point("log.roll.before_seal")
+        old.seal()  # fsyncs: from now on only the new segment can hold unflushed bytes
+        crash_point("log.roll.after_seal")
+        new = LogSegment.create_active(self.directory, self._log_end_offset, self.config)
+        new.on_corruption = self._note_corruption
+        fsync_dir(self.directory)
+        crash_point("log.roll.after_create")
+        self._set_segments([*self.segments, new])
+        self._recovery_point = max(self._recovery_point, new.base_offset)
+        return new
+
+    # ------------------------------------------------------------------ reading
+
+    def read(self, offset: int, max_bytes: int, *, min_one_message: bool = False) -> ReadInfo:
+        """A region holding messages from ``offset`` on, at most ``max_bytes`` long (one segment's
+        worth at most; it may end inside a message). Raises OffsetOutOfRangeError outside
+        [log_start_offset, log_end_offset]; at log_end_offset the region is None.
+
+        The region may start before ``offset`` when a compressed wrapper holds it. With
+        ``min_one_message`` the first message is returned whole even if larger than ``max_bytes``.
+        """
+        while True:
+            end = self._log_end_offset
+            segments, bases = self._view
+            start = segments[0].base_offset
+            if offset < start or offset > end:
+                raise OffsetOutOfRangeError(offset, start, end, where=str(self.directory))
+            if offset == end:
+                return ReadInfo(None, start, end)
+            try:
+                for segment in segments[bisect.bisect_right(bases, offset) - 1 :]:
+                    region = segment.read(offset, max_bytes, min_one_message=min_one_message)
+                    if region is not None:
+                        return ReadInfo(region, start, end)
+            except SegmentDeletedError:
+                continue  # retention removed it meanwhile: look again at the new bounds
+            return ReadInfo(None, start, end)
+
+    def read_messages(self, offset: int, max_bytes: int = 1024 * 1024) -> list[Message]:
+        """Decoded messages from ``offset`` on (CRCs checked), from at most ``max_bytes`` of log."""
+        info = self.read(offset, max_bytes, min_one_message=True)
+        if info.region is None:
+            return []
+        with info.region as region:
+            return list(decode_messages(region.read(), min_offset=offset))
+
+    def offsets_before(self, timestamp: int, max_count: int) -> list[int]:
+        """The seeds' getOffsetsBefore: segment start offsets, newest first, at most ``max_count``.
+
+        ``timestamp`` -1 (latest) starts with the log end offset, -2 (earliest) gives the log start.
+        Otherwise the answer starts at the newest segment whose newest message is not after
+        ``timestamp`` (the log end counts as a segment of "now" when the active one holds data).
+        """
+        segments = self.segments
+        end = self._log_end_offset
+        candidates = [(s.base_offset, s.max_timestamp) for s in segments]
+        if segments[-1].size > 0:
+            candidates.append((end, self.clock()))
+        if timestamp == LATEST_TIME:
+            first = len(candidates) - 1
+        elif timestamp == EARLIEST_TIME:
+            first = 0
+        else:
+            first = next((i for i in range(len(candidates) - 1, -1, -1) if candidates[i][1] <= timestamp), -1)
+        return [candidates[i][0] for i in range(first, max(first - max_count, -1), -1)]
+
+    def offset_for_timestamp(self, timestamp: int) -> OffsetAndTimestamp | None:
+        """The first message whose timestamp is at least ``timestamp`` (offset and its timestamp),
+        exact to the message even when timestamps are out of order; None if there is none (a
+        caller rewinding to the future should start at the log end)."""
+        for segment in self.segments:
+            try:
+                if segment.max_timestamp < timestamp:
+                    continue  # every message in it is older
+                start = segment.find_offset_by_timestamp(timestamp)
+            except SegmentDeletedError:
+                continue
+            if start is None:
+                continue
+            found = self._search_timestamp(segment, max(start[1], segment.base_offset), timestamp)
+            if found is not None:
+                return found
+        return None
+
+    def _search_timestamp(self, segment: LogSegment, offset: int, timestamp: int) -> OffsetAndTimestamp | None:
+        # Start at the entry holding ``offset``: with compressed wrappers that may be earlier.
+        while True:
+            region = segment.read(offset, _TIME_SEARCH_READ_BYTES, min_one_message=True)
+            if region is None:
+                return None
+            with region:
+                messages = list(decode_messages(region.read()))
+            if not messages:
+                return None
+            for message in messages:
+                if message.timestamp >= timestamp:
+                    return OffsetAndTimestamp(message.offset, message.timestamp)
+            offset = messages[-1].offset + 1
+
+    # ------------------------------------------------------------------ retention and truncation
+
+    def enforce_retention(self, now: int | None = None) -> int:
+        """Delete the oldest segments that retention by age or size no longer keeps; return how many.
+
+        Age is judged by each segment's newest message timestamp, never by file times. A pass that
+        finds nothing to delete changes nothing, so running it twice is harmless.
+        """
+        with self._lock:
+            self._check_open()
+            now = self.clock() if now is None else now
+            segments = list(self.segments)
+            doomed: list[LogSegment] = []
+            if self.config.retention_ms is not None:
+                cutoff = now - self.config.retention_ms
+                for segment in segments:
+                    if segment.size == 0 or segment.max_timestamp >= cutoff:
+                        break
+                    doomed.append(segment)
+            if self.config.retention_bytes is not None:
+                excess = sum(s.size for s in segments) - sum(s.size for s in doomed) - self.config.retention_bytes
+                for segment in segments[len(doomed) : -1]:
+                    if excess - segment.size < 0:
+                        break
+                    doomed.append(segment)
+                    excess -= segment.size
+            if not doomed:
+                return 0
+            if doomed[-1] is self.active_segment:
+                self._roll()  # the active segment expired too: continue in a fresh, empty one
+            keep = [s for s in self.segments if s not in doomed]
+            self._set_segments(keep)  # readers see the new log start from here on
+            for segment in doomed:
+                logger.info("retention: deleting %s (newest message at %d)", segment.log_path, segment.max_timestamp)
+                crash_point("log.retention.before_delete")
+                segment.delete()
+            fsync_dir(self.directory)
+            return len(doomed)
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every message at ``offset`` and after (an operator's tool, e.g. to cut away a
+        quarantined corrupt message). A compressed wrapper that straddles ``offset`` goes whole."""
+        with self._lock:
+            self._check_open()
+            if offset >= self._log_end_offset:
+                return
+            segments = list(self.segments)
+            keep = [s for s in segments if s.base_offset < offset]
+            drop = [s for s in segments if s.base_offset >= offset]
+            if keep:
+                last = keep[-1]
+                last.truncate_to(offset)
+                if last is not segments[-1]:
+                    last.activate()
+            else:
+                start = offset
+                for segment in drop:
+                    segment.delete()
+                drop = []
+                keep = [LogSegment.create_active(self.directory, start, self.config)]
+                keep[0].on_corruption = self._note_corruption
+            for segment in drop:
+                segment.delete()
+            self._set_segments(keep)
+            keep[-1].flush()
+            fsync_dir(self.directory)
+            self._log_end_offset = keep[-1].next_offset
+            self._recovery_point = self._log_end_offset
+            self.corruption = next((s.corruption for s in keep if s.corruption is not None), None)
+
+    def verify(self) -> CorruptSegmentError | None:
+        """Validate every segment completely; return the first corruption found (also logged)."""
+        for segment in self.segments:
+            corruption = segment.verify()
+            if corruption is not None:
+                return corruption
+        return None
+
+    # ------------------------------------------------------------------ closing
+
+    def close(self) -> None:
+        """Flush and close every segment; the log end becomes the recovery point."""
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                self.active_segment.flush()
+                self._recovery_point = self._log_end_offset
+            finally:
+                for segment in self.segments:
+                    segment.close()
+                self._closed = True

@@ -1,0 +1,244 @@
+"""LogManager: every partition log in one or more data directories, and their upkeep.
+
+Each data directory holds one subdirectory per partition (``<topic>-<partition>``), a lock file,
+the recovery-point checkpoint and, after a clean shutdown, the clean-shutdown marker:
+
+    <data dir>/.lock                              held (flock) while a LogManager has the directory
+    <data dir>/.kafkalog_cleanshutdown            written last by close(), removed first by open
+    <data dir>/recovery-point-offset-checkpoint   per partition: offset below which data is fsynced
+    <data dir>/<topic>-<partition>/000…000.log    segments (see Log)
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import re
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from kafkalog.errors import LogClosedError, LogConfigError, LogDirLockedError, StorageError
+from kafkalog.log.checkpoint import RECOVERY_POINT_FILE, TopicPartition, read_checkpoint, write_checkpoint
+from kafkalog.log.config import LogConfig
+from kafkalog.log.faults import crash_point
+from kafkalog.log.files import fsync_dir, write_atomically
+from kafkalog.log.log import Clock, Log, wall_clock_ms
+
+logger = logging.getLogger(__name__)
+
+LOCK_FILE = ".lock"
+CLEAN_SHUTDOWN_FILE = ".kafkalog_cleanshutdown"
+_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+_PARTITION_DIR = re.compile(r"^(?P<topic>[A-Za-z0-9._-]{1,249})-(?P<partition>0|[1-9][0-9]{0,9})$")
+
+
+def validate_topic(topic: str) -> None:
+    """Kafka's rule: 1 to 249 characters of ASCII letters, digits, '.', '_' and '-'."""
+    if not _TOPIC.match(topic) or topic in (".", ".."):
+        raise LogConfigError(f"invalid topic name {topic!r}: use 1-249 of the characters a-z A-Z 0-9 . _ -")
+
+
+class LogManager:
+    """Opens, creates and looks after the partition logs of a broker's data directories.
+
+    Thread-safe. Opening locks every directory (a second LogManager, in this process or another,
+    fails with LogDirLockedError), finishes what a crash interrupted (recovery of every partition
+    unless the clean-shutdown marker is present), then removes the marker before anything can be
+    appended. ``close()`` flushes everything, writes the checkpoints, then the marker.
+    """
+
+    def __init__(
+        self,
+        data_dirs: Sequence[Path | str],
+        config: LogConfig | None = None,
+        *,
+        topic_configs: Mapping[str, LogConfig] | None = None,
+        clock: Clock = wall_clock_ms,
+    ) -> None:
+        if not data_dirs:
+            raise LogConfigError("at least one data directory is needed")
+        self.data_dirs = [Path(d).resolve() for d in data_dirs]
+        if len(set(self.data_dirs)) != len(self.data_dirs):
+            raise LogConfigError(f"a data directory is listed twice: {[str(d) for d in data_dirs]}")
+        self.config = config or LogConfig()
+        self.topic_configs = dict(topic_configs or {})
+        self.clock = clock
+        self._lock = threading.RLock()
+        self._logs: dict[TopicPartition, Log] = {}
+        self._log_dirs: dict[TopicPartition, Path] = {}
+        self._lock_fds: list[int] = []
+        self._closed = False
+        self._stop = threading.Event()
+        self._maintenance: threading.Thread | None = None
+        try:
+            for data_dir in self.data_dirs:
+                self._lock_fds.append(self._lock_dir(data_dir))
+            for data_dir in self.data_dirs:
+                self._load_dir(data_dir)
+        except BaseException:
+            self._release()
+            raise
+
+    # ------------------------------------------------------------------ opening
+
+    @staticmethod
+    def _lock_dir(data_dir: Path) -> int:
+        try:
+            data_dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise StorageError(f"cannot use data directory {data_dir}: {exc}") from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise LogDirLockedError(
+                f"data directory {data_dir} is in use by another broker or tool (it holds {data_dir / LOCK_FILE})"
+            ) from None
+        return fd
+
+    def _load_dir(self, data_dir: Path) -> None:
+        marker = data_dir / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        recovery_points = read_checkpoint(data_dir / RECOVERY_POINT_FILE)
+        if not clean:
+            logger.info("%s was not shut down cleanly: recovering its partitions", data_dir)
+        for path in sorted(data_dir.iterdir()):
+            if not path.is_dir():
+                continue
+            match = _PARTITION_DIR.match(path.name)
+            if match is None:
+                logger.warning("ignoring %s: not a <topic>-<partition> directory", path)
+                continue
+            tp = (match["topic"], int(match["partition"]))
+            if tp in self._logs:
+                raise StorageError(f"partition {tp[0]}-{tp[1]} is in both {self._log_dirs[tp]} and {data_dir}")
+            self._logs[tp] = Log(
+                path,
+                self.config_for(tp[0]),
+                recovery_point=recovery_points.get(tp, 0),
+                clean_shutdown=clean,
+                clock=self.clock,
+            )
+            self._log_dirs[tp] = data_dir
+        # Remove the marker before anything can be appended, so a crash from now on is recovered.
+        if clean:
+            marker.unlink()
+            fsync_dir(data_dir)
+        self._write_checkpoint(data_dir)
+
+    def config_for(self, topic: str) -> LogConfig:
+        return self.topic_configs.get(topic, self.config)
+
+    # ------------------------------------------------------------------ partitions
+
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        return self._logs.get((topic, partition))
+
+    def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
+        """The partition's log, created (in the data directory holding the fewest) if missing."""
+        with self._lock:
+            self._check_open()
+            existing = self._logs.get((topic, partition))
+            if existing is not None:
+                return existing
+            validate_topic(topic)
+            if partition < 0:
+                raise LogConfigError(f"invalid partition {partition}: must be >= 0")
+            if config is not None:
+                self.topic_configs[topic] = config
+            counts = dict.fromkeys(self.data_dirs, 0)
+            for data_dir in self._log_dirs.values():
+                counts[data_dir] += 1
+            data_dir = min(self.data_dirs, key=lambda d: (counts[d], self.data_dirs.index(d)))
+            log = Log(data_dir / f"{topic}-{partition}", self.config_for(topic), clean_shutdown=True, clock=self.clock)
+            fsync_dir(data_dir)
+            self._logs[(topic, partition)] = log
+            self._log_dirs[(topic, partition)] = data_dir
+            return log
+
+    @property
+    def logs(self) -> dict[TopicPartition, Log]:
+        return dict(self._logs)
+
+    # ------------------------------------------------------------------ upkeep
+
+    def flush_due(self, now: int | None = None) -> None:
+        """Fsync every log whose time-based flush is due."""
+        for log in self.logs.values():
+            log.maybe_flush(now)
+
+    def enforce_retention(self, now: int | None = None) -> int:
+        """Run retention on every log; return how many segments were deleted."""
+        return sum(log.enforce_retention(now) for log in self.logs.values())
+
+    def checkpoint(self) -> None:
+        """Record every log's recovery point (atomically, per data directory)."""
+        with self._lock:
+            for data_dir in self.data_dirs:
+                self._write_checkpoint(data_dir)
+
+    def _write_checkpoint(self, data_dir: Path) -> None:
+        offsets = {tp: log.recovery_point for tp, log in self._logs.items() if self._log_dirs[tp] == data_dir}
+        write_checkpoint(data_dir / RECOVERY_POINT_FILE, offsets)
+
+    def run_maintenance(self, now: int | None = None) -> None:
+        """One round of upkeep: due flushes, retention, checkpoints."""
+        self.flush_due(now)
+        self.enforce_retention(now)
+        self.checkpoint()
+
+    def start_maintenance(self, interval_ms: int = 1000) -> None:
+        """Run ``run_maintenance`` every ``interval_ms`` in a background thread until close()."""
+        if self._maintenance is not None:
+            return
+
+        def loop() -> None:
+            while not self._stop.wait(interval_ms / 1000):
+                try:
+                    self.run_maintenance()
+                except LogClosedError:
+                    return
+                except Exception:
+                    logger.exception("log maintenance failed; retrying in %d ms", interval_ms)
+
+        self._maintenance = threading.Thread(target=loop, name="kafkalog-log-maintenance", daemon=True)
+        self._maintenance.start()
+
+    # ------------------------------------------------------------------ closing
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LogClosedError("the log manager is closed")
+
+    def close(self) -> None:
+        """Flush and close every log, write checkpoints, then the clean-shutdown markers."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._stop.set()
+        if self._maintenance is not None:
+            self._maintenance.join()
+        try:
+            for log in self._logs.values():
+                log.close()
+            for data_dir in self.data_dirs:
+                self._write_checkpoint(data_dir)
+                crash_point("manager.close.before_marker")
+                write_atomically(data_dir / CLEAN_SHUTDOWN_FILE, b"", crash_prefix="marker")
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        for fd in self._lock_fds:
+            os.close(fd)  # closing the descriptor releases the flock
+        self._lock_fds.clear()
+
+    def __enter__(self) -> LogManager:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
