@@ -78,8 +78,9 @@ def _partition_dirs(data_dirs: tuple[Path, ...]) -> list[Path]:
 def check(dirs: tuple[Path, ...]) -> None:
     """Verify every segment under DIRS (data or partition directories) without changing anything.
 
-    Exits 1 if any message is corrupt, naming its file, byte position and offset; a partial message
-    at the very end of a partition is reported as a torn write (recovery would cut it).
+    Exits 1 if any message is corrupt, naming its file, byte position and offset (one line per
+    problem on stdout; progress goes to stderr); a partial message at the very end of a partition is
+    reported as a torn write (recovery would cut it).
     """
     for directory in dirs:
         if (directory / LOCK_FILE).exists() and _locked(directory / LOCK_FILE):
@@ -110,13 +111,11 @@ def check(dirs: tuple[Path, ...]) -> None:
             if result.error is not None:
                 problems += 1
                 offset = result.last_offset + 1 if result.entries else base
-                progress.console.print(
-                    f"[red]CORRUPT[/] {path} at byte {result.error_position} (offset {offset}): {result.error}"
-                )
+                click.echo(f"CORRUPT {path} at byte {result.error_position} (offset {offset}): {result.error}")
             elif result.valid_end != size:
                 kind = "torn write" if last else "CORRUPT (sealed segment ends inside a message)"
                 problems += 0 if last else 1
-                progress.console.print(f"{kind}: {path} has {size - result.valid_end} bytes after its last message")
+                click.echo(f"{kind}: {path} has {size - result.valid_end} bytes after its last message")
             progress.advance(task, size)
     click.echo(f"checked {len(segments)} segments in {len(partitions)} partitions: {problems} corrupt")
     if problems:

@@ -28,15 +28,15 @@ TopicPartition = tuple[str, int]
 def read_checkpoint(path: Path) -> dict[TopicPartition, int]:
     """The offsets recorded in ``path``; empty (with a warning) if it is missing or unreadable."""
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except FileNotFoundError:
         return {}
     except OSError as exc:
         logger.warning("cannot read checkpoint %s (%s): recovering every partition fully", path, exc)
         return {}
     try:
-        return _parse(text)
-    except ValueError as exc:
+        return _parse(raw.decode("ascii"))
+    except ValueError as exc:  # UnicodeDecodeError included
         logger.warning("ignoring unreadable checkpoint %s (%s): recovering every partition fully", path, exc)
         return {}
 

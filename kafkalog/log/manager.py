@@ -23,7 +23,7 @@ from kafkalog.errors import LogClosedError, LogConfigError, LogDirLockedError, S
 from kafkalog.log.checkpoint import RECOVERY_POINT_FILE, TopicPartition, read_checkpoint, write_checkpoint
 from kafkalog.log.config import LogConfig
 from kafkalog.log.faults import crash_point
-from kafkalog.log.files import fsync_dir, write_atomically
+from kafkalog.log.files import TMP_SUFFIX, fsync_dir, write_atomically
 from kafkalog.log.log import Clock, Log, wall_clock_ms
 
 logger = logging.getLogger(__name__)
@@ -102,6 +102,9 @@ class LogManager:
     def _load_dir(self, data_dir: Path) -> None:
         marker = data_dir / CLEAN_SHUTDOWN_FILE
         clean = marker.exists()
+        for leftover in data_dir.glob(f"*{TMP_SUFFIX}"):
+            logger.warning("removing %s, a checkpoint a crash left half-written", leftover)
+            leftover.unlink()
         recovery_points = read_checkpoint(data_dir / RECOVERY_POINT_FILE)
         if not clean:
             logger.info("%s was not shut down cleanly: recovering its partitions", data_dir)
