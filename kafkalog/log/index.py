@@ -45,6 +45,7 @@ class IndexFile:
         self._entry_size = self.ENTRY.size
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         self._mmap: mmap.mmap | None = None
+        self._last: tuple[int, tuple[int, ...]] = (-1, ())
         try:
             size = os.fstat(self._fd).st_size
             _check_whole_entries(path, size, self._entry_size)
@@ -83,10 +84,18 @@ class IndexFile:
         return self.ENTRY.unpack_from(self._mmap, i * self._entry_size)
 
     def _append(self, *values: int) -> None:
-        if self.is_full or self._mmap is None:
+        if self.entries >= self._capacity or self._mmap is None:
             raise LogError(f"{self.path} is full ({self.entries} entries)")
         self.ENTRY.pack_into(self._mmap, self.entries * self._entry_size, *values)
         self.entries += 1
+        self._last = (self.entries, values)
+
+    def _last_entry(self) -> tuple[int, ...]:
+        # Appends are hot: remember the last entry instead of unpacking it from the map each time.
+        cached_count, values = self._last
+        if cached_count == self.entries:
+            return values
+        return self.entry(self.entries - 1)
 
     def all_entries(self) -> list[tuple[int, ...]]:
         if self._mmap is None or not self.entries:
@@ -148,7 +157,7 @@ class OffsetIndex(IndexFile):
     def append(self, offset: int, position: int) -> None:
         relative = offset - self.base_offset
         if self.entries:
-            last_relative, last_position = self.entry(self.entries - 1)
+            last_relative, last_position = self._last_entry()
             if relative <= last_relative or position <= last_position:
                 raise LogError(f"{self.path}: entry ({offset}, {position}) does not follow the last one")
         self._append(relative, position)
@@ -199,7 +208,7 @@ class TimeIndex(IndexFile):
     def maybe_append(self, timestamp: int, offset: int) -> None:
         """Append (timestamp, offset) if it raises the largest timestamp recorded so far."""
         if self.entries:
-            last_ts, last_relative = self.entry(self.entries - 1)
+            last_ts, last_relative = self._last_entry()
             if timestamp <= last_ts or offset - self.base_offset <= last_relative:
                 return
         if not self.is_full:

@@ -8,8 +8,8 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from kafkalog.errors import CorruptSegmentError, LogClosedError, OffsetOutOfRangeError
 from kafkalog.log.config import LogConfig
@@ -25,7 +25,7 @@ from kafkalog.log.files import (
 )
 from kafkalog.log.region import FileRegion
 from kafkalog.log.segment import LogSegment, SegmentDeletedError
-from kafkalog.record import Message, decode_messages
+from kafkalog.record import Message, decode_all
 from kafkalog.record.validate import validate_for_append
 
 logger = logging.getLogger(__name__)
@@ -40,8 +40,7 @@ def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-@dataclass(frozen=True, slots=True)
-class AppendInfo:
+class AppendInfo(NamedTuple):
     """Where an append landed. ``log_append_time`` is the broker time messages were stamped with
     when the log uses log-append time, else -1."""
 
@@ -50,12 +49,11 @@ class AppendInfo:
     log_append_time: int
 
     @property
-    def count(self) -> int:
+    def message_count(self) -> int:
         return self.last_offset - self.first_offset + 1
 
 
-@dataclass(frozen=True, slots=True)
-class ReadInfo:
+class ReadInfo(NamedTuple):
     """The result of a read: a region of one segment (None when there was nothing to read) and the
     log's bounds when it was read. The caller closes the region."""
 
@@ -64,8 +62,7 @@ class ReadInfo:
     log_end_offset: int
 
 
-@dataclass(frozen=True, slots=True)
-class OffsetAndTimestamp:
+class OffsetAndTimestamp(NamedTuple):
     offset: int
     timestamp: int
 
@@ -235,15 +232,18 @@ class Log:
                 bytes_since_index=active.bytes_since_index,
                 max_decompressed_bytes=self.config.max_decompressed_bytes,
             )
-            if active.should_roll(len(batch.data), batch.count, now):
+            count = batch.next_offset - batch.first_offset
+            if active.should_roll(len(batch.data), count, now):
                 active = self._roll()
             active.append(batch, now)
             self._log_end_offset = batch.next_offset
-            self._unflushed_messages += batch.count
+            self._unflushed_messages += count
             if self._oldest_unflushed_ms is None:
                 self._oldest_unflushed_ms = now
-            self._flush_if_due(now)
-            return AppendInfo(batch.first_offset, batch.next_offset - 1, now if self.config.log_append_time else -1)
+            config = self.config
+            if config.flush_messages is not None or config.flush_ms is not None:
+                self._flush_if_due(now)
+            return AppendInfo(batch.first_offset, batch.next_offset - 1, now if config.log_append_time else -1)
 
     def _flush_if_due(self, now: int) -> None:
         config = self.config
@@ -325,7 +325,7 @@ class Log:
         if info.region is None:
             return []
         with info.region as region:
-            return list(decode_messages(region.read(), min_offset=offset))
+            return decode_all(region.read(), min_offset=offset)
 
     def offsets_before(self, timestamp: int, max_count: int) -> list[int]:
         """The seeds' getOffsetsBefore: segment start offsets, newest first, at most ``max_count``.
@@ -372,7 +372,7 @@ class Log:
             if region is None:
                 return None
             with region:
-                messages = list(decode_messages(region.read()))
+                messages = decode_all(region.read())
             if not messages:
                 return None
             for message in messages:

@@ -276,20 +276,26 @@ class LogSegment:
         """Whether an append of this size must go to a new segment."""
         if self.size == 0:
             return False
-        offset_index, time_index = self._indexes()
-        age_ms = now_ms - self.first_append_ms if self.first_append_ms is not None else 0
+        config = self.config
+        offset_index, time_index = self._offset_index, self._time_index
         return (
-            self.size + incoming_bytes > self.config.segment_bytes
-            or (self.config.segment_ms is not None and age_ms >= self.config.segment_ms)
-            or offset_index.is_full
-            or time_index.is_full
+            self.size + incoming_bytes > config.segment_bytes
+            or (
+                config.segment_ms is not None
+                and self.first_append_ms is not None
+                and now_ms - self.first_append_ms >= config.segment_ms
+            )
+            or (offset_index is not None and offset_index.is_full)
+            or (time_index is not None and time_index.is_full)
             or self.next_offset + incoming_messages - self.base_offset > _MAX_RELATIVE_OFFSET
         )
 
     def append(self, batch: ValidatedSet, now_ms: int) -> None:
         """Write a validated message set at the end; on an I/O error nothing of it stays."""
         with self._lock:
-            offset_index, time_index = self._indexes()
+            offset_index, time_index = self._offset_index, self._time_index
+            if offset_index is None or time_index is None:
+                offset_index, time_index = self._indexes()
             position = self.size
             data = memoryview(batch.data)
             try:
@@ -303,9 +309,10 @@ class LogSegment:
                     logger.exception("cannot cut %s back to %d bytes after a failed write", self.log_path, position)
                 raise StorageError(f"cannot append to {self.log_path}: {exc}") from exc
             crash_point("segment.append.after_write")
+            segment_max = self.max_timestamp
             for point_pos, point_offset, point_max, point_max_offset in batch.index_points:
                 offset_index.append(point_offset, position + point_pos)
-                if point_max > self.max_timestamp:
+                if point_max > segment_max:
                     time_index.maybe_append(point_max, point_max_offset)
             if self.verified_size == position:
                 self.verified_size = position + len(data)

@@ -10,7 +10,7 @@ from kafkalog.record.format import (
     Message,
     TimestampType,
 )
-from kafkalog.record.reader import decode_inner, decode_messages, iter_entries
+from kafkalog.record.reader import decode_all, decode_batches, decode_inner, decode_messages, iter_entries
 
 __all__ = [
     "DEFAULT_MAX_DECOMPRESSED_BYTES",
@@ -22,6 +22,8 @@ __all__ = [
     "MessageSetBuilder",
     "TimestampType",
     "compress",
+    "decode_all",
+    "decode_batches",
     "decode_inner",
     "decode_messages",
     "decompress",

@@ -15,7 +15,7 @@ time retention work for every message:
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from kafkalog.errors import CorruptRecordError, InvalidTimestampError, RecordTooLargeError
 from kafkalog.record import kernels
@@ -38,8 +38,7 @@ from kafkalog.record.format import (
 from kafkalog.record.reader import corrupt_at, decode_inner, iter_entries, open_wrapper
 
 
-@dataclass(frozen=True, slots=True)
-class ValidatedSet:
+class ValidatedSet(NamedTuple):
     """A message set checked and given offsets, ready to be written as is.
 
     ``index_points`` are (position in ``data``, offset, max timestamp so far, offset of that max)
@@ -57,7 +56,7 @@ class ValidatedSet:
     bytes_since_index: int
 
     @property
-    def count(self) -> int:
+    def message_count(self) -> int:
         """Number of logical messages (inner messages of wrappers counted one by one)."""
         return self.next_offset - self.first_offset
 
@@ -85,33 +84,19 @@ def validate_for_append(
         raise CorruptRecordError("message set is empty")
     stop = len(buf)
     first_offset = next_offset
-    out: list[bytes | bytearray | memoryview] = []
-    out_size = 0
-    points: list[tuple[int, int, int, int]] = []
-    max_ts = NO_TIMESTAMP
-    offset_of_max = -1
-    pos = 0
+    # The common case (uncompressed magic 1, as current clients send) is this one kernel call.
+    pos, next_offset, max_ts, offset_of_max, points, bytes_since_index, error = kernels.assign_plain(
+        buf, 0, stop, next_offset, max_message_bytes, now_ms, log_append_time, index_interval_bytes, bytes_since_index
+    )
+    if error is not None:
+        raise _error_for(buf, error)
+    if pos == stop:
+        return ValidatedSet(buf, first_offset, next_offset, max_ts, offset_of_max, points, bytes_since_index)
+    # Otherwise: alternate between entries the kernel cannot handle and runs it can.
     view = memoryview(buf)
+    out: list[bytes | bytearray | memoryview] = [view[:pos]]
+    out_size = pos
     while pos < stop:
-        run_start = pos
-        pos, next_offset, run_max, run_max_offset, run_points, bytes_since_index, error = kernels.assign_plain(
-            buf, pos, stop, next_offset, max_message_bytes, now_ms, log_append_time,
-            index_interval_bytes, bytes_since_index,
-        )  # fmt: skip
-        if error is not None:
-            raise _error_for(buf, error)
-        if pos > run_start:
-            shift = out_size - run_start
-            for point_pos, point_offset, point_max, point_max_offset in run_points:
-                if point_max > max_ts:
-                    max_ts, offset_of_max = point_max, point_max_offset
-                points.append((point_pos + shift, point_offset, max_ts, offset_of_max))
-            out.append(view[run_start:pos])
-            out_size += pos - run_start
-            if run_max > max_ts:
-                max_ts, offset_of_max = run_max, run_max_offset
-        if pos == stop:
-            break
         entry = _whole_entry(view, pos, stop)
         if entry.size > max_message_bytes:
             raise RecordTooLargeError(
@@ -134,8 +119,23 @@ def validate_for_append(
         out_size += len(rewritten)
         next_offset += count
         pos = entry.end
-    result = buf if len(out) == 1 and out_size == stop else b"".join(out)
-    return ValidatedSet(result, first_offset, next_offset, max_ts, offset_of_max, points, bytes_since_index)
+        run_start = pos
+        pos, next_offset, run_max, run_max_offset, run_points, bytes_since_index, error = kernels.assign_plain(
+            buf, pos, stop, next_offset, max_message_bytes, now_ms, log_append_time,
+            index_interval_bytes, bytes_since_index,
+        )  # fmt: skip
+        if error is not None:
+            raise _error_for(buf, error)
+        shift = out_size - run_start
+        for point_pos, point_offset, point_max, point_max_offset in run_points:
+            if point_max > max_ts:
+                max_ts, offset_of_max = point_max, point_max_offset
+            points.append((point_pos + shift, point_offset, max_ts, offset_of_max))
+        if run_max > max_ts:
+            max_ts, offset_of_max = run_max, run_max_offset
+        out.append(view[run_start:pos])
+        out_size += pos - run_start
+    return ValidatedSet(b"".join(out), first_offset, next_offset, max_ts, offset_of_max, points, bytes_since_index)
 
 
 def _error_for(buf: bytearray, error: tuple[str, int, str]) -> Exception:
