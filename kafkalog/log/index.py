@@ -1,8 +1,7 @@
 """The sparse indexes of a segment: OffsetIndex (.index) and TimeIndex (.timeindex).
 
-Both are Kafka's layouts: fixed-width big-endian entries in a file preallocated to its maximum size
-while the segment is active (so appends are stores into a memory map) and trimmed to its entries
-when the segment is sealed.
+Both are Kafka's layouts: fixed-width big-endian entries in a memory-mapped file that grows (really
+allocated, by doubling) while the segment is active and is trimmed to its entries when sealed.
 
     .index      entry = relative offset (int32) + byte position in the .log (int32)
     .timeindex  entry = timestamp (int64) + relative offset (int32)
@@ -22,6 +21,8 @@ from typing import ClassVar
 
 from kafkalog.errors import LogError
 
+_FIRST_ALLOCATION = 4096  # bytes an index file gets when it becomes writable; it doubles as it fills
+
 
 class CorruptIndexError(LogError):
     """An index file's bytes cannot be its entries (size not a multiple of the entry size, ...)."""
@@ -33,9 +34,8 @@ def _check_whole_entries(path: Path, size: int, entry_size: int) -> None:
 
 
 class IndexFile:
-    """Fixed-width entries in a memory-mapped file. Not thread-safe: owned by one LogSegment,
-    whose Log serializes every change; lookups may run concurrently with appends because an entry is
-    written before the entry count that publishes it."""
+    """Fixed-width entries in a memory-mapped file. Not thread-safe: the owning LogSegment calls it
+    under its lock (appends, lookups, sealing and growing all remap or read the map)."""
 
     ENTRY: ClassVar[struct.Struct]
 
@@ -50,7 +50,7 @@ class IndexFile:
             size = os.fstat(self._fd).st_size
             _check_whole_entries(path, size, self._entry_size)
             self.entries = size // self._entry_size
-            self._capacity = self.entries
+            self._capacity = self._max_capacity = self.entries
             if writable:
                 self.make_writable(max_bytes)
             elif size:
@@ -61,20 +61,25 @@ class IndexFile:
 
     @property
     def is_full(self) -> bool:
-        return self.entries >= self._capacity
+        return self.entries >= self._max_capacity
 
     @property
     def size_in_bytes(self) -> int:
         return self.entries * self._entry_size
 
     def make_writable(self, max_bytes: int) -> None:
-        """Preallocate the file to ``max_bytes`` (at least its entries) and map it for appends."""
-        capacity = max(max_bytes // self._entry_size, self.entries)
-        length = capacity * self._entry_size
+        """Map the file for appends, growing it on demand up to ``max_bytes`` (at least its entries)."""
+        self._max_capacity = max(max_bytes // self._entry_size, self.entries)
+        self._allocate(min(self._max_capacity, max(self.entries * 2, _FIRST_ALLOCATION // self._entry_size)))
+
+    def _allocate(self, capacity: int) -> None:
         if self._mmap is not None:
             self._mmap.close()
+            self._mmap = None
+        length = capacity * self._entry_size
         # Real allocation, not a sparse file: a store into an unbacked page on a full disk would
-        # kill the process with SIGBUS instead of failing an append.
+        # kill the process with SIGBUS instead of failing an append. Growing by doubling keeps
+        # the disk used proportional to the entries (a few remaps over a segment's life).
         os.posix_fallocate(self._fd, 0, length)
         self._mmap = mmap.mmap(self._fd, length)
         self._capacity = capacity
@@ -84,8 +89,11 @@ class IndexFile:
         return self.ENTRY.unpack_from(self._mmap, i * self._entry_size)
 
     def _append(self, *values: int) -> None:
-        if self.entries >= self._capacity or self._mmap is None:
-            raise LogError(f"{self.path} is full ({self.entries} entries)")
+        if self.entries >= self._capacity:
+            if self.entries >= self._max_capacity or self._mmap is None:
+                raise LogError(f"{self.path} is full ({self.entries} entries)")
+            self._allocate(min(self._max_capacity, self._capacity * 2))
+        assert self._mmap is not None
         self.ENTRY.pack_into(self._mmap, self.entries * self._entry_size, *values)
         self.entries += 1
         self._last = (self.entries, values)
@@ -119,7 +127,7 @@ class IndexFile:
             self._mmap = None
         os.ftruncate(self._fd, used)
         os.fsync(self._fd)
-        self._capacity = self.entries
+        self._capacity = self._max_capacity = self.entries
         if used:
             self._mmap = mmap.mmap(self._fd, used, prot=mmap.PROT_READ)
 

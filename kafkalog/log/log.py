@@ -334,9 +334,14 @@ class Log:
         Otherwise the answer starts at the newest segment whose newest message is not after
         ``timestamp`` (the log end counts as a segment of "now" when the active one holds data).
         """
-        segments = self.segments
-        end = self._log_end_offset
-        candidates = [(s.base_offset, s.max_timestamp) for s in segments]
+        while True:
+            segments = self.segments
+            end = self._log_end_offset
+            try:
+                candidates = [(s.base_offset, s.max_timestamp) for s in segments]
+                break
+            except SegmentDeletedError:
+                continue  # retention removed one meanwhile: take a new snapshot
         if segments[-1].size > 0:
             candidates.append((end, self.clock()))
         if timestamp == LATEST_TIME:
@@ -356,11 +361,11 @@ class Log:
                 if segment.max_timestamp < timestamp:
                     continue  # every message in it is older
                 start = segment.find_offset_by_timestamp(timestamp)
+                if start is None:
+                    continue
+                found = self._search_timestamp(segment, max(start[1], segment.base_offset), timestamp)
             except SegmentDeletedError:
-                continue
-            if start is None:
-                continue
-            found = self._search_timestamp(segment, max(start[1], segment.base_offset), timestamp)
+                continue  # retention removed it meanwhile: its messages are gone, look further on
             if found is not None:
                 return found
         return None

@@ -80,6 +80,10 @@ class LogSegment:
     def _indexes(self) -> tuple[OffsetIndex, TimeIndex]:
         """The indexes, opened (and checked, or rebuilt) on first use."""
         with self._lock:
+            if self._closed:
+                # Deleted by retention (or closed) after the caller found it: never reopen (or
+                # recreate) the files of a deleted segment.
+                raise SegmentDeletedError(f"{self.log_path} was deleted")
             if self._offset_index is None or self._time_index is None:
                 self._load_indexes()
             assert self._offset_index is not None and self._time_index is not None
@@ -350,7 +354,7 @@ class LogSegment:
         """Drop every entry whose offset is ``offset`` or more (a compressed wrapper goes whole)."""
         with self._lock:
             fd = self._fd
-            position = self._walk_to(fd, offset, self.size, self._indexes()[0])
+            position = self._walk_to(fd, offset, self.size, self._indexes()[0].lookup(offset))
             if position is None:
                 return
             self._truncate_file(position[0])
@@ -367,10 +371,11 @@ class LogSegment:
                 raise SegmentDeletedError(f"{self.log_path} was deleted")
             return os.dup(self._fd)
 
-    def _walk_to(self, fd: int, offset: int, size: int, offset_index: OffsetIndex) -> tuple[int, int, int] | None:
+    def _walk_to(self, fd: int, offset: int, size: int, start: tuple[int, int]) -> tuple[int, int, int] | None:
         """(position, stored offset, entry size) of the first entry whose stored offset is at least
-        ``offset``, walking forward from the index entry at or below it; None past the end."""
-        index_offset, position = offset_index.lookup(offset)
+        ``offset``, walking forward from ``start``, the index entry (offset, position) at or below
+        it (which must point where it says); None past the end."""
+        index_offset, position = start
         checked = position == 0
         buffer = b""
         buffer_start = position
@@ -416,24 +421,26 @@ class LogSegment:
             raise
 
     def _find(self, fd: int, offset: int, size: int) -> tuple[int, int, int] | None:
-        with self._lock:
-            offset_index = self._indexes()[0]
+        with self._lock:  # the map may be remapped by appends, sealing or a rebuild
+            start = self._indexes()[0].lookup(offset)
         try:
-            return self._walk_to(fd, offset, size, offset_index)
+            return self._walk_to(fd, offset, size, start)
         except _IndexMismatchError as mismatch:
             logger.warning("rebuilding the indexes of %s: %s", self.log_path, mismatch)
             with self._lock:
                 self.rebuild_indexes()
                 if self._active:
                     self._open_indexes_writable()
-                offset_index = self._indexes()[0]
-            return self._walk_to(fd, offset, size, offset_index)
+                start = self._indexes()[0].lookup(offset)
+            return self._walk_to(fd, offset, size, start)
 
     def _verified_length(self, position: int, length: int) -> int:
         """``length`` cut short before corrupt bytes, verifying unverified bytes first (once)."""
         end = position + length
         if end > self.verified_size and self.corruption is None:
             with self._lock:
+                if self._closed:  # its descriptor number may already belong to another file
+                    raise SegmentDeletedError(f"{self.log_path} was deleted")
                 if end > self.verified_size and self.corruption is None:
                     result = self._scan(0, self.size) if self.verified_size == 0 else self._scan_tail()
                     if result.error is not None:
@@ -470,8 +477,8 @@ class LogSegment:
     def find_offset_by_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(position, stored offset) of the entry to start a timestamp search from: just after the
         last time-index entry older than ``timestamp``."""
-        _, time_index = self._indexes()
-        below = time_index.offset_below(timestamp)
+        with self._lock:
+            below = self._indexes()[1].offset_below(timestamp)
         start = self.base_offset if below is None else below + 1
         fd = self._dup_fd()
         try:

@@ -224,4 +224,13 @@ def wrapper_payload(view: memoryview, entry: Entry) -> memoryview:
     return view[value_length_pos + 4 : entry.end]
 
 
-__all__ = ["corrupt_at", "decode_all", "decode_batches", "decode_inner", "decode_messages", "iter_entries", "open_wrapper", "wrapper_payload"]
+__all__ = [
+    "corrupt_at",
+    "decode_all",
+    "decode_batches",
+    "decode_inner",
+    "decode_messages",
+    "iter_entries",
+    "open_wrapper",
+    "wrapper_payload",
+]

@@ -84,3 +84,16 @@ def test_time_index_keeps_only_rising_maxima_and_finds_the_entry_below(tmp_path:
     assert index.last() == (2000, 70)
     assert index.problem(next_offset=71) is None
     assert "beyond the segment" in (index.problem(next_offset=70) or "")
+
+
+def test_an_active_index_grows_by_doubling_up_to_its_maximum(tmp_path: Path) -> None:
+    path = tmp_path / "0.index"
+    index = OffsetIndex(path, 0, max_bytes=64 * 1024, writable=True)
+    assert path.stat().st_size == 4096, "a new index takes one page, not its maximum"
+    sizes = []
+    for i in range(8192):
+        index.append(i, i * 10)
+        sizes.append(path.stat().st_size)
+    assert sorted(set(sizes)) == [4096, 8192, 16384, 32768, 65536]
+    assert index.is_full
+    assert index.lookup(5000) == (5000, 50000) and index.lookup(8191) == (8191, 81910)

@@ -329,7 +329,7 @@ def test_a_region_stays_readable_after_retention_deletes_its_segment(tmp_path: P
         assert next(iter(decode_messages(region.read()))).offset == 0
 
 
-def test_reads_racing_with_appends_and_retention_never_see_wrong_data(tmp_path: Path) -> None:
+def test_reads_and_lookups_racing_with_appends_and_retention_never_see_wrong_data(tmp_path: Path) -> None:
     clock = FakeClock(1_000_000)
     log = _retention_log(tmp_path, clock, retention_ms=None, retention_bytes=20_000)
     stop = threading.Event()
@@ -349,6 +349,10 @@ def test_reads_racing_with_appends_and_retention_never_see_wrong_data(tmp_path: 
                     continue  # retention moved the start meanwhile
                 assert messages and messages[0].offset == offset
                 assert all(m.value and m.value.startswith(f"m{m.offset:06d}".encode()) for m in messages)
+                latest = log.offsets_before(LATEST_TIME, 3)
+                assert latest and latest[0] >= end and latest == sorted(latest, reverse=True)
+                found = log.offset_for_timestamp(clock.now + offset % 50)
+                assert found is None or found.timestamp >= clock.now + offset % 50
             except BaseException as exc:
                 errors.append(exc)
                 return
