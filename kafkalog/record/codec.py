@@ -91,13 +91,23 @@ def _too_large(max_size: int) -> RecordTooLargeError:
 
 
 def _gzip_decompress(data: bytes | bytearray | memoryview, max_size: int) -> bytes:
-    decompressor = zlib.decompressobj(_GZIP_OR_ZLIB_WBITS)
-    out = decompressor.decompress(data, max_size + 1)
-    if len(out) > max_size or decompressor.unconsumed_tail:
-        raise _too_large(max_size)
-    if not decompressor.eof:
-        raise CorruptRecordError("gzip payload is truncated")
-    return out
+    # A gzip stream may hold several members back to back (RFC 1952); Java's GZIPInputStream and
+    # kafka-python read them all, so must we. Bytes after a member that are not one are corrupt.
+    parts: list[bytes] = []
+    produced = 0
+    remaining = bytes(data)
+    while True:
+        decompressor = zlib.decompressobj(_GZIP_OR_ZLIB_WBITS)
+        part = decompressor.decompress(remaining, max_size - produced + 1)
+        produced += len(part)
+        if produced > max_size or decompressor.unconsumed_tail:
+            raise _too_large(max_size)
+        if not decompressor.eof:
+            raise CorruptRecordError("gzip payload is truncated")
+        parts.append(part)
+        remaining = decompressor.unused_data
+        if not remaining:
+            return b"".join(parts)
 
 
 def _snappy_xerial_compress(data: bytes | bytearray | memoryview) -> bytes:

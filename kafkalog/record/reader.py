@@ -14,11 +14,11 @@ from kafkalog.record import kernels
 from kafkalog.record.codec import DEFAULT_MAX_DECOMPRESSED_BYTES, decompress
 from kafkalog.record.format import (
     CODEC_MASK,
-    ENTRY_V0_MIN,
     INT32,
     KEY_LENGTH_POS,
     LOG_OVERHEAD,
     MESSAGE_PREFIX,
+    MESSAGE_V0_OVERHEAD,
     NO_TIMESTAMP,
     TIMESTAMP_TYPE_MASK,
     Codec,
@@ -54,8 +54,12 @@ def iter_entries(buf: Buffer, *, start: int = 0, end: int | None = None, verify_
     pos = start
     floor = _NO_FLOOR
     while stop - pos >= LOG_OVERHEAD:
-        entry_end = pos + LOG_OVERHEAD + INT32.unpack_from(buf, pos + 8)[0]
-        if entry_end > stop and entry_end - pos >= ENTRY_V0_MIN:
+        size = INT32.unpack_from(buf, pos + 8)[0]
+        if size < MESSAGE_V0_OVERHEAD:  # zero or negative sizes included: never a message
+            offset = _INT64.unpack_from(buf, pos)[0]
+            raise CorruptRecordError(f"message size {size} is below the minimum", offset=offset, position=pos)
+        entry_end = pos + LOG_OVERHEAD + size
+        if entry_end > stop:
             return  # partial trailing entry: the read was cut inside it
         # Validate exactly this entry, with the same rules recovery applies.
         error = kernels.scan_entries(buf, pos, min(entry_end, stop), verify_crc, floor, 1 << 62, 0)[7]

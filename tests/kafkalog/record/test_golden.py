@@ -169,7 +169,17 @@ def test_uncompressed_set_is_the_concatenation_of_entries_with_consecutive_offse
 # --- compressed wrappers, built by hand
 
 
-def test_magic0_gzip_wrapper_with_absolute_inner_offsets() -> None:
+@pytest.mark.parametrize(
+    ("codec", "compress"),
+    [
+        (Codec.GZIP, hand.gzip),  # zlib with wbits 31: a gzip container
+        (Codec.SNAPPY, hand.snappy_xerial),
+        (Codec.SNAPPY, snappy.compress),  # raw, as librdkafka writes it
+        (Codec.LZ4, lambda inner: hand.lz4_frame(inner, legacy_checksum=True)),  # magic 0: pre-KIP-57 checksum
+    ],
+    ids=["gzip", "snappy-xerial", "snappy-raw", "lz4"],
+)
+def test_magic0_wrapper_with_absolute_inner_offsets(codec: Codec, compress) -> None:
     inner = b"".join(
         (
             hand.entry(10, hand.message(0, b"k0", b"v0")),  # inner offsets are absolute in magic 0
@@ -177,10 +187,10 @@ def test_magic0_gzip_wrapper_with_absolute_inner_offsets() -> None:
             hand.entry(12, hand.message(0, b"k2", None)),
         )
     )
-    payload = hand.gzip(inner)
+    payload = compress(inner)
     wrapper_body = (
         struct.pack(">b", 0)  # Magic: 0
-        + struct.pack(">b", 1)  # Attributes: codec 1, gzip
+        + struct.pack(">b", codec)  # Attributes: the codec
         + struct.pack(">i", -1)  # Key length: null
         + struct.pack(">i", len(payload))  # Value length
         + payload  # Value: the compressed inner message set
@@ -194,8 +204,11 @@ def test_magic0_gzip_wrapper_with_absolute_inner_offsets() -> None:
         Message(12, -1, CREATE, b"k2", None),
     ]
     (shallow,) = iter_entries(golden)
-    assert (shallow.offset, shallow.size, shallow.magic, shallow.codec) == (12, len(golden), 0, Codec.GZIP)
+    assert (shallow.offset, shallow.size, shallow.magic, shallow.codec) == (12, len(golden), 0, codec)
     assert list(decode_messages(golden, min_offset=11)) == list(decode_messages(golden))[1:]
+
+    # absolute means absolute: the wrapper's own offset does not move them (unlike magic 1)
+    assert [m.offset for m in decode_messages(hand.set_offset(golden, 99))] == [10, 11, 12]
 
 
 def test_magic0_builder_wrapper_matches_the_hand_layout() -> None:
