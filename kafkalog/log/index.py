@@ -215,6 +215,8 @@ class TimeIndex(IndexFile):
 
     def maybe_append(self, timestamp: int, offset: int) -> None:
         """Append (timestamp, offset) if it raises the largest timestamp recorded so far."""
+        if timestamp < 0 or offset < self.base_offset:
+            return  # "no timestamp" (an empty segment's maximum) is not an entry
         if self.entries:
             last_ts, last_relative = self._last_entry()
             if timestamp <= last_ts or offset - self.base_offset <= last_relative:

@@ -117,6 +117,7 @@ class Log:
         segments = [LogSegment(self.directory, base, self.config, create=False) for base in bases]
         if not segments:
             segments = [LogSegment.create_active(self.directory, 0, self.config)]
+            clean_shutdown = True  # a new log: nothing to recover
         for segment, following in itertools.pairwise(segments):
             segment.next_offset = following.base_offset
         for segment in segments:

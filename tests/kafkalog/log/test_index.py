@@ -97,3 +97,12 @@ def test_an_active_index_grows_by_doubling_up_to_its_maximum(tmp_path: Path) -> 
     assert sorted(set(sizes)) == [4096, 8192, 16384, 32768, 65536]
     assert index.is_full
     assert index.lookup(5000) == (5000, 50000) and index.lookup(8191) == (8191, 81910)
+
+
+def test_time_index_ignores_no_timestamp(tmp_path: Path) -> None:
+    index = TimeIndex(tmp_path / "5.timeindex", 5, max_bytes=1200, writable=True)
+    index.maybe_append(-1, 4)  # what an empty segment reports as its newest message
+    index.maybe_append(-1, 7)
+    assert index.entries == 0
+    index.maybe_append(10, 6)
+    assert index.all_entries() == [(10, 1)]

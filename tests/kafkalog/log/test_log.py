@@ -3,6 +3,7 @@ retention by age and size, truncation, and reads racing with retention."""
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 from pathlib import Path
@@ -37,6 +38,18 @@ def test_append_assigns_dense_offsets_and_reads_back_every_message(tmp_path: Pat
         first = next(iter_entries(segment.log_path.read_bytes()))
         assert first.offset == segment.base_offset
         assert segment.log_path.name == f"{segment.base_offset:020d}.log"
+
+
+def test_a_new_log_reopens_without_recovery_or_index_rebuilds(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="kafkalog"):
+        log = Log(tmp_path / "t-0", SMALL)
+        fill(log, 100)
+        log.close()
+        log = Log(tmp_path / "t-0", SMALL, clean_shutdown=True)
+        assert [m.offset for m in read_all(log)] == list(range(100))
+    assert not [r.getMessage() for r in caplog.records if "recover" in r.getMessage() or "rebuild" in r.getMessage()]
+    for segment in log.segments:
+        assert all(ts >= 0 for ts, _ in segment._indexes()[1].all_entries())
 
 
 def test_read_from_every_offset_starts_at_that_offset(tmp_path: Path) -> None:
