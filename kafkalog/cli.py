@@ -14,7 +14,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeR
 from kafkalog.errors import KafkalogError
 from kafkalog.log import Log, LogConfig
 from kafkalog.log.files import LOG_SUFFIX, parse_base_offset
-from kafkalog.log.manager import LOCK_FILE
+from kafkalog.log.manager import data_dir_in_use
 from kafkalog.log.scan import scan_file
 from kafkalog.record import decode_messages, iter_entries
 from kafkalog.record.format import Codec
@@ -83,7 +83,7 @@ def check(dirs: tuple[Path, ...]) -> None:
     reported as a torn write (recovery would cut it).
     """
     for directory in dirs:
-        if (directory / LOCK_FILE).exists() and _locked(directory / LOCK_FILE):
+        if data_dir_in_use(directory):
             raise click.ClickException(f"{directory} is in use by a running broker: stop it first")
     partitions = _partition_dirs(dirs)
     segments = [
@@ -122,19 +122,6 @@ def check(dirs: tuple[Path, ...]) -> None:
         sys.exit(1)
 
 
-def _locked(lock_file: Path) -> bool:
-    import fcntl  # noqa: PLC0415 - only this command needs it
-
-    fd = os.open(lock_file, os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
-
-
 @log_group.command("truncate")
 @click.argument("partition_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--to", "offset", type=click.IntRange(min=0), required=True, help="First offset to remove.")
@@ -142,7 +129,7 @@ def _locked(lock_file: Path) -> bool:
 def truncate(partition_dir: Path, offset: int, yes: bool) -> None:
     """Remove every message of PARTITION_DIR at offset --to and after (e.g. a quarantined one)."""
     data_dir = partition_dir.parent
-    if (data_dir / LOCK_FILE).exists() and _locked(data_dir / LOCK_FILE):
+    if data_dir_in_use(data_dir):
         raise click.ClickException(f"{data_dir} is in use by a running broker: stop it first")
     log = Log(partition_dir, LogConfig(on_corruption="quarantine"), clean_shutdown=False)
     try:

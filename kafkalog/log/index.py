@@ -131,28 +131,20 @@ class IndexFile:
         if used:
             self._mmap = mmap.mmap(self._fd, used, prot=mmap.PROT_READ)
 
-    def close(self) -> None:
-        """Trim to the entries (a preallocated tail would read as bogus entries) and close."""
+    def close(self, *, trim: bool = True) -> None:
+        """Close; with ``trim``, first cut the file to its entries (an allocated tail would read as
+        bogus entries). Without it the file is left as it is: it is about to be deleted or rebuilt."""
         if self._fd < 0:
             return
         if self._mmap is not None:
             self._mmap.close()
             self._mmap = None
         try:
-            os.ftruncate(self._fd, self.entries * self._entry_size)
+            if trim:
+                os.ftruncate(self._fd, self.entries * self._entry_size)
         finally:
             os.close(self._fd)
             self._fd = -1
-
-    def close_without_trim(self) -> None:
-        """Close, leaving the file as it is (the file is about to be deleted or rebuilt)."""
-        if self._fd < 0:
-            return
-        if self._mmap is not None:
-            self._mmap.close()
-            self._mmap = None
-        os.close(self._fd)
-        self._fd = -1
 
 
 class OffsetIndex(IndexFile):

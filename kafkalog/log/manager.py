@@ -34,6 +34,21 @@ _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 _PARTITION_DIR = re.compile(r"^(?P<topic>[A-Za-z0-9._-]{1,249})-(?P<partition>0|[1-9][0-9]{0,9})$")
 
 
+def data_dir_in_use(data_dir: Path) -> bool:
+    """Whether a LogManager (in any process) holds ``data_dir`` now; tools check before touching it."""
+    lock_file = data_dir / LOCK_FILE
+    if not lock_file.exists():
+        return False
+    fd = os.open(lock_file, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # also releases the lock taken just now
+    return False
+
+
 def validate_topic(topic: str) -> None:
     """Kafka's rule: 1 to 249 characters of ASCII letters, digits, '.', '_' and '-'."""
     if not _TOPIC.match(topic) or topic in (".", ".."):

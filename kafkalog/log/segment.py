@@ -123,7 +123,7 @@ class LogSegment:
         with self._lock:
             for index in (self._offset_index, self._time_index):
                 if index is not None:
-                    index.close_without_trim()
+                    index.close(trim=False)
             for path in (self.index_path, self.time_index_path):
                 path.unlink(missing_ok=True)
             max_bytes = self.config.index_max_bytes
@@ -207,9 +207,7 @@ class LogSegment:
                 bytes_since_index=0,
             )
             if result.error is not None or result.valid_end != self.size:
-                self._quarantine(result.valid_end if result.error is None else result.error_position,
-                                 result.last_offset + 1 if result.entries else None,
-                                 result.error or "the segment ends inside a message")  # fmt: skip
+                self._quarantine_scan(result)
             self.next_offset = result.last_offset + 1 if result.entries else max(last_offset, self.base_offset)
             if result.max_timestamp > self.max_timestamp:
                 self._max_timestamp, self._offset_of_max = result.max_timestamp, result.offset_of_max_timestamp
@@ -240,9 +238,7 @@ class LogSegment:
                 return 0
             first_bad_offset = self.next_offset
             if first_bad_offset < flushed_offset:
-                reason = result.error or "the segment ends inside a message"
-                position = result.error_position if result.error is not None else result.valid_end
-                self._quarantine(position, first_bad_offset, reason)
+                self._quarantine_scan(result)
                 return 0
             dropped = self.size - result.valid_end
             logger.warning(
@@ -253,6 +249,16 @@ class LogSegment:
             self._truncate_file(result.valid_end)
             self.verified_size = self.size
             return dropped
+
+    def _quarantine_scan(self, result: ScanResult) -> None:
+        """Quarantine at the first byte a scan could not accept (an invalid or partial entry)."""
+        if result.error is not None:
+            self._quarantine(result.error_position, self._offset_after(result), result.error)
+        else:
+            self._quarantine(result.valid_end, self._offset_after(result), "the segment ends inside a message")
+
+    def _offset_after(self, result: ScanResult) -> int | None:
+        return result.last_offset + 1 if result.entries else None
 
     def _quarantine(self, position: int, offset: int | None, reason: str) -> None:
         self.corruption = CorruptSegmentError(str(self.log_path), position, offset, reason)
@@ -444,8 +450,7 @@ class LogSegment:
                 if end > self.verified_size and self.corruption is None:
                     result = self._scan(0, self.size) if self.verified_size == 0 else self._scan_tail()
                     if result.error is not None:
-                        self._quarantine(result.error_position, result.last_offset + 1 if result.entries else None,
-                                         result.error)  # fmt: skip
+                        self._quarantine_scan(result)
                     else:
                         self.verified_size = max(self.verified_size, result.valid_end)
         if self.corruption is not None and end > self.corruption.position:
@@ -467,9 +472,7 @@ class LogSegment:
             if self.verified_size < self.size and self.corruption is None:
                 result = self._scan(0, self.size)
                 if result.error is not None or result.valid_end != self.size:
-                    position = result.error_position if result.error is not None else result.valid_end
-                    reason = result.error or "the segment ends inside a message"
-                    self._quarantine(position, result.last_offset + 1 if result.entries else None, reason)
+                    self._quarantine_scan(result)
                 else:
                     self.verified_size = self.size
             return self.corruption
@@ -509,7 +512,7 @@ class LogSegment:
             if not self._closed:
                 for index in (self._offset_index, self._time_index):
                     if index is not None:
-                        index.close_without_trim()
+                        index.close(trim=False)
                 os.close(self._fd)
                 self._closed = True
             renamed = []

@@ -65,7 +65,7 @@ def test_zeros_left_by_preallocation_are_a_problem(tmp_path: Path) -> None:
     index = OffsetIndex(path, 0, max_bytes=1024, writable=True)
     index.append(3, 40)
     index.append(9, 400)
-    index.close_without_trim()  # as a crash leaves it: 1024 bytes, mostly zeros
+    index.close(trim=False)  # as a crash leaves it: 1024 bytes, mostly zeros
     reopened = OffsetIndex(path, 0, max_bytes=1024, writable=False)
     assert reopened.entries == 128
     assert reopened.problem(log_size=10_000) is not None
