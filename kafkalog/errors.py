@@ -109,3 +109,12 @@ class StorageError(LogError):
 
 class LogConfigError(LogError):
     """A log configuration value is invalid; the message names the field and the value."""
+
+
+class ProtocolError(KafkalogError):
+    """Bytes from the network that are not a valid request or response: a truncated field, a length
+    or count that cannot fit, a string that is not UTF-8, an unknown API key or version. The only
+    error the protocol decoder raises for bad input; the server answers it by closing the
+    connection (or with an error code where the protocol has one)."""
+
+    error_code = 2  # CORRUPT_MESSAGE is the closest code; most callers close the connection instead

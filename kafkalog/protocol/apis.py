@@ -1,0 +1,339 @@
+"""Every request and response we speak, per API and version, declared as schemas; and the registry.
+
+Versions are those of the message-format v0/v1 era (no flexible versions, no tagged fields). Field
+names follow Kafka's protocol guide. Where versions differ only by a field, the later schema is
+written out in full: each version reads top to bottom exactly as it is on the wire.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+from kafkalog.errors import ProtocolError
+from kafkalog.protocol.types import (
+    BOOLEAN,
+    INT16,
+    INT32,
+    INT64,
+    NULLABLE_STRING,
+    RECORDS,
+    STRING,
+    Array,
+    Schema,
+)
+
+
+class ApiKey(IntEnum):
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+
+
+@dataclass(frozen=True)
+class Api:
+    """One (API, version): its request and response schemas."""
+
+    key: ApiKey
+    version: int
+    request: Schema
+    response: Schema
+
+
+# ------------------------------------------------------------------------------------------ Produce
+_PRODUCE_REQUEST = Schema(
+    ("acks", INT16),
+    ("timeout_ms", INT32),
+    ("topic_data", [("topic", STRING), ("data", [("partition", INT32), ("record_set", RECORDS)])]),
+)
+_PRODUCE_PARTITION_V0 = [("partition", INT32), ("error_code", INT16), ("base_offset", INT64)]
+_PRODUCE_PARTITION_V2 = [*_PRODUCE_PARTITION_V0, ("log_append_time", INT64)]
+PRODUCE = {
+    0: (_PRODUCE_REQUEST, Schema(("responses", [("topic", STRING), ("partition_responses", _PRODUCE_PARTITION_V0)]))),
+    1: (
+        _PRODUCE_REQUEST,
+        Schema(
+            ("responses", [("topic", STRING), ("partition_responses", _PRODUCE_PARTITION_V0)]),
+            ("throttle_time_ms", INT32),
+        ),
+    ),
+    2: (
+        _PRODUCE_REQUEST,
+        Schema(
+            ("responses", [("topic", STRING), ("partition_responses", _PRODUCE_PARTITION_V2)]),
+            ("throttle_time_ms", INT32),
+        ),
+    ),
+}
+
+# -------------------------------------------------------------------------------------------- Fetch
+_FETCH_TOPICS = (
+    "topics",
+    [("topic", STRING), ("partitions", [("partition", INT32), ("fetch_offset", INT64), ("max_bytes", INT32)])],
+)
+_FETCH_REQUEST_V0 = Schema(("replica_id", INT32), ("max_wait_ms", INT32), ("min_bytes", INT32), _FETCH_TOPICS)
+_FETCH_REQUEST_V3 = Schema(
+    ("replica_id", INT32), ("max_wait_ms", INT32), ("min_bytes", INT32), ("max_bytes", INT32), _FETCH_TOPICS
+)
+_FETCH_RESPONSES = (
+    "responses",
+    [
+        ("topic", STRING),
+        (
+            "partition_responses",
+            [("partition", INT32), ("error_code", INT16), ("high_watermark", INT64), ("record_set", RECORDS)],
+        ),
+    ],
+)
+_FETCH_RESPONSE_V1 = Schema(("throttle_time_ms", INT32), _FETCH_RESPONSES)
+FETCH = {
+    0: (_FETCH_REQUEST_V0, Schema(_FETCH_RESPONSES)),
+    1: (_FETCH_REQUEST_V0, _FETCH_RESPONSE_V1),
+    2: (_FETCH_REQUEST_V0, _FETCH_RESPONSE_V1),
+    3: (_FETCH_REQUEST_V3, _FETCH_RESPONSE_V1),
+}
+
+# -------------------------------------------------------------------------------------- ListOffsets
+LIST_OFFSETS = {
+    0: (
+        Schema(
+            ("replica_id", INT32),
+            (
+                "topics",
+                [
+                    ("topic", STRING),
+                    ("partitions", [("partition", INT32), ("timestamp", INT64), ("max_num_offsets", INT32)]),
+                ],
+            ),
+        ),
+        Schema(
+            (
+                "responses",
+                [
+                    ("topic", STRING),
+                    ("partition_responses", [("partition", INT32), ("error_code", INT16), ("offsets", Array(INT64))]),
+                ],
+            ),
+        ),
+    ),
+    1: (
+        Schema(
+            ("replica_id", INT32),
+            ("topics", [("topic", STRING), ("partitions", [("partition", INT32), ("timestamp", INT64)])]),
+        ),
+        Schema(
+            (
+                "responses",
+                [
+                    ("topic", STRING),
+                    (
+                        "partition_responses",
+                        [("partition", INT32), ("error_code", INT16), ("timestamp", INT64), ("offset", INT64)],
+                    ),
+                ],
+            ),
+        ),
+    ),
+}
+
+# ----------------------------------------------------------------------------------------- Metadata
+_BROKER_V0 = [("node_id", INT32), ("host", STRING), ("port", INT32)]
+_BROKER_V1 = [*_BROKER_V0, ("rack", NULLABLE_STRING)]
+_PARTITION_METADATA = [
+    ("error_code", INT16),
+    ("partition", INT32),
+    ("leader", INT32),
+    ("replicas", Array(INT32)),
+    ("isr", Array(INT32)),
+]
+METADATA = {
+    0: (
+        Schema(("topics", Array(STRING))),
+        Schema(
+            ("brokers", _BROKER_V0),
+            (
+                "topic_metadata",
+                [("error_code", INT16), ("topic", STRING), ("partition_metadata", _PARTITION_METADATA)],
+            ),
+        ),
+    ),
+    1: (
+        Schema(("topics", Array(STRING, nullable=True))),
+        Schema(
+            ("brokers", _BROKER_V1),
+            ("controller_id", INT32),
+            (
+                "topic_metadata",
+                [
+                    ("error_code", INT16),
+                    ("topic", STRING),
+                    ("is_internal", BOOLEAN),
+                    ("partition_metadata", _PARTITION_METADATA),
+                ],
+            ),
+        ),
+    ),
+    2: (
+        Schema(("topics", Array(STRING, nullable=True))),
+        Schema(
+            ("brokers", _BROKER_V1),
+            ("cluster_id", NULLABLE_STRING),
+            ("controller_id", INT32),
+            (
+                "topic_metadata",
+                [
+                    ("error_code", INT16),
+                    ("topic", STRING),
+                    ("is_internal", BOOLEAN),
+                    ("partition_metadata", _PARTITION_METADATA),
+                ],
+            ),
+        ),
+    ),
+}
+
+# ------------------------------------------------------------------------- OffsetCommit/OffsetFetch
+_COMMIT_RESPONSE = Schema(
+    ("responses", [("topic", STRING), ("partition_responses", [("partition", INT32), ("error_code", INT16)])])
+)
+OFFSET_COMMIT = {
+    0: (
+        Schema(
+            ("group_id", STRING),
+            (
+                "topics",
+                [
+                    ("topic", STRING),
+                    ("partitions", [("partition", INT32), ("offset", INT64), ("metadata", NULLABLE_STRING)]),
+                ],
+            ),
+        ),
+        _COMMIT_RESPONSE,
+    ),
+    1: (
+        Schema(
+            ("group_id", STRING),
+            ("generation_id", INT32),
+            ("member_id", STRING),
+            (
+                "topics",
+                [
+                    ("topic", STRING),
+                    (
+                        "partitions",
+                        [("partition", INT32), ("offset", INT64), ("timestamp", INT64), ("metadata", NULLABLE_STRING)],
+                    ),
+                ],
+            ),
+        ),
+        _COMMIT_RESPONSE,
+    ),
+    2: (
+        Schema(
+            ("group_id", STRING),
+            ("generation_id", INT32),
+            ("member_id", STRING),
+            ("retention_time_ms", INT64),
+            (
+                "topics",
+                [
+                    ("topic", STRING),
+                    ("partitions", [("partition", INT32), ("offset", INT64), ("metadata", NULLABLE_STRING)]),
+                ],
+            ),
+        ),
+        _COMMIT_RESPONSE,
+    ),
+}
+_OFFSET_FETCH = (
+    Schema(("group_id", STRING), ("topics", [("topic", STRING), ("partitions", Array(INT32))])),
+    Schema(
+        (
+            "responses",
+            [
+                ("topic", STRING),
+                (
+                    "partition_responses",
+                    [("partition", INT32), ("offset", INT64), ("metadata", NULLABLE_STRING), ("error_code", INT16)],
+                ),
+            ],
+        ),
+    ),
+)
+OFFSET_FETCH = {0: _OFFSET_FETCH, 1: _OFFSET_FETCH}
+
+# ---------------------------------------------------------------------------------- FindCoordinator
+FIND_COORDINATOR = {
+    0: (
+        Schema(("group_id", STRING)),
+        Schema(("error_code", INT16), ("node_id", INT32), ("host", STRING), ("port", INT32)),
+    ),
+}
+
+# ------------------------------------------------------------------------------------- ApiVersions
+_API_VERSIONS_LIST = ("api_versions", [("api_key", INT16), ("min_version", INT16), ("max_version", INT16)])
+API_VERSIONS = {
+    0: (Schema(), Schema(("error_code", INT16), _API_VERSIONS_LIST)),
+    1: (Schema(), Schema(("error_code", INT16), _API_VERSIONS_LIST, ("throttle_time_ms", INT32))),
+}
+
+# ------------------------------------------------------------------------------------- CreateTopics
+_CREATE_TOPIC = [
+    ("topic", STRING),
+    ("num_partitions", INT32),
+    ("replication_factor", INT16),
+    ("replica_assignment", [("partition", INT32), ("replicas", Array(INT32))]),
+    ("config_entries", [("config_name", STRING), ("config_value", NULLABLE_STRING)]),
+]
+CREATE_TOPICS = {
+    0: (
+        Schema(("create_topic_requests", _CREATE_TOPIC), ("timeout_ms", INT32)),
+        Schema(("topic_errors", [("topic", STRING), ("error_code", INT16)])),
+    ),
+    1: (
+        Schema(("create_topic_requests", _CREATE_TOPIC), ("timeout_ms", INT32), ("validate_only", BOOLEAN)),
+        Schema(("topic_errors", [("topic", STRING), ("error_code", INT16), ("error_message", NULLABLE_STRING)])),
+    ),
+}
+
+# ----------------------------------------------------------------------------------------- registry
+_BY_KEY = {
+    ApiKey.PRODUCE: PRODUCE,
+    ApiKey.FETCH: FETCH,
+    ApiKey.LIST_OFFSETS: LIST_OFFSETS,
+    ApiKey.METADATA: METADATA,
+    ApiKey.OFFSET_COMMIT: OFFSET_COMMIT,
+    ApiKey.OFFSET_FETCH: OFFSET_FETCH,
+    ApiKey.FIND_COORDINATOR: FIND_COORDINATOR,
+    ApiKey.API_VERSIONS: API_VERSIONS,
+    ApiKey.CREATE_TOPICS: CREATE_TOPICS,
+}
+
+REGISTRY: dict[tuple[int, int], Api] = {
+    (key, version): Api(key, version, request, response)
+    for key, versions in _BY_KEY.items()
+    for version, (request, response) in versions.items()
+}
+"""Every (api key, version) we serve."""
+
+VERSION_RANGES: dict[ApiKey, tuple[int, int]] = {
+    key: (min(versions), max(versions)) for key, versions in _BY_KEY.items()
+}
+"""What ApiVersions advertises: the lowest and highest version of each API."""
+
+
+def lookup(api_key: int, version: int) -> Api:
+    """The Api for a request header; ProtocolError if we do not serve it."""
+    api = REGISTRY.get((api_key, version))
+    if api is None:
+        if api_key in VERSION_RANGES:
+            low, high = VERSION_RANGES[ApiKey(api_key)]
+            raise ProtocolError(f"{ApiKey(api_key).name} version {version} is not supported (we serve {low}-{high})")
+        raise ProtocolError(f"unknown API key {api_key}")
+    return api

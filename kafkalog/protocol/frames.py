@@ -1,0 +1,110 @@
+"""Request and response frames: a 4-byte size, a header, a body.
+
+    Request  => Size RequestHeader Body     RequestHeader (v1) => api_key int16, api_version int16,
+                                                                  correlation_id int32, client_id nullable string
+    Response => Size ResponseHeader Body    ResponseHeader (v0) => correlation_id int32
+
+Every API we serve uses request header v1 and response header v0 (flexible versions, with tagged
+fields, came later). A request for an ApiVersions version we do not serve is still answered, with a
+v0 body carrying UNSUPPORTED_VERSION and our version ranges, as Kafka does, so clients that open
+with a newer ApiVersions fall back.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any, NamedTuple
+
+from kafkalog.errors import ProtocolError
+from kafkalog.protocol.apis import REGISTRY, VERSION_RANGES, Api, ApiKey, lookup
+from kafkalog.protocol.error_codes import ErrorCode
+from kafkalog.protocol.types import INT16, INT32, NULLABLE_STRING, Reader, Region, Schema, Struct, Writer
+
+_SIZE = struct.Struct(">i")
+_PEEK = struct.Struct(">hhi")
+REQUEST_HEADER = Schema(
+    ("api_key", INT16), ("api_version", INT16), ("correlation_id", INT32), ("client_id", NULLABLE_STRING)
+)
+RESPONSE_HEADER = Schema(("correlation_id", INT32))
+
+Chunk = bytes | memoryview | Region
+
+
+class RequestHeader(NamedTuple):
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+
+
+def peek_header(frame: bytes | bytearray | memoryview) -> tuple[int, int, int]:
+    """(api_key, api_version, correlation_id) of a request frame (without its size prefix)."""
+    if len(frame) < _PEEK.size:
+        raise ProtocolError(f"request of {len(frame)} bytes is shorter than a request header")
+    api_key, api_version, correlation_id = _PEEK.unpack_from(frame)
+    return api_key, api_version, correlation_id
+
+
+def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader, Api, Struct]:
+    """Header, API and body of a request frame (without its size prefix); ProtocolError if invalid."""
+    reader = Reader(frame)
+    header = RequestHeader(**REQUEST_HEADER.decode(reader))
+    api = lookup(header.api_key, header.api_version)
+    body = api.request.decode(reader)
+    if reader.remaining:
+        raise ProtocolError(f"{reader.remaining} bytes left over after a {api.key.name} v{api.version} request")
+    return header, api, body
+
+
+def encode_request(api: Api, correlation_id: int, client_id: str | None, body: Struct) -> bytes:
+    """A whole request frame, size prefix included."""
+    out = Writer()
+    REQUEST_HEADER.encode(
+        {"api_key": api.key, "api_version": api.version, "correlation_id": correlation_id, "client_id": client_id},
+        out,
+    )
+    api.request.encode(body, out)
+    chunks = out.finish()
+    return _SIZE.pack(out.size) + b"".join(bytes(c) for c in chunks)  # type: ignore[arg-type]
+
+
+def encode_response(api: Api, correlation_id: int, body: Struct) -> tuple[list[Chunk], int]:
+    """A whole response frame as chunks (regions of log files stay separate) and its total size."""
+    out = Writer()
+    out.write(_SIZE.pack(0))  # patched below, once the size is known
+    RESPONSE_HEADER.encode({"correlation_id": correlation_id}, out)
+    api.response.encode(body, out)
+    chunks = out.finish()
+    first = bytearray(chunks[0])  # type: ignore[arg-type]
+    _SIZE.pack_into(first, 0, out.size - _SIZE.size)
+    chunks[0] = bytes(first)
+    return chunks, out.size
+
+
+def decode_response(api: Api, frame: bytes | bytearray | memoryview) -> tuple[int, Struct]:
+    """Correlation id and body of a response frame (without its size prefix)."""
+    reader = Reader(frame)
+    correlation_id: int = RESPONSE_HEADER.decode(reader)["correlation_id"]
+    body = api.response.decode(reader)
+    if reader.remaining:
+        raise ProtocolError(f"{reader.remaining} bytes left over after a {api.key.name} v{api.version} response")
+    return correlation_id, body
+
+
+def api_versions_body(error_code: ErrorCode = ErrorCode.NONE) -> dict[str, Any]:
+    """The ApiVersions response body: our version range of every API."""
+    return {
+        "error_code": int(error_code),
+        "api_versions": [
+            {"api_key": int(key), "min_version": low, "max_version": high}
+            for key, (low, high) in sorted(VERSION_RANGES.items())
+        ],
+        "throttle_time_ms": 0,
+    }
+
+
+def unsupported_api_versions_response(correlation_id: int) -> tuple[list[Chunk], int]:
+    """The answer to an ApiVersions request of a version we do not serve: v0, UNSUPPORTED_VERSION."""
+    return encode_response(
+        REGISTRY[(ApiKey.API_VERSIONS, 0)], correlation_id, api_versions_body(ErrorCode.UNSUPPORTED_VERSION)
+    )
