@@ -121,14 +121,16 @@ class LogManager:
             logger.warning("removing %s, a checkpoint a crash left half-written", leftover)
             leftover.unlink()
         recovery_points = read_checkpoint(data_dir / RECOVERY_POINT_FILE)
-        if not clean:
+        partition_dirs = [p for p in sorted(data_dir.iterdir()) if p.is_dir() and _PARTITION_DIR.match(p.name)]
+        if not clean and partition_dirs:
             logger.info("%s was not shut down cleanly: recovering its partitions", data_dir)
         for path in sorted(data_dir.iterdir()):
             if not path.is_dir():
                 continue
             match = _PARTITION_DIR.match(path.name)
             if match is None:
-                logger.warning("ignoring %s: not a <topic>-<partition> directory", path)
+                if not path.name.startswith("."):  # dot-directories belong to the broker (offsets, ...)
+                    logger.warning("ignoring %s: not a <topic>-<partition> directory", path)
                 continue
             tp = (match["topic"], int(match["partition"]))
             if tp in self._logs:

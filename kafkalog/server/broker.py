@@ -1,0 +1,86 @@
+"""A running broker: the log manager, the cluster view, the offset store, the handlers, the sockets."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from types import TracebackType
+
+from kafkalog.log import LogManager
+from kafkalog.server.cluster import Cluster
+from kafkalog.server.config import BrokerConfig, BrokerConfigError
+from kafkalog.server.handlers import RequestHandlers
+from kafkalog.server.metrics import Metrics, MetricsHttpServer, render_prometheus
+from kafkalog.server.network import SocketServer, open_listener
+from kafkalog.server.offsets import OffsetStore
+
+logger = logging.getLogger(__name__)
+
+
+class Broker:
+    """Start with ``start()`` (or ``with Broker(config) as broker``); ``stop()`` shuts down gracefully:
+    connections are closed, every log is flushed and the clean-shutdown marker written."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        try:
+            listener = open_listener(config.host, config.port)
+        except OSError as exc:
+            raise BrokerConfigError(f"cannot listen on {config.host}:{config.port}: {exc}") from exc
+        # With port 0 the kernel chose the port: clients must be told the real one.
+        self.config = config = dataclasses.replace(config, port=listener.getsockname()[1])
+        try:
+            self.logs = LogManager(config.data_dirs, config.log)
+        except BaseException:
+            listener.close()
+            raise
+        try:
+            self.cluster = Cluster(config, self.logs)
+            self.cluster.open_declared_topics()
+            self.offsets = OffsetStore(config.data_dirs[0])
+            self.metrics = Metrics()
+            self.handlers = RequestHandlers(config, self.logs, self.cluster, self.offsets)
+            self.server = SocketServer(config, self.handlers, self.metrics, listener)
+            self.handlers.on_append = self.server.data_arrived
+        except BaseException:
+            listener.close()
+            self.logs.close()
+            raise
+        self._metrics_http: MetricsHttpServer | None = None
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    def start(self) -> None:
+        self.logs.start_maintenance()
+        self.server.start()
+        if self.config.metrics_port is not None:
+            self._metrics_http = MetricsHttpServer(self.config.host, self.config.metrics_port, self.render_metrics)
+            self._metrics_http.start()
+        logger.info(
+            "broker %d listening on %s:%d (data in %s)",
+            self.config.broker_id, self.config.host, self.port, ", ".join(map(str, self.config.data_dirs)),
+        )  # fmt: skip
+
+    def render_metrics(self) -> str:
+        offsets = {tp: log.log_end_offset for tp, log in self.logs.logs.items()}
+        return render_prometheus(self.metrics, offsets)
+
+    def stop(self) -> None:
+        logger.info("broker %d stopping", self.config.broker_id)
+        try:
+            self.server.stop()
+            if self._metrics_http is not None:
+                self._metrics_http.stop()
+        finally:
+            self.logs.close()
+        logger.info("broker %d stopped cleanly", self.config.broker_id)
+
+    def __enter__(self) -> Broker:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()

@@ -1,0 +1,88 @@
+"""What a broker knows of its cluster without ZooKeeper: the brokers, the topics, who leads what.
+
+In a static cluster every broker reads the same configuration, so every broker computes the same
+answers: partition p of topic t is led by broker number (crc32(t) + p) mod n (brokers by id), and a
+group's coordinator is broker crc32(group) mod n. Topics come from the configuration; on a
+single-broker cluster they may also be created at run time (CreateTopics, or auto-creation), and
+the broker's own logs are the record of them. In a multi-broker static cluster a topic created on
+one broker would be unknown to the others, so run-time creation is refused there.
+"""
+
+from __future__ import annotations
+
+import threading
+import zlib
+from collections.abc import Iterable
+
+from kafkalog.errors import KafkalogError
+from kafkalog.log import LogConfig, LogManager, validate_topic
+from kafkalog.server.config import BrokerAddress, BrokerConfig
+
+
+class Cluster:
+    """The topic catalog and leadership of a static cluster. Thread-safe."""
+
+    def __init__(self, config: BrokerConfig, logs: LogManager) -> None:
+        self.config = config
+        self.brokers: tuple[BrokerAddress, ...] = config.brokers
+        self.this_broker = next(b for b in self.brokers if b.id == config.broker_id)
+        self.logs = logs
+        self._lock = threading.Lock()
+        self._partitions: dict[str, int] = {t.name: t.partitions for t in config.topics}
+        for (topic, partition), _ in logs.logs.items():
+            if not self.is_multi_broker:  # single broker: its logs are the catalog
+                self._partitions[topic] = max(self._partitions.get(topic, 0), partition + 1)
+
+    @property
+    def is_multi_broker(self) -> bool:
+        return len(self.brokers) > 1
+
+    @property
+    def controller_id(self) -> int:
+        return self.brokers[0].id
+
+    def topics(self) -> dict[str, int]:
+        """Every known topic and its partition count."""
+        with self._lock:
+            return dict(self._partitions)
+
+    def partition_count(self, topic: str) -> int | None:
+        return self._partitions.get(topic)
+
+    def leader(self, topic: str, partition: int) -> BrokerAddress:
+        n = len(self.brokers)
+        return self.brokers[(zlib.crc32(topic.encode()) + partition) % n]
+
+    def leads(self, topic: str, partition: int) -> bool:
+        count = self._partitions.get(topic)
+        return count is not None and 0 <= partition < count and self.leader(topic, partition) == self.this_broker
+
+    def coordinator(self, group: str) -> BrokerAddress:
+        return self.brokers[zlib.crc32(group.encode()) % len(self.brokers)]
+
+    def can_create_topics(self) -> bool:
+        return not self.is_multi_broker
+
+    def create_topic(self, topic: str, partitions: int, config: LogConfig | None = None) -> None:
+        """Record a new topic and create the logs of the partitions this broker leads."""
+        validate_topic(topic)
+        with self._lock:
+            if topic in self._partitions:
+                raise TopicExistsError(f"topic {topic!r} already exists")
+            for partition in range(partitions):
+                if self.leader(topic, partition) == self.this_broker:
+                    self.logs.get_or_create_log(topic, partition, config)
+            self._partitions[topic] = partitions
+
+    def open_declared_topics(self, topics: Iterable[str] | None = None) -> None:
+        """Create the logs this broker leads for configured topics (at start-up)."""
+        for topic, count in self.topics().items():
+            if topics is not None and topic not in topics:
+                continue
+            for partition in range(count):
+                if self.leader(topic, partition) == self.this_broker:
+                    self.logs.get_or_create_log(topic, partition)
+
+
+class TopicExistsError(KafkalogError):
+    """CreateTopics for a name that exists (becomes TOPIC_ALREADY_EXISTS on the wire)."""

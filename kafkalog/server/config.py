@@ -1,0 +1,202 @@
+"""Broker configuration: typed, frozen, validated once; loaded from YAML with flag overrides.
+
+Errors name the file and the key path (``conf/broker.yaml:limits.max_request_bytes: ...``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kafkalog.errors import KafkalogError
+from kafkalog.log import LogConfig
+
+
+class BrokerConfigError(KafkalogError):
+    """A broker configuration value is invalid; the message names where it came from."""
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerAddress:
+    """One broker of a static cluster."""
+
+    id: int
+    host: str
+    port: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSpec:
+    """A topic declared in the configuration (the static catalog of a multi-broker cluster)."""
+
+    name: str
+    partitions: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Protections against clients that misbehave or lie."""
+
+    max_request_bytes: int = 100 * 1024 * 1024
+    """A request frame larger than this closes the connection (Kafka's socket.request.max.bytes)."""
+
+    max_connections_per_ip: int = 1000
+    """Connections beyond this from one address are closed as soon as they are accepted."""
+
+    idle_timeout_ms: int = 10 * 60 * 1000
+    """A connection with no traffic for this long is closed."""
+
+    frame_read_timeout_ms: int = 30_000
+    """A request that has started to arrive must be complete within this long (slow senders)."""
+
+    max_fetch_wait_ms: int = 30_000
+    """Upper bound on a fetch's max_wait_ms (a client cannot park a request for longer)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    """Everything one broker process needs. ``cluster`` lists every broker of a static cluster
+    (this one included); empty means a single broker, this one."""
+
+    broker_id: int = 0
+    host: str = "127.0.0.1"
+    port: int = 9092
+    advertised_host: str | None = None
+    """The host clients are told to connect to (default: ``host``)."""
+    data_dirs: tuple[Path, ...] = (Path("data"),)
+    num_processors: int = 2
+    """Network threads; each multiplexes its share of the connections with a selector."""
+    cluster: tuple[BrokerAddress, ...] = ()
+    topics: tuple[TopicSpec, ...] = ()
+    auto_create_topics: bool = True
+    """Create an unknown topic when a client asks for its metadata (single-broker clusters only)."""
+    default_partitions: int = 1
+    cluster_id: str = "kafkalog"
+    log: LogConfig = field(default_factory=LogConfig)
+    limits: Limits = field(default_factory=Limits)
+    metrics_port: int | None = None
+    """Serve metrics (Prometheus text format) over HTTP on this port; None: off."""
+
+    def __post_init__(self) -> None:
+        def need(condition: bool, key: str, rule: str) -> None:
+            if not condition:
+                raise BrokerConfigError(f"{key}={getattr(self, key)!r}: {rule}")
+
+        need(self.broker_id >= 0, "broker_id", "must be >= 0")
+        need(0 <= self.port <= 65535, "port", "must be a TCP port")
+        need(bool(self.data_dirs), "data_dirs", "at least one directory is needed")
+        need(1 <= self.num_processors <= 64, "num_processors", "must be in [1, 64]")
+        need(self.default_partitions >= 1, "default_partitions", "must be >= 1")
+        ids = [b.id for b in self.cluster]
+        need(len(set(ids)) == len(ids), "cluster", "broker ids must be unique")
+        need(not self.cluster or self.broker_id in ids, "cluster", f"must list this broker (id {self.broker_id})")
+        names = [t.name for t in self.topics]
+        need(len(set(names)) == len(names), "topics", "topic names must be unique")
+        need(all(t.partitions >= 1 for t in self.topics), "topics", "every topic needs at least one partition")
+
+    @property
+    def brokers(self) -> tuple[BrokerAddress, ...]:
+        """Every broker of the cluster (just this one when no cluster is configured)."""
+        if self.cluster:
+            return tuple(sorted(self.cluster, key=lambda b: b.id))
+        return (BrokerAddress(self.broker_id, self.advertised_host or self.host, self.port),)
+
+
+def _convert(value: Any, kind: Any, where: str) -> Any:
+    """Convert a YAML value to the annotated type, or raise naming ``where``."""
+    origin = typing.get_origin(kind)
+    args = typing.get_args(kind)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        (inner,) = [a for a in args if a is not type(None)]
+        return _convert(value, inner, where)
+    if origin is tuple:
+        if not isinstance(value, list):
+            raise BrokerConfigError(f"{where}: expected a list, got {type(value).__name__}")
+        return tuple(_convert(item, args[0], f"{where}[{i}]") for i, item in enumerate(value))
+    if dataclasses.is_dataclass(kind):
+        if not isinstance(value, dict):
+            raise BrokerConfigError(f"{where}: expected a mapping, got {type(value).__name__}")
+        return _build(kind, value, where)
+    if typing.get_origin(kind) is typing.Literal:
+        if value not in args:
+            raise BrokerConfigError(f"{where}: must be one of {', '.join(map(str, args))}, not {value!r}")
+        return value
+    if kind is Path:
+        if not isinstance(value, str):
+            raise BrokerConfigError(f"{where}: expected a path, got {type(value).__name__}")
+        return Path(value)
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise BrokerConfigError(f"{where}: expected true or false, got {value!r}")
+        return value
+    if kind is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise BrokerConfigError(f"{where}: expected an integer, got {value!r}")
+        return value
+    if kind is str:
+        if not isinstance(value, str):
+            raise BrokerConfigError(f"{where}: expected a string, got {value!r}")
+        return value
+    raise BrokerConfigError(f"{where}: unsupported type {kind!r}")
+
+
+def _build(cls: Any, values: dict[str, Any], where: str) -> Any:
+    hints = typing.get_type_hints(cls)
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise BrokerConfigError(
+            f"{where}{'.' if where else ''}{unknown[0]}: unknown key (known: {', '.join(sorted(known))})"
+        )
+    converted = {
+        name: _convert(value, hints[name], f"{where}{'.' if where else ''}{name}") for name, value in values.items()
+    }
+    try:
+        return cls(**converted)
+    except KafkalogError as exc:
+        raise BrokerConfigError(f"{where or 'config'}: {exc}") from exc
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A YAML loader that refuses duplicate keys instead of silently keeping the last."""
+
+
+def _mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise BrokerConfigError(f"line {key_node.start_mark.line + 1}: duplicate key {key!r}")
+        seen.add(key)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
+
+
+def load_config(path: Path | None = None, overrides: dict[str, Any] | None = None) -> BrokerConfig:
+    """Read ``path`` (YAML) if given, apply ``overrides`` (from flags), validate, return the config."""
+    values: dict[str, Any] = {}
+    source = str(path) if path else "flags"
+    if path is not None:
+        try:
+            loaded = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
+        except (OSError, yaml.YAMLError, BrokerConfigError) as exc:
+            raise BrokerConfigError(f"{source}: {exc}") from exc
+        if loaded is not None and not isinstance(loaded, dict):
+            raise BrokerConfigError(f"{source}: the top level must be a mapping")
+        values = loaded or {}
+    values = {**values, **{k: v for k, v in (overrides or {}).items() if v is not None}}
+    try:
+        config: BrokerConfig = _build(BrokerConfig, values, "")
+    except BrokerConfigError as exc:
+        raise BrokerConfigError(f"{source}:{exc}") from exc
+    return config
