@@ -7,9 +7,17 @@ INSTALLED := $(VENV)/.installed
 NATIVE := kafkalog/record/_speedups$(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
 PYTEST_ARGS ?=
 
-.PHONY: install lint test bench demo clean native
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-install: $(INSTALLED) $(NATIVE)
+.PHONY: install lint test bench demo clean native system-deps
+
+install: $(INSTALLED) $(NATIVE) system-deps
+
+# Debian packages the tests use as real peers (kcat, the librdkafka command-line client).
+system-deps:
+	@command -v kcat >/dev/null || { \
+	  echo "installing kcat from Debian"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq kcat >/dev/null; }
 
 # The venv and every package (runtime, test, dev); redone when the dependency list changes.
 $(INSTALLED): pyproject.toml setup.py

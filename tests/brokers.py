@@ -1,0 +1,91 @@
+"""Test fixtures that run real brokers as processes: ``kafkalog broker`` (ours), on loopback, in
+temporary directories, stopped (or killed) by the test."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+KAFKALOG = Path(sys.executable).with_name("kafkalog")
+_LISTENING = re.compile(r"listening on (?P<host>[\d.]+):(?P<port>\d+)")
+
+
+class BrokerProcess:
+    """``kafkalog broker`` in a child process. ``config`` entries go to its YAML config file."""
+
+    def __init__(self, data_dir: Path, **config: object) -> None:
+        if not KAFKALOG.exists():
+            raise RuntimeError(
+                f"the kafkalog console script is not installed next to {sys.executable} (run make install)"
+            )
+        self.data_dir = data_dir
+        self.config_path = data_dir.parent / f"{data_dir.name}.yaml"
+        settings = {"port": 0, "data_dirs": [str(data_dir)], **config}
+        self.config_path.write_text(yaml.safe_dump(settings))
+        self.process: subprocess.Popen[str] | None = None
+        self.port = 0
+        self.log_path = data_dir.parent / f"{data_dir.name}.log"
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 30) -> BrokerProcess:
+        with self.log_path.open("a") as log:  # the child keeps its own descriptor
+            since = log.tell()  # the file collects every run: read only this one
+            self.process = subprocess.Popen(
+                [str(KAFKALOG), "broker", "--config", str(self.config_path)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                text=True,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            match = _LISTENING.search(self.log_path.read_text()[since:])
+            if match:
+                self.port = int(match["port"])
+                return self
+            if self.process.poll() is not None:
+                raise RuntimeError(
+                    f"kafkalog broker exited with {self.process.returncode}:\n{self.log_path.read_text()}"
+                )
+            time.sleep(0.05)
+        self.kill()
+        raise RuntimeError(f"kafkalog broker did not start within {timeout} s:\n{self.log_path.read_text()}")
+
+    def stop(self, timeout: float = 30) -> int:
+        """SIGTERM and wait: a clean shutdown. Returns the exit code."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout)
+
+    def kill(self) -> None:
+        """SIGKILL: a crash."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+
+    def rss_bytes(self) -> int:
+        assert self.process is not None
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        raise RuntimeError("no VmRSS")
+
+    def __enter__(self) -> BrokerProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.process is not None and self.process.poll() is None:
+            try:
+                self.stop()
+            except subprocess.TimeoutExpired:
+                self.kill()
