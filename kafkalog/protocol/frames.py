@@ -75,6 +75,8 @@ def encode_response(api: Api, correlation_id: int, body: Struct) -> tuple[list[C
     RESPONSE_HEADER.encode({"correlation_id": correlation_id}, out)
     api.response.encode(body, out)
     chunks = out.finish()
+    if out.size - _SIZE.size > 2**31 - 1:
+        raise ProtocolError(f"a {api.key.name} response of {out.size} bytes exceeds the 2 GiB frame limit")
     first = bytearray(chunks[0])  # type: ignore[arg-type]
     _SIZE.pack_into(first, 0, out.size - _SIZE.size)
     chunks[0] = bytes(first)

@@ -25,6 +25,16 @@ _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 
 
+_MAX_INT32 = 2**31 - 1
+
+
+def _length(length: int, what: str) -> int:
+    """A length or count that an int32 field can carry, or ProtocolError."""
+    if not 0 <= length <= _MAX_INT32:
+        raise ProtocolError(f"{what} of length {length} cannot be encoded (int32 limit)")
+    return length
+
+
 class Region(Protocol):
     """A byte range the writer passes through without reading (kafkalog.log.FileRegion)."""
 
@@ -146,7 +156,10 @@ class _String(Type):
                 raise ProtocolError("a non-nullable string is None")
             out.write(_I16.pack(-1))
             return
-        data = value.encode("utf-8")
+        try:
+            data = value.encode("utf-8")
+        except UnicodeEncodeError as exc:  # e.g. a lone surrogate from an undecodable file name
+            raise ProtocolError(f"{self.name} {value!r} has no UTF-8 form: {exc}") from exc
         if len(data) > 32767:
             raise ProtocolError(f"string of {len(data)} bytes is longer than 32767")
         out.write(_I16.pack(len(data)))
@@ -179,7 +192,7 @@ class _Bytes(Type):
         if value is None:
             out.write(_I32.pack(-1))
             return
-        out.write(_I32.pack(len(value)))
+        out.write(_I32.pack(_length(len(value), self.name)))
         out.write(value)
 
     def decode(self, reader: Reader) -> bytes | None:
@@ -204,10 +217,10 @@ class _Records(Type):
         if value is None:
             out.write(_I32.pack(-1))
         elif isinstance(value, bytes | bytearray | memoryview):
-            out.write(_I32.pack(len(value)))
+            out.write(_I32.pack(_length(len(value), self.name)))
             out.write(value)
         else:
-            out.write(_I32.pack(value.length))
+            out.write(_I32.pack(_length(value.length, self.name)))
             out.region(value)
 
     def decode(self, reader: Reader) -> memoryview | None:
@@ -238,7 +251,7 @@ class Array(Type):
                 raise ProtocolError(f"a non-nullable {self.name} is None")
             out.write(_I32.pack(-1))
             return
-        out.write(_I32.pack(len(value)))
+        out.write(_I32.pack(_length(len(value), self.name)))
         for item in value:
             self.element.encode(item, out)
 

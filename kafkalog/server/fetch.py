@@ -24,7 +24,7 @@ from kafkalog.record.convert import to_magic_0
 if TYPE_CHECKING:
     from kafkalog.server.handlers import RequestHandlers
 
-_NO_LIMIT = 2**31 - 1
+_NO_LIMIT = 1 << 30  # a fetch without a total limit (v0-v2) still stays far below the 2 GiB frame limit
 
 
 @dataclass(frozen=True, slots=True)

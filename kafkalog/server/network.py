@@ -180,7 +180,8 @@ class Processor(threading.Thread):
         if conn.read_pos and not conn.closed:
             del buf[: conn.read_pos]
             conn.read_pos = 0
-        conn.frame_started = time.monotonic() if buf else None
+            # The deadline runs from the first byte of a frame: more bytes of it do not reset it.
+            conn.frame_started = time.monotonic() if buf else None
 
     def _handle(self, conn: Connection, frame: bytes) -> None:
         started = time.perf_counter()
