@@ -6,12 +6,17 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import yaml
+
+from kafkalog.protocol import decode_response, encode_request, lookup
 
 KAFKALOG = Path(sys.executable).with_name("kafkalog")
 _LISTENING = re.compile(r"listening on (?P<host>[\d.]+):(?P<port>\d+)")
@@ -89,3 +94,26 @@ class BrokerProcess:
                 self.stop()
             except subprocess.TimeoutExpired:
                 self.kill()
+
+
+def recv_exact(sock: socket.socket, count: int) -> bytes:
+    """Exactly ``count`` bytes (a socket with a timeout is non-blocking underneath, so
+    MSG_WAITALL cannot be relied on)."""
+    data = bytearray()
+    while len(data) < count:
+        chunk = sock.recv(count - len(data))
+        if not chunk:
+            raise ConnectionError(f"the broker closed the connection after {len(data)} of {count} bytes")
+        data += chunk
+    return bytes(data)
+
+
+def roundtrip(port: int, key: int, version: int, body: dict[str, Any], *, correlation_id: int = 1) -> dict[str, Any]:
+    """One request to a broker on loopback and its decoded response."""
+    api = lookup(key, version)
+    with socket.create_connection(("127.0.0.1", port), timeout=15) as sock:
+        sock.sendall(encode_request(api, correlation_id, "tests", body))
+        size = struct.unpack(">i", recv_exact(sock, 4))[0]
+        answered, response = decode_response(api, recv_exact(sock, size))
+    assert answered == correlation_id
+    return response

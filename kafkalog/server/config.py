@@ -70,8 +70,9 @@ class BrokerConfig:
     advertised_host: str | None = None
     """The host clients are told to connect to (default: ``host``)."""
     data_dirs: tuple[Path, ...] = (Path("data"),)
-    num_processors: int = 2
-    """Network threads; each multiplexes its share of the connections with a selector."""
+    num_processors: int = 1
+    """Network threads; each multiplexes its share of the connections with a selector. One is the
+    default: under the GIL a second thread measured slower (docs/benchmarks.md)."""
     cluster: tuple[BrokerAddress, ...] = ()
     topics: tuple[TopicSpec, ...] = ()
     auto_create_topics: bool = True

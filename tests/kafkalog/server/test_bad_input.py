@@ -17,7 +17,7 @@ import pytest
 
 from kafkalog.protocol import VERSION_RANGES, ApiKey, decode_response, encode_request, lookup
 from kafkalog.record import MessageSetBuilder, decode_all
-from tests.brokers import BrokerProcess
+from tests.brokers import BrokerProcess, recv_exact
 
 MAX_REQUEST = 1024 * 1024
 MAX_CONNECTIONS = 24
@@ -67,15 +67,6 @@ def request(sock: socket.socket, key: ApiKey, version: int, body: dict[str, obje
     correlation_id, response = decode_response(api, recv_exact(sock, size))
     assert correlation_id == cid
     return response
-
-
-def recv_exact(sock: socket.socket, count: int) -> bytes:
-    data = bytearray()
-    while len(data) < count:
-        chunk = sock.recv(count - len(data))
-        assert chunk, "the broker closed the connection"
-        data += chunk
-    return bytes(data)
 
 
 def healthy(broker: BrokerProcess) -> None:

@@ -5,14 +5,13 @@ real clients produce and consume across both; run-time topic creation is refused
 from __future__ import annotations
 
 import socket
-import struct
 from collections.abc import Iterator
 
 import pytest
 
-from kafkalog.protocol import ApiKey, decode_response, encode_request, lookup
+from kafkalog.protocol import ApiKey
 from kafkalog.record import MessageSetBuilder
-from tests.brokers import BrokerProcess
+from tests.brokers import BrokerProcess, roundtrip
 
 from .clients import CLIENTS
 
@@ -53,12 +52,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[BrokerPro
 
 
 def ask(broker: BrokerProcess, key: ApiKey, version: int, body: dict[str, object]) -> dict[str, object]:
-    api = lookup(key, version)
-    with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as sock:
-        sock.sendall(encode_request(api, 5, "cluster-test", body))
-        size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
-        _, response = decode_response(api, sock.recv(size, socket.MSG_WAITALL))
-    return response
+    return roundtrip(broker.port, key, version, body)
 
 
 def leaders(broker: BrokerProcess) -> dict[int, int]:
