@@ -19,7 +19,7 @@ from pathlib import Path
 import confluent_kafka
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tests.brokers import BrokerProcess  # noqa: E402 - the same fixture the tests use
+from tests.brokers import BrokerProcess
 
 MESSAGE = b"x" * 200
 RESULTS: list[tuple[str, float, str]] = []
@@ -76,7 +76,7 @@ def produce_rate(
                     MESSAGE,
                     partition=0,
                     on_delivery=(lambda e, _: failures.append(e) if e else None) if i % 1000 == 0 else None,
-                )  # noqa: E501
+                )
                 break
             except BufferError:
                 producer.poll(0.01)
@@ -181,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
                 root / f"data-{processors}", num_processors=processors, log={"flush_ms": 1000}
             ) as broker:
                 print(f"\nbroker with {processors} network thread(s): produce (one partition, acks=1)")
+                assert broker.process is not None
+                pid = broker.process.pid
                 configs = [(1, "none"), (50, "none"), (1000, "none"), (50, "snappy"), (1000, "snappy")]
                 if processors == 2:
                     configs = [(50, "none"), (1000, "none")]
@@ -195,8 +197,9 @@ def main(argv: list[str] | None = None) -> int:
                     rate = statistics.median(r[0] for r in runs)
                     client = statistics.median(r[1] for r in runs)
                     server = statistics.median(r[2] for r in runs)
+                    listed = " ".join(f"{r[0]:,.0f}" for r in runs)
                     print(
-                        f"  batch {batch:>4} {codec:<6} {rate:>12,.0f} msgs/s  (runs: {' '.join(f'{r[0]:,.0f}' for r in runs)}; "
+                        f"  batch {batch:>4} {codec:<6} {rate:>12,.0f} msgs/s  (runs: {listed}; "
                         f"CPU: client {client:.0%}, broker {server:.0%})"
                     )
                     result(f"produce_t{processors}_batch{batch}_{codec}", rate, "msgs/s")
@@ -208,22 +211,20 @@ def main(argv: list[str] | None = None) -> int:
                 for batch, codec in ((50, "none"), (1000, "none"), (1000, "snappy")):
                     count = int({50: 1_000_000, 1000: 3_000_000}[batch] * scale)
                     runs = [
-                        kcat_produce_rate(
-                            broker.bootstrap, f"k-{batch}-{codec}-{i}", batch, codec, count, broker.process.pid, root
-                        )  # type: ignore[union-attr]  # noqa: E501
+                        kcat_produce_rate(broker.bootstrap, f"k-{batch}-{codec}-{i}", batch, codec, count, pid, root)
                         for i in range(repeat)
                     ]
                     rate = statistics.median(r[0] for r in runs)
                     server = statistics.median(r[1] for r in runs)
+                    listed = " ".join(f"{r[0]:,.0f}" for r in runs)
                     print(
-                        f"    batch {batch:>4} {codec:<6} {rate:>12,.0f} msgs/s  (runs: {' '.join(f'{r[0]:,.0f}' for r in runs)}; broker CPU {server:.0%})"
-                    )  # noqa: E501
+                        f"    batch {batch:>4} {codec:<6} {rate:>12,.0f} msgs/s  "
+                        f"(runs: {listed}; broker CPU {server:.0%})"
+                    )
                     result(f"produce_kcat_batch{batch}_{codec}", rate, "msgs/s")
                     result(f"produce_kcat_batch{batch}_{codec}_broker_cpu", server, "cores")
                 count = int(1_500_000 * scale)
-                fetched = [
-                    fetch_rate(broker.bootstrap, "p-1000-none-0", count, broker.process.pid) for _ in range(repeat)
-                ]  # type: ignore[union-attr]
+                fetched = [fetch_rate(broker.bootstrap, "p-1000-none-0", count, pid) for _ in range(repeat)]
                 rate = statistics.median(f[0] for f in fetched)
                 client = statistics.median(f[1] for f in fetched)
                 server = statistics.median(f[2] for f in fetched)
@@ -238,8 +239,9 @@ def main(argv: list[str] | None = None) -> int:
                 rss, peak = broker.rss_bytes(), peak_rss(broker)
                 size = sum(f.stat().st_size for f in (root / f"data-{processors}").rglob("*.log"))  # fmt: skip
                 print(
-                    f"  broker memory: RSS {rss / 2**20:,.0f} MiB now, {peak / 2**20:,.0f} MiB peak, with {size / 2**20:,.0f} MiB of log"
-                )  # noqa: E501
+                    f"  broker memory: RSS {rss / 2**20:,.0f} MiB now, {peak / 2**20:,.0f} MiB peak, "
+                    f"with {size / 2**20:,.0f} MiB of log"
+                )
                 result("broker_rss", rss / 2**20, "MiB")
                 result("broker_rss_peak", peak / 2**20, "MiB")
                 result("log_size", size / 2**20, "MiB")
