@@ -108,6 +108,22 @@ def kcat_produce_rate(
     return count / elapsed, (cpu_seconds(broker_pid) - broker_cpu) / elapsed
 
 
+def generator_produce_rate(
+    port: int, topic: str, batch: int, codec: str, count: int, broker_pid: int
+) -> tuple[float, float]:
+    """(messages/s, broker CPU in cores) with bench.load_generator in its own process."""
+    broker_cpu = cpu_seconds(broker_pid)
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.load_generator", "--port", str(port), "--topic", topic,
+         "--batch", str(batch), "--codec", codec, "--messages", str(count)],
+        capture_output=True, text=True, check=True, timeout=600,
+    )  # fmt: skip
+    elapsed = time.perf_counter() - start
+    rate = float(done.stdout.split()[1])
+    return rate, (cpu_seconds(broker_pid) - broker_cpu) / elapsed
+
+
 def fetch_rate(bootstrap: str, topic: str, count: int, broker_pid: int) -> tuple[float, float, float]:
     """(messages/s, client CPU share of the time, broker CPU share) reading ``count`` messages."""
     consumer = confluent_kafka.Consumer(
@@ -223,6 +239,22 @@ def main(argv: list[str] | None = None) -> int:
                     )
                     result(f"produce_kcat_batch{batch}_{codec}", rate, "msgs/s")
                     result(f"produce_kcat_batch{batch}_{codec}_broker_cpu", server, "cores")
+                print("  produce with a pre-encoded pipelined load generator (the broker's own ceiling), acks=1:")
+                for batch, codec in ((50, "none"), (1000, "none"), (1000, "snappy")):
+                    count = int({50: 2_000_000, 1000: 4_000_000}[batch] * scale)
+                    runs = [
+                        generator_produce_rate(broker.port, f"g-{batch}-{codec}-{i}", batch, codec, count, pid)
+                        for i in range(repeat)
+                    ]
+                    rate = statistics.median(r[0] for r in runs)
+                    server = statistics.median(r[1] for r in runs)
+                    listed = " ".join(f"{r[0]:,.0f}" for r in runs)
+                    print(
+                        f"    batch {batch:>4} {codec:<6} {rate:>12,.0f} msgs/s  "
+                        f"(runs: {listed}; broker CPU {server:.0%})"
+                    )
+                    result(f"produce_generator_batch{batch}_{codec}", rate, "msgs/s")
+                    result(f"produce_generator_batch{batch}_{codec}_broker_cpu", server, "cores")
                 count = int(1_500_000 * scale)
                 fetched = [fetch_rate(broker.bootstrap, "p-1000-none-0", count, pid) for _ in range(repeat)]
                 rate = statistics.median(f[0] for f in fetched)
