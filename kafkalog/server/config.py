@@ -72,7 +72,7 @@ class BrokerConfig:
     data_dirs: tuple[Path, ...] = (Path("data"),)
     num_processors: int = 1
     """Network threads; each multiplexes its share of the connections with a selector. One is the
-    default: under the GIL a second thread measured slower (docs/benchmarks.md)."""
+    default: under the GIL a second thread made no consistent difference (docs/benchmarks.md)."""
     cluster: tuple[BrokerAddress, ...] = ()
     topics: tuple[TopicSpec, ...] = ()
     auto_create_topics: bool = True
