@@ -223,38 +223,27 @@ def main(argv: list[str] | None = None) -> int:
                     result(f"produce_t{processors}_batch{batch}_{codec}_client_cpu", client, "cores")
                 if processors == 2:
                     continue
-                print("  produce with kcat (C client, no Python loop), acks=1:")
-                for batch, codec in ((50, "none"), (1000, "none"), (1000, "snappy")):
-                    count = int({50: 1_000_000, 1000: 3_000_000}[batch] * scale)
-                    runs = [
-                        kcat_produce_rate(broker.bootstrap, f"k-{batch}-{codec}-{i}", batch, codec, count, pid, root)
-                        for i in range(repeat)
-                    ]
-                    rate = statistics.median(r[0] for r in runs)
-                    server = statistics.median(r[1] for r in runs)
-                    listed = " ".join(f"{r[0]:,.0f}" for r in runs)
-                    print(
-                        f"    batch {batch:>4} {codec:<6} {rate:>12,.0f} msgs/s  "
-                        f"(runs: {listed}; broker CPU {server:.0%})"
-                    )
-                    result(f"produce_kcat_batch{batch}_{codec}", rate, "msgs/s")
-                    result(f"produce_kcat_batch{batch}_{codec}_broker_cpu", server, "cores")
-                print("  produce with a pre-encoded pipelined load generator (the broker's own ceiling), acks=1:")
-                for batch, codec in ((50, "none"), (1000, "none"), (1000, "snappy")):
-                    count = int({50: 2_000_000, 1000: 4_000_000}[batch] * scale)
-                    runs = [
-                        generator_produce_rate(broker.port, f"g-{batch}-{codec}-{i}", batch, codec, count, pid)
-                        for i in range(repeat)
-                    ]
-                    rate = statistics.median(r[0] for r in runs)
-                    server = statistics.median(r[1] for r in runs)
-                    listed = " ".join(f"{r[0]:,.0f}" for r in runs)
-                    print(
-                        f"    batch {batch:>4} {codec:<6} {rate:>12,.0f} msgs/s  "
-                        f"(runs: {listed}; broker CPU {server:.0%})"
-                    )
-                    result(f"produce_generator_batch{batch}_{codec}", rate, "msgs/s")
-                    result(f"produce_generator_batch{batch}_{codec}_broker_cpu", server, "cores")
+                lighter_clients = (
+                    ("kcat", "kcat (C client, no Python loop)", {50: 1_000_000, 1000: 3_000_000},
+                     lambda t, b, c, n, pid=pid: kcat_produce_rate(broker.bootstrap, t, b, c, n, pid, root)),
+                    ("generator", "a pre-encoded pipelined load generator (the broker's own ceiling)",
+                     {50: 2_000_000, 1000: 4_000_000},
+                     lambda t, b, c, n, pid=pid: generator_produce_rate(broker.port, t, b, c, n, pid)),
+                )  # fmt: skip
+                for name, label, counts, run in lighter_clients:
+                    print(f"  produce with {label}, acks=1:")
+                    for batch, codec in ((50, "none"), (1000, "none"), (1000, "snappy")):
+                        count = int(counts[batch] * scale)
+                        runs = [run(f"{name}-{batch}-{codec}-{i}", batch, codec, count) for i in range(repeat)]
+                        rate = statistics.median(r[0] for r in runs)
+                        server = statistics.median(r[1] for r in runs)
+                        listed = " ".join(f"{r[0]:,.0f}" for r in runs)
+                        print(
+                            f"    batch {batch:>4} {codec:<6} {rate:>12,.0f} msgs/s  "
+                            f"(runs: {listed}; broker CPU {server:.0%})"
+                        )
+                        result(f"produce_{name}_batch{batch}_{codec}", rate, "msgs/s")
+                        result(f"produce_{name}_batch{batch}_{codec}_broker_cpu", server, "cores")
                 count = int(1_500_000 * scale)
                 fetched = [fetch_rate(broker.bootstrap, "p-1000-none-0", count, pid) for _ in range(repeat)]
                 rate = statistics.median(f[0] for f in fetched)
