@@ -16,6 +16,7 @@ from collections.abc import Iterable
 
 from kafkalog.errors import KafkalogError
 from kafkalog.log import LogConfig, LogManager, validate_topic
+from kafkalog.protocol import ErrorCode
 from kafkalog.server.config import BrokerAddress, BrokerConfig
 
 
@@ -53,9 +54,14 @@ class Cluster:
         n = len(self.brokers)
         return self.brokers[(zlib.crc32(topic.encode()) + partition) % n]
 
-    def leads(self, topic: str, partition: int) -> bool:
+    def partition_error(self, topic: str, partition: int) -> ErrorCode | None:
+        """Why this broker cannot serve the partition (unknown, or led elsewhere), or None."""
         count = self._partitions.get(topic)
-        return count is not None and 0 <= partition < count and self.leader(topic, partition) == self.this_broker
+        if count is None or not 0 <= partition < count:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if self.leader(topic, partition) != self.this_broker:
+            return ErrorCode.NOT_LEADER_FOR_PARTITION
+        return None
 
     def coordinator(self, group: str) -> BrokerAddress:
         return self.brokers[zlib.crc32(group.encode()) % len(self.brokers)]

@@ -89,7 +89,7 @@ def read_fetch(handlers: RequestHandlers, request: FetchRequest) -> FetchRead:
                     "high_watermark": -1,
                     "record_set": b"",
                 }
-                problem = handlers._partition_error(topic, partition)
+                problem = handlers.cluster.partition_error(topic, partition)
                 log = handlers.logs.get_log(topic, partition)
                 if problem is not None or log is None:
                     answer["error_code"] = problem or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

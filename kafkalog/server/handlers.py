@@ -83,16 +83,6 @@ class RequestHandlers:
     def handle(self, header: RequestHeader, api: Api, body: Struct) -> HandlerResult:
         return self._table[api.key](header, api, body)
 
-    # ------------------------------------------------------------------ helpers
-
-    def _partition_error(self, topic: str, partition: int) -> ErrorCode | None:
-        count = self.cluster.partition_count(topic)
-        if count is None or not 0 <= partition < count:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        if not self.cluster.leads(topic, partition):
-            return ErrorCode.NOT_LEADER_FOR_PARTITION
-        return None
-
     # ------------------------------------------------------------------ produce
 
     def produce(self, header: RequestHeader, api: Api, body: Struct) -> HandlerResult:
@@ -107,7 +97,7 @@ class RequestHandlers:
                 error: int = ErrorCode.NONE
                 base_offset, log_append_time = -1, -1
                 problem = ErrorCode.INVALID_REQUIRED_ACKS if acks not in (0, 1, -1) else None
-                problem = problem or self._partition_error(topic, partition)
+                problem = problem or self.cluster.partition_error(topic, partition)
                 log = self.logs.get_log(topic, partition)
                 if problem is not None:
                     error = problem
@@ -174,7 +164,7 @@ class RequestHandlers:
                     answer["offsets"] = []
                 else:
                     answer["timestamp"] = answer["offset"] = -1
-                problem = self._partition_error(topic, partition)
+                problem = self.cluster.partition_error(topic, partition)
                 log = self.logs.get_log(topic, partition)
                 if problem is not None or log is None:
                     answer["error_code"] = problem or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
