@@ -118,3 +118,49 @@ class ProtocolError(KafkalogError):
     connection (or with an error code where the protocol has one)."""
 
     error_code = 2  # CORRUPT_MESSAGE is the closest code; most callers close the connection instead
+
+
+class ClientError(KafkalogError):
+    """Root of the errors of kafkalog.client. ``retriable``: sending again may succeed;
+    ``invalid_metadata``: refresh the cluster metadata before retrying."""
+
+    invalid_metadata: bool = False
+
+
+class KafkaConnectionError(ClientError):
+    """A broker could not be reached, or the connection broke."""
+
+    retriable = True
+
+
+class RequestTimedOutError(ClientError):
+    """A broker did not answer within the request timeout (the connection is dropped)."""
+
+    error_code = 7
+    retriable = True
+
+
+class BrokerResponseError(ClientError):
+    """A broker answered with an error code; ``error_name`` is Kafka's name for it."""
+
+    def __init__(self, error_code: int, error_name: str, context: str) -> None:
+        super().__init__(f"{context}: {error_name} ({error_code})")
+        self.error_code = error_code
+        self.error_name = error_name
+        self.retriable = error_code in _RETRIABLE_CODES
+        self.invalid_metadata = error_code in _METADATA_CODES
+
+
+# LEADER_NOT_AVAILABLE, NOT_LEADER_FOR_PARTITION, UNKNOWN_TOPIC_OR_PARTITION (while a topic is being
+# created), REQUEST_TIMED_OUT, NETWORK_EXCEPTION, COORDINATOR_*, NOT_COORDINATOR, CORRUPT_MESSAGE (in
+# transit), KAFKA_STORAGE_ERROR
+_RETRIABLE_CODES = frozenset({2, 3, 5, 6, 7, 13, 14, 15, 16, 56})
+_METADATA_CODES = frozenset({3, 5, 6, 16})
+
+
+class UnsupportedByBrokerError(ClientError):
+    """The broker does not speak an API (or version) the call needs, e.g. CreateTopics on Kafka 0.9."""
+
+
+class BufferFullError(ClientError):
+    """The producer's bounded queue stayed full for max_block_ms: the broker cannot keep up."""

@@ -1,0 +1,62 @@
+"""Admin: create, list and describe topics."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kafkalog.client.client import Client, TopicMetadata, check
+from kafkalog.errors import BrokerResponseError, ClientError
+from kafkalog.protocol import ApiKey
+
+
+class Admin:
+    """Topic administration over a Client. Thread-safe."""
+
+    def __init__(self, bootstrap: str | Sequence[str] | None = None, *, client: Client | None = None) -> None:
+        if client is None and bootstrap is None:
+            raise ClientError("give bootstrap servers or a client")
+        self.client = client or Client(bootstrap or [])
+        self._owns_client = client is None
+
+    def create_topic(
+        self, name: str, partitions: int = 1, configs: dict[str, str] | None = None, *, validate_only: bool = False
+    ) -> None:
+        """Create a topic (CreateTopics, Kafka 0.10.1+ and kafkalog); raises BrokerResponseError with
+        the broker's reason (e.g. TOPIC_ALREADY_EXISTS) or UnsupportedByBrokerError."""
+        connection = self.client.any_broker()
+        api = connection.api(ApiKey.CREATE_TOPICS)
+        request = {
+            "topic": name,
+            "num_partitions": partitions,
+            "replication_factor": 1,
+            "replica_assignment": [],
+            "config_entries": [{"config_name": k, "config_value": v} for k, v in (configs or {}).items()],
+        }
+        body = {"create_topic_requests": [request], "timeout_ms": 10_000, "validate_only": validate_only}
+        (answer,) = connection.request(api, body)["topic_errors"]
+        if answer["error_code"] and answer.get("error_message"):
+            raise BrokerResponseError(answer["error_code"], answer["error_message"], f"creating topic {name!r}")
+        check(answer["error_code"], f"creating topic {name!r}")
+        if not validate_only:
+            self.client.topic(name, refresh=True, wait_ms=10_000)
+
+    def list_topics(self) -> dict[str, int]:
+        """Every topic and its number of partitions."""
+        return {name: len(meta.leaders) for name, meta in sorted(self.client.refresh_metadata().items())}
+
+    def describe_topic(self, name: str) -> TopicMetadata:
+        """A topic's partitions and their leaders (without creating it)."""
+        found = {t: m for t, m in self.client.refresh_metadata().items() if t == name}
+        if name not in found:
+            raise BrokerResponseError(3, "UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r}")
+        return found[name]
+
+    def close(self) -> None:
+        if self._owns_client:
+            self.client.close()
+
+    def __enter__(self) -> Admin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

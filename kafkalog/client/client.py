@@ -1,0 +1,167 @@
+"""Client: the bootstrap list, the cluster's metadata, and one connection per broker."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from kafkalog.client.connection import BrokerConnection
+from kafkalog.errors import BrokerResponseError, ClientError, KafkaConnectionError
+from kafkalog.protocol import ApiKey, ErrorCode
+
+logger = logging.getLogger(__name__)
+
+
+def error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return f"ERROR_{code}"
+
+
+def check(code: int, context: str) -> None:
+    """Raise the BrokerResponseError for a non-zero error code."""
+    if code:
+        raise BrokerResponseError(code, error_name(code), context)
+
+
+@dataclass(frozen=True)
+class TopicMetadata:
+    name: str
+    leaders: dict[int, int]
+    """partition -> broker id of its leader (-1 when it has none)."""
+
+
+def parse_bootstrap(bootstrap: str | Sequence[str]) -> list[tuple[str, int]]:
+    """``"host:port,host:port"`` or a list of ``host:port`` into (host, port) pairs."""
+    items = bootstrap.split(",") if isinstance(bootstrap, str) else list(bootstrap)
+    out = []
+    for item in items:
+        host, sep, port = item.strip().rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise ClientError(f"bootstrap server {item!r} is not host:port")
+        out.append((host, int(port)))
+    if not out:
+        raise ClientError("no bootstrap servers given")
+    return out
+
+
+class Client:
+    """Knows the cluster: brokers, topics, partition leaders; hands out one connection per broker.
+    Thread-safe. Metadata is refreshed on demand (a leader is unknown, or an error said it moved)."""
+
+    def __init__(
+        self,
+        bootstrap: str | Sequence[str],
+        *,
+        client_id: str = "kafkalog",
+        request_timeout_ms: int = 30_000,
+        retry_backoff_ms: int = 100,
+    ) -> None:
+        self.bootstrap = parse_bootstrap(bootstrap)
+        self.client_id = client_id
+        self.request_timeout_ms = request_timeout_ms
+        self.retry_backoff_ms = retry_backoff_ms
+        self._lock = threading.RLock()
+        self._brokers: dict[int, tuple[str, int]] = {}
+        self._connections: dict[tuple[str, int], BrokerConnection] = {}
+        self._topics: dict[str, TopicMetadata] = {}
+
+    # ------------------------------------------------------------------ connections
+
+    def connection_to(self, host: str, port: int) -> BrokerConnection:
+        with self._lock:
+            connection = self._connections.get((host, port))
+            if connection is None:
+                connection = BrokerConnection(host, port, client_id=self.client_id, timeout_ms=self.request_timeout_ms)
+                self._connections[(host, port)] = connection
+            return connection
+
+    def broker(self, node_id: int) -> BrokerConnection:
+        with self._lock:
+            address = self._brokers.get(node_id)
+        if address is None:
+            self.refresh_metadata()
+            with self._lock:
+                address = self._brokers.get(node_id)
+            if address is None:
+                raise KafkaConnectionError(f"broker {node_id} is not in the cluster metadata")
+        return self.connection_to(*address)
+
+    def any_broker(self) -> BrokerConnection:
+        """A connection that works: known brokers first, then the bootstrap list."""
+        with self._lock:
+            candidates = list(dict.fromkeys([*self._brokers.values(), *self.bootstrap]))
+        errors = []
+        for host, port in candidates:
+            connection = self.connection_to(host, port)
+            try:
+                connection.api(ApiKey.METADATA)  # connects (and negotiates) if needed
+            except KafkaConnectionError as exc:
+                errors.append(str(exc))
+            else:
+                return connection
+        raise KafkaConnectionError("no broker is reachable: " + "; ".join(errors))
+
+    # ------------------------------------------------------------------ metadata
+
+    def refresh_metadata(self, topics: Iterable[str] | None = None) -> dict[str, TopicMetadata]:
+        """Ask a broker for the metadata of ``topics`` (all topics when None). A broker that
+        auto-creates topics creates them now. Returns the topics answered without error."""
+        connection = self.any_broker()
+        api = connection.api(ApiKey.METADATA)
+        wanted = None if topics is None else list(topics)
+        body = {"topics": ([] if api.version == 0 else None) if wanted is None else wanted}
+        response = connection.request(api, body)
+        found: dict[str, TopicMetadata] = {}
+        with self._lock:
+            self._brokers = {b["node_id"]: (b["host"], b["port"]) for b in response["brokers"]}
+            for topic in response["topic_metadata"]:
+                if topic["error_code"] != 0:
+                    continue
+                leaders = {p["partition"]: p["leader"] for p in topic["partition_metadata"]}
+                found[topic["topic"]] = self._topics[topic["topic"]] = TopicMetadata(topic["topic"], leaders)
+        return found
+
+    def topic(self, name: str, *, refresh: bool = False, wait_ms: int = 0) -> TopicMetadata:
+        """The metadata of ``name``, refreshed if unknown, retrying up to ``wait_ms`` (a topic being
+        auto-created may take a moment to have leaders)."""
+        deadline = time.monotonic() + wait_ms / 1000
+        while True:
+            with self._lock:
+                known = None if refresh else self._topics.get(name)
+            if known is not None and all(leader >= 0 for leader in known.leaders.values()):
+                return known
+            found = self.refresh_metadata([name]).get(name)
+            if found is not None and found.leaders and all(leader >= 0 for leader in found.leaders.values()):
+                return found
+            if time.monotonic() >= deadline:
+                raise BrokerResponseError(3, "UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} has no metadata")
+            refresh = True
+            time.sleep(self.retry_backoff_ms / 1000)
+
+    def leader(self, topic: str, partition: int) -> BrokerConnection:
+        metadata = self.topic(topic, wait_ms=self.request_timeout_ms)
+        if partition not in metadata.leaders:
+            raise BrokerResponseError(3, "UNKNOWN_TOPIC_OR_PARTITION", f"{topic} has no partition {partition}")
+        return self.broker(metadata.leaders[partition])
+
+    def invalidate(self, topic: str) -> None:
+        """Forget a topic's leaders (after an error said they moved)."""
+        with self._lock:
+            self._topics.pop(topic, None)
+
+    def close(self) -> None:
+        with self._lock:
+            for connection in self._connections.values():
+                connection.close()
+            self._connections.clear()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

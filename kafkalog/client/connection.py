@@ -1,0 +1,167 @@
+"""One TCP connection to one broker: requests pipelined, responses matched in order.
+
+The network is untrusted here too: a response's size prefix is bounded before anything is allocated
+and a malformed response raises ProtocolError (the connection is then dropped). On connect the
+connection asks the broker's API versions; a broker that predates ApiVersions (Kafka 0.9 closes the
+connection on an unknown API) is taken to speak the 0.9 set.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import struct
+import threading
+from typing import Any
+
+from kafkalog.errors import KafkaConnectionError, ProtocolError, RequestTimedOutError, UnsupportedByBrokerError
+from kafkalog.protocol import VERSION_RANGES, Api, ApiKey, decode_response, encode_request, lookup
+
+logger = logging.getLogger(__name__)
+
+_SIZE = struct.Struct(">i")
+
+KAFKA_0_9_VERSIONS: dict[int, tuple[int, int]] = {
+    ApiKey.PRODUCE: (0, 1),
+    ApiKey.FETCH: (0, 1),
+    ApiKey.LIST_OFFSETS: (0, 0),
+    ApiKey.METADATA: (0, 0),
+    ApiKey.OFFSET_COMMIT: (0, 2),
+    ApiKey.OFFSET_FETCH: (0, 1),
+    ApiKey.FIND_COORDINATOR: (0, 0),
+}
+"""What a Kafka 0.9 broker serves (of the APIs we use): no ApiVersions, no CreateTopics."""
+
+
+class BrokerConnection:
+    """A connection to ``host:port``. Thread-safe: one lock serializes requests (a request's send and
+    its response read are atomic; ``send_many`` pipelines several under one hold)."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        client_id: str = "kafkalog",
+        timeout_ms: int = 30_000,
+        max_response_bytes: int = 256 * 1024 * 1024,
+        versions: dict[int, tuple[int, int]] | None = None,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self.timeout = timeout_ms / 1000
+        self.max_response_bytes = max_response_bytes
+        self._versions: dict[int, tuple[int, int]] | None = versions
+        self._sock: socket.socket | None = None
+        self._correlation = 0
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"BrokerConnection({self.host}:{self.port})"
+
+    # ------------------------------------------------------------------ connecting
+
+    def _connect(self) -> socket.socket:
+        if self._sock is not None:
+            return self._sock
+        try:
+            sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
+        except OSError as exc:
+            raise KafkaConnectionError(f"cannot connect to {self.host}:{self.port}: {exc}") from exc
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._sock = sock
+        if self._versions is None:
+            self._versions = self._negotiate()
+        return self._sock
+
+    def _negotiate(self) -> dict[int, tuple[int, int]]:
+        try:
+            response = self._roundtrip([(lookup(ApiKey.API_VERSIONS, 0), {})])[0]
+        except KafkaConnectionError:
+            # A 0.9 broker closes the connection on an API it does not know: reconnect and use 0.9's set.
+            logger.info("%s:%d does not answer ApiVersions: using Kafka 0.9 API versions", self.host, self.port)
+            self.close()
+            self._versions = dict(KAFKA_0_9_VERSIONS)
+            self._connect()
+            return self._versions
+        if response["error_code"] != 0:
+            raise ProtocolError(f"{self.host}:{self.port} answered ApiVersions with error {response['error_code']}")
+        return {v["api_key"]: (v["min_version"], v["max_version"]) for v in response["api_versions"]}
+
+    def close(self) -> None:
+        """Drop the socket; the next request reconnects (keeping the negotiated versions)."""
+        if self._sock is not None:
+            try:
+                self._sock.close()
+            finally:
+                self._sock = None
+
+    # ------------------------------------------------------------------ requests
+
+    def api(self, key: ApiKey) -> Api:
+        """The highest version of ``key`` both sides speak."""
+        with self._lock:
+            self._connect()
+            assert self._versions is not None
+            ours = VERSION_RANGES[key]
+            theirs = self._versions.get(int(key))
+        if theirs is None or theirs[0] > ours[1] or theirs[1] < ours[0]:
+            raise UnsupportedByBrokerError(f"{self.host}:{self.port} does not serve {key.name} in a version we speak")
+        return lookup(key, min(ours[1], theirs[1]))
+
+    def request(self, api: Api, body: dict[str, Any]) -> dict[str, Any]:
+        return self.send_many([(api, body)])[0]
+
+    def send_many(
+        self, requests: list[tuple[Api, dict[str, Any]]], *, expect_response: bool = True
+    ) -> list[dict[str, Any]]:
+        """Send requests back to back (pipelined) and return their responses in order. Any failure
+        drops the connection (so nothing half-read remains) and raises."""
+        with self._lock:
+            try:
+                self._connect()
+                return self._roundtrip(requests, expect_response=expect_response)
+            except (KafkaConnectionError, RequestTimedOutError, ProtocolError):
+                self.close()
+                raise
+
+    def _roundtrip(
+        self, requests: list[tuple[Api, dict[str, Any]]], *, expect_response: bool = True
+    ) -> list[dict[str, Any]]:
+        sock = self._sock
+        assert sock is not None
+        sent = []
+        frames = []
+        for api, body in requests:
+            self._correlation = (self._correlation + 1) & 0x7FFFFFFF
+            frames.append(encode_request(api, self._correlation, self.client_id, body))
+            sent.append((self._correlation, api))
+        try:
+            sock.sendall(b"".join(frames))
+            if not expect_response:
+                return []
+            return [self._read_response(sock, correlation_id, api) for correlation_id, api in sent]
+        except TimeoutError as exc:
+            raise RequestTimedOutError(f"{self.host}:{self.port} did not answer within {self.timeout:.1f} s") from exc
+        except OSError as exc:
+            raise KafkaConnectionError(f"connection to {self.host}:{self.port} failed: {exc}") from exc
+
+    def _read_response(self, sock: socket.socket, correlation_id: int, api: Api) -> dict[str, Any]:
+        size = _SIZE.unpack(self._recv_exact(sock, 4))[0]
+        if not 4 <= size <= self.max_response_bytes:
+            raise ProtocolError(f"{self.host}:{self.port} sent a response size of {size} bytes")
+        frame = self._recv_exact(sock, size)
+        answered, body = decode_response(api, frame)
+        if answered != correlation_id:
+            raise ProtocolError(f"{self.host}:{self.port} answered request {answered}, expected {correlation_id}")
+        return body
+
+    def _recv_exact(self, sock: socket.socket, count: int) -> bytes:
+        data = bytearray()
+        while len(data) < count:
+            chunk = sock.recv(min(count - len(data), 1 << 20))
+            if not chunk:
+                raise KafkaConnectionError(f"{self.host}:{self.port} closed the connection")
+            data += chunk
+        return bytes(data)

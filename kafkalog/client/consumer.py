@@ -1,0 +1,204 @@
+"""SimpleConsumer: read a partition from an offset you choose (the seeds' SimpleConsumer API).
+
+Every message's CRC is checked; a fetch that ends inside a message returns the whole ones before it;
+a read that starts inside a compressed set skips the set's messages before the requested offset. If
+a broker (Kafka 0.9 does) returns only part of a message larger than the fetch size, the fetch is
+repeated with the size doubled, as the seeds describe, up to ``max_message_bytes``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kafkalog.client.client import Client, check
+from kafkalog.errors import (
+    BrokerResponseError,
+    ClientError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+    UnsupportedByBrokerError,
+)
+from kafkalog.protocol import ApiKey, ErrorCode, lookup
+from kafkalog.record import Message, decode_all
+
+LATEST = -1
+EARLIEST = -2
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    messages: list[Message]
+    high_watermark: int
+    """The partition's log end offset when the broker answered."""
+
+    def next_offset(self, requested: int) -> int:
+        return self.messages[-1].offset + 1 if self.messages else requested
+
+
+class SimpleConsumer:
+    """Fetches partitions at offsets the caller manages. Thread-safe (connections serialize)."""
+
+    def __init__(
+        self,
+        bootstrap: str | Sequence[str] | None = None,
+        *,
+        client: Client | None = None,
+        max_bytes: int = 1024 * 1024,
+        max_message_bytes: int = 64 * 1024 * 1024,
+        max_wait_ms: int = 100,
+        min_bytes: int = 1,
+        request_timeout_ms: int = 30_000,
+    ) -> None:
+        if client is None and bootstrap is None:
+            raise ClientError("give bootstrap servers or a client")
+        self.client = client or Client(bootstrap or [], request_timeout_ms=request_timeout_ms)
+        self._owns_client = client is None
+        self.max_bytes = max_bytes
+        self.max_message_bytes = max_message_bytes
+        self.max_wait_ms = max_wait_ms
+        self.min_bytes = min_bytes
+
+    def close(self) -> None:
+        if self._owns_client:
+            self.client.close()
+
+    def __enter__(self) -> SimpleConsumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ fetching
+
+    def fetch(self, topic: str, partition: int, offset: int, *, max_bytes: int | None = None) -> FetchResult:
+        """Messages of one partition from ``offset`` (raises OffsetOutOfRangeError outside its log)."""
+        return self.fetch_many({(topic, partition): offset}, max_bytes=max_bytes)[(topic, partition)]
+
+    def fetch_many(
+        self, offsets: dict[tuple[str, int], int], *, max_bytes: int | None = None
+    ) -> dict[tuple[str, int], FetchResult]:
+        """Fetch several partitions: one request per leader broker."""
+        size = max_bytes or self.max_bytes
+        results: dict[tuple[str, int], FetchResult] = {}
+        pending = dict(offsets)
+        while pending:
+            by_leader: dict[Any, dict[tuple[str, int], int]] = {}
+            for (topic, partition), offset in pending.items():
+                by_leader.setdefault(self.client.leader(topic, partition), {})[(topic, partition)] = offset
+            pending = {}
+            for connection, wanted in by_leader.items():
+                for tp, result in self._fetch_from(connection, wanted, size).items():
+                    if result is None:  # only part of one oversized message came back: ask for more
+                        if size * 2 > self.max_message_bytes:
+                            raise RecordTooLargeError(
+                                f"a message of {tp[0]}-{tp[1]} at offset {wanted[tp]} is larger than "
+                                f"max_message_bytes={self.max_message_bytes}"
+                            )
+                        pending[tp] = wanted[tp]
+                    else:
+                        results[tp] = result
+            size *= 2
+        return results
+
+    def _fetch_from(
+        self, connection: Any, wanted: dict[tuple[str, int], int], size: int
+    ) -> dict[tuple[str, int], FetchResult | None]:
+        api = connection.api(ApiKey.FETCH)
+        topics: dict[str, list[dict[str, int]]] = {}
+        for (topic, partition), offset in wanted.items():
+            topics.setdefault(topic, []).append({"partition": partition, "fetch_offset": offset, "max_bytes": size})
+        body = {
+            "replica_id": -1,
+            "max_wait_ms": self.max_wait_ms,
+            "min_bytes": self.min_bytes,
+            "max_bytes": size * max(1, len(wanted)),
+            "topics": [{"topic": t, "partitions": p} for t, p in topics.items()],
+        }
+        response = connection.request(api, body)
+        out: dict[tuple[str, int], FetchResult | None] = {}
+        for topic_response in response["responses"]:
+            topic = topic_response["topic"]
+            for answer in topic_response["partition_responses"]:
+                tp = (topic, answer["partition"])
+                offset = wanted[tp]
+                if answer["error_code"] == ErrorCode.OFFSET_OUT_OF_RANGE:
+                    earliest, latest = self.earliest_offset(*tp), self.latest_offset(*tp)
+                    raise OffsetOutOfRangeError(offset, earliest, latest, where=f"{topic}-{tp[1]}")
+                if answer["error_code"] in (ErrorCode.NOT_LEADER_FOR_PARTITION, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
+                    self.client.invalidate(topic)
+                check(answer["error_code"], f"fetching {topic}-{tp[1]} at offset {offset}")
+                data = answer["record_set"] or b""
+                messages = decode_all(data, min_offset=offset)
+                if not messages and len(data) > 0 and answer["high_watermark"] > offset:
+                    out[tp] = None  # a partial message only
+                else:
+                    out[tp] = FetchResult(messages, answer["high_watermark"])
+        return out
+
+    def messages(self, topic: str, partition: int, start: int, end: int | None = None) -> Iterator[Message]:
+        """Every message from ``start`` up to ``end`` (exclusive; None: the log end when reached)."""
+        offset = start
+        while end is None or offset < end:
+            result = self.fetch(topic, partition, offset)
+            for message in result.messages:
+                if end is not None and message.offset >= end:
+                    return
+                yield message
+            if not result.messages:
+                if end is None or offset >= result.high_watermark:
+                    return
+                continue
+            offset = result.next_offset(offset)
+
+    # ------------------------------------------------------------------ offsets
+
+    def offsets_before(self, topic: str, partition: int, timestamp: int, max_count: int = 1) -> list[int]:
+        """The seeds' getOffsetsBefore (ListOffsets v0): -1 latest, -2 earliest, else by time."""
+        connection = self.client.leader(topic, partition)
+        api = connection.api(ApiKey.LIST_OFFSETS)
+        if api.version != 0:
+            api = lookup(ApiKey.LIST_OFFSETS, 0)  # v1 has no max_num_offsets: this call is v0's
+        body = {
+            "replica_id": -1,
+            "topics": [
+                {
+                    "topic": topic,
+                    "partitions": [{"partition": partition, "timestamp": timestamp, "max_num_offsets": max_count}],
+                }
+            ],
+        }
+        answer = connection.request(api, body)["responses"][0]["partition_responses"][0]
+        check(answer["error_code"], f"offsets of {topic}-{partition}")
+        return list(answer["offsets"])
+
+    def offset_for_timestamp(self, topic: str, partition: int, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first message at or after ``timestamp``, None if none is that
+        new. Needs ListOffsets v1 (Kafka 0.10.1+); older brokers raise UnsupportedByBrokerError."""
+        connection = self.client.leader(topic, partition)
+        api = connection.api(ApiKey.LIST_OFFSETS)
+        if api.version < 1:
+            raise UnsupportedByBrokerError(
+                f"{connection.host}:{connection.port} cannot look offsets up by message time "
+                "(ListOffsets v1, Kafka 0.10.1+); offsets_before() answers at segment granularity"
+            )
+        body = {
+            "replica_id": -1,
+            "topics": [{"topic": topic, "partitions": [{"partition": partition, "timestamp": timestamp}]}],
+        }
+        answer = connection.request(api, body)["responses"][0]["partition_responses"][0]
+        check(answer["error_code"], f"offset for time in {topic}-{partition}")
+        return None if answer["offset"] < 0 else (answer["offset"], answer["timestamp"])
+
+    def earliest_offset(self, topic: str, partition: int) -> int:
+        return self._one_offset(topic, partition, EARLIEST)
+
+    def latest_offset(self, topic: str, partition: int) -> int:
+        return self._one_offset(topic, partition, LATEST)
+
+    def _one_offset(self, topic: str, partition: int, which: int) -> int:
+        offsets = self.offsets_before(topic, partition, which, 1)
+        if not offsets:
+            raise BrokerResponseError(-1, "NO_OFFSETS", f"{topic}-{partition} answered no offset")
+        return offsets[0]

@@ -1,0 +1,310 @@
+"""Producer: sends messages to the leaders of their partitions, in batches.
+
+Asynchronous by default (the seeds' producer.type=async): ``send`` puts a message in its partition's
+batch and returns a Future; a background sender thread ships a batch once it holds ``batch_bytes`` or
+is ``linger_ms`` old, one Produce request per broker for all its ready partitions. Memory is bounded:
+when ``buffer_bytes`` are waiting, ``send`` blocks up to ``max_block_ms`` and then raises
+BufferFullError. With ``mode="sync"`` each ``send`` returns only once its message is acknowledged.
+
+A batch that fails with a retriable error (a moved leader, a timeout, a broken connection) is sent
+again, up to ``retries`` times, after ``retry_backoff_ms``; requests to one broker go one at a time,
+so retries keep each partition's order. ``flush()`` and ``close()`` return once every message sent
+before them has an outcome: its future holds the offset, or the error.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafkalog.client.client import Client, check, error_name
+from kafkalog.client.partitioner import Partitioner, default_partitioner
+from kafkalog.errors import BrokerResponseError, BufferFullError, ClientError
+from kafkalog.protocol import ApiKey
+from kafkalog.record import Codec, MessageSetBuilder, TimestampType, entry_size
+
+logger = logging.getLogger(__name__)
+
+Serializer = Callable[[Any], bytes | None]
+
+
+@dataclass(frozen=True)
+class RecordMetadata:
+    """Where a message landed. ``offset`` is -1 with acks=0 (nothing comes back)."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+
+
+@dataclass
+class _Batch:
+    topic: str
+    partition: int
+    created: float
+    messages: list[tuple[bytes | None, bytes | None, int]] = field(default_factory=list)
+    futures: list[Future[RecordMetadata]] = field(default_factory=list)
+    size: int = 0
+    attempts: int = 0
+    not_before: float = 0.0
+
+
+class Producer:
+    """See the module docstring. Thread-safe: any thread may ``send``."""
+
+    def __init__(
+        self,
+        bootstrap: str | Sequence[str] | None = None,
+        *,
+        client: Client | None = None,
+        mode: str = "async",
+        acks: int = 1,
+        compression: str = "none",
+        batch_bytes: int = 64 * 1024,
+        linger_ms: int = 5,
+        buffer_bytes: int = 32 * 1024 * 1024,
+        max_block_ms: int = 60_000,
+        retries: int = 5,
+        retry_backoff_ms: int = 100,
+        request_timeout_ms: int = 30_000,
+        partitioner: Partitioner = default_partitioner,
+        key_serializer: Serializer | None = None,
+        value_serializer: Serializer | None = None,
+    ) -> None:
+        if mode not in ("async", "sync"):
+            raise ClientError(f"mode must be 'async' or 'sync', not {mode!r}")
+        if acks not in (0, 1, -1):
+            raise ClientError(f"acks must be 0, 1 or -1, not {acks!r}")
+        try:
+            self.codec = Codec[compression.upper()]
+        except KeyError:
+            raise ClientError(f"unknown compression {compression!r} (none, gzip, snappy, lz4)") from None
+        if client is None and bootstrap is None:
+            raise ClientError("give bootstrap servers or a client")
+        self.client = client or Client(bootstrap or [], request_timeout_ms=request_timeout_ms)
+        self._owns_client = client is None
+        self.mode = mode
+        self.acks = acks
+        self.batch_bytes = batch_bytes
+        self.linger = linger_ms / 1000
+        self.buffer_bytes = buffer_bytes
+        self.max_block = max_block_ms / 1000
+        self.retries = retries
+        self.retry_backoff = retry_backoff_ms / 1000
+        self.request_timeout = request_timeout_ms / 1000
+        self.partitioner = partitioner
+        self.key_serializer = key_serializer
+        self.value_serializer = value_serializer
+        self._cond = threading.Condition()
+        self._batches: dict[tuple[str, int], _Batch] = {}
+        self._retrying: list[_Batch] = []
+        self._buffered = 0
+        self._unfinished = 0
+        self._flushing = 0
+        self._closed = False
+        self._sender = threading.Thread(target=self._run, name="kafkalog-producer-sender", daemon=True)
+        self._sender.start()
+
+    # ------------------------------------------------------------------ sending
+
+    def send(
+        self,
+        topic: str,
+        value: Any,
+        key: Any = None,
+        *,
+        partition: int | None = None,
+        timestamp: int | None = None,
+    ) -> Future[RecordMetadata]:
+        """Queue a message; the Future resolves to its RecordMetadata or the error that stopped it."""
+        if self._closed:
+            raise ClientError("the producer is closed")
+        key_bytes = self.key_serializer(key) if self.key_serializer else key
+        value_bytes = self.value_serializer(value) if self.value_serializer else value
+        if partition is None:
+            partitions = len(self.client.topic(topic, wait_ms=int(self.max_block * 1000)).leaders)
+            partition = self.partitioner(key_bytes, partitions)
+        stamp = int(time.time() * 1000) if timestamp is None else timestamp
+        size = entry_size(1, key_bytes, value_bytes)
+        future: Future[RecordMetadata] = Future()
+        with self._cond:
+            deadline = time.monotonic() + self.max_block
+            while self._buffered + size > self.buffer_bytes and self._buffered > 0:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise BufferFullError(
+                        f"{self._buffered} bytes wait to be sent (buffer_bytes={self.buffer_bytes}) "
+                        f"and none left in {self.max_block:.1f} s"
+                    )
+                self._cond.wait(remaining)
+            batch = self._batches.get((topic, partition))
+            if batch is None:
+                batch = self._batches[(topic, partition)] = _Batch(topic, partition, time.monotonic())
+            batch.messages.append((key_bytes, value_bytes, stamp))
+            batch.futures.append(future)
+            batch.size += size
+            self._buffered += size
+            self._unfinished += 1
+            if batch.size >= self.batch_bytes or self.mode == "sync":
+                self._cond.notify_all()
+        if self.mode == "sync":
+            future.result()
+        return future
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Return once every message sent so far has an outcome (sent, or failed for good)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            self._flushing += 1
+            self._cond.notify_all()
+            try:
+                while self._unfinished:
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        raise ClientError(f"flush timed out with {self._unfinished} message(s) unfinished")
+                    self._cond.wait(remaining)
+            finally:
+                self._flushing -= 1
+
+    def close(self, timeout: float | None = None) -> None:
+        """Flush, stop the sender thread, close the connections."""
+        if self._closed:
+            return
+        try:
+            self.flush(timeout)
+        finally:
+            with self._cond:
+                self._closed = True
+                self._cond.notify_all()
+            self._sender.join(timeout)
+            if self._owns_client:
+                self.client.close()
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ the sender thread
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                ready = self._take_ready()
+                while not ready:
+                    if self._closed and not self._batches and not self._retrying:
+                        return
+                    self._cond.wait(self._next_wakeup())
+                    ready = self._take_ready()
+            self._send_batches(ready)
+
+    def _next_wakeup(self) -> float:
+        now = time.monotonic()
+        times = [b.created + self.linger for b in self._batches.values()] + [b.not_before for b in self._retrying]
+        return max(0.0, min(times) - now) if times else 0.5
+
+    def _take_ready(self) -> list[_Batch]:
+        now = time.monotonic()
+        urgent = self._flushing or self._closed or self.mode == "sync"
+        ready = [b for b in self._retrying if b.not_before <= now]
+        self._retrying = [b for b in self._retrying if b.not_before > now]
+        for key, batch in list(self._batches.items()):
+            if urgent or batch.size >= self.batch_bytes or now - batch.created >= self.linger:
+                ready.append(self._batches.pop(key))
+        return ready
+
+    def _send_batches(self, batches: list[_Batch]) -> None:
+        by_broker: dict[Any, list[_Batch]] = {}
+        for batch in batches:
+            try:
+                connection = self.client.leader(batch.topic, batch.partition)
+            except ClientError as exc:
+                self._failed(batch, exc)
+                continue
+            by_broker.setdefault(connection, []).append(batch)
+        for connection, group in by_broker.items():
+            try:
+                api = connection.api(ApiKey.PRODUCE)
+                magic = 1 if api.version >= 2 else 0
+                body = {
+                    "acks": self.acks,
+                    "timeout_ms": int(self.request_timeout * 1000),
+                    "topic_data": _topic_data(group, magic, self.codec),
+                }
+                if self.acks == 0:
+                    connection.send_many([(api, body)], expect_response=False)
+                    for batch in group:
+                        self._done(batch, [RecordMetadata(batch.topic, batch.partition, -1, -1)] * len(batch.messages))
+                    continue
+                response = connection.request(api, body)
+            except ClientError as exc:
+                for batch in group:
+                    self._failed(batch, exc)
+                continue
+            answers = {(t["topic"], p["partition"]): p for t in response["responses"] for p in t["partition_responses"]}
+            for batch in group:
+                answer = answers.get((batch.topic, batch.partition))
+                if answer is None:
+                    self._failed(batch, ClientError(f"no answer for {batch.topic}-{batch.partition}"))
+                    continue
+                try:
+                    check(answer["error_code"], f"producing to {batch.topic}-{batch.partition}")
+                except BrokerResponseError as exc:
+                    self._failed(batch, exc)
+                    continue
+                base = answer["base_offset"]
+                append_time = answer.get("log_append_time", -1)
+                self._done(
+                    batch,
+                    [
+                        RecordMetadata(batch.topic, batch.partition, base + i, append_time if append_time >= 0 else ts)
+                        for i, (_, _, ts) in enumerate(batch.messages)
+                    ],
+                )
+
+    def _failed(self, batch: _Batch, error: Exception) -> None:
+        retriable = getattr(error, "retriable", False)
+        if getattr(error, "invalid_metadata", False) or not isinstance(error, BrokerResponseError):
+            self.client.invalidate(batch.topic)
+        if retriable and batch.attempts < self.retries:
+            batch.attempts += 1
+            batch.not_before = time.monotonic() + self.retry_backoff * batch.attempts
+            logger.info("retrying %d message(s) to %s-%d: %s", len(batch.messages), batch.topic, batch.partition, error)
+            with self._cond:
+                self._retrying.append(batch)
+                self._cond.notify_all()
+            return
+        for future in batch.futures:
+            future.set_exception(error)
+        self._settle(batch)
+
+    def _done(self, batch: _Batch, results: list[RecordMetadata]) -> None:
+        for future, metadata in zip(batch.futures, results, strict=True):
+            future.set_result(metadata)
+        self._settle(batch)
+
+    def _settle(self, batch: _Batch) -> None:
+        with self._cond:
+            self._buffered -= batch.size
+            self._unfinished -= len(batch.messages)
+            self._cond.notify_all()
+
+
+def _topic_data(batches: list[_Batch], magic: int, codec: Codec) -> list[dict[str, Any]]:
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for batch in batches:
+        builder = MessageSetBuilder(magic=magic, codec=codec, timestamp_type=TimestampType.CREATE_TIME)
+        for key, value, timestamp in batch.messages:
+            builder.append(value, key, timestamp if magic == 1 else None)
+        by_topic.setdefault(batch.topic, []).append({"partition": batch.partition, "record_set": builder.build()})
+    return [{"topic": topic, "data": data} for topic, data in by_topic.items()]
+
+
+__all__ = ["Producer", "RecordMetadata", "error_name"]
