@@ -76,9 +76,12 @@ def test_acks_0_sends_without_waiting(broker: BrokerProcess) -> None:
 
 
 def test_a_full_buffer_blocks_then_fails_clearly(tmp_path: Path) -> None:
-    with BrokerProcess(tmp_path / "data", default_partitions=1) as running, Producer(
-        running.bootstrap, buffer_bytes=4096, max_block_ms=300, linger_ms=60_000, batch_bytes=1 << 30
-    ) as producer:
+    with (
+        BrokerProcess(tmp_path / "data", default_partitions=1) as running,
+        Producer(
+            running.bootstrap, buffer_bytes=4096, max_block_ms=300, linger_ms=60_000, batch_bytes=1 << 30
+        ) as producer,
+    ):
         producer.send("buf", b"x" * 3000, partition=0)
         running.process.send_signal(19)  # SIGSTOP: the broker cannot drain anything
         try:

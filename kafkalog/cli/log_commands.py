@@ -1,16 +1,16 @@
-"""The ``kafkalog`` command line. Today: tools for log directories (``kafkalog log ...``)."""
+"""``kafkalog log ...``: inspect, verify and repair log directories."""
 
 from __future__ import annotations
 
 import os
 import sys
-from importlib.metadata import version
 from pathlib import Path
 
 import click
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
+from kafkalog.cli.main import main
 from kafkalog.errors import KafkalogError
 from kafkalog.log import Log, LogConfig
 from kafkalog.log.files import LOG_SUFFIX, parse_base_offset
@@ -20,56 +20,6 @@ from kafkalog.record import decode_messages, iter_entries
 from kafkalog.record.format import Codec
 
 _err = Console(stderr=True)
-
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(version("kafkalog-pipelines"), prog_name="kafkalog")
-def main() -> None:
-    """kafkalog: a Kafka-style broker and its tools."""
-
-
-@main.command("broker")
-@click.option(
-    "--config",
-    "config_file",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    default=None,
-    help="YAML configuration (see conf/broker.yaml); flags override it.",
-)
-@click.option("--port", type=click.IntRange(0, 65535), default=None, help="Port to listen on (0: any free port).")
-@click.option("--host", default=None, help="Address to listen on (default 127.0.0.1).")
-@click.option(
-    "--data-dir", "data_dirs", multiple=True, type=click.Path(file_okay=False), help="Data directory (repeatable)."
-)
-@click.option("--broker-id", type=click.IntRange(min=0), default=None)
-@click.option("--log-level", default="INFO", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]))
-def broker(
-    config_file: Path | None, port: int | None, host: str | None, data_dirs: tuple[str, ...], broker_id: int | None,
-    log_level: str,
-) -> None:  # fmt: skip
-    """Run one broker in the foreground until SIGTERM or SIGINT (Ctrl-C), then stop cleanly."""
-    import logging  # noqa: PLC0415 - the other commands do not configure logging
-    import signal  # noqa: PLC0415
-    import threading  # noqa: PLC0415
-
-    from kafkalog.server import Broker, load_config  # noqa: PLC0415 - only this command runs a server
-
-    logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    overrides = {"port": port, "host": host, "broker_id": broker_id, "data_dirs": list(data_dirs) or None}
-    try:
-        config = load_config(config_file, overrides)
-        server = Broker(config)
-    except KafkalogError as exc:
-        raise click.ClickException(str(exc)) from exc
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
-    server.start()
-    click.echo(f"kafkalog broker {server.config.broker_id} listening on {server.config.host}:{server.port}", err=True)
-    try:
-        stop.wait()
-    finally:
-        server.stop()
 
 
 @main.group("log")

@@ -1,0 +1,13 @@
+"""The ``kafkalog`` command group; each sub-command lives in its own module of this package."""
+
+from __future__ import annotations
+
+from importlib.metadata import version
+
+import click
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(version("kafkalog-pipelines"), prog_name="kafkalog")
+def main() -> None:
+    """kafkalog: a Kafka-style broker and its tools."""
