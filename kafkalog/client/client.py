@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from kafkalog.client.connection import BrokerConnection
+from kafkalog.client.connection import KAFKA_0_9_VERSIONS, BrokerConnection
 from kafkalog.errors import BrokerResponseError, ClientError, KafkaConnectionError
 from kafkalog.protocol import ApiKey, ErrorCode
 
@@ -60,7 +60,12 @@ class Client:
         client_id: str = "kafkalog",
         request_timeout_ms: int = 30_000,
         retry_backoff_ms: int = 100,
+        broker_version: str | None = None,
     ) -> None:
+        if broker_version not in (None, "0.9"):
+            raise ClientError(f"broker_version must be None (ask the broker) or '0.9', not {broker_version!r}")
+        self.versions = dict(KAFKA_0_9_VERSIONS) if broker_version == "0.9" else None
+        """API versions to assume (skips the ApiVersions probe, which a 0.9 broker leaves unanswered)."""
         self.bootstrap = parse_bootstrap(bootstrap)
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms

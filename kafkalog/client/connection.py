@@ -21,6 +21,9 @@ logger = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
 
+PROBE_TIMEOUT_S = 2.0
+"""How long to wait for an ApiVersions answer before taking the broker for Kafka 0.9."""
+
 KAFKA_0_9_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.PRODUCE: (0, 1),
     ApiKey.FETCH: (0, 1),
@@ -76,15 +79,21 @@ class BrokerConnection:
         return self._sock
 
     def _negotiate(self) -> dict[int, tuple[int, int]]:
+        assert self._sock is not None
+        self._sock.settimeout(min(self.timeout, PROBE_TIMEOUT_S))
         try:
             response = self._roundtrip([(lookup(ApiKey.API_VERSIONS, 0), {})])[0]
-        except KafkaConnectionError:
-            # A 0.9 broker closes the connection on an API it does not know: reconnect and use 0.9's set.
+        except (KafkaConnectionError, RequestTimedOutError):
+            # A 0.9 broker fails on an API it does not know and never answers (nor closes): after a
+            # short wait, reconnect and speak 0.9's set of APIs.
             logger.info("%s:%d does not answer ApiVersions: using Kafka 0.9 API versions", self.host, self.port)
             self.close()
             self._versions = dict(KAFKA_0_9_VERSIONS)
             self._connect()
             return self._versions
+        finally:
+            if self._sock is not None:
+                self._sock.settimeout(self.timeout)
         if response["error_code"] != 0:
             raise ProtocolError(f"{self.host}:{self.port} answered ApiVersions with error {response['error_code']}")
         return {v["api_key"]: (v["min_version"], v["max_version"]) for v in response["api_versions"]}
