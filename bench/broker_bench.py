@@ -49,11 +49,18 @@ def peak_rss(broker: BrokerProcess) -> int:
 
 
 def produce_rate(
-    bootstrap: str, topic: str, batch: int, codec: str, count: int, broker_pid: int
+    bootstrap: str,
+    topic: str,
+    batch: int,
+    codec: str,
+    count: int,
+    broker_pid: int,
+    extra: dict[str, object] | None = None,
 ) -> tuple[float, float, float]:
     """(messages/s, client CPU in cores, broker CPU in cores) producing ``count`` messages."""
     producer = confluent_kafka.Producer(
         {
+            **(extra or {}),
             "bootstrap.servers": bootstrap,
             "compression.codec": codec,
             "batch.num.messages": batch,
@@ -124,10 +131,13 @@ def generator_produce_rate(
     return rate, (cpu_seconds(broker_pid) - broker_cpu) / elapsed
 
 
-def fetch_rate(bootstrap: str, topic: str, count: int, broker_pid: int) -> tuple[float, float, float]:
+def fetch_rate(
+    bootstrap: str, topic: str, count: int, broker_pid: int, extra: dict[str, object] | None = None
+) -> tuple[float, float, float]:
     """(messages/s, client CPU share of the time, broker CPU share) reading ``count`` messages."""
     consumer = confluent_kafka.Consumer(
         {
+            **(extra or {}),
             "bootstrap.servers": bootstrap,
             "group.id": "bench",
             "enable.auto.commit": False,

@@ -18,7 +18,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,16 +42,58 @@ class RecordMetadata:
     timestamp: int
 
 
-@dataclass
+@dataclass(eq=False)
 class _Batch:
     topic: str
     partition: int
     created: float
     messages: list[tuple[bytes | None, bytes | None, int]] = field(default_factory=list)
-    futures: list[Future[RecordMetadata]] = field(default_factory=list)
     size: int = 0
     attempts: int = 0
     not_before: float = 0.0
+    settled: threading.Event = field(default_factory=threading.Event)
+    results: list[RecordMetadata] | None = None
+    error: BaseException | None = None
+    callbacks: list[tuple[int, Callable[[SendFuture], object]]] = field(default_factory=list)
+
+
+class SendFuture:
+    """The outcome of one ``send``, like a concurrent.futures.Future (``result``, ``exception``,
+    ``done``, ``add_done_callback``) but cheap: the waiting and the callbacks live in its batch."""
+
+    __slots__ = ("_batch", "_index")
+
+    def __init__(self, batch: _Batch, index: int) -> None:
+        self._batch = batch
+        self._index = index
+
+    def done(self) -> bool:
+        return self._batch.settled.is_set()
+
+    def result(self, timeout: float | None = None) -> RecordMetadata:
+        if not self._batch.settled.wait(timeout):
+            raise ClientError(f"no outcome within {timeout} s")
+        if self._batch.error is not None:
+            raise self._batch.error
+        assert self._batch.results is not None
+        return self._batch.results[self._index]
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        if not self._batch.settled.wait(timeout):
+            raise ClientError(f"no outcome within {timeout} s")
+        return self._batch.error
+
+    def add_done_callback(self, callback: Callable[[SendFuture], object]) -> None:
+        """Call ``callback(self)`` once settled (at once if it already is), in the sender thread."""
+        batch = self._batch
+        with _CALLBACK_LOCK:
+            if not batch.settled.is_set():
+                batch.callbacks.append((self._index, callback))
+                return
+        callback(self)
+
+
+_CALLBACK_LOCK = threading.Lock()
 
 
 class Producer:
@@ -101,7 +142,7 @@ class Producer:
         self.partitioner = partitioner
         self.key_serializer = key_serializer
         self.value_serializer = value_serializer
-        self._cond = threading.Condition()
+        self._cond = threading.Condition(threading.Lock())
         self._batches: dict[tuple[str, int], _Batch] = {}
         self._retrying: list[_Batch] = []
         self._buffered = 0
@@ -121,8 +162,8 @@ class Producer:
         *,
         partition: int | None = None,
         timestamp: int | None = None,
-    ) -> Future[RecordMetadata]:
-        """Queue a message; the Future resolves to its RecordMetadata or the error that stopped it."""
+    ) -> SendFuture:
+        """Queue a message; the returned future resolves to its RecordMetadata or the error."""
         if self._closed:
             raise ClientError("the producer is closed")
         key_bytes = self.key_serializer(key) if self.key_serializer else key
@@ -132,7 +173,6 @@ class Producer:
             partition = self.partitioner(key_bytes, partitions)
         stamp = int(time.time() * 1000) if timestamp is None else timestamp
         size = entry_size(1, key_bytes, value_bytes)
-        future: Future[RecordMetadata] = Future()
         with self._cond:
             deadline = time.monotonic() + self.max_block
             while self._buffered + size > self.buffer_bytes and self._buffered > 0:
@@ -146,12 +186,13 @@ class Producer:
             batch = self._batches.get((topic, partition))
             if batch is None:
                 batch = self._batches[(topic, partition)] = _Batch(topic, partition, time.monotonic())
+            future = SendFuture(batch, len(batch.messages))
             batch.messages.append((key_bytes, value_bytes, stamp))
-            batch.futures.append(future)
             batch.size += size
             self._buffered += size
             self._unfinished += 1
-            if batch.size >= self.batch_bytes or self.mode == "sync":
+            # Wake the sender when the batch first fills (not on every message after that).
+            if batch.size >= self.batch_bytes > batch.size - size or self.mode == "sync":
                 self._cond.notify_all()
         if self.mode == "sync":
             future.result()
@@ -281,16 +322,22 @@ class Producer:
                 self._retrying.append(batch)
                 self._cond.notify_all()
             return
-        for future in batch.futures:
-            future.set_exception(error)
+        batch.error = error
         self._settle(batch)
 
     def _done(self, batch: _Batch, results: list[RecordMetadata]) -> None:
-        for future, metadata in zip(batch.futures, results, strict=True):
-            future.set_result(metadata)
+        batch.results = results
         self._settle(batch)
 
     def _settle(self, batch: _Batch) -> None:
+        with _CALLBACK_LOCK:
+            batch.settled.set()
+            callbacks, batch.callbacks = batch.callbacks, []
+        for index, callback in callbacks:
+            try:
+                callback(SendFuture(batch, index))
+            except Exception:
+                logger.exception("a send callback raised")
         with self._cond:
             self._buffered -= batch.size
             self._unfinished -= len(batch.messages)
@@ -307,4 +354,4 @@ def _topic_data(batches: list[_Batch], magic: int, codec: Codec) -> list[dict[st
     return [{"topic": topic, "data": data} for topic, data in by_topic.items()]
 
 
-__all__ = ["Producer", "RecordMetadata", "error_name"]
+__all__ = ["Producer", "RecordMetadata", "SendFuture", "error_name"]

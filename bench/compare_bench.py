@@ -1,0 +1,158 @@
+"""kafkalog beside Apache Kafka 0.9.0.1 on this machine, in one run: both brokers on loopback, data on
+the same disk, both fsyncing at most once a second. For 200-byte messages, batches of 1, 50 and
+1000, uncompressed and snappy: produce and consume throughput with confluent-kafka against each
+broker, the same with kafkalog's own client, and kafkalog's client against confluent-kafka on the
+same broker. Each figure is a median of ``--repeat`` runs, shown with the broker's CPU seconds per
+million messages (from /proc/<pid>/stat), since the client may be the bottleneck. Ratios are
+ours / theirs. Ends with ``RESULT <name> <value> <unit>`` lines."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.broker_bench import cpu_seconds, fetch_rate, produce_rate
+from kafkalog.client import Producer, SimpleConsumer
+from tests.brokers import BrokerProcess
+from tests.peers import Kafka09Process, ZooKeeperProcess
+
+MESSAGE = b"x" * 200
+FALLBACK_09 = {"api.version.request": False, "broker.version.fallback": "0.9.0"}
+RESULTS: list[tuple[str, float, str]] = []
+
+
+def result(name: str, value: float, unit: str) -> None:
+    RESULTS.append((name, value, unit))
+
+
+def ours_produce(bootstrap: str, topic: str, batch: int, codec: str, count: int, pid: int) -> tuple[float, float]:
+    """(messages/s, broker CPU s per million) with kafkalog's Producer."""
+    with Producer(bootstrap, compression=codec, batch_bytes=batch * 240, linger_ms=0 if batch == 1 else 20,
+                  buffer_bytes=256 * 1024 * 1024) as producer:  # fmt: skip
+        producer.send(topic, MESSAGE, partition=0).result()
+        broker_cpu = cpu_seconds(pid)
+        start = time.perf_counter()
+        for _ in range(count):
+            producer.send(topic, MESSAGE, partition=0)
+        producer.flush()
+        elapsed = time.perf_counter() - start
+    return count / elapsed, (cpu_seconds(pid) - broker_cpu) / count * 1e6
+
+
+def ours_fetch(bootstrap: str, topic: str, count: int, pid: int) -> tuple[float, float]:
+    """(messages/s, broker CPU s per million) reading ``count`` messages with kafkalog's SimpleConsumer."""
+    with SimpleConsumer(bootstrap, max_bytes=8 * 1024 * 1024) as consumer:
+        first = consumer.fetch(topic, 0, 0).messages  # connecting is not what is measured
+        offset = got = len(first)
+        broker_cpu = cpu_seconds(pid)
+        start = time.perf_counter()
+        while got < count:
+            messages = consumer.fetch(topic, 0, offset).messages
+            got += len(messages)
+            offset = messages[-1].offset + 1
+        elapsed = time.perf_counter() - start
+    return (got - len(first)) / elapsed, (cpu_seconds(pid) - broker_cpu) / max(got - len(first), 1) * 1e6
+
+
+def confluent_produce(
+    bootstrap: str, topic: str, batch: int, codec: str, count: int, pid: int, extra: dict[str, object]
+) -> tuple[float, float]:
+    rate, _, broker_cores = produce_rate(bootstrap, topic, batch, codec, count, pid, extra)
+    return rate, broker_cores / rate * 1e6
+
+
+def confluent_fetch(bootstrap: str, topic: str, count: int, pid: int, extra: dict[str, object]) -> tuple[float, float]:
+    rate, _, broker_cores = fetch_rate(bootstrap, topic, count, pid, extra)
+    return rate, broker_cores / rate * 1e6
+
+
+def median_of(runs: list[tuple[float, float]]) -> tuple[float, float]:
+    return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args(argv)
+    scale = 0.05 if args.quick else 1.0
+    repeat = 1 if args.quick else args.repeat
+    root = Path(tempfile.mkdtemp(prefix="kafkalog-compare-"))
+    zookeeper = ZooKeeperProcess(root / "zk").start()
+    theirs = Kafka09Process(root / "kafka09", zookeeper, **{"num.partitions": 1})
+    ours = BrokerProcess(root / "kafkalog", default_partitions=1, log={"flush_ms": 1000})
+    print("# kafkalog vs Apache Kafka 0.9.0.1, 200-byte messages, one partition, acks=1, fsync <= 1/s on both")
+    try:
+        theirs.start()
+        ours.start()
+        assert ours.process is not None
+        brokers = {
+            "kafkalog": (ours.bootstrap, ours.process.pid, {}),
+            "kafka09": (theirs.bootstrap, theirs.pid(), FALLBACK_09),
+        }
+        counts = {1: 30_000, 50: 600_000, 1000: 1_500_000}
+        for batch in (1, 50, 1000):
+            for codec in ("none", "snappy") if batch > 1 else ("none",):
+                count = int(counts[batch] * scale)
+                confluent, own = {}, {}
+                for name, (bootstrap, pid, extra) in brokers.items():
+                    confluent[name] = median_of([
+                        confluent_produce(bootstrap, f"c-{name}-{batch}-{codec}-{i}", batch, codec, count, pid, extra)
+                        for i in range(repeat)
+                    ])  # fmt: skip
+                    own[name] = median_of([
+                        ours_produce(bootstrap, f"o-{name}-{batch}-{codec}-{i}", batch, codec, count, pid)
+                        for i in range(repeat)
+                    ])  # fmt: skip
+                    result(f"produce_confluent_{name}_batch{batch}_{codec}", confluent[name][0], "msgs/s")
+                    result(f"produce_confluent_{name}_batch{batch}_{codec}_broker_cpu", confluent[name][1], "s/M msgs")
+                    result(f"produce_kafkalog_client_{name}_batch{batch}_{codec}", own[name][0], "msgs/s")
+                ratio = confluent["kafkalog"][0] / confluent["kafka09"][0]
+                client_ratio = own["kafkalog"][0] / confluent["kafkalog"][0]
+                suffix = "" if codec == "none" else f"_{codec}"
+                result(f"produce_ratio_vs_kafka09_batch{batch}{suffix}", ratio, "ratio")
+                result(f"client_ratio_vs_librdkafka_produce_batch{batch}{suffix}", client_ratio, "ratio")
+                print(
+                    f"batch {batch:>4} {codec:<6} produce with confluent-kafka: "
+                    f"kafkalog {confluent['kafkalog'][0]:>10,.0f}/s "
+                    f"({confluent['kafkalog'][1]:.2f} broker s/M) vs kafka 0.9 {confluent['kafka09'][0]:>10,.0f}/s "
+                    f"({confluent['kafka09'][1]:.2f} s/M): ratio {ratio:.2f}"
+                )
+                print(
+                    f"{'':17}with kafkalog's client: on kafkalog {own['kafkalog'][0]:,.0f}/s "
+                    f"({client_ratio:.2f} of librdkafka), on kafka 0.9 {own['kafka09'][0]:,.0f}/s"
+                )
+        count = int(1_500_000 * scale)
+        fetched = {}
+        for name, (bootstrap, pid, extra) in brokers.items():
+            topic = f"c-{name}-1000-none-0"
+            fetched[name] = median_of([confluent_fetch(bootstrap, topic, count, pid, extra) for _ in range(repeat)])
+            own_rate = median_of([ours_fetch(bootstrap, topic, count, pid) for _ in range(repeat)])[0]
+            result(f"fetch_confluent_{name}", fetched[name][0], "msgs/s")
+            result(f"fetch_confluent_{name}_broker_cpu", fetched[name][1], "s/M msgs")
+            result(f"fetch_kafkalog_client_{name}", own_rate, "msgs/s")
+            result(f"client_ratio_vs_librdkafka_fetch_{name}", own_rate / fetched[name][0], "ratio")
+            print(
+                f"fetch from {name}: confluent-kafka {fetched[name][0]:,.0f}/s ({fetched[name][1]:.2f} broker s/M), "
+                f"kafkalog's client {own_rate:,.0f}/s"
+            )
+        result("fetch_ratio_vs_kafka09", fetched["kafkalog"][0] / fetched["kafka09"][0], "ratio")
+    finally:
+        ours.stop()
+        theirs.stop()
+        zookeeper.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    print()
+    for name, value, unit in RESULTS:
+        print(f"RESULT {name} {value:.6g} {unit}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
