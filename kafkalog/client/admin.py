@@ -12,10 +12,16 @@ from kafkalog.protocol import ApiKey
 class Admin:
     """Topic administration over a Client. Thread-safe."""
 
-    def __init__(self, bootstrap: str | Sequence[str] | None = None, *, client: Client | None = None) -> None:
+    def __init__(
+        self,
+        bootstrap: str | Sequence[str] | None = None,
+        *,
+        client: Client | None = None,
+        broker_version: str | None = None,
+    ) -> None:
         if client is None and bootstrap is None:
             raise ClientError("give bootstrap servers or a client")
-        self.client = client or Client(bootstrap or [])
+        self.client = client or Client(bootstrap or [], broker_version=broker_version)
         self._owns_client = client is None
 
     def create_topic(

@@ -45,6 +45,7 @@ class SimpleConsumer:
         bootstrap: str | Sequence[str] | None = None,
         *,
         client: Client | None = None,
+        broker_version: str | None = None,
         max_bytes: int = 1024 * 1024,
         max_message_bytes: int = 64 * 1024 * 1024,
         max_wait_ms: int = 100,
@@ -53,7 +54,9 @@ class SimpleConsumer:
     ) -> None:
         if client is None and bootstrap is None:
             raise ClientError("give bootstrap servers or a client")
-        self.client = client or Client(bootstrap or [], request_timeout_ms=request_timeout_ms)
+        self.client = client or Client(
+            bootstrap or [], request_timeout_ms=request_timeout_ms, broker_version=broker_version
+        )
         self._owns_client = client is None
         self.max_bytes = max_bytes
         self.max_message_bytes = max_message_bytes

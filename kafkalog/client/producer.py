@@ -104,6 +104,7 @@ class Producer:
         bootstrap: str | Sequence[str] | None = None,
         *,
         client: Client | None = None,
+        broker_version: str | None = None,
         mode: str = "async",
         acks: int = 1,
         compression: str = "none",
@@ -128,7 +129,9 @@ class Producer:
             raise ClientError(f"unknown compression {compression!r} (none, gzip, snappy, lz4)") from None
         if client is None and bootstrap is None:
             raise ClientError("give bootstrap servers or a client")
-        self.client = client or Client(bootstrap or [], request_timeout_ms=request_timeout_ms)
+        self.client = client or Client(
+            bootstrap or [], request_timeout_ms=request_timeout_ms, broker_version=broker_version
+        )
         self._owns_client = client is None
         self.mode = mode
         self.acks = acks
