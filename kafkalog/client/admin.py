@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kafkalog.client.client import Client, TopicMetadata, check
-from kafkalog.errors import BrokerResponseError, ClientError
+from kafkalog.client.client import Client, TopicMetadata, UsesClient, check
+from kafkalog.errors import BrokerResponseError
 from kafkalog.protocol import ApiKey
 
 
-class Admin:
+class Admin(UsesClient):
     """Topic administration over a Client. Thread-safe."""
 
     def __init__(
@@ -19,10 +19,7 @@ class Admin:
         client: Client | None = None,
         broker_version: str | None = None,
     ) -> None:
-        if client is None and bootstrap is None:
-            raise ClientError("give bootstrap servers or a client")
-        self.client = client or Client(bootstrap or [], broker_version=broker_version)
-        self._owns_client = client is None
+        super().__init__(bootstrap, client, broker_version=broker_version)
 
     def create_topic(
         self, name: str, partitions: int = 1, configs: dict[str, str] | None = None, *, validate_only: bool = False
@@ -56,13 +53,3 @@ class Admin:
         if name not in found:
             raise BrokerResponseError(3, "UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r}")
         return found[name]
-
-    def close(self) -> None:
-        if self._owns_client:
-            self.client.close()
-
-    def __enter__(self) -> Admin:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

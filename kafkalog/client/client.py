@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Self
 
 from kafkalog.client.connection import KAFKA_0_9_VERSIONS, BrokerConnection
 from kafkalog.errors import BrokerResponseError, ClientError, KafkaConnectionError
@@ -166,6 +167,36 @@ class Client:
             self._connections.clear()
 
     def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class UsesClient:
+    """Base of Producer, SimpleConsumer and Admin: works through a shared ``client``, or makes one
+    from ``bootstrap`` (and then owns it: ``close`` closes it). A context manager."""
+
+    def __init__(
+        self,
+        bootstrap: str | Sequence[str] | None,
+        client: Client | None,
+        *,
+        request_timeout_ms: int = 30_000,
+        broker_version: str | None = None,
+    ) -> None:
+        if client is None and bootstrap is None:
+            raise ClientError("give bootstrap servers or a client")
+        self.client = client or Client(
+            bootstrap or [], request_timeout_ms=request_timeout_ms, broker_version=broker_version
+        )
+        self._owns_client = client is None
+
+    def close(self) -> None:
+        if self._owns_client:
+            self.client.close()
+
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -12,10 +12,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kafkalog.client.client import Client, check
+from kafkalog.client.client import Client, UsesClient, check
 from kafkalog.errors import (
     BrokerResponseError,
-    ClientError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
     UnsupportedByBrokerError,
@@ -37,7 +36,7 @@ class FetchResult:
         return self.messages[-1].offset + 1 if self.messages else requested
 
 
-class SimpleConsumer:
+class SimpleConsumer(UsesClient):
     """Fetches partitions at offsets the caller manages. Thread-safe (connections serialize)."""
 
     def __init__(
@@ -52,26 +51,11 @@ class SimpleConsumer:
         min_bytes: int = 1,
         request_timeout_ms: int = 30_000,
     ) -> None:
-        if client is None and bootstrap is None:
-            raise ClientError("give bootstrap servers or a client")
-        self.client = client or Client(
-            bootstrap or [], request_timeout_ms=request_timeout_ms, broker_version=broker_version
-        )
-        self._owns_client = client is None
+        super().__init__(bootstrap, client, request_timeout_ms=request_timeout_ms, broker_version=broker_version)
         self.max_bytes = max_bytes
         self.max_message_bytes = max_message_bytes
         self.max_wait_ms = max_wait_ms
         self.min_bytes = min_bytes
-
-    def close(self) -> None:
-        if self._owns_client:
-            self.client.close()
-
-    def __enter__(self) -> SimpleConsumer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # ------------------------------------------------------------------ fetching
 

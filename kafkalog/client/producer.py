@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafkalog.client.client import Client, check, error_name
+from kafkalog.client.client import Client, UsesClient, check, error_name
 from kafkalog.client.partitioner import Partitioner, default_partitioner
 from kafkalog.errors import BrokerResponseError, BufferFullError, ClientError
 from kafkalog.protocol import ApiKey
@@ -96,7 +96,7 @@ class SendFuture:
 _CALLBACK_LOCK = threading.Lock()
 
 
-class Producer:
+class Producer(UsesClient):
     """See the module docstring. Thread-safe: any thread may ``send``."""
 
     def __init__(
@@ -127,12 +127,7 @@ class Producer:
             self.codec = Codec[compression.upper()]
         except KeyError:
             raise ClientError(f"unknown compression {compression!r} (none, gzip, snappy, lz4)") from None
-        if client is None and bootstrap is None:
-            raise ClientError("give bootstrap servers or a client")
-        self.client = client or Client(
-            bootstrap or [], request_timeout_ms=request_timeout_ms, broker_version=broker_version
-        )
-        self._owns_client = client is None
+        super().__init__(bootstrap, client, request_timeout_ms=request_timeout_ms, broker_version=broker_version)
         self.mode = mode
         self.acks = acks
         self.batch_bytes = batch_bytes
@@ -227,14 +222,7 @@ class Producer:
                 self._closed = True
                 self._cond.notify_all()
             self._sender.join(timeout)
-            if self._owns_client:
-                self.client.close()
-
-    def __enter__(self) -> Producer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+            super().close()
 
     # ------------------------------------------------------------------ the sender thread
 
