@@ -105,6 +105,19 @@ class IndexFile:
             return values
         return self.entry(self.entries - 1)
 
+    def _last_below(self, limit: int) -> int:
+        """Index of the last entry whose first field is below ``limit`` (entries rise), or -1."""
+        lo, hi = 0, self.entries - 1
+        found = -1
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            if self.entry(mid)[0] < limit:
+                found = mid
+                lo = mid + 1
+            else:
+                hi = mid - 1
+        return found
+
     def all_entries(self) -> list[tuple[int, ...]]:
         if self._mmap is None or not self.entries:
             return []
@@ -171,16 +184,7 @@ class OffsetIndex(IndexFile):
 
     def lookup(self, offset: int) -> tuple[int, int]:
         """(offset, position) of the greatest entry with offset <= ``offset``; (base, 0) if none."""
-        target = offset - self.base_offset
-        lo, hi = 0, self.entries - 1
-        found = -1
-        while lo <= hi:
-            mid = (lo + hi) // 2
-            if self.entry(mid)[0] <= target:
-                found = mid
-                lo = mid + 1
-            else:
-                hi = mid - 1
+        found = self._last_below(offset - self.base_offset + 1)
         if found < 0:
             return self.base_offset, 0
         relative, position = self.entry(found)
@@ -226,15 +230,7 @@ class TimeIndex(IndexFile):
     def offset_below(self, timestamp: int) -> int | None:
         """Offset o of the last entry (t, o) with t < ``timestamp``: every message up to o is older
         than ``timestamp``, so a search for it may start after o. None if there is no such entry."""
-        lo, hi = 0, self.entries - 1
-        found = -1
-        while lo <= hi:
-            mid = (lo + hi) // 2
-            if self.entry(mid)[0] < timestamp:
-                found = mid
-                lo = mid + 1
-            else:
-                hi = mid - 1
+        found = self._last_below(timestamp)
         if found < 0:
             return None
         return self.base_offset + self.entry(found)[1]
