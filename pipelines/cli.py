@@ -1,13 +1,177 @@
-"""The ``pipelines`` command line. Commands arrive with the load job; today it reports its version."""
+"""The ``pipelines`` command line: run a load, show its state and offsets.
+
+``run`` starts a local Spark session (spark-submit users run jobs/load_warehouse.py instead, which
+shares everything below). ``status`` and ``offsets`` read the manifests through the storage
+interface, without Spark. Exit codes: 0 committed (or nothing to do), 1 the run failed (the error
+names its cause), 2 bad usage or an invalid pipeline file, 3 another run of the pipeline won.
+"""
 
 from __future__ import annotations
 
+import json
+import sys
+from dataclasses import asdict
 from importlib.metadata import version
+from typing import Any
 
 import click
+from rich.console import Console
+from rich.table import Table
+
+from pipelines.errors import ConcurrentRunError, PipelineError, SpecError
+from pipelines.spec import PipelineSpec, load_spec
+from pipelines.state import PipelineState
+from pipelines.storage import storage_for
+
+EXIT_FAILED = 1
+EXIT_BAD_SPEC = 2
+EXIT_CONCURRENT = 3
+
+
+def _spec(path: str) -> PipelineSpec:
+    try:
+        return load_spec(path)
+    except SpecError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_BAD_SPEC)
+
+
+def run_job(spec: PipelineSpec, spark: Any, *, run_id: str | None, replan: bool, quiet: bool = False) -> int:
+    """Run ``spec`` on ``spark`` and report; returns the process exit code (shared with spark-submit)."""
+    from pipelines.load import PipelineRun  # noqa: PLC0415 - Spark-side imports only when running
+    from pipelines.progress import Reporter  # noqa: PLC0415
+
+    reporter = Reporter(quiet=quiet)
+    try:
+        result = PipelineRun(spec, spark, reporter=reporter).run(run_id=run_id, replan=replan)
+    except ConcurrentRunError as exc:
+        click.echo(f"error: {exc}", err=True)
+        return EXIT_CONCURRENT
+    except PipelineError as exc:
+        click.echo(f"error: {exc}", err=True)
+        return EXIT_FAILED
+    if result.message:
+        reporter.note(result.message)
+    return 0
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(version("kafkalog-pipelines"), prog_name="pipelines")
 def main() -> None:
     """Plan, load, inspect and replay pipelines."""
+
+
+@main.command()
+@click.argument("pipeline", type=click.Path(exists=True, dir_okay=False))
+@click.option("--master", default="local[*]", show_default=True, help="Spark master for the local session.")
+@click.option("--run-id", default=None, help="Name this run (e.g. the Airflow logical date); a committed run id is a no-op.")
+@click.option("--replan", is_flag=True, help="Discard a stored plan that was not committed and plan again.")
+@click.option("--conf", "conf", multiple=True, metavar="KEY=VALUE", help="Extra Spark settings.")
+@click.option("--quiet", is_flag=True, help="No progress or summary; errors only.")
+def run(pipeline: str, master: str, run_id: str | None, replan: bool, conf: tuple[str, ...], quiet: bool) -> None:
+    """Load the new messages of PIPELINE into its raw layer, exactly once."""
+    spec = _spec(pipeline)
+    settings = {}
+    for item in conf:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--conf")
+        settings[key] = value
+    from pipelines.session import local_session  # noqa: PLC0415
+
+    spark = local_session(master, f"pipelines-{spec.name}", settings)
+    try:
+        code = run_job(spec, spark, run_id=run_id, replan=replan, quiet=quiet)
+    finally:
+        spark.stop()
+    sys.exit(code)
+
+
+def _state(spec: PipelineSpec) -> PipelineState:
+    return PipelineState(storage_for(spec.raw.path, webhdfs_url=spec.raw.webhdfs_url), spec.raw.path)
+
+
+@main.command()
+@click.argument("pipeline", type=click.Path(exists=True, dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def status(pipeline: str, as_json: bool) -> None:
+    """The last committed run of PIPELINE and any run that was planned but not committed."""
+    spec = _spec(pipeline)
+    try:
+        state = _state(spec)
+        latest = state.latest()
+        pending = state.pending_plan()
+    except PipelineError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_FAILED)
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "pipeline": spec.name,
+                    "last_run": None if latest is None else json.loads(latest.dumps()),
+                    "pending_plan": None if pending is None else pending.to_json(),
+                },
+                indent=1,
+            )
+        )
+        return
+    console = Console()
+    if latest is None:
+        console.print(f"{spec.name}: no run committed yet ({spec.raw.path})")
+    else:
+        rows = sum(s.rows for s in latest.splits)
+        quarantined = sum(s.quarantined for s in latest.splits)
+        console.print(
+            f"{spec.name}: last run {latest.run_id} committed as #{latest.seq} at {latest.committed_at}: "
+            f"{rows:,} rows, {quarantined:,} quarantined, {len(latest.files)} files",
+            highlight=False,
+        )
+        lost = [s for s in latest.splits if s.lost_from is not None]
+        for s in lost:
+            console.print(f"  data loss recorded: {s.topic}-{s.partition} offsets [{s.lost_from}, {s.lost_to})")
+    if pending is not None:
+        console.print(
+            f"pending: run {pending.run_id} (#{pending.seq}) planned {pending.created_at}, {pending.total:,} "
+            "messages, not committed; the next run completes it",
+            highlight=False,
+        )
+
+
+@main.command()
+@click.argument("pipeline", type=click.Path(exists=True, dir_okay=False))
+@click.option("--lag", is_flag=True, help="Also ask the brokers for each split's log end and show the lag.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def offsets(pipeline: str, lag: bool, as_json: bool) -> None:
+    """The committed offsets of PIPELINE: per split, the next offset a run loads."""
+    spec = _spec(pipeline)
+    try:
+        committed = _state(spec).committed_offsets()
+        ends: dict[tuple[str, int], int] = {}
+        if lag:
+            from kafkalog.client import SimpleConsumer  # noqa: PLC0415
+
+            with SimpleConsumer(list(spec.source.bootstrap), broker_version=spec.source.broker_version) as consumer:
+                for topic, partition in committed:
+                    ends[(topic, partition)] = consumer.latest_offset(topic, partition)
+    except (PipelineError, Exception) as exc:  # the client raises kafkalog errors: report, do not trace
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_FAILED)
+    items = [
+        {"topic": t, "partition": p, "offset": o, **({"log_end": ends[(t, p)], "lag": ends[(t, p)] - o} if lag else {})}
+        for (t, p), o in sorted(committed.items())
+    ]
+    if as_json:
+        click.echo(json.dumps(items, indent=1))
+        return
+    table = Table(title=f"{spec.name}: committed offsets", title_justify="left")
+    for column in ("topic", "partition", "offset", *(("log end", "lag") if lag else ())):
+        table.add_column(column, justify="left" if column == "topic" else "right")
+    for item in items:
+        table.add_row(*(str(v) for v in item.values()))
+    Console().print(table)
+    if not items:
+        click.echo("no run committed yet")
+
+
+__all__ = ["main", "run_job", "asdict"]

@@ -1,0 +1,43 @@
+"""spark-submit entry point: load one pipeline's new messages into its raw layer, exactly once.
+
+    spark-submit [--master local[*] | yarn | k8s://… | spark://…] [--py-files pipelines.zip] \
+        jobs/load_warehouse.py --pipeline conf/pipelines/<name>.yaml [--run-id ID] [--replan]
+
+Exit code 0 only when the run committed (or there was nothing new, or the run id was committed
+before); see ``pipelines run --help`` for the same job with a local Spark session.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="load_warehouse.py", description=__doc__.splitlines()[0])
+    parser.add_argument("--pipeline", required=True, help="the pipeline YAML file")
+    parser.add_argument("--run-id", default=None, help="name of this run; a committed run id is a no-op")
+    parser.add_argument("--replan", action="store_true", help="discard an uncommitted stored plan first")
+    parser.add_argument("--quiet", action="store_true", help="errors only")
+    args = parser.parse_args(argv)
+
+    from pipelines.cli import EXIT_BAD_SPEC, run_job  # noqa: PLC0415 - after argparse: --help stays fast
+    from pipelines.errors import SpecError  # noqa: PLC0415
+    from pipelines.spec import load_spec  # noqa: PLC0415
+
+    try:
+        spec = load_spec(args.pipeline)
+    except SpecError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_SPEC
+    from pyspark.sql import SparkSession  # noqa: PLC0415
+
+    spark = SparkSession.builder.appName(f"load_warehouse-{spec.name}").getOrCreate()
+    try:
+        return run_job(spec, spark, run_id=args.run_id, replan=args.replan, quiet=args.quiet)
+    finally:
+        spark.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,336 @@
+"""Messages into Arrow: the decoders (json, csv, raw), event time, and the dt/hour partitions.
+
+Role: turn one fetched chunk of a split's messages into one Arrow table of good rows plus a list of
+bad records (offset, raw bytes, reason). Every message ends up in exactly one of the two.
+
+Speed comes from Arrow's C++ parsers over a whole chunk at once. Correctness does not depend on how
+messages happen to be grouped into chunks: a message is good if and only if Arrow parses it *alone*
+into exactly one row with every required field present. When a whole chunk does not parse cleanly,
+it is split in halves until the culprits are single messages (so bad records cost a few extra
+parses, not a slow path for everything), and values that could confuse line-based parsing (empty,
+blank, or containing a newline) are always parsed alone.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pa_csv
+import pyarrow.json as pa_json
+
+from pipelines.spec import Decoder, EventTime
+
+ARROW_TYPES: dict[str, pa.DataType] = {
+    "string": pa.string(),
+    "long": pa.int64(),
+    "int": pa.int32(),
+    "double": pa.float64(),
+    "float": pa.float32(),
+    "boolean": pa.bool_(),
+    "timestamp": pa.timestamp("us", tz="UTC"),
+    "binary": pa.binary(),
+}
+
+SPARK_TYPES = {
+    "string": "STRING",
+    "long": "BIGINT",
+    "int": "INT",
+    "double": "DOUBLE",
+    "float": "FLOAT",
+    "boolean": "BOOLEAN",
+    "timestamp": "TIMESTAMP",
+    "binary": "BINARY",
+}
+
+TIMESTAMP = pa.timestamp("us", tz="UTC")
+
+
+class Message(NamedTuple):
+    """What the decoder needs of a message (kafkalog's Message has the same fields, in this order)."""
+
+    offset: int
+    timestamp: int
+    timestamp_type: int
+    key: bytes | None
+    value: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class BadRecord:
+    """A message that could not become a row: where it is, its bytes, and why."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    reason: str
+
+
+def row_schema(decoder: Decoder) -> pa.Schema:
+    """The Arrow schema of raw rows: metadata columns, decoded fields, then dt and hour."""
+    fields = [
+        pa.field("topic", pa.string()),
+        pa.field("partition", pa.int32()),
+        pa.field("offset", pa.int64()),
+        pa.field("broker", pa.int32()),
+        pa.field("timestamp", TIMESTAMP),
+        pa.field("event_time", TIMESTAMP),
+        pa.field("key", pa.binary()),
+    ]
+    if decoder.format == "raw":
+        fields.append(pa.field("value", pa.binary()))
+    else:
+        fields.extend(pa.field(name, ARROW_TYPES[kind]) for name, kind in decoder.schema.items())
+    fields += [pa.field("dt", pa.string()), pa.field("hour", pa.string())]
+    return pa.schema(fields)
+
+
+def spark_ddl(decoder: Decoder) -> str:
+    """The same schema as Spark DDL (what the Spark source declares)."""
+    columns = ["topic STRING", "`partition` INT", "`offset` BIGINT", "broker INT", "`timestamp` TIMESTAMP", "event_time TIMESTAMP", "key BINARY"]
+    if decoder.format == "raw":
+        columns.append("value BINARY")
+    else:
+        columns.extend(f"`{name}` {SPARK_TYPES[kind]}" for name, kind in decoder.schema.items())
+    return ", ".join([*columns, "dt STRING", "hour STRING"])
+
+
+def _suspicious(value: bytes | None) -> bool:
+    """Values a line-based parser could misattribute: parse them alone."""
+    return value is None or b"\n" in value or b"\r" in value or not value.strip()
+
+
+class _Parsed(NamedTuple):
+    indexes: list[int]
+    """Message indexes of the rows of ``table``, in order."""
+    table: pa.Table
+
+
+class ValueParser:
+    """Parses message values into a table of the decoded fields (json or csv), message by message
+    semantics at chunk speed. ``parse`` returns the parsed rows and the bad (index, reason) pairs."""
+
+    def __init__(self, decoder: Decoder) -> None:
+        self.decoder = decoder
+        self.schema = pa.schema([pa.field(n, ARROW_TYPES[k]) for n, k in decoder.schema.items()])
+        self.required = decoder.required
+        if decoder.format == "json":
+            self._chunk_options = pa_json.ParseOptions(explicit_schema=self.schema, unexpected_field_behavior="ignore")
+            self._single_options = pa_json.ParseOptions(
+                explicit_schema=self.schema, unexpected_field_behavior="ignore", newlines_in_values=True
+            )
+        else:
+            names = list(decoder.schema)
+            self._csv_read = pa_csv.ReadOptions(column_names=names)
+            self._csv_convert = pa_csv.ConvertOptions(
+                column_types={n: ARROW_TYPES[k] for n, k in decoder.schema.items()}, strings_can_be_null=False
+            )
+            self._chunk_csv = pa_csv.ParseOptions(delimiter=decoder.csv.delimiter, quote_char=decoder.csv.quote)
+            self._single_csv = pa_csv.ParseOptions(
+                delimiter=decoder.csv.delimiter, quote_char=decoder.csv.quote, newlines_in_values=True
+            )
+
+    def _read(self, data: bytes, single: bool) -> pa.Table:
+        if self.decoder.format == "json":
+            options = self._single_options if single else self._chunk_options
+            block = max(len(data) + 1, 1 << 20)
+            table = pa_json.read_json(
+                io.BytesIO(data), read_options=pa_json.ReadOptions(block_size=block), parse_options=options
+            )
+            return table.select(self.schema.names)
+        return pa_csv.read_csv(
+            io.BytesIO(data),
+            read_options=self._csv_read,
+            parse_options=self._single_csv if single else self._chunk_csv,
+            convert_options=self._csv_convert,
+        )
+
+    def _parse_range(self, values: Sequence[bytes], lo: int, hi: int) -> pa.Table:
+        """Parse values[lo:hi] as one chunk; raises ValueError if it is not exactly hi-lo good rows."""
+        single = hi - lo == 1
+        try:
+            table = self._read(b"\n".join(values[lo:hi]), single)
+            table.validate(full=True)  # Arrow does not check UTF-8 while parsing JSON strings
+        except (pa.ArrowException, ValueError) as exc:
+            raise ValueError(_first_line(str(exc))) from exc
+        if table.num_rows != hi - lo:
+            raise ValueError(f"the value holds {table.num_rows} records, not one")
+        for name in self.required:
+            if table.column(name).null_count:
+                raise ValueError(f"required field {name!r} is missing or null")
+        return table
+
+    def parse(self, values: Sequence[bytes | None]) -> tuple[list[_Parsed], list[tuple[int, str]]]:
+        pieces: list[_Parsed] = []
+        bad: list[tuple[int, str]] = []
+        start = 0
+
+        def run(lo: int, hi: int) -> None:
+            if lo < hi:
+                _bisect(lo, hi, lambda a, b: self._parse_range(values, a, b), pieces, bad)  # type: ignore[arg-type]
+
+        for i, value in enumerate(values):
+            if _suspicious(value):
+                run(start, i)
+                if value is None:
+                    bad.append((i, "the message has no value (null)"))
+                else:
+                    run(i, i + 1)
+                start = i + 1
+        run(start, len(values))
+        return pieces, bad
+
+
+def _bisect(
+    lo: int,
+    hi: int,
+    attempt: Callable[[int, int], pa.Table],
+    pieces: list[_Parsed],
+    bad: list[tuple[int, str]],
+) -> None:
+    """Apply ``attempt`` to [lo, hi); on failure split in halves until single items fail alone."""
+    try:
+        pieces.append(_Parsed(list(range(lo, hi)), attempt(lo, hi)))
+        return
+    except ValueError as exc:
+        if hi - lo == 1:
+            bad.append((lo, str(exc)))
+            return
+    middle = (lo + hi) // 2
+    _bisect(lo, middle, attempt, pieces, bad)
+    _bisect(middle, hi, attempt, pieces, bad)
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0][:300] if text.strip() else "unparseable"
+
+
+class EventTimeResolver:
+    """Computes each row's event time (UTC) and its dt/hour in the pipeline's time zone."""
+
+    def __init__(self, event_time: EventTime, field_kind: str | None) -> None:
+        self.event_time = event_time
+        self.field_kind = field_kind
+        self.zone_type = pa.timestamp("us", tz=event_time.timezone)
+
+    def _convert(self, column: pa.Array) -> pa.Array:
+        """The event times of ``column`` as timestamp[us, UTC]; ValueError if any is null or unparseable."""
+        fmt = self.event_time.format
+        try:
+            if self.field_kind == "timestamp":
+                result = column
+            elif self.field_kind in ("long", "int", "double"):
+                scale = {"epoch_millis": 1_000, "epoch_seconds": 1_000_000}.get(fmt)
+                if scale is None:
+                    raise ValueError(f"a numeric event time needs format epoch_millis or epoch_seconds, not {fmt}")
+                micros = pc.multiply(column.cast(pa.float64()), float(scale)).cast(pa.int64())
+                result = micros.cast(TIMESTAMP)
+            elif fmt == "iso8601":
+                try:
+                    result = column.cast(TIMESTAMP)
+                except pa.ArrowInvalid:
+                    naive = column.cast(pa.timestamp("us"))
+                    result = pc.assume_timezone(naive, self.event_time.timezone).cast(TIMESTAMP)
+            else:
+                parsed = pc.strptime(column, format=fmt, unit="us", error_is_null=False)
+                if parsed.type.tz is None:
+                    parsed = pc.assume_timezone(parsed, self.event_time.timezone)
+                result = parsed.cast(TIMESTAMP)
+        except (pa.ArrowException, ValueError) as exc:
+            raise ValueError(f"event time {self.event_time.field!r}: {_first_line(str(exc))}") from exc
+        if result.null_count:
+            raise ValueError(f"event time {self.event_time.field!r} is missing or null")
+        return result
+
+    def resolve(self, column: pa.Array) -> tuple[list[tuple[list[int], pa.Array]], list[tuple[int, str]]]:
+        """Event times of the rows that have a valid one, and (row, reason) for those that do not."""
+        pieces: list[Any] = []
+        bad: list[tuple[int, str]] = []
+        _bisect(0, len(column), lambda a, b: self._convert(column.slice(a, b - a)), pieces, bad)
+        return [(p.indexes, p.table) for p in pieces], bad
+
+    def partitions(self, times: pa.Array) -> tuple[pa.Array, pa.Array]:
+        """dt (YYYY-MM-DD) and hour (HH) of UTC timestamps, in the pipeline's zone."""
+        local = times.cast(self.zone_type)
+        return pc.strftime(local, format="%Y-%m-%d"), pc.strftime(local, format="%H")
+
+
+class ChunkDecoder:
+    """Decodes the chunks of one split into Arrow tables of rows (see the module doc)."""
+
+    def __init__(self, decoder: Decoder, event_time: EventTime, topic: str, partition: int) -> None:
+        self.decoder = decoder
+        self.schema = row_schema(decoder)
+        self.topic = topic
+        self.partition = partition
+        self.values = None if decoder.format == "raw" else ValueParser(decoder)
+        field_kind = decoder.schema.get(event_time.field) if event_time.field else None
+        self.event_time_field = event_time.field
+        self.times = EventTimeResolver(event_time, field_kind)
+
+    def decode(self, messages: Sequence[Message], broker: int) -> tuple[pa.Table, list[BadRecord]]:
+        """Rows for the good messages (in offset order) and the bad ones with their reasons."""
+        n = len(messages)
+        bad_at: dict[int, str] = {}
+        if self.values is None:
+            fields = pa.table({"value": pa.array([m.value for m in messages], pa.binary())})
+            rows = list(range(n))
+        else:
+            pieces, bad = self.values.parse([m.value for m in messages])
+            bad_at.update(bad)
+            rows = [i for piece in pieces for i in piece.indexes]
+            tables = [piece.table for piece in pieces]
+            fields = pa.concat_tables(tables) if tables else self.values.schema.empty_table()
+        stamps_ms = pa.array([messages[i].timestamp for i in rows], pa.int64())
+        message_times = pc.if_else(pc.less(stamps_ms, 0), None, pc.multiply(stamps_ms, 1000)).cast(TIMESTAMP)
+
+        if self.event_time_field is None:
+            times, bad = _split_missing(message_times)
+        else:
+            times, bad = self.times.resolve(fields.column(self.event_time_field).combine_chunks())
+        keep = [i for indexes, _ in times for i in indexes]
+        for row, reason in bad:
+            bad_at[rows[row]] = reason
+        if len(keep) != len(rows):
+            take = pa.array(keep, pa.int64())
+            fields = fields.take(take)
+            message_times = message_times.take(take)
+            rows = [rows[i] for i in keep]
+        event = pa.concat_arrays([t for _, t in times]) if times else pa.array([], TIMESTAMP)
+        dt, hour = self.times.partitions(event)
+        count = len(rows)
+        columns: dict[str, Any] = {
+            "topic": pa.repeat(self.topic, count).cast(pa.string()),
+            "partition": pa.repeat(pa.scalar(self.partition, pa.int32()), count),
+            "offset": pa.array([messages[i].offset for i in rows], pa.int64()),
+            "broker": pa.repeat(pa.scalar(broker, pa.int32()), count),
+            "timestamp": message_times,
+            "event_time": event,
+            "key": pa.array([messages[i].key for i in rows], pa.binary()),
+        }
+        for name in fields.column_names:
+            columns[name] = fields.column(name)
+        columns["dt"] = dt
+        columns["hour"] = hour
+        table = pa.table(columns, schema=self.schema)
+        bad_records = [
+            BadRecord(messages[i].offset, messages[i].timestamp, messages[i].key, messages[i].value, reason)
+            for i, reason in sorted(bad_at.items())
+        ]
+        return table, bad_records
+
+
+def _split_missing(times: pa.Array) -> tuple[list[tuple[list[int], pa.Array]], list[tuple[int, str]]]:
+    """Message timestamps as event times: a message without one (Kafka 0.9 writes none) cannot be
+    placed in time, so it is a bad record unless an event_time.field is configured."""
+    if times.null_count == 0:
+        return ([(list(range(len(times))), times)] if len(times) else []), []
+    valid = times.is_valid().to_pylist()
+    good = [i for i, ok in enumerate(valid) if ok]
+    bad = [(i, "the message has no timestamp and event_time.field is not set") for i, ok in enumerate(valid) if not ok]
+    return ([(good, times.take(pa.array(good, pa.int64())))] if good else []), bad

@@ -1,0 +1,390 @@
+"""One run of a pipeline: recover → plan → load → reconcile → commit → publish.
+
+The driver's side of exactly-once (the tasks' side is source.py; the state layout is state.py):
+
+1. recover: finish publishing the newest manifest; remove attempts that can never commit.
+2. plan: a stored, uncommitted plan is executed as it is (a retry after a crash loads exactly the
+   same ranges); otherwise a new plan is made from the committed offsets and stored first.
+3. load: Spark reads the splits (one task each) and writes Parquet, time-partitioned, into this
+   attempt's staging directory (Spark's own commit keeps failed task attempts out of it).
+4. reconcile: per split, rows + quarantined = end − start, every offset in [start, end) exactly
+   once (read back from the staged files); anything else fails the run before it can commit.
+5. commit: the manifest is created if absent: the one atomic step that makes output and offsets
+   visible together. A concurrent run that committed the same run number first wins.
+6. publish: the staged files move to their final names (never over an existing file).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import unquote
+
+from kafkalog.client import SimpleConsumer
+from pipelines import errors as errors_module
+from pipelines import faults
+from pipelines.errors import (
+    ConcurrentRunError,
+    DataLossError,
+    LoadError,
+    PipelineError,
+    ReconciliationError,
+)
+from pipelines.plan import Plan, Split, check_still_valid, make_plan, new_run_id
+from pipelines.progress import Reporter
+from pipelines.source import KafkalogSource
+from pipelines.spec import PipelineSpec
+from pipelines.state import Manifest, OutputFile, PipelineState, SplitResult
+from pipelines.storage import LocalStorage, Storage
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """How a run ended. ``status``: committed | up-to-date | already-committed."""
+
+    status: str
+    manifest: Manifest | None = None
+    message: str = ""
+    completed: tuple[Manifest, ...] = field(default_factory=tuple)
+    """Manifests this invocation committed (a pending plan completed first, then its own)."""
+
+
+def driver_storage(spark: Any, root: str) -> Storage:
+    """Local paths through the OS (atomic no-replace renames); other schemes through Hadoop's
+    FileSystem in the driver's JVM, the filesystem Spark writes the data with."""
+    if "://" not in root or root.startswith("file:"):
+        return LocalStorage()
+    from pipelines.storage.hadoop import HadoopStorage  # noqa: PLC0415
+
+    return HadoopStorage(spark)
+
+
+def register_source(spark: Any) -> None:
+    spark.dataSource.register(KafkalogSource)
+
+
+class PipelineRun:
+    """Runs one pipeline on a SparkSession (see the module doc for the steps)."""
+
+    def __init__(
+        self,
+        spec: PipelineSpec,
+        spark: Any,
+        *,
+        storage: Storage | None = None,
+        reporter: Reporter | None = None,
+        task_faults: str = "",
+    ) -> None:
+        self.spec = spec
+        self.spark = spark
+        self.root = spec.raw.path.rstrip("/")
+        self.storage = storage or driver_storage(spark, self.root)
+        self.state = PipelineState(self.storage, self.root)
+        self.reporter = reporter or Reporter(quiet=True)
+        self.task_faults = task_faults
+        register_source(spark)
+
+    def consumer(self) -> SimpleConsumer:
+        source = self.spec.source
+        return SimpleConsumer(
+            list(source.bootstrap),
+            broker_version=source.broker_version,
+            max_bytes=source.fetch_max_bytes,
+            request_timeout_ms=source.request_timeout_ms,
+        )
+
+    # ------------------------------------------------------------------ the run
+
+    def run(self, *, run_id: str | None = None, replan: bool = False) -> RunResult:
+        latest = self.state.recover()
+        if run_id is not None:
+            done = self.state.committed_run(run_id)
+            if done is not None:
+                ends = ", ".join(f"{s.topic}-{s.partition}@{s.end}" for s in done.splits)
+                return RunResult("already-committed", done, f"run {run_id} already committed as #{done.seq} ({ends})")
+        completed: list[Manifest] = []
+        with self.consumer() as consumer:
+            pending = self.state.pending_plan()
+            if pending is not None and replan:
+                self.reporter.note(f"discarding the stored plan of run {pending.run_id} (#{pending.seq}): --replan")
+                self.state.discard_plan(pending.seq)
+                pending = None
+            if pending is not None:
+                pending = self._still_valid(pending, consumer)
+            if pending is not None:
+                self.reporter.note(f"completing run {pending.run_id} (#{pending.seq}), planned {pending.created_at}")
+                completed.append(self.execute(pending))
+                if run_id is None or pending.run_id == run_id:
+                    return RunResult("committed", completed[-1], completed=tuple(completed))
+                latest = completed[-1]
+            seq = (latest.seq if latest else 0) + 1
+            plan = make_plan(self.spec, consumer, self.state.committed_offsets(), seq, run_id or new_run_id())
+        if not any(s.size or s.lost_from is not None for s in plan.splits):
+            message = "up to date: no new messages on " + ", ".join(f"{s.name}@{s.end}" for s in plan.splits)
+            return RunResult("committed" if completed else "up-to-date", latest, message, tuple(completed))
+        self.state.store_plan(plan)
+        faults.crash_point("plan.after_store")
+        completed.append(self.execute(plan))
+        return RunResult("committed", completed[-1], completed=tuple(completed))
+
+    def _still_valid(self, plan: Plan, consumer: SimpleConsumer) -> Plan | None:
+        """A stored plan whose start offsets were deleted since: fail, or replan under a skip policy."""
+        gone = check_still_valid(plan, self.spec, consumer)
+        if not gone:
+            return plan
+        if self.spec.on_offset_out_of_range == "fail":
+            first = gone[0]
+            earliest = consumer.earliest_offset(first.topic, first.partition)
+            raise DataLossError(first.topic, first.partition, first.start, earliest, first.end)
+        self.reporter.note(f"the stored plan #{plan.seq} starts at deleted offsets; planning again")
+        self.state.discard_plan(plan.seq)
+        return None
+
+    # ------------------------------------------------------------------ executing a plan
+
+    def execute(self, plan: Plan) -> Manifest:
+        attempt = uuid.uuid4().hex[:8]
+        staging = self.state.staging_dir(plan.seq, attempt)
+        try:
+            manifest = self._load_and_reconcile(plan, attempt, staging)
+            self.state.commit(manifest)
+        except BaseException:
+            self._discard(staging)
+            raise
+        self.state.roll_forward(manifest)
+        self.reporter.summary(manifest)
+        return manifest
+
+    def _discard(self, staging: str) -> None:
+        try:
+            self.storage.delete(staging, recursive=True)
+        except PipelineError as exc:  # the next run removes it; the original error matters more
+            self.reporter.note(f"could not remove {staging}: {exc}")
+
+    def _options(self, splits: list[Split], emit: str, progress_dir: str | None) -> dict[str, str]:
+        spec = self.spec
+        settings = {
+            "source": asdict(spec.source),
+            "decoder": asdict(spec.decoder),
+            "event_time": asdict(spec.event_time),
+            "bad_records": asdict(spec.bad_records),
+        }
+        options = {
+            "spec": json.dumps(settings),
+            "splits": json.dumps([asdict(s) for s in splits]),
+            "emit": emit,
+            "faults": self.task_faults,
+        }
+        if progress_dir:
+            options["progress_dir"] = progress_dir
+        return options
+
+    def _spark_write(self, what: str, action: Callable[[], None]) -> None:
+        try:
+            action()
+        except Exception as exc:  # Spark raises its own exception types; find our cause in them
+            raise _cause_of(exc, what) from exc
+
+    def _load_and_reconcile(self, plan: Plan, attempt: str, staging: str) -> Manifest:
+        splits = [s for s in plan.splits if s.size > 0]
+        data_dir, quarantine_dir = f"{staging}/data", f"{staging}/quarantine"
+        compression = self.spec.raw.compression
+        stats: dict[str, Any] = {}
+        started = datetime.now(UTC)
+        if splits:
+            with tempfile.TemporaryDirectory(prefix="pipelines-progress-") as progress_dir:
+                reader = self.spark.read.format("kafkalog").options(**self._options(splits, "data", progress_dir))
+                frame = reader.load()
+                with self.reporter.loading(plan, splits, progress_dir, self.spark):
+                    self._spark_write(
+                        f"loading run #{plan.seq}",
+                        lambda: frame.write.partitionBy("dt", "hour")
+                        .option("compression", compression)
+                        .mode("errorifexists")
+                        .parquet(data_dir),
+                    )
+        faults.crash_point("load.after_staging")
+        data_stats = self._file_stats(data_dir)
+        rows_by_split: dict[tuple[str, int], int] = {}
+        for item in data_stats:
+            key = (item["topic"], item["partition"])
+            rows_by_split[key] = rows_by_split.get(key, 0) + item["rows"]
+        short = [s for s in splits if rows_by_split.get(s.key, 0) < s.size]
+        quarantine_stats: list[dict[str, Any]] = []
+        if short and self.spec.bad_records.policy == "quarantine":
+            frame = self.spark.read.format("kafkalog").options(**self._options(short, "quarantine", None)).load()
+            self._spark_write(
+                f"quarantining bad records of run #{plan.seq}",
+                lambda: frame.write.option("compression", compression).mode("errorifexists").parquet(quarantine_dir),
+            )
+            quarantine_stats = self._file_stats(quarantine_dir)
+        results = self._reconcile(plan, data_stats, quarantine_stats, data_dir, quarantine_dir)
+        files = self._output_files(plan, staging, data_stats, quarantine_stats)
+        stats["seconds"] = round((datetime.now(UTC) - started).total_seconds(), 3)
+        stats["bytes"] = sum(f.bytes for f in files if f.kind == "data")
+        offsets = {f"{t}:{p}": o for (t, p), o in self.state.committed_offsets().items()}
+        offsets.update({f"{s.topic}:{s.partition}": s.end for s in plan.splits})
+        return Manifest(
+            pipeline=plan.pipeline,
+            seq=plan.seq,
+            run_id=plan.run_id,
+            committed_at=datetime.now(UTC).isoformat(),
+            plan=plan,
+            splits=tuple(results),
+            files=tuple(files),
+            attempt=attempt,
+            offsets=offsets,
+            stats=stats,
+        )
+
+    def _file_stats(self, directory: str) -> list[dict[str, Any]]:
+        """Per staged file: its split, row count, offset and event-time range (read back from the
+        files themselves, not from what the tasks said)."""
+        if not any(f.name.endswith(".parquet") for f in self.storage.walk_files(directory)):
+            return []
+        from pyspark.sql import functions as F  # noqa: PLC0415, N812 - Spark's own convention
+
+        frame = self.spark.read.parquet(directory)
+        has_event_time = "event_time" in frame.columns
+        aggregates = [
+            F.count(F.lit(1)).alias("rows"),
+            F.min("offset").alias("min_offset"),
+            F.max("offset").alias("max_offset"),
+        ]
+        if has_event_time:
+            aggregates += [F.min("event_time").alias("min_event"), F.max("event_time").alias("max_event")]
+        grouped = frame.groupBy(F.input_file_name().alias("file"), "topic", "partition").agg(*aggregates)
+        out = []
+        for row in grouped.collect():
+            item = row.asDict()
+            for key in ("min_event", "max_event"):
+                if item.get(key) is not None:
+                    item[key] = item[key].astimezone(UTC).isoformat()
+            out.append(item)
+        return out
+
+    def _reconcile(
+        self,
+        plan: Plan,
+        data_stats: list[dict[str, Any]],
+        quarantine_stats: list[dict[str, Any]],
+        data_dir: str,
+        quarantine_dir: str,
+    ) -> list[SplitResult]:
+        counted = self._distinct_offsets([d for d, s in ((data_dir, data_stats), (quarantine_dir, quarantine_stats)) if s])
+        results = []
+        for split in plan.splits:
+            rows = sum(d["rows"] for d in data_stats if (d["topic"], d["partition"]) == split.key)
+            quarantined = sum(d["rows"] for d in quarantine_stats if (d["topic"], d["partition"]) == split.key)
+            distinct, low, high = counted.get(split.key, (0, None, None))
+            problems = []
+            if rows + quarantined != split.size:
+                problems.append(f"rows {rows} + quarantined {quarantined} != end - start = {split.size}")
+            if distinct != rows + quarantined:
+                problems.append(f"{rows + quarantined - distinct} offsets appear more than once")
+            if split.size and (low != split.start or high != split.end - 1):
+                problems.append(f"offsets span {low}..{high}, not {split.start}..{split.end - 1}")
+            if problems:
+                raise ReconciliationError(
+                    f"run #{plan.seq} {split.name} [{split.start}, {split.end}): " + "; ".join(problems)
+                )
+            events = [d for d in data_stats if (d["topic"], d["partition"]) == split.key and d.get("min_event")]
+            results.append(
+                SplitResult(
+                    split.topic,
+                    split.partition,
+                    split.start,
+                    split.end,
+                    rows,
+                    quarantined,
+                    min_event_time=min((d["min_event"] for d in events), default=None),
+                    max_event_time=max((d["max_event"] for d in events), default=None),
+                    lost_from=split.lost_from,
+                    lost_to=split.lost_to,
+                )
+            )
+        return results
+
+    def _distinct_offsets(self, directories: list[str]) -> dict[tuple[str, int], tuple[int, int, int]]:
+        """Per split: distinct offsets, lowest, highest over the staged data and quarantine."""
+        if not directories:
+            return {}
+        from pyspark.sql import functions as F  # noqa: PLC0415, N812
+
+        frames = [self.spark.read.parquet(d).select("topic", "partition", "offset") for d in directories]
+        union = frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
+        rows = (
+            union.groupBy("topic", "partition")
+            .agg(F.countDistinct("offset").alias("n"), F.min("offset").alias("lo"), F.max("offset").alias("hi"))
+            .collect()
+        )
+        return {(r["topic"], r["partition"]): (r["n"], r["lo"], r["hi"]) for r in rows}
+
+    def _output_files(
+        self,
+        plan: Plan,
+        staging: str,
+        data_stats: list[dict[str, Any]],
+        quarantine_stats: list[dict[str, Any]],
+    ) -> list[OutputFile]:
+        sizes = {self._relative(f.path): f.size for f in self.storage.walk_files(staging)}
+        files = []
+        for kind, stats in (("data", data_stats), ("quarantine", quarantine_stats)):
+            for item in stats:
+                staged = self._relative(unquote(item["file"]))
+                if staged not in sizes:
+                    raise ReconciliationError(f"Spark read {item['file']}, which is not under {staging}")
+                name = f"part-{plan.seq:06d}-{item['topic']}-{item['partition']}-{item['min_offset']}.parquet"
+                if kind == "data":
+                    partition_dirs = "/".join(p for p in staged.split("/") if p.startswith(("dt=", "hour=")))
+                    final = f"{partition_dirs}/{name}"
+                else:
+                    final = f"_quarantine/seq={plan.seq:06d}/{name}"
+                files.append(
+                    OutputFile(
+                        staged,
+                        final,
+                        kind,
+                        item["topic"],
+                        item["partition"],
+                        item["rows"],
+                        sizes[staged],
+                        item["min_offset"],
+                        item["max_offset"],
+                    )
+                )
+        return files
+
+    def _relative(self, path: str) -> str:
+        """A path Spark or storage gave, relative to the raw root (schemes and authorities vary)."""
+        marker = "/_pipeline/staging/"
+        at = path.find(marker)
+        if at < 0:
+            raise ReconciliationError(f"{path} is not a staged file")
+        return path[at + 1 :]
+
+
+_OUR_ERROR = re.compile(r"pipelines\.errors\.(\w+): (.+)")
+
+
+def _cause_of(exc: Exception, what: str) -> PipelineError:
+    """Our error raised in a task, recovered from Spark's wrapping (the last one in the text is
+    the task's own; earlier ones may be from retried attempts)."""
+    text = str(exc)
+    found = _OUR_ERROR.findall(text)
+    if found:
+        name, message = found[-1]
+        kind = getattr(errors_module, name, None)
+        if isinstance(kind, type) and issubclass(kind, PipelineError):
+            if kind is DataLossError:
+                return LoadError(f"{what}: {message}")
+            return kind(f"{what}: {message}")
+    lines = [line for line in text.splitlines() if line.strip()]
+    reason = next((line.strip() for line in lines if "Error:" in line or "Exception:" in line), lines[0] if lines else "")
+    return LoadError(f"{what} failed in Spark: {reason[:500]}")

@@ -1,0 +1,200 @@
+"""Planning a run: one split per topic/partition, its [start, end) fixed before any task runs.
+
+start comes from the last committed manifest (offsets exist nowhere else); end is the log end offset
+at planning time, capped by the pipeline's limits. The plan is stored before loading (state.py), so a
+retried task or a re-run after a crash reads exactly the same ranges (no clock- or size-dependent
+boundaries). Offsets deleted by retention are handled here, by the pipeline's policy, and recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from kafkalog.client import SimpleConsumer
+from kafkalog.errors import KafkalogError
+from pipelines.errors import DataLossError, PipelineError, PlanError
+from pipelines.spec import PipelineSpec
+
+SplitKey = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Split:
+    """One topic/partition and the offsets [start, end) this run loads from it."""
+
+    topic: str
+    partition: int
+    leader: int
+    """Broker id of the partition's leader when planned (the task asks the cluster again)."""
+    start: int
+    end: int
+    lost_from: int | None = None
+    """With a skip policy: the first offset that retention deleted before it was loaded..."""
+    lost_to: int | None = None
+    """...and the offset after the last one lost (== start)."""
+
+    @property
+    def key(self) -> SplitKey:
+        return (self.topic, self.partition)
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What one run loads. ``seq`` is the number of the manifest it will commit."""
+
+    pipeline: str
+    seq: int
+    run_id: str
+    created_at: str
+    spec_fingerprint: str
+    splits: tuple[Split, ...] = field(default_factory=tuple)
+
+    @property
+    def total(self) -> int:
+        return sum(s.size for s in self.splits)
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "splits": [asdict(s) for s in self.splits]}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Plan:
+        try:
+            splits = tuple(Split(**s) for s in data["splits"])
+            return cls(
+                pipeline=data["pipeline"],
+                seq=int(data["seq"]),
+                run_id=data["run_id"],
+                created_at=data["created_at"],
+                spec_fingerprint=data["spec_fingerprint"],
+                splits=splits,
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise PlanError(f"a stored plan is malformed: {exc!r}") from exc
+
+    def dumps(self) -> bytes:
+        return json.dumps(self.to_json(), indent=1, sort_keys=True).encode()
+
+
+def new_run_id() -> str:
+    """A sortable, unique run id: UTC time plus random hex."""
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
+
+
+def discover_splits(spec: PipelineSpec, consumer: SimpleConsumer) -> dict[SplitKey, int]:
+    """Every (topic, partition) the pipeline reads, with its leader's broker id."""
+    client = consumer.client
+    try:
+        if spec.topic_pattern is not None:
+            pattern = re.compile(spec.topic_pattern)
+            topics = sorted(t for t in client.refresh_metadata() if pattern.fullmatch(t))
+            if not topics:
+                raise PlanError(f"no topic on {','.join(spec.source.bootstrap)} matches {spec.topic_pattern!r}")
+        else:
+            known = client.refresh_metadata(spec.topics)
+            missing = [t for t in spec.topics if t not in known]
+            if missing:
+                raise PlanError(f"topic {missing[0]!r} does not exist on {','.join(spec.source.bootstrap)}")
+            topics = list(spec.topics)
+        out: dict[SplitKey, int] = {}
+        for topic in topics:
+            for partition, leader in sorted(client.topic(topic).leaders.items()):
+                out[(topic, partition)] = leader
+        return out
+    except KafkalogError as exc:
+        raise PlanError(f"cannot read the topics of {','.join(spec.source.bootstrap)}: {exc}") from exc
+
+
+def make_plan(
+    spec: PipelineSpec,
+    consumer: SimpleConsumer,
+    committed: Mapping[SplitKey, int],
+    seq: int,
+    run_id: str,
+) -> Plan:
+    """Plan the next run from ``committed`` (split → next offset to load)."""
+    splits = []
+    for (topic, partition), leader in discover_splits(spec, consumer).items():
+        try:
+            earliest = consumer.earliest_offset(topic, partition)
+            latest = consumer.latest_offset(topic, partition)
+        except KafkalogError as exc:
+            raise PlanError(f"cannot read the offsets of {topic}-{partition}: {exc}") from exc
+        split = plan_split(spec, topic, partition, leader, committed.get((topic, partition)), earliest, latest)
+        splits.append(_cap(spec, consumer, split))
+    return Plan(spec.name, seq, run_id, datetime.now(UTC).isoformat(), spec.fingerprint(), tuple(splits))
+
+
+def plan_split(
+    spec: PipelineSpec, topic: str, partition: int, leader: int, committed: int | None, earliest: int, latest: int
+) -> Split:
+    """The uncapped split: from the committed offset (or the new-split policy) to the log end."""
+    if committed is None:
+        start = earliest if spec.new_split_start == "earliest" else latest
+        return Split(topic, partition, leader, start, latest)
+    if committed > latest:
+        raise PlanError(
+            f"{topic}-{partition}: the committed offset {committed} is beyond the log end {latest}; the topic was "
+            "recreated or its log truncated after the last run. Nothing was loaded; rewind the pipeline to an "
+            "offset that exists to go on"
+        )
+    if committed < earliest:
+        policy = spec.on_offset_out_of_range
+        if policy == "fail":
+            raise DataLossError(topic, partition, committed, earliest, latest)
+        start = earliest if policy == "earliest" else latest
+        return Split(topic, partition, leader, start, latest, lost_from=committed, lost_to=start)
+    return Split(topic, partition, leader, committed, latest)
+
+
+def _cap(spec: PipelineSpec, consumer: SimpleConsumer, split: Split) -> Split:
+    end = split.end
+    limits = spec.limits
+    if limits.max_messages_per_split is not None:
+        end = min(end, split.start + limits.max_messages_per_split)
+    if limits.max_bytes_per_split is not None and split.size > 0:
+        # bytes become messages through the average size of a sample at the start of the split; the
+        # plan stores the result, so the cut is the same for every attempt
+        try:
+            sample = consumer.fetch(split.topic, split.partition, split.start).messages
+        except KafkalogError as exc:
+            raise PlanError(f"cannot sample {split.name} at offset {split.start}: {exc}") from exc
+        if sample:
+            average = sum(len(m.value or b"") + len(m.key or b"") + 34 for m in sample) / len(sample)
+            end = min(end, split.start + max(1, int(limits.max_bytes_per_split / average)))
+    return replace(split, end=end)
+
+
+def check_still_valid(plan: Plan, spec: PipelineSpec, consumer: SimpleConsumer) -> list[Split]:
+    """For a stored plan about to be (re-)executed: the splits whose start was deleted since (the
+    caller applies the policy). A planned end beyond the log end (a truncated broker log) is an error."""
+    gone = []
+    for split in plan.splits:
+        if split.size == 0:
+            continue
+        try:
+            earliest = consumer.earliest_offset(split.topic, split.partition)
+            latest = consumer.latest_offset(split.topic, split.partition)
+        except (KafkalogError, PipelineError) as exc:
+            raise PlanError(f"cannot read the offsets of {split.name}: {exc}") from exc
+        if split.end > latest:
+            raise PlanError(
+                f"{split.name}: planned end offset {split.end} > log end {latest}; the broker lost messages "
+                f"after run {plan.run_id} was planned. Run again with --replan to plan from the committed offsets"
+            )
+        if split.start < earliest:
+            gone.append(split)
+    return gone

@@ -1,0 +1,266 @@
+"""The Spark source: one input partition per split; each task reads exactly [start, end) of its split.
+
+Built on PySpark's Python Data Source API. ``read`` runs in a Python worker on an executor: it fetches
+its split with kafkalog's SimpleConsumer (every CRC checked, compressed sets unpacked), decodes each
+fetched chunk into an Arrow batch (never the whole split in memory), and yields either the rows
+(``emit=data``) or the bad records (``emit=quarantine``). Settings arrive as options (JSON strings):
+executors see nothing of the driver's Python state or environment.
+
+A task that cannot finish its split raises; Spark retries it from the split's start (no partial
+progress of a failed attempt is trusted), and the driver's reconciliation checks the result.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+from pipelines.decode import BadRecord, ChunkDecoder, Message, spark_ddl
+from pipelines.errors import BadRecordError, DataLossError, LoadError, PlanError
+from pipelines.plan import Split
+from pipelines.spec import BadRecords, Decoder, EventTime, Source
+
+QUARANTINE_DDL = (
+    "topic STRING, `partition` INT, `offset` BIGINT, `timestamp` BIGINT, key BINARY, value BINARY, reason STRING"
+)
+QUARANTINE_SCHEMA = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("timestamp", pa.int64()),
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("reason", pa.string()),
+    ]
+)
+
+
+class SplitPartition(InputPartition):  # type: ignore[misc]
+    """One split, as Spark hands it to a task."""
+
+    def __init__(self, index: int, split: dict[str, Any]) -> None:
+        super().__init__(index)
+        self.index = index
+        self.split = split
+
+
+class KafkalogSource(DataSource):  # type: ignore[misc]
+    """``spark.read.format("kafkalog")`` with options spec (JSON), splits (JSON), emit, progress_dir."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "kafkalog"
+
+    def schema(self) -> str:
+        if self.options.get("emit", "data") == "quarantine":
+            return QUARANTINE_DDL
+        return spark_ddl(Decoder(**_decoder_options(json.loads(self.options["spec"])["decoder"])))
+
+    def reader(self, schema: Any) -> DataSourceReader:
+        return SplitReader(dict(self.options))
+
+
+class SplitReader(DataSourceReader):  # type: ignore[misc]
+    def __init__(self, options: dict[str, str]) -> None:
+        self.options = options
+
+    def partitions(self) -> list[InputPartition]:
+        return [SplitPartition(i, split) for i, split in enumerate(json.loads(self.options["splits"]))]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, SplitPartition)
+        settings = json.loads(self.options["spec"])
+        split = Split(**partition.split)
+        emit = self.options.get("emit", "data")
+        progress = _Progress(self.options.get("progress_dir"), partition.index, split)
+        fault = _TaskFault(self.options.get("faults", ""))
+        task = SplitTask(
+            Source(**{**settings["source"], "bootstrap": tuple(settings["source"]["bootstrap"])}),
+            Decoder(**_decoder_options(settings["decoder"])),
+            EventTime(**settings["event_time"]),
+            BadRecords(**settings["bad_records"]),
+            split,
+        )
+        for table, bad in task.chunks():
+            if emit == "quarantine":
+                if bad:
+                    yield quarantine_batch(split, bad)
+            else:
+                for batch in table.to_batches():
+                    yield batch
+                fault.after_rows(table.num_rows)
+            progress.update(task.loaded, task.bytes)
+        progress.update(task.loaded, task.bytes, done=True)
+
+
+def _decoder_options(data: dict[str, Any]) -> dict[str, Any]:
+    from pipelines.spec import CsvOptions  # noqa: PLC0415 - keeps the top of the module light
+
+    return {**data, "required": tuple(data.get("required", ())), "csv": CsvOptions(**data.get("csv", {}))}
+
+
+def quarantine_batch(split: Split, bad: list[BadRecord]) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pydict(
+        {
+            "topic": [split.topic] * len(bad),
+            "partition": [split.partition] * len(bad),
+            "offset": [b.offset for b in bad],
+            "timestamp": [b.timestamp for b in bad],
+            "key": [b.key for b in bad],
+            "value": [b.value for b in bad],
+            "reason": [b.reason for b in bad],
+        },
+        schema=QUARANTINE_SCHEMA,
+    )
+
+
+class SplitTask:
+    """Reads one split: fetch, verify contiguity, decode, apply the bad-record policy."""
+
+    def __init__(self, source: Source, decoder: Decoder, event_time: EventTime, bad: BadRecords, split: Split) -> None:
+        self.source = source
+        self.split = split
+        self.bad_policy = bad
+        self.decoder = ChunkDecoder(decoder, event_time, split.topic, split.partition)
+        self.loaded = 0
+        self.quarantined = 0
+        self.bytes = 0
+
+    def chunks(self) -> Iterator[tuple[pa.Table, list[BadRecord]]]:
+        """(rows, bad records) per fetched chunk, covering [start, end) exactly, in offset order."""
+        from kafkalog.client import SimpleConsumer  # noqa: PLC0415 - imported on the executor
+
+        split = self.split
+        consumer = SimpleConsumer(
+            list(self.source.bootstrap),
+            broker_version=self.source.broker_version,
+            max_bytes=self.source.fetch_max_bytes,
+            request_timeout_ms=self.source.request_timeout_ms,
+        )
+        try:
+            offset = split.start
+            while offset < split.end:
+                messages, broker = self._fetch(consumer, offset)
+                table, bad = self.decoder.decode(messages, broker)
+                self._judge(bad)
+                self.loaded += len(messages)
+                self.bytes += sum(len(m.value or b"") + len(m.key or b"") for m in messages)
+                offset = messages[-1].offset + 1
+                yield table, bad
+        finally:
+            consumer.close()
+
+    def _fetch(self, consumer: Any, offset: int) -> tuple[list[Message], int]:
+        """The next messages of the split from ``offset`` (at least one), retrying a broker that is
+        down or moved for up to ``retry_ms``."""
+        from kafkalog.errors import KafkalogError, OffsetOutOfRangeError  # noqa: PLC0415
+
+        split = self.split
+        deadline = time.monotonic() + self.source.retry_ms / 1000
+        delay = 0.1
+        while True:
+            try:
+                result = consumer.fetch(split.topic, split.partition, offset)
+                broker = consumer.client.topic(split.topic).leaders.get(split.partition, -1)
+            except OffsetOutOfRangeError as exc:
+                raise DataLossError(split.topic, split.partition, offset, exc.start, exc.end) from exc
+            except KafkalogError as exc:
+                if time.monotonic() + delay > deadline:
+                    raise LoadError(
+                        f"{split.name}: fetching offset {offset} failed for {self.source.retry_ms} ms: {exc}"
+                    ) from exc
+                consumer.client.invalidate(split.topic)
+                time.sleep(delay)
+                delay = min(delay * 2, 2.0)
+                continue
+            messages: list[Message] = result.messages
+            if messages and messages[-1].offset >= split.end:
+                messages = [m for m in messages if m.offset < split.end]
+            if messages:
+                if messages[0].offset != offset or messages[-1].offset - offset != len(messages) - 1:
+                    raise LoadError(
+                        f"{split.name}: offsets are not contiguous after {offset} (found {messages[0].offset}.."
+                        f"{messages[-1].offset} in {len(messages)} messages); a compacted topic cannot be loaded "
+                        "exactly once by offset ranges"
+                    )
+                return messages, broker
+            if result.high_watermark < split.end and offset >= result.high_watermark:
+                raise PlanError(
+                    f"{split.name}: planned end offset {split.end} > log end {result.high_watermark}; the broker "
+                    "lost messages after the run was planned"
+                )
+            if time.monotonic() > deadline:
+                raise LoadError(f"{split.name}: no message at offset {offset} for {self.source.retry_ms} ms")
+
+    def _judge(self, bad: list[BadRecord]) -> None:
+        if not bad:
+            return
+        split = self.split
+        if self.bad_policy.policy == "fail":
+            first = bad[0]
+            raise BadRecordError(
+                f"{split.name} offset {first.offset}: {first.reason} (bad_records.policy is fail; set it to "
+                "quarantine to keep such messages aside)"
+            )
+        self.quarantined += len(bad)
+        allowed = self.bad_policy.max_share * split.size
+        if self.quarantined > allowed:
+            raise BadRecordError(
+                f"{split.name}: {self.quarantined} bad records so far, more than bad_records.max_share="
+                f"{self.bad_policy.max_share} of the split's {split.size} messages (latest at offset "
+                f"{bad[-1].offset}: {bad[-1].reason})"
+            )
+
+
+class _Progress:
+    """Writes a task's progress where the driver can see it (a local directory; on a remote cluster
+    the directory does not exist on the executor and progress is only per task, from Spark)."""
+
+    def __init__(self, directory: str | None, index: int, split: Split) -> None:
+        self.path = Path(directory) / f"{index}.json" if directory and os.path.isdir(directory) else None
+        self.split = split
+        self.last = 0.0
+        self.started = time.monotonic()
+
+    def update(self, messages: int, size: int, *, done: bool = False) -> None:
+        now = time.monotonic()
+        if self.path is None or (not done and now - self.last < 0.5):
+            return
+        self.last = now
+        temp = self.path.with_suffix(f".{os.getpid()}.tmp")
+        temp.write_text(
+            json.dumps({"messages": messages, "bytes": size, "seconds": now - self.started, "done": done})
+        )
+        os.replace(temp, self.path)  # progress only: overwriting the previous report is the point
+
+
+class _TaskFault:
+    """Test hook: ``fail_after_rows:N`` raises and ``exit_after_rows:N`` kills the Python worker
+    after N rows, in the first attempt of every task only (the retry then succeeds)."""
+
+    def __init__(self, spec: str) -> None:
+        self.kind, _, count = spec.partition(":")
+        self.limit = int(count) if count else 0
+        self.rows = 0
+
+    def after_rows(self, rows: int) -> None:
+        if not self.kind:
+            return
+        from pyspark import TaskContext  # noqa: PLC0415
+
+        context = TaskContext.get()
+        if context is None or context.attemptNumber() != 0:
+            return
+        self.rows += rows
+        if self.rows >= self.limit:
+            if self.kind == "exit_after_rows":
+                os._exit(1)
+            raise RuntimeError(f"injected task failure after {self.rows} rows")

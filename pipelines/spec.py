@@ -1,0 +1,227 @@
+"""The pipeline spec: one YAML file per pipeline, parsed once into typed, frozen config.
+
+Only the loading part lives here (source, topics, decoder, event time, raw layer, limits, policies);
+every value is checked when the file is loaded, and errors name ``file:key.path``. See
+docs/pipelines.md for the format with an example.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pipelines.errors import SpecError
+from pipelines.specload import build, read_yaml
+
+FIELD_TYPES = ("string", "long", "int", "double", "float", "boolean", "timestamp", "binary")
+"""Types a decoded field may have (Arrow: utf8, int64, int32, float64, float32, bool, timestamp[us, UTC], binary)."""
+
+METADATA_COLUMNS = ("topic", "partition", "offset", "broker", "timestamp", "event_time", "key")
+"""Columns every raw row carries besides the decoded fields (and the dt/hour partition columns)."""
+
+PARTITION_COLUMNS = ("dt", "hour")
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _fail(key: str, message: str) -> SpecError:
+    return SpecError(f"{key}: {message}")
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """Where the messages come from: a kafkalog (or Kafka 0.9) cluster, by bootstrap brokers."""
+
+    bootstrap: tuple[str, ...]
+    """``host:port`` of one or more brokers; the rest of the cluster is discovered from them."""
+    broker_version: Literal["0.9"] | None = None
+    """Set "0.9" for an Apache Kafka 0.9 broker (it cannot answer ApiVersions)."""
+    request_timeout_ms: int = 30_000
+    fetch_max_bytes: int = 4 * 1024 * 1024
+    """Bytes asked for per fetch request and partition (grown automatically for larger messages)."""
+    retry_ms: int = 60_000
+    """How long a task keeps retrying a broker that is down before it fails (the attempt is then retried by Spark)."""
+
+    def __post_init__(self) -> None:
+        # "a:1,b:2" is the usual way to write a broker list: accept it as well as a YAML list
+        split = tuple(part.strip() for item in self.bootstrap for part in item.split(",") if part.strip())
+        object.__setattr__(self, "bootstrap", split)
+        if not self.bootstrap:
+            raise _fail("bootstrap", "at least one host:port is needed")
+        for i, item in enumerate(self.bootstrap):
+            host, sep, port = item.rpartition(":")
+            if not sep or not host or not port.isdigit():
+                raise _fail(f"bootstrap[{i}]", f"{item!r} is not host:port")
+        for key in ("request_timeout_ms", "fetch_max_bytes", "retry_ms"):
+            if getattr(self, key) <= 0:
+                raise _fail(key, "must be positive")
+
+
+@dataclass(frozen=True, slots=True)
+class CsvOptions:
+    delimiter: str = ","
+    quote: str = '"'
+
+    def __post_init__(self) -> None:
+        if len(self.delimiter) != 1:
+            raise _fail("delimiter", "must be one character")
+        if len(self.quote) != 1:
+            raise _fail("quote", "must be one character")
+
+
+@dataclass(frozen=True, slots=True)
+class Decoder:
+    """How a message value becomes columns. json and csv need a schema (field: type, in order)."""
+
+    format: Literal["json", "csv", "raw"]
+    schema: dict[str, str] = field(default_factory=dict)
+    required: tuple[str, ...] = ()
+    """Fields that may not be null or absent: a message without one is a bad record."""
+    csv: CsvOptions = field(default_factory=CsvOptions)
+
+    def __post_init__(self) -> None:
+        if self.format == "raw":
+            if self.schema:
+                raise _fail("schema", "the raw decoder keeps the value as bytes: it takes no schema")
+        elif not self.schema:
+            raise _fail("schema", f"the {self.format} decoder needs a schema (field: type)")
+        for name, kind in self.schema.items():
+            if not _NAME.match(name):
+                raise _fail(f"schema.{name}", "a field name must be letters, digits and _ (not starting with a digit)")
+            if name in METADATA_COLUMNS or name in PARTITION_COLUMNS or name == "value":
+                raise _fail(f"schema.{name}", "clashes with a column every raw row has; rename it")
+            if kind not in FIELD_TYPES:
+                raise _fail(f"schema.{name}", f"type must be one of {', '.join(FIELD_TYPES)}, not {kind!r}")
+        for i, name in enumerate(self.required):
+            if name not in self.schema:
+                raise _fail(f"required[{i}]", f"{name!r} is not a field of the schema")
+
+
+@dataclass(frozen=True, slots=True)
+class EventTime:
+    """Which time decides a row's dt=/hour= partition."""
+
+    field: str | None = None
+    """A decoded field; None uses the message timestamp."""
+    format: str = "iso8601"
+    """iso8601 | epoch_millis | epoch_seconds | a strptime pattern such as "%Y-%m-%d %H:%M:%S"."""
+    timezone: str = "UTC"
+    """The zone of the dt/hour partitions, and of event times that carry no offset."""
+
+    def __post_init__(self) -> None:
+        try:
+            ZoneInfo(self.timezone)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise _fail("timezone", f"unknown time zone {self.timezone!r}") from exc
+        if self.format not in ("iso8601", "epoch_millis", "epoch_seconds") and "%" not in self.format:
+            raise _fail("format", f"must be iso8601, epoch_millis, epoch_seconds or a strptime pattern, not {self.format!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class RawLayer:
+    """Where loaded rows land: ``<path>/dt=YYYY-MM-DD/hour=HH/*.parquet``, with the pipeline's
+    state (plans, manifests, staging) under ``<path>/_pipeline/``."""
+
+    path: str
+    format: Literal["parquet"] = "parquet"
+    compression: Literal["snappy", "zstd", "gzip", "none"] = "snappy"
+    webhdfs_url: str | None = None
+    """For hdfs:// paths: the NameNode's WebHDFS address (http://host:9870), used by tools without Spark."""
+
+    def __post_init__(self) -> None:
+        if not self.path:
+            raise _fail("path", "must not be empty")
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Caps per split and run, so one run stays bounded (the rest waits for the next run)."""
+
+    max_messages_per_split: int | None = None
+    max_bytes_per_split: int | None = None
+    """Approximate: the plan converts it to messages with the split's average message size."""
+
+    def __post_init__(self) -> None:
+        for key in ("max_messages_per_split", "max_bytes_per_split"):
+            value = getattr(self, key)
+            if value is not None and value <= 0:
+                raise _fail(key, "must be positive")
+
+
+@dataclass(frozen=True, slots=True)
+class BadRecords:
+    """What happens to a message that cannot be decoded."""
+
+    policy: Literal["fail", "quarantine"] = "fail"
+    max_share: float = 0.01
+    """quarantine only: the run fails if more than this share of a split's messages are bad."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.max_share <= 1.0:
+            raise _fail("max_share", "must be between 0 and 1")
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineSpec:
+    """A pipeline: what to load from where, and how."""
+
+    name: str
+    source: Source
+    raw: RawLayer
+    decoder: Decoder
+    topics: tuple[str, ...] = ()
+    topic_pattern: str | None = None
+    """A regular expression matched against whole topic names (instead of ``topics``)."""
+    event_time: EventTime = field(default_factory=EventTime)
+    limits: Limits = field(default_factory=Limits)
+    on_offset_out_of_range: Literal["fail", "earliest", "latest"] = "fail"
+    """When offsets a split needs were deleted by retention: fail (default), or skip to the earliest
+    (or latest) offset and record the lost range in the manifest."""
+    new_split_start: Literal["earliest", "latest"] = "earliest"
+    """Where a split no committed manifest knows (a new topic or partition) starts."""
+    bad_records: BadRecords = field(default_factory=BadRecords)
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if not re.match(r"^[A-Za-z0-9_.-]+$", self.name):
+            raise _fail("name", "letters, digits, '_', '.' and '-' only")
+        if bool(self.topics) == (self.topic_pattern is not None):
+            raise _fail("topics", "give either topics or topic_pattern (exactly one)")
+        if self.topic_pattern is not None:
+            try:
+                re.compile(self.topic_pattern)
+            except re.error as exc:
+                raise _fail("topic_pattern", f"not a valid regular expression: {exc}") from exc
+        field_name = self.event_time.field
+        if field_name is not None:
+            kind = self.decoder.schema.get(field_name)
+            if kind is None:
+                raise _fail("event_time.field", f"{field_name!r} is not a field of decoder.schema")
+            if kind not in ("string", "long", "int", "timestamp", "double"):
+                raise _fail("event_time.field", f"{field_name!r} is a {kind}: it cannot hold a time")
+
+    def fingerprint(self) -> str:
+        """A short hash of everything that shapes the output (stored in plans: a plan made under a
+        different spec is reported, since its rows would have another shape)."""
+        shaping = {"decoder": asdict(self.decoder), "event_time": asdict(self.event_time), "raw": asdict(self.raw)}
+        return hashlib.sha256(json.dumps(shaping, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def load_spec(path: str | Path) -> PipelineSpec:
+    """Read and validate the pipeline YAML at ``path``."""
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError(f"{source}: cannot read the pipeline file: {exc.strerror or exc}") from exc
+    values = read_yaml(text, source)
+    try:
+        spec: PipelineSpec = build(PipelineSpec, values, "")
+    except SpecError as exc:
+        raise SpecError(f"{source}:{exc}") from exc
+    return spec

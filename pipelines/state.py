@@ -1,0 +1,280 @@
+"""The pipeline's state beside its output: plans, staged attempts, committed manifests.
+
+Layout under the raw layer's root (``_pipeline`` is skipped by Spark and Hive readers)::
+
+    _pipeline/plans/<seq>.json            the plan of run <seq>, stored before any task runs
+    _pipeline/staging/<seq>-<attempt>/    Spark's output of one attempt to execute plan <seq>
+    _pipeline/manifests/<seq>.json        committed runs: THE commit point, and the only offset store
+    _pipeline/runs/<run id>.json          run id -> seq, so a re-run of a committed run is a no-op
+    dt=YYYY-MM-DD/hour=HH/*.parquet       published data
+    _quarantine/seq=<seq>/*.parquet       published bad records (raw bytes + reason)
+
+Invariants:
+- ``manifests/<seq>`` is created only if absent (no-overwrite create: temp file + no-replace
+  rename), so of two runs that planned the same seq exactly one commits.
+- A manifest lists every file of its run by staged and final path. Publishing moves them (never
+  onto an existing path). A crash during publishing leaves a state ``roll_forward`` completes; it is
+  idempotent and runs at the start of every run and status command.
+- Offsets are read only from committed manifests; files of uncommitted attempts are never visible
+  outside ``_pipeline/staging`` and are removed by the next run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from pipelines import faults
+from pipelines.errors import AlreadyExistsError, CommitError, ConcurrentRunError, PlanError, StorageError
+from pipelines.plan import Plan, SplitKey
+from pipelines.storage import Storage
+
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class OutputFile:
+    """One committed file: where Spark staged it, where it is published, and what it holds."""
+
+    staged: str
+    """Relative to the raw root."""
+    path: str
+    """Relative to the raw root."""
+    kind: str
+    """data | quarantine"""
+    topic: str
+    partition: int
+    rows: int
+    bytes: int
+    min_offset: int
+    max_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class SplitResult:
+    """What a run did to one split (the reconciliation's terms)."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+    rows: int
+    quarantined: int
+    filtered: int = 0
+    min_event_time: str | None = None
+    max_event_time: str | None = None
+    lost_from: int | None = None
+    lost_to: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    """A committed run."""
+
+    pipeline: str
+    seq: int
+    run_id: str
+    committed_at: str
+    plan: Plan
+    splits: tuple[SplitResult, ...]
+    files: tuple[OutputFile, ...]
+    attempt: str
+    offsets: dict[str, int] = field(default_factory=dict)
+    """Every split the pipeline ever loaded ("topic:partition") → the next offset to load (this run's
+    ends over the previous manifest's), so the newest manifest alone holds all offsets."""
+    format: int = FORMAT_VERSION
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    def end_offsets(self) -> dict[SplitKey, int]:
+        out = {}
+        for name, offset in self.offsets.items():
+            topic, _, partition = name.rpartition(":")
+            out[(topic, int(partition))] = offset
+        return out
+
+    def dumps(self) -> bytes:
+        data = asdict(self)
+        data["plan"] = self.plan.to_json()
+        return json.dumps(data, indent=1, sort_keys=True).encode()
+
+    @classmethod
+    def loads(cls, raw: bytes, where: str) -> Manifest:
+        try:
+            data = json.loads(raw)
+            if data.get("format") != FORMAT_VERSION:
+                raise CommitError(f"{where}: manifest format {data.get('format')!r} is not {FORMAT_VERSION}")
+            return cls(
+                pipeline=data["pipeline"],
+                seq=data["seq"],
+                run_id=data["run_id"],
+                committed_at=data["committed_at"],
+                plan=Plan.from_json(data["plan"]),
+                splits=tuple(SplitResult(**s) for s in data["splits"]),
+                files=tuple(OutputFile(**f) for f in data["files"]),
+                attempt=data["attempt"],
+                offsets=data["offsets"],
+                stats=data.get("stats", {}),
+            )
+        except (ValueError, KeyError, TypeError, PlanError) as exc:
+            raise CommitError(f"{where}: the manifest is unreadable: {exc}") from exc
+
+
+def _seq_name(seq: int) -> str:
+    return f"{seq:010d}"
+
+
+class PipelineState:
+    """Reads and changes the state of one pipeline under ``root`` through ``storage``."""
+
+    def __init__(self, storage: Storage, root: str) -> None:
+        self.storage = storage
+        self.root = root.rstrip("/")
+        self.meta = f"{self.root}/_pipeline"
+
+    # ------------------------------------------------------------------ paths
+
+    def path(self, relative: str) -> str:
+        return f"{self.root}/{relative}"
+
+    def manifest_path(self, seq: int) -> str:
+        return f"{self.meta}/manifests/{_seq_name(seq)}.json"
+
+    def plan_path(self, seq: int) -> str:
+        return f"{self.meta}/plans/{_seq_name(seq)}.json"
+
+    def staging_dir(self, seq: int, attempt: str) -> str:
+        return f"{self.meta}/staging/{_seq_name(seq)}-{attempt}"
+
+    # ------------------------------------------------------------------ reading
+
+    def committed_seqs(self) -> list[int]:
+        seqs = []
+        for entry in self.storage.list(f"{self.meta}/manifests"):
+            stem, dot, ext = entry.name.partition(".")
+            if ext == "json" and stem.isdigit() and not entry.is_dir:
+                seqs.append(int(stem))
+        return sorted(seqs)
+
+    def manifest(self, seq: int) -> Manifest:
+        path = self.manifest_path(seq)
+        return Manifest.loads(self.storage.read_bytes(path), path)
+
+    def latest(self) -> Manifest | None:
+        seqs = self.committed_seqs()
+        return self.manifest(seqs[-1]) if seqs else None
+
+    def committed_offsets(self) -> dict[SplitKey, int]:
+        """Split → the next offset to load: the end in the newest manifest that has the split."""
+        latest = self.latest()
+        return latest.end_offsets() if latest is not None else {}
+
+    def pending_plan(self) -> Plan | None:
+        """The stored plan of the next seq, if a run planned it and did not commit."""
+        seqs = self.committed_seqs()
+        seq = (seqs[-1] if seqs else 0) + 1
+        path = self.plan_path(seq)
+        if not self.storage.exists(path):
+            return None
+        try:
+            return Plan.from_json(json.loads(self.storage.read_bytes(path)))
+        except ValueError as exc:
+            raise PlanError(f"{path}: the stored plan is unreadable: {exc}") from exc
+
+    def committed_run(self, run_id: str) -> Manifest | None:
+        """The manifest of run ``run_id`` if it committed (``runs/`` index, then the newest manifest,
+        which covers a crash between the commit and the index write)."""
+        pointer = f"{self.meta}/runs/{run_id}.json"
+        if self.storage.exists(pointer):
+            seq = json.loads(self.storage.read_bytes(pointer))["seq"]
+            return self.manifest(int(seq))
+        latest = self.latest()
+        return latest if latest is not None and latest.run_id == run_id else None
+
+    # ------------------------------------------------------------------ changing
+
+    def store_plan(self, plan: Plan) -> None:
+        try:
+            self.storage.write_new(self.plan_path(plan.seq), plan.dumps())
+        except AlreadyExistsError as exc:
+            raise ConcurrentRunError(
+                f"pipeline {plan.pipeline}: another run planned run #{plan.seq} at the same time; "
+                "only one run of a pipeline loads at a time (this one stops without loading)"
+            ) from exc
+
+    def discard_plan(self, seq: int) -> None:
+        self.storage.delete(self.plan_path(seq))
+
+    def commit(self, manifest: Manifest) -> None:
+        """The commit point: the manifest appears whole, or not at all, and never over another."""
+        faults.crash_point("commit.before_manifest")
+        try:
+            self.storage.write_new(self.manifest_path(manifest.seq), manifest.dumps())
+        except AlreadyExistsError as exc:
+            other = self.manifest(manifest.seq)
+            raise ConcurrentRunError(
+                f"pipeline {manifest.pipeline}: run {other.run_id} committed run #{manifest.seq} first; "
+                f"this run ({manifest.run_id}) loaded the same offsets and discards its output"
+            ) from exc
+        faults.crash_point("commit.after_manifest")
+
+    def roll_forward(self, manifest: Manifest) -> int:
+        """Publish ``manifest``'s files (idempotent; safe against a concurrent publisher).
+        Returns how many files this call moved."""
+        moved = 0
+        for number, item in enumerate(manifest.files):
+            final, staged = self.path(item.path), self.path(item.staged)
+            if self.storage.exists(final):
+                continue
+            if not self.storage.exists(staged):
+                raise CommitError(
+                    f"run #{manifest.seq} ({manifest.run_id}) lists {item.path}, but neither it nor its staged "
+                    f"copy {item.staged} exists: the output was changed outside the pipeline"
+                )
+            try:
+                self.storage.rename_or_fail(staged, final)
+            except AlreadyExistsError:
+                continue  # a concurrent roll-forward published it between our checks
+            except StorageError as exc:
+                raise CommitError(f"publishing run #{manifest.seq}: {exc}") from exc
+            moved += 1
+            faults.crash_point("publish.after_file", number)
+        faults.crash_point("publish.after_files")
+        self.storage.delete(self.staging_dir(manifest.seq, manifest.attempt), recursive=True)
+        self._index_run(manifest)
+        return moved
+
+    def _index_run(self, manifest: Manifest) -> None:
+        pointer = f"{self.meta}/runs/{manifest.run_id}.json"
+        if not self.storage.exists(pointer):
+            try:
+                self.storage.write_new(pointer, json.dumps({"seq": manifest.seq}).encode())
+            except AlreadyExistsError:
+                pass  # written by a concurrent roll-forward of the same manifest
+
+    def recover(self) -> Manifest | None:
+        """Start of every run: finish publishing the newest manifest, remove dead attempts."""
+        latest = self.latest()
+        if latest is not None:
+            self.roll_forward(latest)
+        self.remove_dead_staging(latest.seq if latest else 0)
+        return latest
+
+    def remove_dead_staging(self, committed_seq: int, keep: str | None = None) -> list[str]:
+        """Delete staging dirs of seqs already committed (losers, crashed attempts), except ``keep``."""
+        removed = []
+        for entry in self.storage.list(f"{self.meta}/staging"):
+            stem = entry.name.partition("-")[0]
+            if entry.path != keep and stem.isdigit() and int(stem) <= committed_seq:
+                self.storage.delete(entry.path, recursive=True)
+                removed.append(entry.path)
+        return removed
+
+    def remove_attempt(self, seq: int, attempt: str) -> None:
+        self.storage.delete(self.staging_dir(seq, attempt), recursive=True)
+
+
+def lag(manifest_offsets: Mapping[SplitKey, int], log_ends: Mapping[SplitKey, int]) -> dict[SplitKey, int]:
+    """Messages on the broker not yet committed, per split."""
+    return {key: end - manifest_offsets.get(key, 0) for key, end in log_ends.items()}
