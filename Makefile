@@ -41,8 +41,8 @@ $(NATIVE): kafkalog/record/_speedups.c $(INSTALLED)
 native: $(NATIVE)
 
 lint: install
-	$(BIN)/ruff check kafkalog pipelines tests bench
-	$(BIN)/ruff format --check kafkalog pipelines tests bench
+	$(BIN)/ruff check kafkalog pipelines tests bench jobs airflow_dags
+	$(BIN)/ruff format --check kafkalog pipelines tests bench jobs airflow_dags
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 

@@ -64,7 +64,9 @@ def main() -> None:
 @main.command()
 @click.argument("pipeline", type=click.Path(exists=True, dir_okay=False))
 @click.option("--master", default="local[*]", show_default=True, help="Spark master for the local session.")
-@click.option("--run-id", default=None, help="Name this run (e.g. the Airflow logical date); a committed run id is a no-op.")
+@click.option(
+    "--run-id", default=None, help="Name this run (e.g. the Airflow logical date); a committed run id is a no-op."
+)
 @click.option("--replan", is_flag=True, help="Discard a stored plan that was not committed and plan again.")
 @click.option("--conf", "conf", multiple=True, metavar="KEY=VALUE", help="Extra Spark settings.")
 @click.option("--quiet", is_flag=True, help="No progress or summary; errors only.")

@@ -92,7 +92,15 @@ def row_schema(decoder: Decoder) -> pa.Schema:
 
 def spark_ddl(decoder: Decoder) -> str:
     """The same schema as Spark DDL (what the Spark source declares)."""
-    columns = ["topic STRING", "`partition` INT", "`offset` BIGINT", "broker INT", "`timestamp` TIMESTAMP", "event_time TIMESTAMP", "key BINARY"]
+    columns = [
+        "topic STRING",
+        "`partition` INT",
+        "`offset` BIGINT",
+        "broker INT",
+        "`timestamp` TIMESTAMP",
+        "event_time TIMESTAMP",
+        "key BINARY",
+    ]
     if decoder.format == "raw":
         columns.append("value BINARY")
     else:

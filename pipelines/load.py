@@ -204,10 +204,12 @@ class PipelineRun:
                 with self.reporter.loading(plan, splits, progress_dir, self.spark):
                     self._spark_write(
                         f"loading run #{plan.seq}",
-                        lambda: frame.write.partitionBy("dt", "hour")
-                        .option("compression", compression)
-                        .mode("errorifexists")
-                        .parquet(data_dir),
+                        lambda: (
+                            frame.write.partitionBy("dt", "hour")
+                            .option("compression", compression)
+                            .mode("errorifexists")
+                            .parquet(data_dir)
+                        ),
                     )
         faults.crash_point("load.after_staging")
         data_stats = self._file_stats(data_dir)
@@ -277,7 +279,9 @@ class PipelineRun:
         data_dir: str,
         quarantine_dir: str,
     ) -> list[SplitResult]:
-        counted = self._distinct_offsets([d for d, s in ((data_dir, data_stats), (quarantine_dir, quarantine_stats)) if s])
+        counted = self._distinct_offsets(
+            [d for d, s in ((data_dir, data_stats), (quarantine_dir, quarantine_stats)) if s]
+        )
         results = []
         for split in plan.splits:
             rows = sum(d["rows"] for d in data_stats if (d["topic"], d["partition"]) == split.key)
@@ -386,5 +390,7 @@ def _cause_of(exc: Exception, what: str) -> PipelineError:
                 return LoadError(f"{what}: {message}")
             return kind(f"{what}: {message}")
     lines = [line for line in text.splitlines() if line.strip()]
-    reason = next((line.strip() for line in lines if "Error:" in line or "Exception:" in line), lines[0] if lines else "")
+    reason = next(
+        (line.strip() for line in lines if "Error:" in line or "Exception:" in line), lines[0] if lines else ""
+    )
     return LoadError(f"{what} failed in Spark: {reason[:500]}")

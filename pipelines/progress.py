@@ -47,9 +47,7 @@ class Reporter:
         if self.quiet:
             yield
             return
-        self.note(
-            f"run {plan.run_id} (#{plan.seq}): loading {plan.total:,} messages from {len(splits)} splits"
-        )
+        self.note(f"run {plan.run_id} (#{plan.seq}): loading {plan.total:,} messages from {len(splits)} splits")
         stop = threading.Event()
         started = time.monotonic()
         live = Live(console=self.console, auto_refresh=False) if self.console.is_terminal else None
@@ -113,7 +111,9 @@ class Reporter:
         for s in manifest.splits:
             span = f"{s.min_event_time or '-'} .. {s.max_event_time or '-'}"
             lost = f"[{s.lost_from}, {s.lost_to})" if s.lost_from is not None else ""
-            table.add_row(f"{s.topic}-{s.partition}", str(s.start), str(s.end), f"{s.rows:,}", f"{s.quarantined:,}", span, lost)
+            table.add_row(
+                f"{s.topic}-{s.partition}", str(s.start), str(s.end), f"{s.rows:,}", f"{s.quarantined:,}", span, lost
+            )
         self.console.print(table)
         seconds = manifest.stats.get("seconds", 0)
         rows = sum(s.rows for s in manifest.splits)

@@ -236,9 +236,7 @@ class _Progress:
             return
         self.last = now
         temp = self.path.with_suffix(f".{os.getpid()}.tmp")
-        temp.write_text(
-            json.dumps({"messages": messages, "bytes": size, "seconds": now - self.started, "done": done})
-        )
+        temp.write_text(json.dumps({"messages": messages, "bytes": size, "seconds": now - self.started, "done": done}))
         os.replace(temp, self.path)  # progress only: overwriting the previous report is the point
 
 

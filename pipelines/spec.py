@@ -119,7 +119,9 @@ class EventTime:
         except (ZoneInfoNotFoundError, ValueError) as exc:
             raise _fail("timezone", f"unknown time zone {self.timezone!r}") from exc
         if self.format not in ("iso8601", "epoch_millis", "epoch_seconds") and "%" not in self.format:
-            raise _fail("format", f"must be iso8601, epoch_millis, epoch_seconds or a strptime pattern, not {self.format!r}")
+            raise _fail(
+                "format", f"must be iso8601, epoch_millis, epoch_seconds or a strptime pattern, not {self.format!r}"
+            )
 
 
 @dataclass(frozen=True, slots=True)

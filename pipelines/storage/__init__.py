@@ -22,4 +22,6 @@ def storage_for(url: str, *, webhdfs_url: str | None = None, user: str | None = 
         from pipelines.storage.webhdfs import WebHdfsStorage  # noqa: PLC0415 - optional, network only
 
         return WebHdfsStorage.for_url(url, webhdfs_url=webhdfs_url, user=user)
-    raise StorageError(f"{url}: no storage for scheme {scheme!r} (supported: local paths, file://, hdfs://, webhdfs://)")
+    raise StorageError(
+        f"{url}: no storage for scheme {scheme!r} (supported: local paths, file://, hdfs://, webhdfs://)"
+    )

@@ -7,6 +7,7 @@ directories are created on demand. Callers treat a False rename as an error (see
 
 from __future__ import annotations
 
+import builtins
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
@@ -60,11 +61,17 @@ class Storage(ABC):
     def write_new(self, path: str, data: bytes) -> None:
         """Publish ``data`` at ``path`` atomically: a temporary file beside it, renamed into place
         (never over an existing file). Readers see nothing or the whole content."""
-        parent, _, name = path.rpartition("/")
+        parent, slash, name = path.rpartition("/")
+        if not slash or not parent:
+            raise StorageError(f"{path!r}: publishing needs a path inside a directory")
         temp = f"{parent}/.{name}.tmp"
         self.delete(temp)
         self.write_bytes(temp, data)
-        self.rename_or_fail(temp, path)
+        try:
+            self.rename_or_fail(temp, path)
+        except StorageError:
+            self.delete(temp)
+            raise
 
     def rename_or_fail(self, src: str, dst: str) -> None:
         """``rename`` that treats False as the error it is, naming why."""
@@ -80,9 +87,9 @@ class Storage(ABC):
             raise StorageError(f"renaming {src} to {dst} failed: {src} does not exist")
         raise StorageError(f"renaming {src} to {dst} returned false (the filesystem gave no reason)")
 
-    def walk_files(self, path: str) -> list[FileStatus]:
-        """Every file under ``path``, depth first, sorted by path."""
-        out: list[FileStatus] = []
+    def walk_files(self, path: str) -> builtins.list[FileStatus]:
+        """Every file under ``path``, depth first, each directory's entries in name order."""
+        out: builtins.list[FileStatus] = []
         for entry in self.list(path):
             if entry.is_dir:
                 out.extend(self.walk_files(entry.path))

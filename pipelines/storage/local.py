@@ -114,10 +114,13 @@ class LocalStorage(Storage):
         source, target = local_path(src), local_path(dst)
         if not os.path.lexists(source):
             return False
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        done = rename_noreplace(source, target)
-        if done:
-            _fsync_dir(os.path.dirname(target))
+        try:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            done = rename_noreplace(source, target)
+            if done:
+                _fsync_dir(os.path.dirname(target))
+        except OSError as exc:
+            raise StorageError(f"renaming {src} to {dst} failed: {exc.strerror or exc}") from exc
         return done
 
     def list(self, path: str) -> list[FileStatus]:
