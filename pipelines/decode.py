@@ -108,9 +108,21 @@ def spark_ddl(decoder: Decoder) -> str:
     return ", ".join([*columns, "dt STRING", "hour STRING"])
 
 
-def _suspicious(value: bytes | None) -> bool:
-    """Values a line-based parser could misattribute: parse them alone."""
-    return value is None or b"\n" in value or b"\r" in value or not value.strip()
+_BOM = b"\xef\xbb\xbf"
+
+
+def _suspicious(value: bytes | None, json_object: bool) -> bool:
+    """Values a line-based chunk parse could misattribute or glue to a neighbour: parse them alone.
+    For JSON, a value that is one line starting with '{' and ending with '}' yields exactly one row
+    or an error (it cannot yield none, and cannot merge with the next line, which starts with '{'
+    where the parser wants ',' or '}'), so a chunk of such values with as many rows as values maps
+    row i to value i."""
+    if value is None or b"\n" in value or b"\r" in value:
+        return True
+    stripped = value.removeprefix(_BOM).strip() if json_object else value.strip()
+    if not stripped:
+        return True
+    return json_object and (stripped[:1] != b"{" or stripped[-1:] != b"}")
 
 
 class _Parsed(NamedTuple):
@@ -182,11 +194,15 @@ class ValueParser:
             if lo < hi:
                 _bisect(lo, hi, lambda a, b: self._parse_range(values, a, b), pieces, bad)  # type: ignore[arg-type]
 
+        json_object = self.decoder.format == "json"
         for i, value in enumerate(values):
-            if _suspicious(value):
+            if _suspicious(value, json_object):
                 run(start, i)
                 if value is None:
                     bad.append((i, "the message has no value (null)"))
+                elif json_object and not value.removeprefix(_BOM).strip().startswith(b"{"):
+                    # also keeps a bare `null` away from Arrow's JSON reader, which crashes on it
+                    bad.append((i, "the value is not a JSON object"))
                 else:
                     run(i, i + 1)
                 start = i + 1
@@ -202,6 +218,8 @@ def _bisect(
     bad: list[tuple[int, str]],
 ) -> None:
     """Apply ``attempt`` to [lo, hi); on failure split in halves until single items fail alone."""
+    if lo >= hi:
+        return
     try:
         pieces.append(_Parsed(list(range(lo, hi)), attempt(lo, hi)))
         return
@@ -236,14 +254,16 @@ class EventTimeResolver:
                 scale = {"epoch_millis": 1_000, "epoch_seconds": 1_000_000}.get(fmt)
                 if scale is None:
                     raise ValueError(f"a numeric event time needs format epoch_millis or epoch_seconds, not {fmt}")
-                micros = pc.multiply(column.cast(pa.float64()), float(scale)).cast(pa.int64())
+                # floor: sub-microsecond digits (time.time() values) are dropped, not an error
+                micros = pc.floor(pc.multiply(column.cast(pa.float64()), float(scale))).cast(pa.int64())
                 result = micros.cast(TIMESTAMP)
             elif fmt == "iso8601":
+                # parsed at nanosecond precision (Java and Go write 9 digits), then truncated to µs
                 try:
-                    result = column.cast(TIMESTAMP)
+                    result = column.cast(pa.timestamp("ns", tz="UTC")).cast(TIMESTAMP, safe=False)
                 except pa.ArrowInvalid:
-                    naive = column.cast(pa.timestamp("us"))
-                    result = pc.assume_timezone(naive, self.event_time.timezone).cast(TIMESTAMP)
+                    naive = column.cast(pa.timestamp("ns"))
+                    result = pc.assume_timezone(naive, self.event_time.timezone).cast(TIMESTAMP, safe=False)
             else:
                 parsed = pc.strptime(column, format=fmt, unit="us", error_is_null=False)
                 if parsed.type.tz is None:

@@ -158,6 +158,7 @@ class PipelineRun:
             self._discard(staging)
             raise
         self.state.roll_forward(manifest)
+        self.state.remove_dead_staging(manifest.seq)  # attempts of crashed drivers at this seq
         self.reporter.summary(manifest)
         return manifest
 

@@ -16,7 +16,7 @@ from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pipelines.errors import SpecError
-from pipelines.specload import build, read_yaml
+from pipelines.specload import build, forget_expansions, read_yaml, redact
 
 FIELD_TYPES = ("string", "long", "int", "double", "float", "boolean", "timestamp", "binary")
 """Types a decoded field may have (Arrow: utf8, int64, int32, float64, float32, bool, timestamp[us, UTC], binary)."""
@@ -49,14 +49,20 @@ class Source:
 
     def __post_init__(self) -> None:
         # "a:1,b:2" is the usual way to write a broker list: accept it as well as a YAML list
-        split = tuple(part.strip() for item in self.bootstrap for part in item.split(",") if part.strip())
-        object.__setattr__(self, "bootstrap", split)
+        # errors number YAML list items, or the comma-separated parts of a single string
+        split = []
+        for i, item in enumerate(self.bootstrap):
+            parts = [p.strip() for p in item.split(",")]
+            for j, part in enumerate(parts):
+                if not part:
+                    continue
+                host, sep, port = part.rpartition(":")
+                if not sep or not host or not port.isdigit():
+                    raise _fail(f"bootstrap[{i if len(self.bootstrap) > 1 else j}]", f"{part!r} is not host:port")
+                split.append(part)
+        object.__setattr__(self, "bootstrap", tuple(split))
         if not self.bootstrap:
             raise _fail("bootstrap", "at least one host:port is needed")
-        for i, item in enumerate(self.bootstrap):
-            host, sep, port = item.rpartition(":")
-            if not sep or not host or not port.isdigit():
-                raise _fail(f"bootstrap[{i}]", f"{item!r} is not host:port")
         for key in ("request_timeout_ms", "fetch_max_bytes", "retry_ms"):
             if getattr(self, key) <= 0:
                 raise _fail(key, "must be positive")
@@ -90,10 +96,15 @@ class Decoder:
                 raise _fail("schema", "the raw decoder keeps the value as bytes: it takes no schema")
         elif not self.schema:
             raise _fail("schema", f"the {self.format} decoder needs a schema (field: type)")
+        reserved = {c.lower() for c in (*METADATA_COLUMNS, *PARTITION_COLUMNS, "value")}
+        lowered: set[str] = set()
         for name, kind in self.schema.items():
+            if name.lower() in lowered:
+                raise _fail(f"schema.{name}", "differs from another field only in case (Spark treats them as one)")
+            lowered.add(name.lower())
             if not _NAME.match(name):
                 raise _fail(f"schema.{name}", "a field name must be letters, digits and _ (not starting with a digit)")
-            if name in METADATA_COLUMNS or name in PARTITION_COLUMNS or name == "value":
+            if name.lower() in reserved:
                 raise _fail(f"schema.{name}", "clashes with a column every raw row has; rename it")
             if kind not in FIELD_TYPES:
                 raise _fail(f"schema.{name}", f"type must be one of {', '.join(FIELD_TYPES)}, not {kind!r}")
@@ -111,7 +122,8 @@ class EventTime:
     format: str = "iso8601"
     """iso8601 | epoch_millis | epoch_seconds | a strptime pattern such as "%Y-%m-%d %H:%M:%S"."""
     timezone: str = "UTC"
-    """The zone of the dt/hour partitions, and of event times that carry no offset."""
+    """The zone of the dt/hour partitions, and of event times in string fields that carry no
+    offset. (A field declared ``timestamp`` is parsed by the decoder, where a naive time is UTC.)"""
 
     def __post_init__(self) -> None:
         try:
@@ -206,11 +218,20 @@ class PipelineSpec:
                 raise _fail("event_time.field", f"{field_name!r} is not a field of decoder.schema")
             if kind not in ("string", "long", "int", "timestamp", "double"):
                 raise _fail("event_time.field", f"{field_name!r} is a {kind}: it cannot hold a time")
+            fmt = self.event_time.format
+            numeric_format = fmt in ("epoch_millis", "epoch_seconds")
+            if kind in ("long", "int", "double") and not numeric_format:
+                raise _fail("event_time.format", f"{field_name!r} is a number: use epoch_millis or epoch_seconds")
+            if kind == "string" and numeric_format:
+                raise _fail("event_time.format", f"{field_name!r} is a string: use iso8601 or a strptime pattern")
 
     def fingerprint(self) -> str:
         """A short hash of everything that shapes the output (stored in plans: a plan made under a
         different spec is reported, since its rows would have another shape)."""
-        shaping = {"decoder": asdict(self.decoder), "event_time": asdict(self.event_time), "raw": asdict(self.raw)}
+        decoder = asdict(self.decoder)
+        decoder["schema"] = list(self.decoder.schema.items())  # order matters: keep it out of sort_keys
+        raw = {"path": self.raw.path, "format": self.raw.format, "compression": self.raw.compression}
+        shaping = {"decoder": decoder, "event_time": asdict(self.event_time), "raw": raw}
         return hashlib.sha256(json.dumps(shaping, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -221,9 +242,14 @@ def load_spec(path: str | Path) -> PipelineSpec:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise SpecError(f"{source}: cannot read the pipeline file: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"{source}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
     values = read_yaml(text, source)
+    forget_expansions()
     try:
         spec: PipelineSpec = build(PipelineSpec, values, "")
     except SpecError as exc:
-        raise SpecError(f"{source}:{exc}") from exc
+        raise SpecError(redact(f"{source}:{exc}")) from None  # the cause could quote a secret
+    finally:
+        forget_expansions()
     return spec

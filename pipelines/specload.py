@@ -29,10 +29,15 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 def _mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
     seen: set[Any] = set()
     for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue  # `<<: *defaults`: keys written here override merged ones, as in safe_load
         key = loader.construct_object(key_node, deep=deep)
+        if not isinstance(key, str | int | float | bool) and key is not None:
+            raise SpecError(f"line {key_node.start_mark.line + 1}: a key must be a plain value, not {key!r}")
         if key in seen:
             raise SpecError(f"line {key_node.start_mark.line + 1}: duplicate key {key!r}")
         seen.add(key)
+    loader.flatten_mapping(node)
     return loader.construct_mapping(node, deep=deep)
 
 
@@ -52,6 +57,10 @@ def read_yaml(text: str, source: str) -> dict[str, Any]:
     return loaded
 
 
+_expanded: list[tuple[str, str]] = []
+"""(value, NAME) of the environment values substituted during the current load, for redact()."""
+
+
 def expand_env(value: str, where: str) -> str:
     """Replace each ``${env:NAME}``; an unset variable is an error naming the key and the variable."""
 
@@ -59,9 +68,22 @@ def expand_env(value: str, where: str) -> str:
         name = match.group(1)
         if name not in os.environ:
             raise SpecError(f"{where}: environment variable {name} is not set")
+        if os.environ[name]:
+            _expanded.append((os.environ[name], name))
         return os.environ[name]
 
     return _ENV_REFERENCE.sub(lookup, value)
+
+
+def redact(message: str) -> str:
+    """``message`` with every value that came from the environment replaced by its reference."""
+    for value, name in sorted(_expanded, key=lambda item: -len(item[0])):
+        message = message.replace(value, f"${{env:{name}}}")
+    return message
+
+
+def forget_expansions() -> None:
+    _expanded.clear()
 
 
 def convert(value: Any, kind: Any, where: str) -> Any:

@@ -1,0 +1,123 @@
+"""``pipelines run|status|offsets`` as users run them, and the driver killed at every commit step
+(reliability row S2): a child process dies with os._exit at a crash point (or SIGKILL mid-load),
+then the same load runs again and the oracle finds every offset exactly once."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipelines.load import PipelineRun
+from pipelines.spec import load_spec
+from pipelines.state import PipelineState
+from pipelines.storage import LocalStorage
+from tests.brokers import BrokerProcess
+from tests.pipelines.harness import PIPELINES, oracle, produce, run_cli, write_spec
+
+pytestmark = pytest.mark.slow
+
+CRASH_POINTS = [
+    "plan.after_store",
+    "load.after_staging",
+    "commit.after_manifest",
+    "publish.after_file:1",
+    "publish.after_files",
+]
+
+
+@pytest.mark.parametrize("point", CRASH_POINTS)
+def test_the_driver_killed_at_each_commit_step_then_a_rerun_loads_exactly_once(
+    tmp_path: Path, broker: BrokerProcess, spark: Any, point: str
+) -> None:
+    produce(broker.bootstrap, "events", 1200)
+    path = write_spec(tmp_path, broker.bootstrap, tmp_path / "raw")
+    crashed = run_cli("run", str(path), "--master", "local[2]", "--quiet", env={"PIPELINES_CRASH_AT": point})
+    assert crashed.returncode == 137, crashed.stderr[-2000:]
+    assert f"dies at {point}" in crashed.stderr
+    state = PipelineState(LocalStorage(), str(tmp_path / "raw"))
+    committed_before = state.committed_seqs()
+    assert committed_before == ([1] if point.startswith(("commit.after", "publish")) else [])
+    # what a crash leaves is never visible as data: uncommitted staging only, or a committed run
+    # whose files are still being published (the re-run rolls it forward)
+    result = PipelineRun(load_spec(path), spark).run()
+    assert result.status == ("up-to-date" if committed_before else "committed")
+    totals = oracle(tmp_path / "raw", broker.bootstrap)
+    assert totals["rows"] == 1200
+    assert totals["seqs"] == [1]
+    assert not list((tmp_path / "raw" / "_pipeline" / "staging").glob("*"))
+
+
+def test_a_driver_killed_by_sigkill_while_loading_leaves_nothing_visible(
+    tmp_path: Path, broker: BrokerProcess, spark: Any
+) -> None:
+    produce(broker.bootstrap, "events", 3000)
+    path = write_spec(
+        tmp_path, broker.bootstrap, tmp_path / "raw", source={"bootstrap": broker.bootstrap, "fetch_max_bytes": 1024}
+    )
+    log = tmp_path / "driver.log"
+    with log.open("w") as output:
+        child = subprocess.Popen(
+            [str(PIPELINES), "run", str(path), "--master", "local[2]"],
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    staging = tmp_path / "raw" / "_pipeline" / "staging"
+    deadline = time.monotonic() + 120
+    while not list(staging.glob("*/data/_temporary")) and time.monotonic() < deadline:
+        assert child.poll() is None, log.read_text()[-3000:]
+        time.sleep(0.1)
+    os.killpg(child.pid, signal.SIGKILL)  # the driver and its JVM and workers, mid-write
+    child.wait(30)
+    assert not [p for p in (tmp_path / "raw").rglob("*.parquet") if "_pipeline" not in p.parts]
+    result = PipelineRun(load_spec(path), spark).run()
+    assert result.status == "committed"
+    assert oracle(tmp_path / "raw", broker.bootstrap)["rows"] == 3000
+
+
+def test_run_status_and_offsets_commands(tmp_path: Path, broker: BrokerProcess) -> None:
+    produce(broker.bootstrap, "events", 400, partitions=2)
+    path = write_spec(tmp_path, broker.bootstrap, tmp_path / "raw")
+    before = run_cli("status", str(path))
+    assert before.returncode == 0
+    assert "no run committed yet" in before.stdout
+    done = run_cli("run", str(path), "--master", "local[2]", "--run-id", "first")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "committed as #1" in done.stderr
+    assert "events-0" in done.stderr  # the summary table names each split
+    status = run_cli("status", str(path), "--json")
+    assert status.returncode == 0
+    last = json.loads(status.stdout)["last_run"]
+    assert last["run_id"] == "first"
+    assert sum(s["rows"] for s in last["splits"]) == 400
+    produce(broker.bootstrap, "events", 50, partitions=2, first=400)
+    offsets = run_cli("offsets", str(path), "--lag", "--json")
+    assert offsets.returncode == 0, offsets.stderr
+    items = json.loads(offsets.stdout)
+    assert sum(i["offset"] for i in items) == 400
+    assert sum(i["lag"] for i in items) == 50
+    again = run_cli("run", str(path), "--master", "local[2]", "--run-id", "first")
+    assert again.returncode == 0
+    assert "already committed" in again.stderr
+
+
+def test_an_invalid_pipeline_file_exits_2_naming_file_and_key(tmp_path: Path) -> None:
+    path = write_spec(tmp_path, "127.0.0.1:1", tmp_path / "raw", limits={"max_messages_per_split": "many"})
+    result = run_cli("run", str(path))
+    assert result.returncode == 2
+    assert f"{path}:limits.max_messages_per_split: expected an integer" in result.stderr
+
+
+def test_an_unreachable_broker_fails_the_run_with_its_address(tmp_path: Path) -> None:
+    path = write_spec(tmp_path, "127.0.0.1:1", tmp_path / "raw")
+    result = run_cli("run", str(path), "--master", "local[1]")
+    assert result.returncode == 1
+    assert "127.0.0.1:1" in result.stderr
+    assert "Traceback" not in result.stderr
