@@ -59,8 +59,9 @@ bench: install
 fuzz: install
 	$(BIN)/python -m bench.protocol_fuzz $(FUZZ_ARGS)
 
+# The main job on the embedded default: a local kafkalog broker, Spark local[*], a local raw layer.
 demo: install
-	@echo "make demo: the load job (jobs/load_warehouse.py) is not built yet; see README.md"
+	$(BIN)/python -m pipelines.demo $(DEMO_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis kafkalog/record/_speedups*.so
