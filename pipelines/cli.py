@@ -176,4 +176,4 @@ def offsets(pipeline: str, lag: bool, as_json: bool) -> None:
         click.echo("no run committed yet")
 
 
-__all__ = ["main", "run_job", "asdict"]
+__all__ = ["asdict", "main", "run_job"]

@@ -221,12 +221,14 @@ def _bisect(
     if lo >= hi:
         return
     try:
-        pieces.append(_Parsed(list(range(lo, hi)), attempt(lo, hi)))
-        return
+        table = attempt(lo, hi)
     except ValueError as exc:
         if hi - lo == 1:
             bad.append((lo, str(exc)))
             return
+    else:
+        pieces.append(_Parsed(list(range(lo, hi)), table))
+        return
     middle = (lo + hi) // 2
     _bisect(lo, middle, attempt, pieces, bad)
     _bisect(middle, hi, attempt, pieces, bad)

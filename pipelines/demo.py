@@ -20,6 +20,7 @@ from pathlib import Path
 import click
 
 from kafkalog.client import Admin, Producer
+from kafkalog.errors import KafkalogError
 from pipelines.spec import load_spec
 
 PIPELINE = Path("conf/pipelines/demo_events.yaml")
@@ -47,9 +48,10 @@ def _start_broker(port: int) -> subprocess.Popen[bytes]:
         try:
             with Admin(f"127.0.0.1:{port}") as admin:
                 admin.list_topics()
-            return process
-        except Exception:  # noqa: BLE001 - not up yet: keep waiting until the deadline
+        except KafkalogError:  # not up yet: keep waiting until the deadline
             time.sleep(0.2)
+        else:
+            return process
     process.kill()
     raise click.ClickException(f"the broker did not answer on 127.0.0.1:{port} within 30 s; see {log.name}")
 

@@ -7,7 +7,7 @@ The driver's side of exactly-once (the tasks' side is source.py; the state layou
    same ranges); otherwise a new plan is made from the committed offsets and stored first.
 3. load: Spark reads the splits (one task each) and writes Parquet, time-partitioned, into this
    attempt's staging directory (Spark's own commit keeps failed task attempts out of it).
-4. reconcile: per split, rows + quarantined = end − start, every offset in [start, end) exactly
+4. reconcile: per split, rows + quarantined = end - start, every offset in [start, end) exactly
    once (read back from the staged files); anything else fails the run before it can commit.
 5. commit: the manifest is created if absent: the one atomic step that makes output and offsets
    visible together. A concurrent run that committed the same run number first wins.
@@ -30,7 +30,6 @@ from kafkalog.client import SimpleConsumer
 from pipelines import errors as errors_module
 from pipelines import faults
 from pipelines.errors import (
-    ConcurrentRunError,
     DataLossError,
     LoadError,
     PipelineError,
@@ -251,7 +250,7 @@ class PipelineRun:
         files themselves, not from what the tasks said)."""
         if not any(f.name.endswith(".parquet") for f in self.storage.walk_files(directory)):
             return []
-        from pyspark.sql import functions as F  # noqa: PLC0415, N812 - Spark's own convention
+        from pyspark.sql import functions as F  # noqa: PLC0415 - Spark's own convention
 
         frame = self.spark.read.parquet(directory)
         has_event_time = "event_time" in frame.columns
@@ -320,7 +319,7 @@ class PipelineRun:
         """Per split: distinct offsets, lowest, highest over the staged data and quarantine."""
         if not directories:
             return {}
-        from pyspark.sql import functions as F  # noqa: PLC0415, N812
+        from pyspark.sql import functions as F  # noqa: PLC0415
 
         frames = [self.spark.read.parquet(d).select("topic", "partition", "offset") for d in directories]
         union = frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])

@@ -113,9 +113,9 @@ def discover_splits(spec: PipelineSpec, consumer: SimpleConsumer) -> dict[SplitK
         for topic in topics:
             for partition, leader in sorted(client.topic(topic).leaders.items()):
                 out[(topic, partition)] = leader
-        return out
     except KafkalogError as exc:
         raise PlanError(f"cannot read the topics of {','.join(spec.source.bootstrap)}: {exc}") from exc
+    return out
 
 
 def make_plan(

@@ -43,7 +43,7 @@ QUARANTINE_SCHEMA = pa.schema(
 )
 
 
-class SplitPartition(InputPartition):  # type: ignore[misc]
+class SplitPartition(InputPartition):
     """One split, as Spark hands it to a task."""
 
     def __init__(self, index: int, split: dict[str, Any]) -> None:
@@ -52,7 +52,7 @@ class SplitPartition(InputPartition):  # type: ignore[misc]
         self.split = split
 
 
-class KafkalogSource(DataSource):  # type: ignore[misc]
+class KafkalogSource(DataSource):
     """``spark.read.format("kafkalog")`` with options spec (JSON), splits (JSON), emit, progress_dir."""
 
     @classmethod
@@ -68,7 +68,7 @@ class KafkalogSource(DataSource):  # type: ignore[misc]
         return SplitReader(dict(self.options))
 
 
-class SplitReader(DataSourceReader):  # type: ignore[misc]
+class SplitReader(DataSourceReader):
     def __init__(self, options: dict[str, str]) -> None:
         self.options = options
 
@@ -94,8 +94,7 @@ class SplitReader(DataSourceReader):  # type: ignore[misc]
                 if bad:
                     yield quarantine_batch(split, bad)
             else:
-                for batch in table.to_batches():
-                    yield batch
+                yield from table.to_batches()
                 fault.after_rows(table.num_rows)
             progress.update(task.loaded, task.bytes)
         progress.update(task.loaded, task.bytes, done=True)
@@ -171,7 +170,9 @@ class SplitTask:
                 result = consumer.fetch(split.topic, split.partition, offset)
                 broker = consumer.client.topic(split.topic).leaders.get(split.partition, -1)
             except OffsetOutOfRangeError as exc:
-                raise DataLossError(split.topic, split.partition, offset, exc.start, exc.end) from exc
+                raise DataLossError(
+                    split.topic, split.partition, offset, exc.log_start_offset, exc.log_end_offset
+                ) from exc
             except KafkalogError as exc:
                 if time.monotonic() + delay > deadline:
                     raise LoadError(
@@ -225,7 +226,7 @@ class _Progress:
     the directory does not exist on the executor and progress is only per task, from Spark)."""
 
     def __init__(self, directory: str | None, index: int, split: Split) -> None:
-        self.path = Path(directory) / f"{index}.json" if directory and os.path.isdir(directory) else None
+        self.path = Path(directory) / f"{index}.json" if directory and Path(directory).is_dir() else None
         self.split = split
         self.last = 0.0
         self.started = time.monotonic()
@@ -237,7 +238,7 @@ class _Progress:
         self.last = now
         temp = self.path.with_suffix(f".{os.getpid()}.tmp")
         temp.write_text(json.dumps({"messages": messages, "bytes": size, "seconds": now - self.started, "done": done}))
-        os.replace(temp, self.path)  # progress only: overwriting the previous report is the point
+        temp.replace(self.path)  # progress only: overwriting the previous report is the point
 
 
 class _TaskFault:

@@ -150,7 +150,7 @@ def build(cls: Any, values: dict[str, Any], where: str) -> Any:
     missing = sorted(
         f.name
         for f in dataclasses.fields(cls)
-        if f.name not in values and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING  # type: ignore[misc]
+        if f.name not in values and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
     )
     if missing:
         raise SpecError(f"{where}{dot}{missing[0]}: required key is missing")

@@ -21,6 +21,7 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -152,7 +153,7 @@ class PipelineState:
     def committed_seqs(self) -> list[int]:
         seqs = []
         for entry in self.storage.list(f"{self.meta}/manifests"):
-            stem, dot, ext = entry.name.partition(".")
+            stem, _, ext = entry.name.partition(".")
             if ext == "json" and stem.isdigit() and not entry.is_dir:
                 seqs.append(int(stem))
         return sorted(seqs)
@@ -248,10 +249,9 @@ class PipelineState:
     def _index_run(self, manifest: Manifest) -> None:
         pointer = f"{self.meta}/runs/{manifest.run_id}.json"
         if not self.storage.exists(pointer):
-            try:
+            # a concurrent roll-forward of the same manifest may have written it first
+            with contextlib.suppress(AlreadyExistsError):
                 self.storage.write_new(pointer, json.dumps({"seq": manifest.seq}).encode())
-            except AlreadyExistsError:
-                pass  # written by a concurrent roll-forward of the same manifest
 
     def recover(self) -> Manifest | None:
         """Start of every run: finish publishing the newest manifest, remove dead attempts."""

@@ -9,6 +9,7 @@ is visible in the raw layer unless a committed manifest lists it.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -123,7 +124,7 @@ def oracle(raw: Path, bootstrap: str | None = None) -> dict[str, Any]:
     expected = 0
     for (topic, partition), spans in ranges.items():
         spans.sort()
-        for (a_start, a_end), (b_start, _) in zip(spans, spans[1:], strict=False):
+        for (a_start, a_end), (b_start, _) in itertools.pairwise(spans):
             assert a_end <= b_start, (
                 f"{topic}-{partition}: committed ranges overlap: [{a_start},{a_end}) and [{b_start},..)"
             )
@@ -142,6 +143,7 @@ def oracle(raw: Path, bootstrap: str | None = None) -> dict[str, Any]:
         str(p.relative_to(raw)) for p in raw.rglob("*.parquet") if not str(p.relative_to(raw)).startswith("_pipeline/")
     }
     assert visible == listed, (
-        f"files visible but not committed: {sorted(visible - listed)[:5]}; listed but missing: {sorted(listed - visible)[:5]}"
+        f"files visible but not committed: {sorted(visible - listed)[:5]}; "
+        f"listed but missing: {sorted(listed - visible)[:5]}"
     )
     return {"rows": rows, "quarantined": quarantined, "seqs": seqs, "ranges": ranges}

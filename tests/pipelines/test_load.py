@@ -111,7 +111,7 @@ def test_a_poison_message_fails_the_run_by_default_and_nothing_becomes_visible(
     spec = spec_for(tmp_path, broker)
     with pytest.raises(BadRecordError, match=r"events-0 offset 123: .*JSON"):
         run(spec, spark)
-    assert not [p for p in (tmp_path / "raw").rglob("*.parquet")]
+    assert not list((tmp_path / "raw").rglob("*.parquet"))
     state = PipelineState(LocalStorage(), str(tmp_path / "raw"))
     assert state.committed_seqs() == []
     assert not list((tmp_path / "raw" / "_pipeline" / "staging").glob("*"))
@@ -136,7 +136,7 @@ def test_quarantine_keeps_bad_messages_with_their_bytes_and_reason(
 def test_more_bad_messages_than_the_allowed_share_fail_the_run(
     tmp_path: Path, broker: BrokerProcess, spark: Any
 ) -> None:
-    produce(broker.bootstrap, "events", 100, partitions=1, bad={i: b"x" for i in range(0, 100, 10)})
+    produce(broker.bootstrap, "events", 100, partitions=1, bad=dict.fromkeys(range(0, 100, 10), b"x"))
     spec = spec_for(tmp_path, broker, bad_records={"policy": "quarantine", "max_share": 0.05})
     with pytest.raises(BadRecordError, match="max_share"):
         run(spec, spark)
@@ -254,7 +254,9 @@ def test_offsets_deleted_by_retention_follow_the_policy_and_the_loss_is_recorded
         assert 100 < earliest <= 300
         _restart(broker)
         if policy == "fail":
-            with pytest.raises(DataLossError, match=rf"events-0: offset 100 is no longer on the broker \(earliest {earliest}"):
+            with pytest.raises(
+                DataLossError, match=rf"events-0: offset 100 is no longer on the broker \(earliest {earliest}"
+            ):
                 run(spec, spark)
             assert PipelineState(LocalStorage(), str(tmp_path / "raw")).committed_seqs() == [1]
             return
@@ -302,7 +304,7 @@ def test_two_concurrent_runs_one_commits_the_other_fails_clearly(
     def go() -> None:
         try:
             outcomes.append(Racing(spec, spark).run())
-        except Exception as exc:  # noqa: BLE001 - the outcome is what the test examines
+        except Exception as exc:
             outcomes.append(exc)
             both_loaded.abort()
 
