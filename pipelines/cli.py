@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import asdict
-from importlib.metadata import version
 from typing import Any
 
 import click
@@ -56,7 +55,9 @@ def run_job(spec: PipelineSpec, spark: Any, *, run_id: str | None, replan: bool,
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(version("kafkalog-pipelines"), prog_name="pipelines")
+@click.version_option(
+    package_name="kafkalog-pipelines", prog_name="pipelines"
+)  # looked up lazily: a shipped zip has no metadata
 def main() -> None:
     """Plan, load, inspect and replay pipelines."""
 

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from importlib.metadata import version
-
 import click
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(version("kafkalog-pipelines"), prog_name="kafkalog")
+@click.version_option(package_name="kafkalog-pipelines", prog_name="kafkalog")  # looked up lazily
 def main() -> None:
     """kafkalog: a Kafka-style broker and its tools."""
