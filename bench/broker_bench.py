@@ -18,16 +18,13 @@ from pathlib import Path
 
 import confluent_kafka
 
+from bench.results import print_results, result
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.brokers import BrokerProcess
 
 MESSAGE = b"x" * 200
-RESULTS: list[tuple[str, float, str]] = []
 TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def result(name: str, value: float, unit: str) -> None:
-    RESULTS.append((name, value, unit))
 
 
 def cpu_seconds(pid: int) -> float:
@@ -278,9 +275,7 @@ def main(argv: list[str] | None = None) -> int:
                 result("log_size", size / 2**20, "MiB")
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    print()
-    for name, value, unit in RESULTS:
-        print(f"RESULT {name} {value:.6g} {unit}")
+    print_results()
     return 0
 
 

@@ -16,6 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.results import print_results, result
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.broker_bench import cpu_seconds, fetch_rate, produce_rate
 from kafkalog.client import Producer, SimpleConsumer
@@ -24,14 +26,9 @@ from tests.peers import Kafka09Process, ZooKeeperProcess
 
 MESSAGE = b"x" * 200
 FALLBACK_09 = {"api.version.request": False, "broker.version.fallback": "0.9.0"}
-RESULTS: list[tuple[str, float, str]] = []
 # kafkalog's client is told it talks to 0.9 (as a user would): probing 0.9 with ApiVersions makes its
 # network thread throw, and after many probes it stopped answering (seen in this benchmark).
 VERSIONS = {"kafkalog": None, "kafka09": "0.9"}
-
-
-def result(name: str, value: float, unit: str) -> None:
-    RESULTS.append((name, value, unit))
 
 
 def ours_produce(
@@ -157,9 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         theirs.stop()
         zookeeper.stop()
         shutil.rmtree(root, ignore_errors=True)
-    print()
-    for name, value, unit in RESULTS:
-        print(f"RESULT {name} {value:.6g} {unit}")
+    print_results()
     return 0
 
 

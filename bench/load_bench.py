@@ -51,6 +51,8 @@ from typing import Any
 
 import yaml
 
+from bench.results import print_results, result
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 TOPIC = "events"
@@ -68,7 +70,6 @@ SCHEMA = {
     "ts": "string",
     "payload": "string",
 }
-RESULTS: list[tuple[str, float, str]] = []
 
 # ---------------------------------------------------------------------------------------------- events
 
@@ -541,10 +542,6 @@ def run_memory(spec_path: Path) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------- main
 
 
-def result(name: str, value: float, unit: str) -> None:
-    RESULTS.append((name, value, unit))
-
-
 def mib(value: float) -> str:
     return f"{value / 2**20:,.0f} MiB"
 
@@ -707,9 +704,7 @@ def main(argv: list[str] | None = None) -> int:
         f"# whole benchmark {time.perf_counter() - bench_started:.0f} s; "
         f"load average {os.getloadavg()[0]:.1f} at the end"
     )
-    print()
-    for name, value, unit in RESULTS:
-        print(f"RESULT {name} {value:.6g} {unit}")
+    print_results()
     return 0
 
 

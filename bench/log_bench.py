@@ -18,6 +18,7 @@ import zlib
 from collections.abc import Callable
 from pathlib import Path
 
+from bench.results import print_results, result
 from kafkalog.log import Log, LogConfig
 from kafkalog.record import Codec, MessageSetBuilder, decode_all
 from kafkalog.record.kernels import NATIVE
@@ -25,11 +26,6 @@ from kafkalog.record.kernels import NATIVE
 MESSAGE_BYTES = 200
 MiB = 1024 * 1024
 GiB = 1024 * MiB
-RESULTS: list[tuple[str, float, str]] = []
-
-
-def result(name: str, value: float, unit: str) -> None:
-    RESULTS.append((name, value, unit))
 
 
 def median_of(repeat: int, run: Callable[[], float]) -> float:
@@ -322,9 +318,7 @@ def main(argv: list[str] | None = None) -> None:
         big.close()
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    print()
-    for name, value, unit in RESULTS:
-        print(f"RESULT {name} {value:.6g} {unit}")
+    print_results()
 
 
 if __name__ == "__main__":

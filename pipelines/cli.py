@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import asdict
 from typing import Any
 
 import click
@@ -175,6 +174,3 @@ def offsets(pipeline: str, lag: bool, as_json: bool) -> None:
     Console().print(table)
     if not items:
         click.echo("no run committed yet")
-
-
-__all__ = ["asdict", "main", "run_job"]

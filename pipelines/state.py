@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -270,11 +269,3 @@ class PipelineState:
                 self.storage.delete(entry.path, recursive=True)
                 removed.append(entry.path)
         return removed
-
-    def remove_attempt(self, seq: int, attempt: str) -> None:
-        self.storage.delete(self.staging_dir(seq, attempt), recursive=True)
-
-
-def lag(manifest_offsets: Mapping[SplitKey, int], log_ends: Mapping[SplitKey, int]) -> dict[SplitKey, int]:
-    """Messages on the broker not yet committed, per split."""
-    return {key: end - manifest_offsets.get(key, 0) for key, end in log_ends.items()}
