@@ -560,7 +560,10 @@ def main(argv: list[str] | None = None) -> int:
         "--baseline-child", nargs=4, metavar=("BOOTSTRAP", "TOPIC", "COUNT", "OUT"), help=argparse.SUPPRESS
     )
     parser.add_argument("--memory-child", metavar="SPEC", help=argparse.SUPPRESS)
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 100,000 messages, 1 run, memory at 2x")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.messages, args.runs, args.memory_scale = 100_000, 1, 2
     if args.baseline_child:
         bootstrap, topic, count, out = args.baseline_child
         return baseline_child(bootstrap, topic, int(count), Path(out))
