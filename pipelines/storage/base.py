@@ -8,6 +8,7 @@ directories are created on demand. Callers treat a False rename as an error (see
 from __future__ import annotations
 
 import builtins
+import secrets
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
@@ -60,12 +61,15 @@ class Storage(ABC):
 
     def write_new(self, path: str, data: bytes) -> None:
         """Publish ``data`` at ``path`` atomically: a temporary file beside it, renamed into place
-        (never over an existing file). Readers see nothing or the whole content."""
+        (never over an existing file). Readers see nothing or the whole content.
+
+        Each call writes its own temporary (a random token in its name): two writers racing for
+        the same path must not share, delete or rename each other's temporary, so that exactly one
+        wins and the other sees ``AlreadyExistsError`` rather than a missing file."""
         parent, slash, name = path.rpartition("/")
         if not slash or not parent:
             raise StorageError(f"{path!r}: publishing needs a path inside a directory")
-        temp = f"{parent}/.{name}.tmp"
-        self.delete(temp)
+        temp = f"{parent}/.{name}.{secrets.token_hex(6)}.tmp"
         self.write_bytes(temp, data)
         try:
             self.rename_or_fail(temp, path)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import socket
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -145,11 +146,37 @@ def test_write_new_publishes_the_whole_file_and_leaves_no_temporary(backend: Bac
     assert s.list(backend.at("out")) == [FileStatus(path, "manifest.json", False, len(DATA))]
 
 
-def test_write_new_replaces_a_stale_temporary(backend: Backend) -> None:
+def test_write_new_is_not_disturbed_by_a_stale_temporary(backend: Backend) -> None:
     s, path = backend.storage, backend.at("out/manifest.json")
     s.write_bytes(backend.at("out/.manifest.json.tmp"), b"left by a crashed writer")
     s.write_new(path, b"fresh")
     assert s.read_bytes(path) == b"fresh"
+    names = sorted(entry.name for entry in s.list(backend.at("out")))
+    assert names == [".manifest.json.tmp", "manifest.json"]
+
+
+def test_racing_write_new_calls_one_wins_the_others_see_already_exists(backend: Backend) -> None:
+    s, path = backend.storage, backend.at("out/manifest.json")
+    writers = 6
+    start = threading.Barrier(writers)
+    outcomes: list[object] = []
+
+    def write(n: int) -> None:
+        start.wait()
+        try:
+            s.write_new(path, f"writer {n}".encode())
+            outcomes.append(n)
+        except AlreadyExistsError as exc:
+            outcomes.append(exc)
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    winners = [o for o in outcomes if isinstance(o, int)]
+    assert len(winners) == 1 and len(outcomes) == writers, outcomes
+    assert s.read_bytes(path) == f"writer {winners[0]}".encode()
     assert [entry.name for entry in s.list(backend.at("out"))] == ["manifest.json"]
 
 
