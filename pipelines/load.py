@@ -37,10 +37,23 @@ from pipelines.errors import (
 )
 from pipelines.plan import Plan, Split, check_still_valid, make_plan, new_run_id
 from pipelines.progress import Reporter
+from pipelines.reconcile import (
+    FileFacts,
+    OffsetCoverage,
+    SplitKey,
+    inspect_local,
+    reconcile,
+    spark_coverage,
+    spark_file_facts,
+)
 from pipelines.source import KafkalogSource
 from pipelines.spec import PipelineSpec
-from pipelines.state import Manifest, OutputFile, PipelineState, SplitResult
+from pipelines.state import Manifest, OutputFile, PipelineState
 from pipelines.storage import LocalStorage, Storage
+from pipelines.storage.local import local_path
+
+_Staged = tuple[list[FileFacts], list[FileFacts], dict[SplitKey, OffsetCoverage]]
+"""Data files, quarantine files, and the offset coverage of every split."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,7 +198,7 @@ class PipelineRun:
             options["progress_dir"] = progress_dir
         return options
 
-    def _spark_write(self, what: str, action: Callable[[], None]) -> None:
+    def _in_spark(self, what: str, action: Callable[[], None]) -> None:
         try:
             action()
         except Exception as exc:  # Spark raises its own exception types; find our cause in them
@@ -193,43 +206,17 @@ class PipelineRun:
 
     def _load_and_reconcile(self, plan: Plan, attempt: str, staging: str) -> Manifest:
         splits = [s for s in plan.splits if s.size > 0]
-        data_dir, quarantine_dir = f"{staging}/data", f"{staging}/quarantine"
-        compression = self.spec.raw.compression
-        stats: dict[str, Any] = {}
         started = datetime.now(UTC)
-        if splits:
-            with tempfile.TemporaryDirectory(prefix="pipelines-progress-") as progress_dir:
-                reader = self.spark.read.format("kafkalog").options(**self._options(splits, "data", progress_dir))
-                frame = reader.load()
-                with self.reporter.loading(plan, splits, progress_dir, self.spark):
-                    self._spark_write(
-                        f"loading run #{plan.seq}",
-                        lambda: (
-                            frame.write.partitionBy("dt", "hour")
-                            .option("compression", compression)
-                            .mode("errorifexists")
-                            .parquet(data_dir)
-                        ),
-                    )
-        faults.crash_point("load.after_staging")
-        data_stats = self._file_stats(data_dir)
-        rows_by_split: dict[tuple[str, int], int] = {}
-        for item in data_stats:
-            key = (item["topic"], item["partition"])
-            rows_by_split[key] = rows_by_split.get(key, 0) + item["rows"]
-        short = [s for s in splits if rows_by_split.get(s.key, 0) < s.size]
-        quarantine_stats: list[dict[str, Any]] = []
-        if short and self.spec.bad_records.policy == "quarantine":
-            frame = self.spark.read.format("kafkalog").options(**self._options(short, "quarantine", None)).load()
-            self._spark_write(
-                f"quarantining bad records of run #{plan.seq}",
-                lambda: frame.write.option("compression", compression).mode("errorifexists").parquet(quarantine_dir),
-            )
-            quarantine_stats = self._file_stats(quarantine_dir)
-        results = self._reconcile(plan, data_stats, quarantine_stats, data_dir, quarantine_dir)
-        files = self._output_files(plan, staging, data_stats, quarantine_stats)
-        stats["seconds"] = round((datetime.now(UTC) - started).total_seconds(), 3)
-        stats["bytes"] = sum(f.bytes for f in files if f.kind == "data")
+        if self.spec.raw.tasks_write:
+            data, quarantine, coverage = self._stage_by_tasks(plan, splits, staging)
+        else:
+            data, quarantine, coverage = self._stage_by_spark(plan, splits, staging)
+        results = reconcile(plan, data, quarantine, coverage)
+        files = self._output_files(plan, staging, data, quarantine)
+        stats: dict[str, Any] = {
+            "seconds": round((datetime.now(UTC) - started).total_seconds(), 3),
+            "bytes": sum(f.bytes for f in files if f.kind == "data"),
+        }
         offsets = {f"{t}:{p}": o for (t, p), o in self.state.committed_offsets().items()}
         offsets.update({f"{s.topic}:{s.partition}": s.end for s in plan.splits})
         return Manifest(
@@ -245,106 +232,100 @@ class PipelineRun:
             stats=stats,
         )
 
-    def _file_stats(self, directory: str) -> list[dict[str, Any]]:
-        """Per staged file: its split, row count, offset and event-time range (read back from the
-        files themselves, not from what the tasks said)."""
-        if not any(f.name.endswith(".parquet") for f in self.storage.walk_files(directory)):
-            return []
-        from pyspark.sql import functions as F  # noqa: PLC0415 - Spark's own convention
+    def _read_splits(self, plan: Plan, splits: list[Split], options: dict[str, str], progress_dir: str) -> Any:
+        """Runs the source over ``splits`` with a live progress view; returns the collected rows."""
+        frame = self.spark.read.format("kafkalog").options(**options).load()
+        with self.reporter.loading(plan, splits, progress_dir, self.spark):
+            rows: list[Any] = []
+            self._in_spark(f"loading run #{plan.seq}", lambda: rows.extend(frame.collect()))
+        return rows
 
-        frame = self.spark.read.parquet(directory)
-        has_event_time = "event_time" in frame.columns
-        aggregates = [
-            F.count(F.lit(1)).alias("rows"),
-            F.min("offset").alias("min_offset"),
-            F.max("offset").alias("max_offset"),
-        ]
-        if has_event_time:
-            aggregates += [F.min("event_time").alias("min_event"), F.max("event_time").alias("max_event")]
-        grouped = frame.groupBy(F.input_file_name().alias("file"), "topic", "partition").agg(*aggregates)
-        out = []
-        for row in grouped.collect():
-            item = row.asDict()
-            for key in ("min_event", "max_event"):
-                if item.get(key) is not None:
-                    item[key] = item[key].astimezone(UTC).isoformat()
-            out.append(item)
-        return out
-
-    def _reconcile(
-        self,
-        plan: Plan,
-        data_stats: list[dict[str, Any]],
-        quarantine_stats: list[dict[str, Any]],
-        data_dir: str,
-        quarantine_dir: str,
-    ) -> list[SplitResult]:
-        counted = self._distinct_offsets(
-            [d for d, s in ((data_dir, data_stats), (quarantine_dir, quarantine_stats)) if s]
-        )
-        results = []
-        for split in plan.splits:
-            rows = sum(d["rows"] for d in data_stats if (d["topic"], d["partition"]) == split.key)
-            quarantined = sum(d["rows"] for d in quarantine_stats if (d["topic"], d["partition"]) == split.key)
-            distinct, low, high = counted.get(split.key, (0, None, None))
-            problems = []
-            if rows + quarantined != split.size:
-                problems.append(f"rows {rows} + quarantined {quarantined} != end - start = {split.size}")
-            if distinct != rows + quarantined:
-                problems.append(f"{rows + quarantined - distinct} offsets appear more than once")
-            if split.size and (low != split.start or high != split.end - 1):
-                problems.append(f"offsets span {low}..{high}, not {split.start}..{split.end - 1}")
-            if problems:
+    def _stage_by_tasks(self, plan: Plan, splits: list[Split], staging: str) -> _Staged:
+        """Each task writes its split's files itself (sink.py); the files that count are those the
+        successful task attempts reported, checked by reading them back with Arrow."""
+        reported: list[Any] = []
+        if splits:
+            with tempfile.TemporaryDirectory(prefix="pipelines-progress-") as progress_dir:
+                options = {
+                    **self._options(splits, "files", progress_dir),
+                    "stage_dir": local_path(staging),
+                    "compression": self.spec.raw.compression,
+                }
+                reported = self._read_splits(plan, splits, options, progress_dir)
+        faults.crash_point("load.after_staging")
+        paths = {"data": [], "quarantine": []}  # type: dict[str, list[str]]
+        for row in reported:
+            paths[row["kind"]].append(f"{staging}/{row['path']}")
+        data, coverage = inspect_local(paths["data"] + paths["quarantine"])
+        claimed = {f"{staging}/{row['path']}": row for row in reported}
+        for fact in data:
+            said = claimed[fact.file]
+            if (said["rows"], said["min_offset"], said["max_offset"]) != (fact.rows, fact.min_offset, fact.max_offset):
                 raise ReconciliationError(
-                    f"run #{plan.seq} {split.name} [{split.start}, {split.end}): " + "; ".join(problems)
+                    f"staged file {fact.file} holds rows {fact.rows}, offsets {fact.min_offset}..{fact.max_offset}; "
+                    f"its task reported {said['rows']}, {said['min_offset']}..{said['max_offset']}"
                 )
-            events = [d for d in data_stats if (d["topic"], d["partition"]) == split.key and d.get("min_event")]
-            results.append(
-                SplitResult(
-                    split.topic,
-                    split.partition,
-                    split.start,
-                    split.end,
-                    rows,
-                    quarantined,
-                    min_event_time=min((d["min_event"] for d in events), default=None),
-                    max_event_time=max((d["max_event"] for d in events), default=None),
-                    lost_from=split.lost_from,
-                    lost_to=split.lost_to,
-                )
-            )
-        return results
-
-    def _distinct_offsets(self, directories: list[str]) -> dict[tuple[str, int], tuple[int, int, int]]:
-        """Per split: distinct offsets, lowest, highest over the staged data and quarantine."""
-        if not directories:
-            return {}
-        from pyspark.sql import functions as F  # noqa: PLC0415
-
-        frames = [self.spark.read.parquet(d).select("topic", "partition", "offset") for d in directories]
-        union = frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
-        rows = (
-            union.groupBy("topic", "partition")
-            .agg(F.countDistinct("offset").alias("n"), F.min("offset").alias("lo"), F.max("offset").alias("hi"))
-            .collect()
+        quarantined = set(paths["quarantine"])
+        return (
+            [f for f in data if f.file not in quarantined],
+            [f for f in data if f.file in quarantined],
+            coverage,
         )
-        return {(r["topic"], r["partition"]): (r["n"], r["lo"], r["hi"]) for r in rows}
+
+    def _stage_by_spark(self, plan: Plan, splits: list[Split], staging: str) -> _Staged:
+        """Spark's partitioned writer stages the rows (its commit protocol keeps failed task
+        attempts out); a second pass quarantines bad records of the splits that were short."""
+        data_dir, quarantine_dir = f"{staging}/data", f"{staging}/quarantine"
+        compression = self.spec.raw.compression
+        if splits:
+            with tempfile.TemporaryDirectory(prefix="pipelines-progress-") as progress_dir:
+                frame = self.spark.read.format("kafkalog").options(**self._options(splits, "data", progress_dir)).load()
+                with self.reporter.loading(plan, splits, progress_dir, self.spark):
+                    self._in_spark(
+                        f"loading run #{plan.seq}",
+                        lambda: (
+                            frame.write.partitionBy("dt", "hour")
+                            .option("compression", compression)
+                            .mode("errorifexists")
+                            .parquet(data_dir)
+                        ),
+                    )
+        faults.crash_point("load.after_staging")
+        data = spark_file_facts(self.spark, data_dir) if self._has_parquet(data_dir) else []
+        rows_by_split: dict[tuple[str, int], int] = {}
+        for fact in data:
+            rows_by_split[fact.key] = rows_by_split.get(fact.key, 0) + fact.rows
+        short = [s for s in splits if rows_by_split.get(s.key, 0) < s.size]
+        quarantine: list[FileFacts] = []
+        if short and self.spec.bad_records.policy == "quarantine":
+            frame = self.spark.read.format("kafkalog").options(**self._options(short, "quarantine", None)).load()
+            self._in_spark(
+                f"quarantining bad records of run #{plan.seq}",
+                lambda: frame.write.option("compression", compression).mode("errorifexists").parquet(quarantine_dir),
+            )
+            if self._has_parquet(quarantine_dir):
+                quarantine = spark_file_facts(self.spark, quarantine_dir)
+        directories = [d for d, facts in ((data_dir, data), (quarantine_dir, quarantine)) if facts]
+        return data, quarantine, spark_coverage(self.spark, directories)
+
+    def _has_parquet(self, directory: str) -> bool:
+        return any(f.name.endswith(".parquet") for f in self.storage.walk_files(directory))
 
     def _output_files(
         self,
         plan: Plan,
         staging: str,
-        data_stats: list[dict[str, Any]],
-        quarantine_stats: list[dict[str, Any]],
+        data: list[FileFacts],
+        quarantine: list[FileFacts],
     ) -> list[OutputFile]:
         sizes = {self._relative(f.path): f.size for f in self.storage.walk_files(staging)}
         files = []
-        for kind, stats in (("data", data_stats), ("quarantine", quarantine_stats)):
-            for item in stats:
-                staged = self._relative(unquote(item["file"]))
+        for kind, facts in (("data", data), ("quarantine", quarantine)):
+            for fact in facts:
+                staged = self._relative(unquote(fact.file))
                 if staged not in sizes:
-                    raise ReconciliationError(f"Spark read {item['file']}, which is not under {staging}")
-                name = f"part-{plan.seq:06d}-{item['topic']}-{item['partition']}-{item['min_offset']}.parquet"
+                    raise ReconciliationError(f"{fact.file} was read, but it is not under {staging}")
+                name = f"part-{plan.seq:06d}-{fact.topic}-{fact.partition}-{fact.min_offset}.parquet"
                 if kind == "data":
                     partition_dirs = "/".join(p for p in staged.split("/") if p.startswith(("dt=", "hour=")))
                     final = f"{partition_dirs}/{name}"
@@ -355,12 +336,12 @@ class PipelineRun:
                         staged,
                         final,
                         kind,
-                        item["topic"],
-                        item["partition"],
-                        item["rows"],
+                        fact.topic,
+                        fact.partition,
+                        fact.rows,
                         sizes[staged],
-                        item["min_offset"],
-                        item["max_offset"],
+                        fact.min_offset,
+                        fact.max_offset,
                     )
                 )
         return files

@@ -3,7 +3,8 @@
 Built on PySpark's Python Data Source API. ``read`` runs in a Python worker on an executor: it fetches
 its split with kafkalog's SimpleConsumer (every CRC checked, compressed sets unpacked), decodes each
 fetched chunk into an Arrow batch (never the whole split in memory), and yields either the rows
-(``emit=data``) or the bad records (``emit=quarantine``). Settings arrive as options (JSON strings):
+(``emit=data``), the bad records (``emit=quarantine``), or writes both as Parquet itself and yields
+one row per file (``emit=files``, see sink.py). Settings arrive as options (JSON strings):
 executors see nothing of the driver's Python state or environment.
 
 A task that cannot finish its split raises; Spark retries it from the split's start (no partial
@@ -15,7 +16,10 @@ from __future__ import annotations
 import json
 import os
 import time
+import uuid
 from collections.abc import Iterator
+from dataclasses import replace
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +29,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pipelines.decode import BadRecord, ChunkDecoder, Message, spark_ddl
 from pipelines.errors import BadRecordError, DataLossError, LoadError, PlanError
 from pipelines.plan import Split
+from pipelines.sink import STAGED_FILE_DDL, StagingWriter, staged_files_batch
 from pipelines.spec import BadRecords, Decoder, EventTime, Source
 
 QUARANTINE_DDL = (
@@ -53,15 +58,19 @@ class SplitPartition(InputPartition):
 
 
 class KafkalogSource(DataSource):
-    """``spark.read.format("kafkalog")`` with options spec (JSON), splits (JSON), emit, progress_dir."""
+    """``spark.read.format("kafkalog")`` with options spec (JSON), splits (JSON), emit (data |
+    quarantine | files), progress_dir, and for files: stage_dir (a local path) and compression."""
 
     @classmethod
     def name(cls) -> str:
         return "kafkalog"
 
     def schema(self) -> str:
-        if self.options.get("emit", "data") == "quarantine":
+        emit = self.options.get("emit", "data")
+        if emit == "quarantine":
             return QUARANTINE_DDL
+        if emit == "files":
+            return STAGED_FILE_DDL
         return spark_ddl(Decoder(**_decoder_options(json.loads(self.options["spec"])["decoder"])))
 
     def reader(self, schema: Any) -> DataSourceReader:
@@ -89,6 +98,9 @@ class SplitReader(DataSourceReader):
             BadRecords(**settings["bad_records"]),
             split,
         )
+        if emit == "files":
+            yield from _write_split(task, self.options, partition.index, progress, fault)
+            return
         for table, bad in task.chunks():
             if emit == "quarantine":
                 if bad:
@@ -98,6 +110,34 @@ class SplitReader(DataSourceReader):
                 fault.after_rows(table.num_rows)
             progress.update(task.loaded, task.bytes)
         progress.update(task.loaded, task.bytes, done=True)
+
+
+def _write_split(
+    task: SplitTask, options: dict[str, str], index: int, progress: _Progress, fault: _TaskFault
+) -> Iterator[pa.RecordBatch]:
+    """``emit=files``: the task writes its split as Parquet under a directory of its own inside
+    ``stage_dir`` and yields one row per complete file (see sink.py)."""
+    attempt_dir = f"tasks/{index}-{uuid.uuid4().hex[:12]}"
+    split = task.split
+    writer = StagingWriter(
+        Path(options["stage_dir"]) / attempt_dir,
+        topic=split.topic,
+        partition=split.partition,
+        compression=options.get("compression", "snappy"),
+    )
+    try:
+        for table, bad in task.chunks():
+            writer.write_rows(table)
+            if bad:
+                writer.write_quarantine(pa.Table.from_batches([quarantine_batch(split, bad)]))
+            fault.after_rows(table.num_rows)
+            progress.update(task.loaded, task.bytes)
+        files = writer.close()
+    except BaseException:
+        writer.abort()
+        raise
+    progress.update(task.loaded, task.bytes, done=True)
+    yield staged_files_batch([replace(f, path=f"{attempt_dir}/{f.path}") for f in files])
 
 
 def _decoder_options(data: dict[str, Any]) -> dict[str, Any]:
@@ -151,7 +191,7 @@ class SplitTask:
                 table, bad = self.decoder.decode(messages, broker)
                 self._judge(bad)
                 self.loaded += len(messages)
-                self.bytes += sum(len(m.value or b"") + len(m.key or b"") for m in messages)
+                self.bytes += sum(map(len, filter(None, map(itemgetter(4), messages))))  # value bytes
                 offset = messages[-1].offset + 1
                 yield table, bad
         finally:

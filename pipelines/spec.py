@@ -146,10 +146,30 @@ class RawLayer:
     compression: Literal["snappy", "zstd", "gzip", "none"] = "snappy"
     webhdfs_url: str | None = None
     """For hdfs:// paths: the NameNode's WebHDFS address (http://host:9870), used by tools without Spark."""
+    writer: Literal["auto", "tasks", "spark"] = "auto"
+    """Who writes the staged Parquet files: ``tasks`` (each task writes its own split with Arrow,
+    no row crosses into the JVM: the fast path, for paths every executor and the driver can open
+    as local files), ``spark`` (Spark's partitioned writer: any filesystem Spark has). ``auto``:
+    tasks for local paths and file://, spark otherwise."""
 
     def __post_init__(self) -> None:
         if not self.path:
             raise _fail("path", "must not be empty")
+        if self.writer == "tasks" and not self.is_local:
+            raise _fail(
+                "writer",
+                f"tasks write only to local paths or file:// (a shared mount on a cluster), not {self.path}; "
+                "use spark or auto",
+            )
+
+    @property
+    def is_local(self) -> bool:
+        """The path is a local path or a file:// URL (on a cluster: a mount every node shares)."""
+        return "://" not in self.path or self.path.startswith("file:")
+
+    @property
+    def tasks_write(self) -> bool:
+        return self.writer == "tasks" or (self.writer == "auto" and self.is_local)
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,8 +53,17 @@ def produce(
         producer.flush()
 
 
-def write_spec(directory: Path, bootstrap: str, raw: Path, *, name: str = "events_raw", **overrides: Any) -> Path:
-    """A pipeline YAML over topic ``events`` into ``raw``; ``overrides`` replace top-level keys."""
+def write_spec(
+    directory: Path,
+    bootstrap: str,
+    raw: Path,
+    *,
+    name: str = "events_raw",
+    raw_options: dict[str, Any] | None = None,
+    **overrides: Any,
+) -> Path:
+    """A pipeline YAML over topic ``events`` into ``raw`` (with ``raw_options`` added to its raw
+    section); ``overrides`` replace top-level keys."""
     spec: dict[str, Any] = {
         "name": name,
         "source": {"bootstrap": bootstrap, "retry_ms": 20_000},
@@ -65,7 +74,7 @@ def write_spec(directory: Path, bootstrap: str, raw: Path, *, name: str = "event
             "required": ["user_id"],
         },
         "event_time": {"field": "ts", "format": "iso8601"},
-        "raw": {"path": str(raw)},
+        "raw": {"path": str(raw), **(raw_options or {})},
     }
     spec.update(overrides)
     path = directory / f"{name}.yaml"

@@ -54,12 +54,17 @@ def test_the_driver_killed_at_each_commit_step_then_a_rerun_loads_exactly_once(
     assert not list((tmp_path / "raw" / "_pipeline" / "staging").glob("*"))
 
 
+@pytest.mark.parametrize("writer", ["tasks", "spark"])
 def test_a_driver_killed_by_sigkill_while_loading_leaves_nothing_visible(
-    tmp_path: Path, broker: BrokerProcess, spark: Any
+    tmp_path: Path, broker: BrokerProcess, spark: Any, writer: str
 ) -> None:
     produce(broker.bootstrap, "events", 3000)
     path = write_spec(
-        tmp_path, broker.bootstrap, tmp_path / "raw", source={"bootstrap": broker.bootstrap, "fetch_max_bytes": 1024}
+        tmp_path,
+        broker.bootstrap,
+        tmp_path / "raw",
+        source={"bootstrap": broker.bootstrap, "fetch_max_bytes": 1024},
+        raw_options={"writer": writer},
     )
     log = tmp_path / "driver.log"
     with log.open("w") as output:
@@ -71,7 +76,8 @@ def test_a_driver_killed_by_sigkill_while_loading_leaves_nothing_visible(
         )
     staging = tmp_path / "raw" / "_pipeline" / "staging"
     deadline = time.monotonic() + 120
-    while not list(staging.glob("*/data/_temporary")) and time.monotonic() < deadline:
+    writing = "*/tasks/*/dt=*" if writer == "tasks" else "*/data/_temporary"
+    while not list(staging.glob(writing)) and time.monotonic() < deadline:
         assert child.poll() is None, log.read_text()[-3000:]
         time.sleep(0.1)
     os.killpg(child.pid, signal.SIGKILL)  # the driver and its JVM and workers, mid-write

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pyarrow as pa
 import pytest
@@ -33,6 +34,8 @@ from pipelines.decode import (
     EventTimeResolver,
     Message,
     ValueParser,
+    _all_plain,
+    _suspicious,
     row_schema,
     spark_ddl,
 )
@@ -891,6 +894,49 @@ def test_dst_fall_back_hour_is_not_duplicated_in_dt_hour_but_times_stay_distinct
     assert column(table, "event_time") == [first, second]
     assert column(table, "dt") == ["2026-11-01", "2026-11-01"]
     assert column(table, "hour") == ["01", "01"]
+
+
+@pytest.mark.parametrize(
+    "zone",
+    # DST both ways, a 30-minute DST shift, quarter-hour offsets, historical odd offsets
+    [
+        "America/New_York",
+        "Europe/London",
+        "Australia/Lord_Howe",
+        "Asia/Kathmandu",
+        "Pacific/Chatham",
+        "Africa/Monrovia",
+    ],
+)
+def test_dt_and_hour_agree_with_zoneinfo_through_transitions(zone: str) -> None:
+    # every 7 minutes through autumn and spring transitions, plus times from 1900 to 2037 (Arrow's
+    # time zone rules stop at 2037: later summer times are an hour off, see docs/pipelines.md)
+    seconds = [*range(1_698_000_000, 1_700_000_000, 420), *range(1_711_000_000, 1_713_000_000, 420)]
+    seconds += range(-2_200_000_000, 2_140_000_000, 86_413 * 37)
+    resolver = EventTimeResolver(EventTime(timezone=zone), None)
+    times = pa.array([s * 1_000_000 for s in seconds], TIMESTAMP)
+    dt, hour = resolver.partitions(times)
+    local = [datetime.fromtimestamp(s, tz=UTC).astimezone(ZoneInfo(zone)) for s in seconds]
+    assert dt.to_pylist() == [t.strftime("%Y-%m-%d") for t in local]
+    assert hour.to_pylist() == [t.strftime("%H") for t in local]
+
+
+@given(
+    st.lists(
+        st.sampled_from([b'{"a": 1}', b' {"a": 2}', b'{"a": 3} ', b"", b" ", b"\xef\xbb\xbf{}", b"{}\n{}", b"{\r}"]),
+        max_size=12,
+    )
+)
+def test_the_fast_whole_chunk_check_agrees_with_the_per_value_rule(values: list[bytes]) -> None:
+    one_line = all(b"\n" not in v and b"\r" not in v for v in values)
+    json_plain = one_line and all(v.startswith(b"{") and v.endswith(b"}") for v in values)
+    csv_plain = one_line and all(v and v[:1] not in b" \t\x0b\x0c\xef" for v in values)
+    assert _all_plain(values, True) == json_plain
+    assert _all_plain(values, False) == csv_plain
+    for json_object in (True, False):
+        if _all_plain(values, json_object):  # the fast answer never hides a value to parse alone
+            assert not any(_suspicious(v, json_object) for v in values)
+    assert not _all_plain([b"{}", None], True)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 import threading
 import time
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pyarrow.parquet as pq
@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from kafkalog.client import SimpleConsumer
+from pipelines import load as load_module
 from pipelines.errors import (
     BadRecordError,
     CommitError,
@@ -46,11 +47,12 @@ def run(spec: PipelineSpec, spark: Any, **kwargs: Any) -> RunResult:
     return PipelineRun(spec, spark, **kwargs).run()
 
 
+@pytest.mark.parametrize("writer", ["tasks", "spark"])
 def test_a_load_commits_every_offset_once_and_a_rerun_changes_nothing(
-    tmp_path: Path, broker: BrokerProcess, spark: Any
+    tmp_path: Path, broker: BrokerProcess, spark: Any, writer: str
 ) -> None:
     produce(broker.bootstrap, "events", 2000)
-    spec = spec_for(tmp_path, broker)
+    spec = spec_for(tmp_path, broker, raw_options={"writer": writer})
     result = run(spec, spark)
     assert result.status == "committed"
     totals = oracle(tmp_path / "raw", broker.bootstrap)
@@ -94,11 +96,17 @@ def test_new_messages_are_loaded_by_the_next_run_and_run_ids_are_idempotent(
 
 
 @pytest.mark.parametrize("fault", ["fail_after_rows:50", "exit_after_rows:50"])
+@pytest.mark.parametrize("writer", ["tasks", "spark"])
 def test_a_task_that_fails_midway_is_retried_and_its_partial_output_never_appears(
-    tmp_path: Path, broker: BrokerProcess, spark: Any, fault: str
+    tmp_path: Path, broker: BrokerProcess, spark: Any, fault: str, writer: str
 ) -> None:
     produce(broker.bootstrap, "events", 2000)
-    spec = spec_for(tmp_path, broker, source={"bootstrap": broker.bootstrap, "fetch_max_bytes": 4096})
+    spec = spec_for(
+        tmp_path,
+        broker,
+        source={"bootstrap": broker.bootstrap, "fetch_max_bytes": 4096},
+        raw_options={"writer": writer},
+    )
     result = PipelineRun(spec, spark, task_faults=fault).run()
     assert result.status == "committed"
     assert oracle(tmp_path / "raw", broker.bootstrap)["rows"] == 2000
@@ -117,12 +125,14 @@ def test_a_poison_message_fails_the_run_by_default_and_nothing_becomes_visible(
     assert not list((tmp_path / "raw" / "_pipeline" / "staging").glob("*"))
 
 
+@pytest.mark.parametrize("writer", ["tasks", "spark"])
 def test_quarantine_keeps_bad_messages_with_their_bytes_and_reason(
-    tmp_path: Path, broker: BrokerProcess, spark: Any
+    tmp_path: Path, broker: BrokerProcess, spark: Any, writer: str
 ) -> None:
     bad = {7: b"garbage", 300: b'{"user_id": "seven"}', 301: b'{"event": "no user"}'}
     produce(broker.bootstrap, "events", 400, partitions=1, bad=bad)
-    spec = spec_for(tmp_path, broker, bad_records={"policy": "quarantine", "max_share": 0.05})
+    quarantine = {"policy": "quarantine", "max_share": 0.05}
+    spec = spec_for(tmp_path, broker, bad_records=quarantine, raw_options={"writer": writer})
     result = run(spec, spark)
     totals = oracle(tmp_path / "raw", broker.bootstrap)
     assert (totals["rows"], totals["quarantined"]) == (397, 3)
@@ -328,22 +338,50 @@ def test_two_concurrent_runs_one_commits_the_other_fails_clearly(
 
 
 def test_a_second_attempt_of_a_split_in_the_output_is_caught_before_commit(
-    tmp_path: Path, broker: BrokerProcess, spark: Any
+    tmp_path: Path, broker: BrokerProcess, spark: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # SPARK-39195: an attempt committed, its executor died, a retry committed again: two files hold
-    # the same offsets. Reconciliation must refuse to commit that.
+    # the same offsets. Reconciliation must refuse to commit that (Spark's writer).
     produce(broker.bootstrap, "events", 600)
-    spec = spec_for(tmp_path, broker)
+    spec = spec_for(tmp_path, broker, raw_options={"writer": "spark"})
 
-    class DuplicatedAttempt(PipelineRun):
-        def _file_stats(self, directory: str) -> Any:
-            files = sorted(Path(directory).rglob("*.parquet"))
-            if files and directory.endswith("/data"):
-                shutil.copy(files[0], files[0].with_name("part-99999-duplicate-attempt.snappy.parquet"))
-            return super()._file_stats(directory)
+    def duplicate_a_file(point: str, number: int | None = None) -> None:
+        if point == "load.after_staging":
+            files = sorted((tmp_path / "raw" / "_pipeline" / "staging").rglob("*.parquet"))
+            shutil.copy(files[0], files[0].with_name("part-99999-duplicate-attempt.snappy.parquet"))
 
-    with pytest.raises(ReconciliationError, match="appear more than once"):
-        DuplicatedAttempt(spec, spark).run()
+    with monkeypatch.context() as patched:
+        patched.setattr(load_module.faults, "crash_point", duplicate_a_file)
+        with pytest.raises(ReconciliationError, match="appear more than once"):
+            run(spec, spark)
+    assert not list((tmp_path / "raw").rglob("dt=*"))
+    assert run(spec, spark).status == "committed"
+    assert oracle(tmp_path / "raw", broker.bootstrap)["rows"] == 600
+
+
+@pytest.mark.parametrize("lie", ["a second attempt's file", "a wrong row count"])
+def test_task_reports_are_checked_against_the_files_before_commit(
+    tmp_path: Path, broker: BrokerProcess, spark: Any, lie: str
+) -> None:
+    # tasks writing their own files: only files reported by successful attempts count, and what a
+    # report says must be what the file holds
+    produce(broker.bootstrap, "events", 600)
+    spec = spec_for(tmp_path, broker, raw_options={"writer": "tasks"})
+
+    class Lying(PipelineRun):
+        def _read_splits(self, *args: Any) -> Any:
+            reported = [row.asDict() for row in super()._read_splits(*args)]
+            first = reported[0]
+            if lie == "a wrong row count":
+                return [{**first, "rows": first["rows"] + 1}, *reported[1:]]
+            (source,) = (tmp_path / "raw" / "_pipeline" / "staging").glob(f"*/{first['path']}")
+            copy = PurePosixPath(first["path"]).with_name("part-duplicate-attempt.parquet")
+            shutil.copy(source, source.with_name(copy.name))
+            return [*reported, {**first, "path": str(copy)}]
+
+    expected = "appear more than once" if lie != "a wrong row count" else "its task reported"
+    with pytest.raises(ReconciliationError, match=expected):
+        Lying(spec, spark).run()
     assert not list((tmp_path / "raw").rglob("dt=*"))
     assert run(spec, spark).status == "committed"
     assert oracle(tmp_path / "raw", broker.bootstrap)["rows"] == 600

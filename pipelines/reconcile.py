@@ -1,0 +1,199 @@
+"""Reconciliation: what the staged files hold, read from the files themselves, against the plan.
+
+Role: the last check before a commit. For every split, rows + quarantined records must equal
+end - start and together hold every offset in [start, end) exactly once; anything else fails the
+run before it can commit. The facts come from the staged Parquet files, never from what the tasks
+said they wrote: with Arrow on the driver for local paths (footers and the offset column, no Spark
+job), or with two small Spark jobs for other filesystems.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from pipelines.errors import ReconciliationError
+from pipelines.plan import Plan
+from pipelines.state import SplitResult
+from pipelines.storage.local import local_path
+
+SplitKey = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class FileFacts:
+    """What one staged file holds."""
+
+    file: str
+    """The path the file was read from (a local path, or the URL Spark reported)."""
+    topic: str
+    partition: int
+    rows: int
+    min_offset: int
+    max_offset: int
+    min_event: str | None = None
+    max_event: str | None = None
+    """ISO-8601 UTC; None for quarantine files."""
+
+    @property
+    def key(self) -> SplitKey:
+        return (self.topic, self.partition)
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCoverage:
+    """Per split, over data and quarantine files together."""
+
+    distinct: int
+    lowest: int | None
+    highest: int | None
+
+
+# ---------------------------------------------------------------------------------------------
+# reading the facts
+
+
+def inspect_local(paths: list[str]) -> tuple[list[FileFacts], dict[SplitKey, OffsetCoverage]]:
+    """Facts of local Parquet files (plain paths or file://) and the offset coverage of every split
+    they hold, with Arrow: one pass over each file's metadata and offset column."""
+    facts: list[FileFacts] = []
+    offsets: dict[SplitKey, list[np.ndarray]] = {}
+    for path in paths:
+        try:
+            table = pq.read_table(local_path(path), columns=_columns(local_path(path)))
+        except (OSError, ValueError) as exc:
+            raise ReconciliationError(f"cannot read staged file {path}: {exc}") from exc
+        if table.num_rows == 0:
+            raise ReconciliationError(f"staged file {path} holds no rows")
+        topics, partitions = pc.unique(table.column("topic")), pc.unique(table.column("partition"))
+        if len(topics) != 1 or len(partitions) != 1:
+            raise ReconciliationError(f"staged file {path} holds rows of more than one split")
+        key = (topics[0].as_py(), partitions[0].as_py())
+        offset = table.column("offset").to_numpy()
+        offsets.setdefault(key, []).append(offset)
+        low, high = _event_range(table)
+        facts.append(FileFacts(path, key[0], key[1], table.num_rows, int(offset.min()), int(offset.max()), low, high))
+    coverage = {}
+    for key, arrays in offsets.items():
+        unique = np.unique(np.concatenate(arrays))
+        coverage[key] = OffsetCoverage(len(unique), int(unique[0]), int(unique[-1]))
+    return facts, coverage
+
+
+def _columns(path: str) -> list[str]:
+    names = pq.read_schema(path).names
+    return [c for c in ("topic", "partition", "offset", "event_time") if c in names]
+
+
+def _event_range(table: Any) -> tuple[str | None, str | None]:
+    if "event_time" not in table.column_names:
+        return None, None
+    bounds = pc.min_max(table.column("event_time"))
+    low, high = bounds["min"].as_py(), bounds["max"].as_py()
+    return (_iso(low), _iso(high)) if low is not None else (None, None)
+
+
+def _iso(value: datetime) -> str:
+    return value.astimezone(UTC).isoformat()
+
+
+def spark_file_facts(spark: Any, directory: str) -> list[FileFacts]:
+    """The facts of the Parquet files under ``directory``, with Spark (for filesystems only Spark
+    reaches): one grouped scan."""
+    from pyspark.sql import functions as F  # noqa: PLC0415 - Spark's own convention
+
+    frame = spark.read.parquet(directory)
+    aggregates = [
+        F.count(F.lit(1)).alias("rows"),
+        F.min("offset").alias("min_offset"),
+        F.max("offset").alias("max_offset"),
+    ]
+    if "event_time" in frame.columns:
+        aggregates += [F.min("event_time").alias("min_event"), F.max("event_time").alias("max_event")]
+    grouped = frame.groupBy(F.input_file_name().alias("file"), "topic", "partition").agg(*aggregates)
+    facts = []
+    for row in grouped.collect():
+        item = row.asDict()
+        low, high = item.get("min_event"), item.get("max_event")
+        facts.append(
+            FileFacts(
+                item["file"],
+                item["topic"],
+                item["partition"],
+                item["rows"],
+                item["min_offset"],
+                item["max_offset"],
+                _iso(low) if low is not None else None,
+                _iso(high) if high is not None else None,
+            )
+        )
+    return facts
+
+
+def spark_coverage(spark: Any, directories: list[str]) -> dict[SplitKey, OffsetCoverage]:
+    """The offset coverage of every split over the Parquet files under ``directories``, with Spark."""
+    if not directories:
+        return {}
+    from pyspark.sql import functions as F  # noqa: PLC0415
+
+    union = None
+    for directory in directories:
+        frame = spark.read.parquet(directory).select("topic", "partition", "offset")
+        union = frame if union is None else union.unionByName(frame)
+    assert union is not None
+    rows = (
+        union.groupBy("topic", "partition")
+        .agg(F.countDistinct("offset").alias("n"), F.min("offset").alias("lo"), F.max("offset").alias("hi"))
+        .collect()
+    )
+    return {(r["topic"], r["partition"]): OffsetCoverage(r["n"], r["lo"], r["hi"]) for r in rows}
+
+
+# ---------------------------------------------------------------------------------------------
+# the check
+
+
+def reconcile(
+    plan: Plan,
+    data: list[FileFacts],
+    quarantine: list[FileFacts],
+    coverage: dict[SplitKey, OffsetCoverage],
+) -> list[SplitResult]:
+    """The per-split results of ``plan``, or ReconciliationError naming the split and the problem."""
+    results = []
+    for split in plan.splits:
+        rows = sum(f.rows for f in data if f.key == split.key)
+        quarantined = sum(f.rows for f in quarantine if f.key == split.key)
+        covered = coverage.get(split.key, OffsetCoverage(0, None, None))
+        problems = []
+        if rows + quarantined != split.size:
+            problems.append(f"rows {rows} + quarantined {quarantined} != end - start = {split.size}")
+        if covered.distinct != rows + quarantined:
+            problems.append(f"{rows + quarantined - covered.distinct} offsets appear more than once")
+        if split.size and (covered.lowest != split.start or covered.highest != split.end - 1):
+            problems.append(f"offsets span {covered.lowest}..{covered.highest}, not {split.start}..{split.end - 1}")
+        if problems:
+            raise ReconciliationError(
+                f"run #{plan.seq} {split.name} [{split.start}, {split.end}): " + "; ".join(problems)
+            )
+        events = [f for f in data if f.key == split.key and f.min_event]
+        results.append(
+            SplitResult(
+                split.topic,
+                split.partition,
+                split.start,
+                split.end,
+                rows,
+                quarantined,
+                min_event_time=min((f.min_event for f in events if f.min_event), default=None),
+                max_event_time=max((f.max_event for f in events if f.max_event), default=None),
+                lost_from=split.lost_from,
+                lost_to=split.lost_to,
+            )
+        )
+    return results
