@@ -257,9 +257,10 @@ def profile_ours(spark: Any, root: Path, bootstrap: str, count: int) -> None:
 
     timed(load_module, "make_plan", "plan (metadata and offsets from the broker)")
     timed(PipelineState, "store_plan", "store the plan")
-    timed(load_module.PipelineRun, "_spark_write", "load: the Spark job (read splits, sort, write Parquet)")
-    timed(load_module.PipelineRun, "_file_stats", "reconcile: per-file stats, a Spark scan of the output")
-    timed(load_module.PipelineRun, "_distinct_offsets", "reconcile: distinct offsets, a second Spark scan")
+    timed(load_module.PipelineRun, "_read_splits", "load: the Spark job (tasks read, decode, write Parquet)")
+    timed(load_module, "inspect_local", "reconcile: the staged files read back with Arrow")
+    timed(load_module, "spark_file_facts", "reconcile: per-file stats, a Spark scan (spark writer)")
+    timed(load_module, "spark_coverage", "reconcile: distinct offsets, a Spark scan (spark writer)")
     timed(PipelineState, "commit", "commit the manifest")
     timed(PipelineState, "roll_forward", "publish (renames)")
     spec_path = write_spec(root, bootstrap, root / "raw-profile", TOPIC, "profile")
@@ -286,7 +287,7 @@ def profile_ours(spark: Any, root: Path, bootstrap: str, count: int) -> None:
         "Spark job, Parquet without partitionBy (no sort)": lambda frame: frame.write.option(
             "compression", "snappy"
         ).parquet(str(root / "profile-flat")),
-        "Spark job, Parquet with partitionBy dt, hour (as ours)": lambda frame: (
+        "Spark job, Parquet with partitionBy dt, hour (raw.writer: spark)": lambda frame: (
             frame.write.partitionBy("dt", "hour").option("compression", "snappy").parquet(str(root / "profile-dt"))
         ),
     }

@@ -256,7 +256,8 @@ class PipelineRun:
         paths = {"data": [], "quarantine": []}  # type: dict[str, list[str]]
         for row in reported:
             paths[row["kind"]].append(f"{staging}/{row['path']}")
-        data, coverage = inspect_local(paths["data"] + paths["quarantine"])
+        planned = {s.key: (s.start, s.end) for s in plan.splits}
+        data, coverage = inspect_local(paths["data"] + paths["quarantine"], planned)
         claimed = {f"{staging}/{row['path']}": row for row in reported}
         for fact in data:
             said = claimed[fact.file]

@@ -58,44 +58,81 @@ class OffsetCoverage:
 # reading the facts
 
 
-def inspect_local(paths: list[str]) -> tuple[list[FileFacts], dict[SplitKey, OffsetCoverage]]:
+def inspect_local(
+    paths: list[str], planned: dict[SplitKey, tuple[int, int]]
+) -> tuple[list[FileFacts], dict[SplitKey, OffsetCoverage]]:
     """Facts of local Parquet files (plain paths or file://) and the offset coverage of every split
-    they hold, with Arrow: one pass over each file's metadata and offset column."""
+    they hold, with Arrow, one batch at a time: memory is one byte per planned offset (a "seen"
+    map per split, ``planned`` giving each split's [start, end)) plus one batch, whatever the size
+    of the files."""
     facts: list[FileFacts] = []
-    offsets: dict[SplitKey, list[np.ndarray]] = {}
+    seen = {key: np.zeros(end - start, dtype=np.bool_) for key, (start, end) in planned.items()}
+    repeated: dict[SplitKey, int] = {}
+    spans: dict[SplitKey, tuple[int, int]] = {}
     for path in paths:
-        try:
-            table = pq.read_table(local_path(path), columns=_columns(local_path(path)))
-        except (OSError, ValueError) as exc:
-            raise ReconciliationError(f"cannot read staged file {path}: {exc}") from exc
-        if table.num_rows == 0:
-            raise ReconciliationError(f"staged file {path} holds no rows")
-        topics, partitions = pc.unique(table.column("topic")), pc.unique(table.column("partition"))
-        if len(topics) != 1 or len(partitions) != 1:
-            raise ReconciliationError(f"staged file {path} holds rows of more than one split")
-        key = (topics[0].as_py(), partitions[0].as_py())
-        offset = table.column("offset").to_numpy()
-        offsets.setdefault(key, []).append(offset)
-        low, high = _event_range(table)
-        facts.append(FileFacts(path, key[0], key[1], table.num_rows, int(offset.min()), int(offset.max()), low, high))
+        fact, offsets = _read_file(path)
+        facts.append(fact)
+        key = fact.key
+        low, high = spans.get(key, (fact.min_offset, fact.max_offset))
+        spans[key] = (min(low, fact.min_offset), max(high, fact.max_offset))
+        start, end = planned.get(key, (0, 0))
+        marks = seen.setdefault(key, np.zeros(0, dtype=np.bool_))
+        for batch in offsets:
+            # offsets outside the plan fail the span check; they count as distinct here so the
+            # message names the span, not a duplicate that is not there
+            inside = np.unique(batch[(batch >= start) & (batch < end)] - start)
+            in_range = int(np.count_nonzero((batch >= start) & (batch < end)))
+            repeats = in_range - len(inside) + int(np.count_nonzero(marks[inside]))
+            marks[inside] = True
+            repeated[key] = repeated.get(key, 0) + repeats
     coverage = {}
-    for key, arrays in offsets.items():
-        unique = np.unique(np.concatenate(arrays))
-        coverage[key] = OffsetCoverage(len(unique), int(unique[0]), int(unique[-1]))
+    for key, (low, high) in spans.items():
+        rows = sum(f.rows for f in facts if f.key == key)
+        coverage[key] = OffsetCoverage(rows - repeated.get(key, 0), low, high)
     return facts, coverage
 
 
-def _columns(path: str) -> list[str]:
-    names = pq.read_schema(path).names
-    return [c for c in ("topic", "partition", "offset", "event_time") if c in names]
-
-
-def _event_range(table: Any) -> tuple[str | None, str | None]:
-    if "event_time" not in table.column_names:
-        return None, None
-    bounds = pc.min_max(table.column("event_time"))
-    low, high = bounds["min"].as_py(), bounds["max"].as_py()
-    return (_iso(low), _iso(high)) if low is not None else (None, None)
+def _read_file(path: str) -> tuple[FileFacts, list[np.ndarray]]:
+    """One staged file's facts and its offsets (as numpy batches)."""
+    local = local_path(path)
+    try:
+        parquet = pq.ParquetFile(local)
+        names = parquet.schema_arrow.names
+        columns = [c for c in ("topic", "partition", "offset", "event_time") if c in names]
+        batches = list(parquet.iter_batches(batch_size=1 << 16, columns=columns))
+    except (OSError, ValueError) as exc:
+        raise ReconciliationError(f"cannot read staged file {path}: {exc}") from exc
+    rows = sum(b.num_rows for b in batches)
+    if rows == 0:
+        raise ReconciliationError(f"staged file {path} holds no rows")
+    topics: set[str] = set()
+    partitions: set[int] = set()
+    offsets = []
+    low_event = high_event = None
+    for batch in batches:
+        topics.update(pc.unique(batch.column("topic")).to_pylist())
+        partitions.update(pc.unique(batch.column("partition")).to_pylist())
+        offsets.append(batch.column("offset").to_numpy())
+        if "event_time" in batch.schema.names:
+            bounds = pc.min_max(batch.column("event_time"))
+            low, high = bounds["min"].as_py(), bounds["max"].as_py()
+            if low is not None:
+                low_event = low if low_event is None else min(low_event, low)
+                high_event = high if high_event is None else max(high_event, high)
+    if len(topics) != 1 or len(partitions) != 1:
+        raise ReconciliationError(f"staged file {path} holds rows of more than one split")
+    (topic,), (partition,) = topics, partitions
+    fact = FileFacts(
+        path,
+        topic,
+        partition,
+        rows,
+        int(min(int(o.min()) for o in offsets)),
+        int(max(int(o.max()) for o in offsets)),
+        _iso(low_event) if low_event is not None else None,
+        _iso(high_event) if high_event is not None else None,
+    )
+    return fact, offsets
 
 
 def _iso(value: datetime) -> str:

@@ -126,7 +126,7 @@ class StagingWriter:
         topic: str,
         partition: int,
         compression: str,
-        row_group_bytes: int = 32 << 20,
+        row_group_bytes: int = 8 << 20,
         max_open: int = 8,
     ) -> None:
         self.root = Path(root)

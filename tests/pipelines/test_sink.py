@@ -18,6 +18,7 @@ from pipelines.source import quarantine_batch
 from pipelines.spec import Decoder, EventTime
 
 START = datetime(2026, 3, 1, 22, 0, tzinfo=UTC)
+PLANNED = {("events", 3): (10, 14)}
 
 
 def rows(first_offset: int, minutes: list[int]) -> pa.Table:
@@ -121,32 +122,32 @@ def test_inspect_local_reads_facts_and_offset_coverage_from_the_files(tmp_path: 
     sink.write_rows(rows(10, [0, 0, 70]))
     sink.write_rows(rows(13, [0]))
     files = sink.close()
-    facts, coverage = inspect_local([str(tmp_path / f.path) for f in files])
+    facts, coverage = inspect_local([str(tmp_path / f.path) for f in files], PLANNED)
     assert sorted((f.rows, f.min_offset, f.max_offset) for f in facts) == [(1, 12, 12), (3, 10, 13)]
     assert min(f.min_event or "" for f in facts) == START.isoformat()
     assert coverage == {("events", 3): OffsetCoverage(4, 10, 13)}
     # a second copy of a file: the same offsets twice, seen in the coverage
     copy = tmp_path / "copy.parquet"
     copy.write_bytes((tmp_path / min(files, key=lambda f: f.rows).path).read_bytes())
-    _, coverage = inspect_local([str(tmp_path / f.path) for f in files] + [f"file://{copy}"])
+    _, coverage = inspect_local([str(tmp_path / f.path) for f in files] + [f"file://{copy}"], PLANNED)
     assert coverage == {("events", 3): OffsetCoverage(4, 10, 13)}
-    facts, _ = inspect_local([str(tmp_path / f.path) for f in files] + [f"file://{copy}"])
+    facts, _ = inspect_local([str(tmp_path / f.path) for f in files] + [f"file://{copy}"], PLANNED)
     assert sum(f.rows for f in facts) == 5  # five rows, four distinct offsets: reconcile refuses
 
 
 def test_inspect_local_refuses_files_it_cannot_trust(tmp_path: Path) -> None:
     with pytest.raises(ReconciliationError, match=r"cannot read staged file .*missing"):
-        inspect_local([str(tmp_path / "missing.parquet")])
+        inspect_local([str(tmp_path / "missing.parquet")], PLANNED)
     (tmp_path / "torn.parquet").write_bytes(b"PAR1 then nothing")
     with pytest.raises(ReconciliationError, match=r"cannot read staged file .*torn"):
-        inspect_local([str(tmp_path / "torn.parquet")])
+        inspect_local([str(tmp_path / "torn.parquet")], PLANNED)
     mixed = pa.table({"topic": ["a", "b"], "partition": pa.array([0, 0], pa.int32()), "offset": [1, 2]})
     pq.write_table(mixed, tmp_path / "mixed.parquet")
     with pytest.raises(ReconciliationError, match="more than one split"):
-        inspect_local([str(tmp_path / "mixed.parquet")])
+        inspect_local([str(tmp_path / "mixed.parquet")], PLANNED)
     pq.write_table(mixed.slice(0, 0), tmp_path / "empty.parquet")
     with pytest.raises(ReconciliationError, match="no rows"):
-        inspect_local([str(tmp_path / "empty.parquet")])
+        inspect_local([str(tmp_path / "empty.parquet")], PLANNED)
 
 
 def test_spark_reads_task_written_files_like_its_own(tmp_path: Path, spark: object) -> None:
