@@ -1,7 +1,9 @@
-"""spark-submit entry point: load one pipeline's new messages into its raw layer, exactly once.
+"""spark-submit entry point: load one pipeline's new messages into its raw layer, exactly once,
+then (if the pipeline has outputs) run its transforms, validate and publish.
 
     spark-submit [--master local[*] | yarn | k8s://… | spark://…] [--py-files pipelines.zip] \
-        jobs/load_warehouse.py --pipeline conf/pipelines/<name>.yaml [--run-id ID] [--replan]
+        jobs/load_warehouse.py --pipeline conf/pipelines/<name>.yaml [--run-id ID] [--replan] \
+        [--stage all|load|transforms|validate|publish] [--step NAME]
 
 Exit code 0 only when the run committed (or there was nothing new, or the run id was committed
 before); see ``pipelines run --help`` for the same job with a local Spark session.
@@ -19,9 +21,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run-id", default=None, help="name of this run; a committed run id is a no-op")
     parser.add_argument("--replan", action="store_true", help="discard an uncommitted stored plan first")
     parser.add_argument("--quiet", action="store_true", help="errors only")
+    parser.add_argument(
+        "--stage",
+        default="all",
+        choices=("all", "load", "transforms", "validate", "publish"),
+        help="one stage alone (Airflow runs one per task); all: every stage the pipeline has",
+    )
+    parser.add_argument("--step", default=None, help="with --stage transforms: only this step")
     args = parser.parse_args(argv)
 
-    from pipelines.cli import EXIT_BAD_SPEC, run_job  # noqa: PLC0415 - after argparse: --help stays fast
+    from pipelines.cli import EXIT_BAD_SPEC, run_stage  # noqa: PLC0415 - after argparse: --help stays fast
     from pipelines.errors import SpecError  # noqa: PLC0415
     from pipelines.spec import load_spec  # noqa: PLC0415
 
@@ -34,7 +43,9 @@ def main(argv: list[str] | None = None) -> int:
 
     spark = SparkSession.builder.appName(f"load_warehouse-{spec.name}").getOrCreate()
     try:
-        return run_job(spec, spark, run_id=args.run_id, replan=args.replan, quiet=args.quiet)
+        return run_stage(
+            spec, spark, args.stage, run_id=args.run_id, step=args.step, replan=args.replan, quiet=args.quiet
+        )
     finally:
         spark.stop()
 

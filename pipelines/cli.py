@@ -1,4 +1,4 @@
-"""The ``pipelines`` command line: run a load, show its state and offsets.
+"""The ``pipelines`` command line: run a load, check pipeline files, show state and offsets.
 
 ``run`` starts a local Spark session (spark-submit users run jobs/load_warehouse.py instead, which
 shares everything below). ``status`` and ``offsets`` read the manifests through the storage
@@ -53,6 +53,55 @@ def run_job(spec: PipelineSpec, spark: Any, *, run_id: str | None, replan: bool,
     return 0
 
 
+STAGES = ("all", "load", "transforms", "validate", "publish")
+
+
+def run_stage(
+    spec: PipelineSpec,
+    spark: Any,
+    stage: str,
+    *,
+    run_id: str | None,
+    step: str | None = None,
+    replan: bool = False,
+    quiet: bool = False,
+) -> int:
+    """One stage of a pipeline (``all``: the load, then, if the file has outputs, its transforms,
+    validation and publish); returns the exit code. Shared by ``pipelines run``, the spark-submit
+    job and the Airflow tasks."""
+    from pipelines.flow import FlowRun  # noqa: PLC0415
+    from pipelines.progress import Reporter  # noqa: PLC0415
+
+    if stage in ("all", "load"):
+        code = run_job(spec, spark, run_id=run_id, replan=replan, quiet=quiet)
+        if code or stage == "load" or not spec.outputs:
+            return code
+    reporter = Reporter(quiet=quiet)
+    try:
+        flow = FlowRun(spec, spark, reporter=reporter)
+        seq = flow.seq_for(run_id)
+        if stage == "all":
+            flow.run_all(seq)
+        elif stage == "transforms":
+            if step is not None:
+                flow.run_step(seq, step)
+            else:
+                from pipelines.flowspec import topological_order  # noqa: PLC0415
+
+                for each in topological_order(spec.transforms):
+                    flow.run_step(seq, each.name)
+        elif stage == "validate":
+            flow.validate(seq)
+        elif stage == "publish":
+            flow.publish(seq)
+        else:
+            raise PipelineError(f"unknown stage {stage!r} (stages: {', '.join(STAGES)})")
+    except PipelineError as exc:
+        click.echo(f"error: {exc}", err=True)
+        return EXIT_FAILED
+    return 0
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(
     package_name="kafkalog-pipelines", prog_name="pipelines"
@@ -70,8 +119,26 @@ def main() -> None:
 @click.option("--replan", is_flag=True, help="Discard a stored plan that was not committed and plan again.")
 @click.option("--conf", "conf", multiple=True, metavar="KEY=VALUE", help="Extra Spark settings.")
 @click.option("--quiet", is_flag=True, help="No progress or summary; errors only.")
-def run(pipeline: str, master: str, run_id: str | None, replan: bool, conf: tuple[str, ...], quiet: bool) -> None:
-    """Load the new messages of PIPELINE into its raw layer, exactly once."""
+@click.option(
+    "--stage",
+    type=click.Choice(STAGES),
+    default="all",
+    show_default=True,
+    help="all: load, then transforms, validation and publish if PIPELINE has outputs; or one stage alone "
+    "(of the load committed as --run-id, else the newest).",
+)
+@click.option("--step", default=None, help="With --stage transforms: only this step.")
+def run(
+    pipeline: str,
+    master: str,
+    run_id: str | None,
+    replan: bool,
+    conf: tuple[str, ...],
+    quiet: bool,
+    stage: str,
+    step: str | None,
+) -> None:
+    """Load the new messages of PIPELINE into its raw layer, exactly once, then build its outputs."""
     spec = _spec(pipeline)
     settings = {}
     for item in conf:
@@ -83,10 +150,33 @@ def run(pipeline: str, master: str, run_id: str | None, replan: bool, conf: tupl
 
     spark = local_session(master, f"pipelines-{spec.name}", settings)
     try:
-        code = run_job(spec, spark, run_id=run_id, replan=replan, quiet=quiet)
+        code = run_stage(spec, spark, stage, run_id=run_id, step=step, replan=replan, quiet=quiet)
     finally:
         spark.stop()
     sys.exit(code)
+
+
+@main.command()
+@click.argument("pipelines", nargs=-1, required=True, type=click.Path(dir_okay=False))
+def lint(pipelines: tuple[str, ...]) -> None:
+    """Check pipeline files without running anything: every error is printed as file:key.path:
+    reason (unknown, duplicate or missing keys, wrong types, unknown steps, cycles). Exit 2 if any
+    file is invalid."""
+    bad = 0
+    for path in pipelines:
+        try:
+            spec = load_spec(path)
+        except SpecError as exc:
+            bad += 1
+            click.echo(f"{exc}", err=True)
+            continue
+        steps, outputs = len(spec.transforms), len(spec.outputs)
+        click.echo(
+            f"{path}: ok ({spec.name}: {steps} transform{'s' * (steps != 1)}, {outputs} output{'s' * (outputs != 1)})"
+        )
+    if bad:
+        click.echo(f"{bad} of {len(pipelines)} pipeline file{'s' * (len(pipelines) != 1)} invalid", err=True)
+        sys.exit(EXIT_BAD_SPEC)
 
 
 def _state(spec: PipelineSpec) -> PipelineState:

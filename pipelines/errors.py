@@ -66,3 +66,13 @@ class CommitError(PipelineError):
 
 class ConcurrentRunError(CommitError):
     """Another run of the same pipeline committed (or planned) the same sequence number first."""
+
+
+class ValidationError(PipelineError):
+    """An output's rows fail their expectations and cannot be published: too many rows fail a row
+    check to quarantine them, a whole-output check (``row_count``) fails, or the rows kept still fail
+    great-expectations. Names the output, the share of failing rows and the first failing checks."""
+
+
+class FlowError(PipelineError):
+    """A transform, validation or publish stage cannot go on (the message names the stage and why)."""

@@ -1,8 +1,9 @@
 """The pipeline spec: one YAML file per pipeline, parsed once into typed, frozen config.
 
-Only the loading part lives here (source, topics, decoder, event time, raw layer, limits, policies);
-every value is checked when the file is loaded, and errors name ``file:key.path``. See
-docs/pipelines.md for the format with an example.
+The loading part lives here (source, topics, decoder, event time, raw layer, limits, policies);
+what follows the load (transforms, outputs, expectations, schedule) in flowspec.py. Every value is
+checked when the file is loaded, and errors name ``file:key.path``. See docs/pipelines.md and
+docs/spec-reference.md.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pipelines.errors import SpecError
+from pipelines.flowspec import Output, Schedule, Transform, check_graph
 from pipelines.specload import build, forget_expansions, read_yaml, redact
 
 FIELD_TYPES = ("string", "long", "int", "double", "float", "boolean", "timestamp", "binary")
@@ -220,6 +222,11 @@ class PipelineSpec:
     """Where a split no committed manifest knows (a new topic or partition) starts."""
     bad_records: BadRecords = field(default_factory=BadRecords)
     description: str = ""
+    transforms: tuple[Transform, ...] = ()
+    """Spark SQL steps over the raw rows of the partitions a run touched (see docs/transforms.md)."""
+    outputs: tuple[Output, ...] = ()
+    """Warehouse tables: a step's rows, validated by expectations, overwritten per partition."""
+    schedule: Schedule = field(default_factory=Schedule)
 
     def __post_init__(self) -> None:
         if not re.match(r"^[A-Za-z0-9_.-]+$", self.name):
@@ -244,6 +251,8 @@ class PipelineSpec:
                 raise _fail("event_time.format", f"{field_name!r} is a number: use epoch_millis or epoch_seconds")
             if kind == "string" and numeric_format:
                 raise _fail("event_time.format", f"{field_name!r} is a string: use iso8601 or a strptime pattern")
+
+        check_graph(self.transforms, self.outputs)
 
     def fingerprint(self) -> str:
         """A short hash of everything that shapes the output (stored in plans: a plan made under a

@@ -9,6 +9,7 @@ environment are never echoed in errors, so secrets stay out of logs.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import os
 import re
 import types
@@ -93,8 +94,13 @@ def convert(value: Any, kind: Any, where: str) -> Any:
     if origin in (typing.Union, types.UnionType):
         if value is None and type(None) in args:
             return None
-        (inner,) = [a for a in args if a is not type(None)]
-        return convert(value, inner, where)
+        choices = [a for a in args if a is not type(None)]
+        for choice in choices[:-1]:  # scalars tried in the order written: the first that fits
+            try:
+                return convert(value, choice, where)
+            except SpecError:
+                continue
+        return convert(value, choices[-1], where)
     if origin is typing.Literal:
         if value not in args:
             raise SpecError(f"{where}: must be one of {', '.join(map(str, args))}, not {value!r}")
@@ -146,7 +152,9 @@ def build(cls: Any, values: dict[str, Any], where: str) -> Any:
             raise SpecError(f"{where}: keys must be strings, got {key!r}")
     unknown = sorted(set(values) - known)
     if unknown:
-        raise SpecError(f"{where}{dot}{unknown[0]}: unknown key (known: {', '.join(sorted(known))})")
+        close = difflib.get_close_matches(unknown[0], known, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise SpecError(f"{where}{dot}{unknown[0]}: unknown key ({hint}known: {', '.join(sorted(known))})")
     missing = sorted(
         f.name
         for f in dataclasses.fields(cls)

@@ -389,9 +389,12 @@ def test_unknown_key_names_its_path(tmp_path: Path, path: str, key_path: str) ->
     assert "known:" in message
 
 
-def test_unknown_key_lists_the_known_ones(tmp_path: Path) -> None:
+def test_unknown_key_suggests_the_closest_and_lists_the_known_ones(tmp_path: Path) -> None:
     message = error(tmp_path, put(base(), "decoder.shema", {"a": "long"}))
-    assert message.startswith("decoder.shema: unknown key (known: csv, format, required, schema)"), message
+    expected = "decoder.shema: unknown key (did you mean 'schema'? known: csv, format, required, schema)"
+    assert message.startswith(expected), message
+    message = error(tmp_path, put(base(), "decoder.zzz", 1))
+    assert message.startswith("decoder.zzz: unknown key (known: csv, format, required, schema)"), message
 
 
 def test_non_string_keys_are_refused(tmp_path: Path) -> None:

@@ -1,0 +1,119 @@
+"""One Airflow DAG per pipeline file: load → transforms (as their graph) → validate → publish.
+
+Role: what the thin files in ``airflow_dags/`` call. Building a DAG reads one YAML (no network, no
+Spark, nothing written), so a broken pipeline file breaks only the DAG file that names it: Airflow
+shows one import error, whose message is the ``file:key.path: reason`` of the spec error.
+
+Every task runs one stage of the pipeline through spark-submit (``jobs/load_warehouse.py --stage``)
+with the run id derived from the DAG run's logical date, never from the clock: a retried or cleared
+task repeats the same work on the same load run, and each stage is idempotent (a committed run id is
+a no-op; steps overwrite their staged results; a published run is never published again).
+Validation runs after the transforms because expectations check the transforms' staged results;
+nothing is published unless validation passed.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from pipelines.flowspec import RAW_VIEW
+from pipelines.spec import PipelineSpec, load_spec
+
+PROJECT_DIR = Path(__file__).resolve().parents[1]
+RUN_ID = "airflow-{{ ts_nodash }}"
+"""The load's run id for a DAG run: its logical date (colons and '+' are not allowed in HDFS names)."""
+
+
+def conf_dir() -> Path:
+    """Where pipeline files live: $PIPELINES_CONF_DIR, else conf/pipelines of this project."""
+    return Path(os.environ.get("PIPELINES_CONF_DIR", PROJECT_DIR / "conf" / "pipelines"))
+
+
+def _spark_submit(spec: PipelineSpec) -> str:
+    command = spec.schedule.spark_submit
+    beside = Path(sys.executable).with_name("spark-submit")  # the one of this environment's pyspark
+    if command == "spark-submit" and beside.exists():
+        return str(beside)
+    return command
+
+
+def stage_command(spec: PipelineSpec, pipeline_file: Path, stage: str, step: str | None = None) -> str:
+    """The shell command of one task."""
+    parts = [
+        _spark_submit(spec),
+        "--master",
+        spec.schedule.spark_master,
+        "--conf",
+        "spark.ui.enabled=false",
+        "--conf",
+        "spark.sql.sources.partitionColumnTypeInference.enabled=false",
+        str(PROJECT_DIR / "jobs" / "load_warehouse.py"),
+        "--pipeline",
+        str(pipeline_file),
+        "--stage",
+        stage,
+        *(["--step", step] if step else []),
+    ]
+    # the run id is a Jinja template: quoted after rendering would be the same (no spaces in it)
+    return " ".join(shlex.quote(p) for p in parts) + f" --run-id {RUN_ID} --quiet"
+
+
+def dag_for(name: str) -> Any:
+    """The DAG of ``conf_dir()/name``; raises the pipeline file's SpecError if it is invalid."""
+    from airflow.providers.standard.operators.bash import BashOperator  # noqa: PLC0415
+    from airflow.sdk import DAG  # noqa: PLC0415 - Airflow only where DAGs are built
+
+    pipeline_file = (conf_dir() / name).resolve()
+    spec = load_spec(pipeline_file)
+    schedule = spec.schedule
+    env = {
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+    }
+    dag = DAG(
+        dag_id=f"pipeline_{spec.name}",
+        description=spec.description or f"pipeline {spec.name}",
+        schedule=schedule.cron,
+        start_date=datetime.fromisoformat(schedule.start_date),
+        catchup=False,
+        max_active_runs=1,
+        tags=["pipelines", *schedule.tags],
+        default_args={
+            "retries": schedule.retries,
+            "retry_delay": timedelta(seconds=schedule.retry_delay_seconds),
+            "execution_timeout": timedelta(minutes=schedule.task_timeout_minutes),
+        },
+        doc_md=f"Pipeline `{pipeline_file}`: {spec.description}",
+    )
+    with dag:
+
+        def task(task_id: str, stage: str, step: str | None = None) -> Any:
+            return BashOperator(
+                task_id=task_id,
+                bash_command=stage_command(spec, pipeline_file, stage, step),
+                env=env,
+                append_env=True,
+                cwd=str(PROJECT_DIR),
+            )
+
+        load = task("load", "load")
+        if not spec.outputs:
+            return dag
+        steps = {t.name: task(f"transform_{t.name}", "transforms", t.name) for t in spec.transforms}
+        for transform in spec.transforms:
+            for dependency in transform.depends_on:
+                upstream = load if dependency == RAW_VIEW else steps[dependency]
+                upstream >> steps[transform.name]
+            if not transform.depends_on:
+                load >> steps[transform.name]
+        validate = task("validate", "validate")
+        for transform in spec.transforms:
+            steps[transform.name] >> validate
+        validate >> task("publish", "publish")
+    return dag

@@ -1,0 +1,308 @@
+"""After the load: transforms in their graph → validate → publish, for one committed load run.
+
+Role: the driver's side of the warehouse outputs of a pipeline. Each stage can run alone (one
+Airflow task each) or all in one go (``run_all``), and each is idempotent:
+
+- **scope**: the time partitions the load run #seq touched (from its manifest), widened to whole
+  days if any output is partitioned by day. The ``raw`` view holds every committed raw row of those
+  partitions, from every run (late data included), read through the manifests' file lists, never
+  by listing directories, so uncommitted files are never read.
+- **step**: one Spark SQL step; its dependencies are read from their staged results; its own result
+  is staged (overwritten) under ``<raw>/_pipeline/flow/<seq>/steps/<name>/``.
+- **validate**: per output, great-expectations on the staged rows of its step. Policy fail: the
+  run stops, nothing of it is published. Policy quarantine: failing rows go to
+  ``<output>/_quarantine/seq=<seq>/`` with their reasons, the rest is staged for publishing under
+  ``<output>/_staging/<pipeline>-<seq>/``, within ``max_quarantine_share``. Results are kept as
+  JSON under ``<raw>/_pipeline/flow/<seq>/validation/``.
+- **publish**: per output, the partitions to replace (stored first, so a retry replaces the same
+  ones) are swapped in: the old partition directory moves to ``_trash``, the staged one into its
+  place (renames that never replace), then the trash is deleted and a marker records the publish.
+  A partition in scope for which the run produced no rows is removed. Once the marker exists,
+  every stage of that run is a no-op: re-running an Airflow task of a published run changes nothing.
+
+Readers of an output see each partition either old or new; during a publish, a partition being
+swapped is missing for the moment between its two renames (rewind/replay generations close that).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pipelines import expect
+from pipelines.errors import FlowError, StorageError, ValidationError
+from pipelines.flowspec import RAW_VIEW, Output, topological_order
+from pipelines.progress import Reporter
+from pipelines.spec import PipelineSpec
+from pipelines.state import Manifest, PipelineState
+from pipelines.storage import Storage, storage_for
+
+Partition = tuple[str, ...]
+"""("2026-01-01", "05") for dt/hour, ("2026-01-01",) for dt."""
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """The raw partitions a flow run reads: (dt, hour) pairs, or whole days."""
+
+    seq: int
+    by_day: bool
+    partitions: tuple[Partition, ...]
+
+    def covers(self, dt: str, hour: str) -> bool:
+        return ((dt,) if self.by_day else (dt, hour)) in self.partitions
+
+
+def partition_of(path: str) -> tuple[str, str] | None:
+    """(dt, hour) of a raw file path ``dt=X/hour=Y/name``, or None for files outside (quarantine)."""
+    parts = dict(p.split("=", 1) for p in path.split("/")[:-1] if p.startswith(("dt=", "hour=")))
+    if "dt" in parts and "hour" in parts:
+        return parts["dt"], parts["hour"]
+    return None
+
+
+class FlowRun:
+    """The flow stages of one pipeline (see the module doc); ``spark`` may be None for publish."""
+
+    def __init__(self, spec: PipelineSpec, spark: Any, *, reporter: Reporter | None = None) -> None:
+        if not spec.outputs:
+            raise FlowError(f"pipeline {spec.name} has no outputs: nothing to transform or publish")
+        self.spec = spec
+        self.spark = spark
+        self.root = spec.raw.path.rstrip("/")
+        self.raw_storage = storage_for(self.root, webhdfs_url=spec.raw.webhdfs_url)
+        self.state = PipelineState(self.raw_storage, self.root)
+        self.reporter = reporter or Reporter(quiet=True)
+
+    # ------------------------------------------------------------------ which run, which partitions
+
+    def seq_for(self, run_id: str | None) -> int:
+        """The load run to work on: the one committed as ``run_id``, or the newest."""
+        manifest = self.state.committed_run(run_id) if run_id is not None else self.state.latest()
+        if manifest is None:
+            which = f"run id {run_id!r}" if run_id is not None else "any run"
+            raise FlowError(f"pipeline {self.spec.name}: no committed load for {which}; load first")
+        return manifest.seq
+
+    def scope(self, seq: int) -> Scope:
+        manifest = self.state.manifest(seq)
+        by_day = any(o.partition_by == ("dt",) for o in self.spec.outputs)
+        touched = {partition_of(f.path) for f in manifest.files if f.kind == "data"}
+        partitions = {(p[0],) if by_day else p for p in touched if p is not None}
+        return Scope(seq, by_day, tuple(sorted(partitions)))
+
+    def _raw_files(self, scope: Scope) -> list[str]:
+        files = []
+        for seq in self.state.committed_seqs():
+            manifest: Manifest = self.state.manifest(seq)
+            for item in manifest.files:
+                where = partition_of(item.path) if item.kind == "data" else None
+                if where is not None and scope.covers(*where):
+                    files.append(self.state.path(item.path))
+        return files
+
+    def _flow_dir(self, seq: int) -> str:
+        return f"{self.root}/_pipeline/flow/{seq:06d}"
+
+    def _tag(self, seq: int) -> str:
+        return f"{self.spec.name}-{seq:06d}"
+
+    # ------------------------------------------------------------------ markers
+
+    def _published_marker(self, seq: int, output: Output) -> str:
+        return f"{self._flow_dir(seq)}/published/{output.name}.json"
+
+    def published(self, seq: int) -> bool:
+        return all(self.raw_storage.exists(self._published_marker(seq, o)) for o in self.spec.outputs)
+
+    # ------------------------------------------------------------------ steps
+
+    def _register_raw(self, scope: Scope) -> None:
+        files = self._raw_files(scope)
+        if files:
+            frame = self.spark.read.option("basePath", self.root).parquet(*files)
+        else:  # nothing in scope (a run of only quarantined records): an empty view of the raw schema
+            frame = self.spark.createDataFrame([], "dt STRING, hour STRING")
+        frame.createOrReplaceTempView(RAW_VIEW)
+
+    def run_step(self, seq: int, name: str) -> int:
+        """Run step ``name`` of the flow for load run ``seq``; returns its row count."""
+        steps = {t.name: t for t in self.spec.transforms}
+        if name not in steps:
+            raise FlowError(f"pipeline {self.spec.name}: no transform named {name!r} (steps: {', '.join(steps)})")
+        if self.published(seq):
+            self.reporter.note(f"run #{seq} is published already: step {name} is not run again")
+            return 0
+        step = steps[name]
+        self._register_raw(self.scope(seq))
+        for dependency in step.depends_on:
+            if dependency == RAW_VIEW:
+                continue
+            where = f"{self._flow_dir(seq)}/steps/{dependency}"
+            if not self.raw_storage.exists(f"{where}/_SUCCESS"):
+                raise FlowError(f"step {name} needs step {dependency} of run #{seq}, which has not run")
+            self.spark.read.parquet(where).createOrReplaceTempView(dependency)
+        try:
+            frame = self.spark.sql(step.sql)
+            frame.write.mode("overwrite").parquet(f"{self._flow_dir(seq)}/steps/{name}")
+        except Exception as exc:  # Spark's analysis and execution errors: name the step
+            raise FlowError(f"transform {name} of run #{seq} failed: {_first_line(exc)}") from exc
+        rows: int = self.spark.read.parquet(f"{self._flow_dir(seq)}/steps/{name}").count()
+        self.reporter.note(f"step {name}: {rows:,} rows")
+        return rows
+
+    # ------------------------------------------------------------------ validate
+
+    def validate(self, seq: int) -> list[expect.Validation]:
+        """Check every output's staged rows and stage what passes for publishing."""
+        if self.published(seq):
+            self.reporter.note(f"run #{seq} is published already: nothing to validate")
+            return []
+        results = []
+        for output in self.spec.outputs:
+            results.append(self._validate_output(seq, output))
+        return results
+
+    def _validate_output(self, seq: int, output: Output) -> expect.Validation:
+        where = f"{self._flow_dir(seq)}/steps/{output.source}"
+        if not self.raw_storage.exists(f"{where}/_SUCCESS"):
+            raise FlowError(f"output {output.name} needs step {output.source} of run #{seq}, which has not run")
+        frame = self.spark.read.parquet(where)
+        missing = [c for c in output.partition_by if c not in frame.columns]
+        if missing:
+            raise FlowError(
+                f"output {output.name}: step {output.source} has no column {missing[0]!r} "
+                f"(partition_by {list(output.partition_by)} needs it)"
+            )
+        staged = f"{output.path.rstrip('/')}/_staging/{self._tag(seq)}"
+        quarantine_dir = f"{output.path.rstrip('/')}/_quarantine/seq={seq:06d}"
+        quarantined = 0
+        if output.on_failure == "quarantine" and output.expectations:
+            try:
+                good, bad, validation = expect.split_for_quarantine(
+                    frame, output.expectations, output.name, output.max_quarantine_share
+                )
+            except ValidationError as exc:
+                self._save_validation(seq, output, {"output": output.name, "success": False, "error": str(exc)})
+                raise
+            quarantined = bad.count()
+            if quarantined:
+                bad.write.mode("overwrite").option("compression", output.compression).parquet(quarantine_dir)
+            frame = good
+        else:
+            validation = expect.validate(frame, output.expectations, output.name)
+            if not validation.success:
+                self._save_validation(seq, output, validation.to_json())
+                failed = [c for c in validation.checks if not c.success]
+                raise ValidationError(
+                    f"output {output.name} of run #{seq}: {len(failed)} expectation(s) failed: "
+                    + "; ".join(f"{c.expectation}: {c.observed}" for c in failed[:5])
+                    + " (nothing of this run is published)"
+                )
+        frame.write.mode("overwrite").partitionBy(*output.partition_by).option(
+            "compression", output.compression
+        ).parquet(staged)
+        self._save_validation(seq, output, {**validation.to_json(), "quarantined": quarantined})
+        checks = ", ".join(f"{c.expectation} {'ok' if c.success else 'FAILED'}" for c in validation.checks)
+        self.reporter.note(
+            f"output {output.name}: {validation.rows:,} rows valid"
+            + (f", {quarantined:,} quarantined" if quarantined else "")
+            + (f" ({checks})" if checks else " (no expectations)")
+        )
+        return validation
+
+    def _save_validation(self, seq: int, output: Output, document: dict[str, Any]) -> None:
+        path = f"{self._flow_dir(seq)}/validation/{output.name}.json"
+        self.raw_storage.delete(path)
+        self.raw_storage.write_new(path, json.dumps(document, indent=1, default=str).encode())
+
+    # ------------------------------------------------------------------ publish
+
+    def publish(self, seq: int) -> dict[str, list[Partition]]:
+        """Swap every output's staged partitions in; returns the partitions replaced per output."""
+        scope = self.scope(seq)
+        done = {}
+        for output in self.spec.outputs:
+            marker = self._published_marker(seq, output)
+            if self.raw_storage.exists(marker):
+                self.reporter.note(f"output {output.name}: run #{seq} is published already")
+                continue
+            done[output.name] = self._publish_output(seq, output, scope)
+            self.raw_storage.write_new(marker, json.dumps({"partitions": done[output.name]}).encode())
+        return done
+
+    def _publish_output(self, seq: int, output: Output, scope: Scope) -> list[Partition]:
+        storage = storage_for(output.path)
+        base = output.path.rstrip("/")
+        staged_root = f"{base}/_staging/{self._tag(seq)}"
+        trash_root = f"{base}/_trash/{self._tag(seq)}"
+        plan_path = f"{self._flow_dir(seq)}/publish/{output.name}.json"
+        if self.raw_storage.exists(plan_path):
+            partitions = [tuple(p) for p in json.loads(self.raw_storage.read_bytes(plan_path))]
+        else:
+            if not storage.exists(f"{staged_root}/_SUCCESS"):
+                raise FlowError(f"output {output.name} of run #{seq} was not validated: validate before publishing")
+            staged = {_partition_of_dir(f.path[len(staged_root) + 1 :]) for f in storage.walk_files(staged_root)}
+            if scope.by_day:  # every existing partition of the days in scope: all were recomputed
+                existing = self._existing_partitions(storage, base, output)
+                in_scope = {p for p in existing if (p[0],) in scope.partitions}
+            else:
+                in_scope = set(scope.partitions)
+            partitions = sorted({p for p in staged if p is not None} | in_scope)
+            self.raw_storage.write_new(plan_path, json.dumps(partitions).encode())
+        for partition in partitions:
+            relative = "/".join(f"{k}={v}" for k, v in zip(output.partition_by, partition, strict=True))
+            final, new, old = f"{base}/{relative}", f"{staged_root}/{relative}", f"{trash_root}/{relative}"
+            try:
+                if storage.exists(new):
+                    if storage.exists(final):
+                        storage.rename_or_fail(final, old)
+                    storage.rename_or_fail(new, final)
+                elif storage.exists(final) and not storage.exists(old):
+                    storage.rename_or_fail(final, old)  # in scope, no rows any more
+            except StorageError as exc:
+                raise FlowError(f"publishing {output.name} partition {relative} of run #{seq}: {exc}") from exc
+        storage.delete(trash_root, recursive=True)
+        storage.delete(staged_root, recursive=True)
+        self.reporter.note(f"output {output.name}: {len(partitions)} partition(s) published from run #{seq}")
+        return partitions
+
+    @staticmethod
+    def _existing_partitions(storage: Storage, base: str, output: Output) -> set[Partition]:
+        """The partitions the output has now, at its granularity."""
+        found: set[Partition] = set()
+        if not storage.exists(base):
+            return found
+        for day in storage.list(base):
+            if not (day.is_dir and day.name.startswith("dt=")):
+                continue
+            if output.partition_by == ("dt",):
+                found.add((day.name[3:],))
+                continue
+            for hour in storage.list(day.path):
+                if hour.is_dir and hour.name.startswith("hour="):
+                    found.add((day.name[3:], hour.name[5:]))
+        return found
+
+    # ------------------------------------------------------------------ everything
+
+    def run_all(self, seq: int) -> dict[str, list[Partition]]:
+        if self.published(seq):
+            self.reporter.note(f"run #{seq} is published already")
+            return {}
+        for step in topological_order(self.spec.transforms):
+            self.run_step(seq, step.name)
+        self.validate(seq)
+        return self.publish(seq)
+
+
+def _partition_of_dir(relative: str) -> Partition | None:
+    """("dt", "hour") values of a staged file ``dt=X/hour=Y/name`` (or ``dt=X/name``)."""
+    values = [p.split("=", 1)[1] for p in relative.split("/")[:-1] if p.startswith(("dt=", "hour="))]
+    return tuple(values) if values else None
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:500] if text else type(exc).__name__

@@ -1,0 +1,218 @@
+"""The spec of what happens after the load: transforms, outputs with expectations, and the schedule.
+
+Role: typed, frozen config (part of PipelineSpec, parsed by specload) and the checks that need the
+whole graph: step names unique, dependencies known, no cycles, outputs reading existing steps.
+The transform graph is acyclic by construction once it loads; ``topological_order`` is its order.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import date
+from typing import Literal
+
+from pipelines.errors import SpecError
+
+RAW_VIEW = "raw"
+"""The view every transform can read: the raw rows of the time partitions a run touched."""
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+ExpectKind = Literal["not_null", "between", "in_set", "unique", "regex", "row_count"]
+
+
+def _fail(key: str, message: str) -> SpecError:
+    return SpecError(f"{key}: {message}")
+
+
+@dataclass(frozen=True, slots=True)
+class Transform:
+    """One Spark SQL step. Its result is a view named ``name`` that later steps can read."""
+
+    name: str
+    sql: str
+    depends_on: tuple[str, ...] = ()
+    """Steps (or ``raw``) this one reads. Explicit, so the graph (and the Airflow tasks) are known
+    without parsing SQL; a step that reads a view it does not declare fails with Spark's error."""
+
+    def __post_init__(self) -> None:
+        if not _NAME.match(self.name) or self.name == RAW_VIEW:
+            raise _fail("name", f"{self.name!r}: letters, digits and '_' (not starting with a digit), not 'raw'")
+        if not self.sql.strip():
+            raise _fail("sql", "must not be empty")
+
+
+@dataclass(frozen=True, slots=True)
+class Expectation:
+    """One data-quality check, run with great-expectations on an output's staged rows.
+
+    ``not_null``, ``between`` (min and/or max), ``in_set`` (values), ``regex`` (pattern) check one
+    ``column`` per row; ``unique`` checks ``columns`` together per row; ``row_count`` (min and/or
+    max) checks the whole output. Row checks can quarantine failing rows; ``row_count`` cannot.
+    """
+
+    expect: ExpectKind
+    column: str | None = None
+    columns: tuple[str, ...] = ()
+    min: float | None = None
+    max: float | None = None
+    values: tuple[str | int | float | bool, ...] = ()
+    pattern: str | None = None
+
+    def __post_init__(self) -> None:
+        kind = self.expect
+        needs_column = kind in ("not_null", "between", "in_set", "regex")
+        if needs_column and not self.column:
+            raise _fail("column", f"{kind} needs a column")
+        if not needs_column and self.column:
+            raise _fail("column", f"{kind} takes no column" + (" (use columns)" if kind == "unique" else ""))
+        if kind == "unique" and not self.columns:
+            raise _fail("columns", "unique needs one or more columns")
+        if kind != "unique" and self.columns:
+            raise _fail("columns", f"only unique takes columns, not {kind}")
+        if kind in ("between", "row_count"):
+            if self.min is None and self.max is None:
+                raise _fail("min", f"{kind} needs min, max or both")
+            if self.min is not None and self.max is not None and self.min > self.max:
+                raise _fail("min", f"min {self.min} is greater than max {self.max}")
+        elif self.min is not None or self.max is not None:
+            raise _fail("min" if self.min is not None else "max", f"{kind} takes no min or max")
+        if (kind == "in_set") != bool(self.values):
+            raise _fail("values", "in_set needs values" if kind == "in_set" else f"{kind} takes no values")
+        if (kind == "regex") != (self.pattern is not None):
+            raise _fail("pattern", "regex needs a pattern" if kind == "regex" else f"{kind} takes no pattern")
+        if self.pattern is not None:
+            try:
+                re.compile(self.pattern)
+            except re.error as exc:
+                raise _fail("pattern", f"not a valid regular expression: {exc}") from exc
+
+    @property
+    def per_row(self) -> bool:
+        return self.expect != "row_count"
+
+    def describe(self) -> str:
+        """A short human name: ``not_null(page)``, ``between(views, 1..)``, ``row_count(1..1000)``."""
+        bounds = f"{_number(self.min)}..{_number(self.max)}"
+        target = {
+            "not_null": f"{self.column}",
+            "between": f"{self.column}, {bounds}",
+            "in_set": f"{self.column}, {len(self.values)} values",
+            "unique": ", ".join(self.columns),
+            "regex": f"{self.column} ~ {self.pattern}",
+            "row_count": bounds,
+        }[self.expect]
+        return f"{self.expect}({target})"
+
+
+def _number(value: float | None) -> str:
+    if value is None:
+        return ""
+    return str(int(value)) if value == int(value) else str(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Output:
+    """A warehouse table: the rows of step ``source``, Parquet, partitioned by ``partition_by``;
+    each run overwrites exactly the partitions it recomputed."""
+
+    name: str
+    source: str
+    """The transform whose rows this output holds (YAML key ``from`` is not allowed: use ``source``)."""
+    path: str
+    partition_by: tuple[Literal["dt", "hour"], ...] = ("dt", "hour")
+    """``[dt, hour]`` or ``[dt]``: the step's rows must have these columns (strings, as in raw)."""
+    expectations: tuple[Expectation, ...] = ()
+    on_failure: Literal["fail", "quarantine"] = "fail"
+    """fail: nothing of the run is published; quarantine: rows failing a row check are kept aside
+    with their reasons, the rest is published, if they are at most ``max_quarantine_share``."""
+    max_quarantine_share: float = 0.01
+    compression: Literal["snappy", "zstd", "gzip", "none"] = "snappy"
+
+    def __post_init__(self) -> None:
+        if not _NAME.match(self.name):
+            raise _fail("name", f"{self.name!r}: letters, digits and '_' (not starting with a digit)")
+        if self.partition_by not in (("dt", "hour"), ("dt",)):
+            raise _fail("partition_by", f"[dt, hour] or [dt], not {list(self.partition_by)}")
+        if not self.path:
+            raise _fail("path", "must not be empty")
+        if not 0.0 <= self.max_quarantine_share <= 1.0:
+            raise _fail("max_quarantine_share", "must be between 0 and 1")
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """How Airflow runs the pipeline (one DAG per pipeline file)."""
+
+    cron: str | None = "@hourly"
+    """A cron expression or preset (``@hourly``, ``@daily``); null: triggered by hand only."""
+    start_date: str = "2026-01-01"
+    retries: int = 2
+    retry_delay_seconds: int = 300
+    spark_master: str = "local[2]"
+    """``--master`` for spark-submit (local[N], spark://, yarn, k8s://)."""
+    spark_submit: str = "spark-submit"
+    """The spark-submit command (a path, or a name on PATH)."""
+    task_timeout_minutes: int = 120
+    tags: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        try:
+            date.fromisoformat(self.start_date)
+        except ValueError as exc:
+            raise _fail("start_date", f"{self.start_date!r} is not a date YYYY-MM-DD") from exc
+        for key in ("retries", "retry_delay_seconds", "task_timeout_minutes"):
+            if getattr(self, key) < 0:
+                raise _fail(key, "must not be negative")
+        if self.cron is not None and not (self.cron.startswith("@") or len(self.cron.split()) in (5, 6)):
+            raise _fail("cron", f"{self.cron!r} is neither a preset like @hourly nor a 5-field cron expression")
+
+
+def check_graph(transforms: tuple[Transform, ...], outputs: tuple[Output, ...]) -> None:
+    """Names unique, dependencies known, no cycle, every output reads a step; SpecError naming
+    the key path otherwise."""
+    names: dict[str, int] = {}
+    for i, step in enumerate(transforms):
+        if step.name in names:
+            raise _fail(f"transforms[{i}].name", f"{step.name!r} is already step {names[step.name]}")
+        names[step.name] = i
+    for i, step in enumerate(transforms):
+        for j, dependency in enumerate(step.depends_on):
+            if dependency != RAW_VIEW and dependency not in names:
+                known = ", ".join([RAW_VIEW, *names])
+                raise _fail(f"transforms[{i}].depends_on[{j}]", f"unknown step {dependency!r} (known: {known})")
+    topological_order(transforms)
+    seen_outputs: set[str] = set()
+    for i, output in enumerate(outputs):
+        if output.name in seen_outputs:
+            raise _fail(f"outputs[{i}].name", f"{output.name!r} is already an output")
+        seen_outputs.add(output.name)
+        if output.source not in names:
+            raise _fail(f"outputs[{i}].source", f"unknown step {output.source!r} (steps: {', '.join(names) or 'none'})")
+
+
+def topological_order(transforms: tuple[Transform, ...]) -> list[Transform]:
+    """The steps in an order where every step comes after its dependencies (file order among
+    independent steps); SpecError naming the cycle if there is one."""
+    by_name = {t.name: t for t in transforms}
+    order: list[Transform] = []
+    state: dict[str, str] = {}
+
+    def visit(name: str, path: list[str]) -> None:
+        if state.get(name) == "done":
+            return
+        if state.get(name) == "visiting":
+            cycle = [*path[path.index(name) :], name]
+            index = list(by_name).index(name)
+            raise _fail(f"transforms[{index}].depends_on", "cycle: " + " -> ".join(cycle))
+        state[name] = "visiting"
+        for dependency in by_name[name].depends_on:
+            if dependency in by_name:
+                visit(dependency, [*path, name])
+        state[name] = "done"
+        order.append(by_name[name])
+
+    for name in by_name:
+        visit(name, [])
+    return order

@@ -1,0 +1,118 @@
+"""The Airflow DAGs, with real Airflow: the DAG folder parses, a broken pipeline file breaks only its
+own DAG, and `airflow dags test` runs a pipeline end to end (twice: the second changes nothing)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipelines.examples import page_views
+from tests.brokers import BrokerProcess
+from tests.pipelines.flow_harness import REPO, example_spec, expected_hourly_pages, send, snapshot, table_rows
+
+AIRFLOW = str(Path(sys.executable).with_name("airflow"))
+
+
+def dag_bag(folder: Path) -> Any:
+    from airflow.dag_processing.dagbag import DagBag
+
+    return DagBag(dag_folder=str(folder))
+
+
+@pytest.fixture
+def airflow_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "airflow-home"
+    home.mkdir()
+    monkeypatch.setenv("AIRFLOW_HOME", str(home))
+    monkeypatch.setenv("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+    return home
+
+
+def test_the_dag_folder_parses_into_one_dag_per_pipeline(airflow_home: Path) -> None:
+    bag = dag_bag(REPO / "airflow_dags")
+    assert bag.import_errors == {}
+    assert set(bag.dags) == {"pipeline_page_views", "pipeline_ops_metrics", "pipeline_demo_events"}
+    dag = bag.dags["pipeline_page_views"]
+    assert dag.max_active_runs == 1 and dag.catchup is False
+    edges = {t.task_id: sorted(t.downstream_task_ids) for t in dag.tasks}
+    assert edges == {
+        "load": ["transform_hourly_pages", "transform_sessions"],
+        "transform_sessions": ["validate"],
+        "transform_hourly_pages": ["validate"],
+        "validate": ["publish"],
+        "publish": [],
+    }
+    load = dag.get_task("load")
+    assert load.retries == 2 and load.retry_delay.total_seconds() == 300
+    assert "--stage load" in load.bash_command and "--run-id airflow-{{ ts_nodash }}" in load.bash_command
+    assert "--master 'local[2]'" in load.bash_command
+    assert list(bag.dags["pipeline_demo_events"].task_ids) == ["load"]
+
+
+def test_a_broken_pipeline_file_breaks_only_its_own_dag(
+    tmp_path: Path, airflow_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    conf, dags = tmp_path / "conf", tmp_path / "dags"
+    shutil.copytree(REPO / "conf" / "pipelines", conf)
+    shutil.copytree(REPO / "airflow_dags", dags, ignore=shutil.ignore_patterns("__pycache__"))
+    broken = conf / "ops_metrics.yaml"
+    broken.write_text(broken.read_text().replace("source: service_hourly", "source: service_hourlyy"))
+    monkeypatch.setenv("PIPELINES_CONF_DIR", str(conf))
+    bag = dag_bag(dags)
+    assert list(bag.import_errors) == [str(dags / "ops_metrics.py")]
+    message = bag.import_errors[str(dags / "ops_metrics.py")]
+    assert f"{broken}:outputs[0].source: unknown step 'service_hourlyy'" in message
+    assert set(bag.dags) == {"pipeline_page_views", "pipeline_demo_events"}
+
+
+def test_airflow_dags_test_runs_a_pipeline_end_to_end_and_again_changes_nothing(
+    tmp_path: Path, airflow_home: Path, broker: BrokerProcess
+) -> None:
+    events = list(page_views(datetime(2026, 5, 4, 10, 0, tzinfo=UTC), 300, bad_page_every=200))
+    send(broker.bootstrap, "web.page_views", events)
+    conf, dags = tmp_path / "conf", tmp_path / "dags"
+    conf.mkdir()
+    dags.mkdir()
+    example_spec(conf, "page_views", broker.bootstrap)
+    # the raw layer and the warehouse are under conf/ too (example_spec puts them beside the file)
+    shutil.copy(REPO / "airflow_dags" / "page_views.py", dags / "page_views.py")
+    env = {
+        **os.environ,
+        "PIPELINES_CONF_DIR": str(conf),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+    }
+    migrate = subprocess.run(
+        [AIRFLOW, "db", "migrate"], env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert migrate.returncode == 0, migrate.stderr[-3000:]
+
+    def dags_test() -> None:
+        done = subprocess.run(
+            [AIRFLOW, "dags", "test", "pipeline_page_views", "2026-05-04T11:00:00+00:00"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=1200,
+            check=False,
+        )
+        output = done.stdout + done.stderr
+        assert done.returncode == 0, output[-6000:]
+        assert "state=success" in output or "success" in output.lower(), output[-6000:]
+
+    dags_test()
+    warehouse = conf / "warehouse"
+    rows = table_rows(warehouse / "hourly_page_views")
+    assert {(r["dt"], r["hour"], r["page"]): (r["views"], r["users"]) for r in rows} == expected_hourly_pages(events)
+    runs = list((conf / "raw" / "_pipeline" / "runs").glob("*.json"))
+    assert [p.name for p in runs] == ["airflow-20260504T110000.json"]
+    before = snapshot(warehouse)
+    dags_test()  # the same logical date: every task again, nothing changes
+    assert snapshot(warehouse) == before

@@ -1,0 +1,153 @@
+"""Transforms → validate → publish on the example pipelines, with a real broker, real Spark and
+real great-expectations. Expected warehouse rows are computed from the produced events in Python."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from pipelines.errors import ValidationError
+from pipelines.examples import metrics, page_views
+from pipelines.flow import FlowRun
+from pipelines.load import PipelineRun
+from pipelines.spec import load_spec
+from tests.brokers import BrokerProcess
+from tests.pipelines.flow_harness import (
+    example_spec,
+    expected_hourly_pages,
+    expected_sessions,
+    send,
+    snapshot,
+    table_rows,
+)
+
+START = datetime(2026, 5, 4, 21, 10, tzinfo=UTC)  # the views run past midnight into the next day
+
+
+def load_and_flow(spec_path: Path, spark: Any) -> tuple[FlowRun, int]:
+    spec = load_spec(spec_path)
+    result = PipelineRun(spec, spark).run()
+    assert result.status == "committed"
+    flow = FlowRun(spec, spark)
+    seq = flow.seq_for(None)
+    flow.run_all(seq)
+    return flow, seq
+
+
+def hourly_pages(tmp_path: Path) -> dict[tuple[str, str, str], tuple[int, int]]:
+    rows = table_rows(tmp_path / "warehouse" / "hourly_page_views")
+    found = {(r["dt"], r["hour"], r["page"]): (r["views"], r["users"]) for r in rows}
+    assert len(found) == len(rows), "a (dt, hour, page) row appears twice"
+    return found
+
+
+def test_page_views_end_to_end_with_quarantine_and_reruns_that_change_nothing(
+    tmp_path: Path, broker: BrokerProcess, spark: Any
+) -> None:
+    events = list(page_views(START, 400, bad_page_every=250))
+    send(broker.bootstrap, "web.page_views", events)
+    spec_path = example_spec(tmp_path, "page_views", broker.bootstrap)
+    flow, seq = load_and_flow(spec_path, spark)
+
+    assert hourly_pages(tmp_path) == expected_hourly_pages(events)
+    sessions: dict[tuple[int, str], list[int]] = defaultdict(list)
+    for row in table_rows(tmp_path / "warehouse" / "user_sessions"):
+        sessions[(row["user_id"], row["dt"])].append(row["pages"])
+    assert {k: (len(v), sum(v)) for k, v in sessions.items()} == expected_sessions(events)
+    assert len({dt for _, dt in sessions}) == 2  # both days
+
+    # the one bad page is kept aside with its reason, counted in the validation record
+    (quarantined,) = list((tmp_path / "warehouse" / "hourly_page_views" / "_quarantine").rglob("*.parquet"))
+    bad = pq.read_table(quarantined).to_pylist()
+    assert [r["page"] for r in bad] == ["javascript:void(0)"]
+    assert "regex(page ~ ^/)" in bad[0]["reason"]
+    record = json.loads(
+        (tmp_path / "raw" / "_pipeline" / "flow" / f"{seq:06d}" / "validation" / "hourly_page_views.json").read_text()
+    )
+    assert record["quarantined"] == 1 and record["success"] is True
+    for output in ("hourly_page_views", "user_sessions"):
+        leftovers = [p.name for p in (tmp_path / "warehouse" / output).iterdir() if p.name in ("_staging", "_trash")]
+        assert all(not any((tmp_path / "warehouse" / output / name).rglob("*.parquet")) for name in leftovers)
+
+    # every stage again, alone and all together: nothing changes
+    before = snapshot(tmp_path / "warehouse")
+    for step in ("sessions", "hourly_pages"):
+        flow.run_step(seq, step)
+    flow.validate(seq)
+    flow.publish(seq)
+    flow.run_all(seq)
+    assert PipelineRun(load_spec(spec_path), spark).run().status == "up-to-date"
+    assert snapshot(tmp_path / "warehouse") == before
+
+
+def test_late_data_recomputes_exactly_the_partitions_it_touches(
+    tmp_path: Path, broker: BrokerProcess, spark: Any
+) -> None:
+    first = list(page_views(START, 300, seed=3))
+    send(broker.bootstrap, "web.page_views", first)
+    spec_path = example_spec(tmp_path, "page_views", broker.bootstrap)
+    load_and_flow(spec_path, spark)
+    before = snapshot(tmp_path / "warehouse" / "hourly_page_views")
+
+    # late views, all in the first hour of the first day: only that day is recomputed (a daily
+    # output makes the scope whole days), every other day stays byte for byte as it was
+    late = list(page_views(START, 40, seed=4))
+    late = [e for e in late if e["ts"][:13] == first[0]["ts"][:13]]
+    assert late
+    send(broker.bootstrap, "web.page_views", late)
+    load_and_flow(spec_path, spark)
+    assert hourly_pages(tmp_path) == expected_hourly_pages(first + late)
+    after = snapshot(tmp_path / "warehouse" / "hourly_page_views")
+    second_day = {k: v for k, v in before.items() if "dt=2026-05-05" in k}
+    assert second_day and all(after.get(k) == v for k, v in second_day.items())
+    assert before != after
+
+
+def test_a_failing_expectation_under_policy_fail_publishes_nothing(
+    tmp_path: Path, broker: BrokerProcess, spark: Any
+) -> None:
+    send(broker.bootstrap, "ops.metrics", list(metrics(START, 200, cpu_spike_at=7)))
+    # the spike makes one service-hour's average impossible
+    spec_path = example_spec(tmp_path, "ops_metrics", broker.bootstrap)
+    spec = load_spec(spec_path)
+    assert PipelineRun(spec, spark).run().status == "committed"
+    flow = FlowRun(spec, spark)
+    seq = flow.seq_for(None)
+    with pytest.raises(
+        ValidationError, match=r"service_hourly of run #1: 1 expectation\(s\) failed: between\(cpu_max, 0..100\)"
+    ):
+        flow.run_all(seq)
+    assert table_rows(tmp_path / "warehouse" / "service_hourly") == []
+    record = json.loads(
+        (tmp_path / "raw" / "_pipeline" / "flow" / "000001" / "validation" / "service_hourly.json").read_text()
+    )
+    assert record["success"] is False
+    with pytest.raises(Exception, match="was not validated"):
+        flow.publish(seq)
+
+
+def test_ops_metrics_percentiles_per_service_and_hour(tmp_path: Path, broker: BrokerProcess, spark: Any) -> None:
+    samples = list(metrics(START, 720))  # 2 hours of 10-second samples
+    send(broker.bootstrap, "ops.metrics", samples)
+    load_and_flow(example_spec(tmp_path, "ops_metrics", broker.bootstrap), spark)
+    rows = table_rows(tmp_path / "warehouse" / "service_hourly")
+    by_key = {(r["dt"], r["hour"], r["service"]): r for r in rows}
+    expected: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+    for s in samples:
+        moment = datetime.fromtimestamp(s["ts"] / 1000, tz=UTC)
+        expected[(moment.strftime("%Y-%m-%d"), moment.strftime("%H"), s["service"])].append(s)
+    assert set(by_key) == set(expected)
+    for key, group in expected.items():
+        row = by_key[key]
+        assert row["samples"] == len(group)
+        assert row["cpu_max"] == max(s["cpu"] for s in group)
+        assert row["cpu_avg"] == pytest.approx(sum(s["cpu"] for s in group) / len(group))
+        latencies = sorted(s["latency_ms"] for s in group)
+        assert row["latency_p50_ms"] == pytest.approx(latencies[(len(latencies) - 1) // 2], rel=0.05)
+        assert row["latency_p50_ms"] <= row["latency_p95_ms"] <= row["latency_p99_ms"] <= latencies[-1]

@@ -1,0 +1,209 @@
+"""The flow part of a pipeline file: transforms, outputs, expectations, schedule; and `pipelines lint`."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipelines.flowspec import Expectation, Transform, topological_order
+from pipelines.spec import load_spec
+from tests.pipelines.test_spec import base, error, load, put
+
+REPO = Path(__file__).resolve().parents[2]
+PIPELINES = str(Path(sys.executable).with_name("pipelines"))
+
+
+def flow(**overrides: Any) -> dict[str, Any]:
+    """``base()`` with two steps and one output."""
+    data = base()
+    data["transforms"] = [
+        {"name": "clean", "sql": "SELECT * FROM raw WHERE user_id > 0", "depends_on": ["raw"]},
+        {
+            "name": "hourly",
+            "sql": "SELECT dt, hour, count(*) AS n FROM clean GROUP BY dt, hour",
+            "depends_on": ["clean"],
+        },
+    ]
+    data["outputs"] = [
+        {
+            "name": "hourly_counts",
+            "source": "hourly",
+            "path": "/data/warehouse/hourly_counts",
+            "expectations": [{"expect": "between", "column": "n", "min": 1}],
+        }
+    ]
+    data.update(overrides)
+    return data
+
+
+def test_a_full_flow_loads_into_typed_frozen_config(tmp_path: Path) -> None:
+    spec = load(tmp_path, flow())
+    assert [t.name for t in spec.transforms] == ["clean", "hourly"]
+    (output,) = spec.outputs
+    assert output.partition_by == ("dt", "hour")
+    assert output.expectations == (Expectation("between", column="n", min=1.0),)
+    assert output.on_failure == "fail"
+    assert spec.schedule.cron == "@hourly" and spec.schedule.retries == 2
+    with pytest.raises(AttributeError):
+        output.name = "x"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "expected"),
+    [
+        (
+            "transforms",
+            [{"name": "a", "sql": "SELECT 1", "depends_on": ["nope"]}],
+            "transforms[0].depends_on[0]: unknown step 'nope'",
+        ),
+        ("transforms", [{"name": "a", "sql": " "}], "transforms[0].sql: must not be empty"),
+        ("transforms", [{"name": "raw", "sql": "SELECT 1"}], "transforms[0].name: 'raw'"),
+        (
+            "transforms",
+            [{"name": "a", "sql": "SELECT 1"}, {"name": "a", "sql": "SELECT 2"}],
+            "transforms[1].name: 'a' is already step 0",
+        ),
+        (
+            "transforms",
+            [{"name": "a", "sql": "SELECT 1", "depnds_on": []}],
+            "transforms[0].depnds_on: unknown key (did you mean 'depends_on'?",
+        ),
+        ("outputs", [{"name": "o", "source": "missing", "path": "/w"}], "outputs[0].source: unknown step 'missing'"),
+        (
+            "outputs",
+            [{"name": "o", "source": "hourly", "path": "/w", "partition_by": ["hour"]}],
+            "outputs[0].partition_by",
+        ),
+        (
+            "outputs",
+            [{"name": "o", "source": "hourly", "path": "/w", "from": "hourly"}],
+            "outputs[0].from: unknown key",
+        ),
+        (
+            "outputs",
+            [{"name": "o", "source": "hourly", "path": "/w", "on_failure": "ignore"}],
+            "outputs[0].on_failure: must be one of fail, quarantine",
+        ),
+        (
+            "outputs",
+            [{"name": "o", "source": "hourly", "path": "/w", "max_quarantine_share": 2}],
+            "outputs[0].max_quarantine_share: must be between 0 and 1",
+        ),
+        (
+            "outputs",
+            [{"name": "o", "source": "hourly", "path": "/w"}, {"name": "o", "source": "clean", "path": "/v"}],
+            "outputs[1].name: 'o' is already an output",
+        ),
+        ("schedule", {"start_date": "yesterday"}, "schedule.start_date: 'yesterday' is not a date"),
+        ("schedule", {"cron": "every hour"}, "schedule.cron: 'every hour' is neither a preset"),
+        ("schedule", {"retries": -1}, "schedule.retries: must not be negative"),
+        ("schedule", {"retries": "3"}, "schedule.retries: expected an integer, got '3'"),
+    ],
+)
+def test_flow_errors_name_the_key_path(tmp_path: Path, path: str, value: Any, expected: str) -> None:
+    message = error(tmp_path, put(flow(), path, value))
+    assert message.startswith(expected), message
+
+
+@pytest.mark.parametrize(
+    ("expectation", "expected"),
+    [
+        ({"expect": "not_null"}, "column: not_null needs a column"),
+        ({"expect": "between", "column": "n"}, "min: between needs min, max or both"),
+        ({"expect": "between", "column": "n", "min": 5, "max": 1}, "min: min 5.0 is greater than max 1.0"),
+        ({"expect": "in_set", "column": "n"}, "values: in_set needs values"),
+        ({"expect": "unique", "column": "n"}, "column: unique takes no column (use columns)"),
+        ({"expect": "regex", "column": "n", "pattern": "("}, "pattern: not a valid regular expression"),
+        ({"expect": "row_count", "values": [1]}, "min: row_count needs min, max or both"),
+        ({"expect": "not_null", "column": "n", "min": 1}, "min: not_null takes no min or max"),
+        ({"expect": "sometimes", "column": "n"}, "expect: must be one of not_null, between"),
+    ],
+)
+def test_expectation_errors(tmp_path: Path, expectation: dict[str, Any], expected: str) -> None:
+    data = flow()
+    data["outputs"][0]["expectations"] = [expectation]
+    message = error(tmp_path, data)
+    assert message.startswith(f"outputs[0].expectations[0].{expected}"), message
+
+
+def test_in_set_values_keep_their_types(tmp_path: Path) -> None:
+    data = flow()
+    data["outputs"][0]["expectations"] = [{"expect": "in_set", "column": "n", "values": [1, "a", 2.5, True]}]
+    (expectation,) = load(tmp_path, data).outputs[0].expectations
+    assert expectation.values == (1, "a", 2.5, True)
+    assert [type(v) for v in expectation.values] == [int, str, float, bool]
+
+
+def test_cycles_are_named_in_order(tmp_path: Path) -> None:
+    steps = [
+        {"name": "a", "sql": "SELECT * FROM c", "depends_on": ["c"]},
+        {"name": "b", "sql": "SELECT * FROM a", "depends_on": ["a"]},
+        {"name": "c", "sql": "SELECT * FROM b", "depends_on": ["b", "raw"]},
+    ]
+    message = error(tmp_path, put(flow(outputs=[]), "transforms", steps))
+    assert message.startswith("transforms[0].depends_on: cycle: a -> c -> b -> a"), message
+    self_loop = [{"name": "a", "sql": "SELECT 1", "depends_on": ["a"]}]
+    assert "cycle: a -> a" in error(tmp_path, put(flow(outputs=[]), "transforms", self_loop))
+
+
+def test_topological_order_puts_dependencies_first_and_keeps_file_order_otherwise() -> None:
+    steps = (
+        Transform("report", "SELECT 1", ("daily", "hourly")),
+        Transform("hourly", "SELECT 1", ("clean",)),
+        Transform("clean", "SELECT 1", ("raw",)),
+        Transform("daily", "SELECT 1", ("clean",)),
+        Transform("other", "SELECT 1"),
+    )
+    assert [t.name for t in topological_order(steps)] == ["clean", "daily", "hourly", "report", "other"]
+
+
+def test_expectation_descriptions() -> None:
+    assert Expectation("between", column="views", min=1.0).describe() == "between(views, 1..)"
+    assert Expectation("row_count", min=1.0, max=1000.0).describe() == "row_count(1..1000)"
+    assert Expectation("unique", columns=("dt", "page")).describe() == "unique(dt, page)"
+    assert Expectation("regex", column="page", pattern="^/").describe() == "regex(page ~ ^/)"
+
+
+def test_a_literal_secret_never_appears_in_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WAREHOUSE_TOKEN", "s3cr3t-value")
+    data = flow()
+    data["outputs"][0]["path"] = "/w/${env:WAREHOUSE_TOKEN}"
+    data["outputs"][0]["on_failure"] = "s3cr3t-value"
+    message = error(tmp_path, data)
+    assert "s3cr3t-value" not in message
+    assert "${env:WAREHOUSE_TOKEN}" in message
+
+
+# ---------------------------------------------------------------------------------------------
+# pipelines lint
+
+
+def test_lint_passes_the_examples_and_names_every_broken_file(tmp_path: Path) -> None:
+    examples = sorted(str(p) for p in (REPO / "conf" / "pipelines").glob("*.yaml"))
+    assert len(examples) >= 3
+    ok = subprocess.run([PIPELINES, "lint", *examples], capture_output=True, text=True, check=False)
+    assert ok.returncode == 0, ok.stderr
+    assert all(f"{e}: ok" in ok.stdout for e in examples)
+    for example in examples:  # the examples are what the tests and the demo use: they must load
+        load_spec(example)
+
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(
+        (REPO / "conf" / "pipelines" / "page_views.yaml")
+        .read_text()
+        .replace("depends_on: [raw]", "depends_on: [rwa]", 1)
+    )
+    dup = tmp_path / "dup.yaml"
+    dup.write_text("name: a\nname: b\n")
+    result = subprocess.run(
+        [PIPELINES, "lint", examples[0], str(broken), str(dup)], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 2
+    assert f"{broken}:transforms[0].depends_on[0]: unknown step 'rwa'" in result.stderr
+    assert f"{dup}:line 2: duplicate key 'name'" in result.stderr
+    assert "2 of 3 pipeline files invalid" in result.stderr
+    assert f"{examples[0]}: ok" in result.stdout
