@@ -3,7 +3,9 @@
 Starts a kafkalog broker on 127.0.0.1:29092 (data in .cache/demo/broker), produces click events
 (a few of them malformed, to show the quarantine), runs ``spark-submit jobs/load_warehouse.py
 --pipeline conf/pipelines/demo_events.yaml --master local[*]``, then runs it again (nothing new: a
-no-op), and shows ``pipelines status`` and a sample of the loaded rows. Stops the broker at the end.
+no-op), and shows ``pipelines status`` and a sample of the loaded rows. Then the page_views example
+(conf/pipelines/page_views.yaml): page views loaded, sessions and hourly page counts computed,
+checked by expectations (one bad page quarantined) and published. Stops the broker at the end.
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ import click
 
 from kafkalog.client import Admin, Producer
 from kafkalog.errors import KafkalogError
+from pipelines.examples import encode, page_views
 from pipelines.spec import load_spec
 
 PIPELINE = Path("conf/pipelines/demo_events.yaml")
+PAGE_VIEWS = Path("conf/pipelines/page_views.yaml")
 BROKER_DIR = Path(".cache/demo/broker")
 COUNTRIES = ("DE", "FR", "US", "JP", "BR", "IN", "NG", "CA")
 EVENTS = ("view", "click", "add_to_cart", "purchase")
@@ -81,6 +85,28 @@ def _produce(bootstrap: str, topic: str, count: int) -> None:
         producer.flush()
 
 
+def _page_views_flow(bootstrap: str, submit: list[str], env: dict[str, str]) -> None:
+    """The page_views example: load, transforms, expectations (one bad page quarantined), publish."""
+    flow_spec = load_spec(PAGE_VIEWS)
+    start = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=20)
+    events = list(page_views(start, 600, bad_page_every=599))  # about 16 hours of views
+    with Admin(bootstrap) as admin:
+        if flow_spec.topics[0] not in admin.list_topics():
+            admin.create_topic(flow_spec.topics[0], 2)
+    with Producer(bootstrap) as producer:
+        for value in encode(iter(events)):
+            producer.send(flow_spec.topics[0], value)
+        producer.flush()
+    command = [*submit, "jobs/load_warehouse.py", "--pipeline", str(PAGE_VIEWS)]
+    click.echo(f"\n{len(events):,} page views produced\n$ {' '.join(command)}    # load, transforms, validate, publish")
+    code = subprocess.call(command, env=env)
+    if code != 0:
+        raise click.ClickException(f"the page_views pipeline exited with {code}")
+    for output in flow_spec.outputs:
+        files = sorted(Path(output.path).glob("dt=*/**/*.parquet"))
+        click.echo(f"warehouse table {output.name}: {len(files)} Parquet files under {output.path}/")
+
+
 @click.command()
 @click.option("--messages", default=200_000, show_default=True, help="Events to produce before the load.")
 @click.option("--port", default=29092, show_default=True)
@@ -105,6 +131,7 @@ def main(messages: int, port: int) -> None:
         subprocess.call([_tool("pipelines"), "offsets", str(PIPELINE), "--lag"])
         rows = sorted(Path(spec.raw.path).glob("dt=*/hour=*/*.parquet"))
         click.echo(f"\nraw layer: {len(rows)} Parquet files under {spec.raw.path}/dt=*/hour=*/")
+        _page_views_flow(bootstrap, submit[:-3], env)
     finally:
         broker.terminate()
         broker.wait(30)

@@ -31,7 +31,9 @@ class Transform:
     """One Spark SQL step. Its result is a view named ``name`` that later steps can read."""
 
     name: str
+    """The step's name; later steps read its rows as a view of this name."""
     sql: str
+    """One Spark SQL query; it may read ``raw`` and the steps in ``depends_on``."""
     depends_on: tuple[str, ...] = ()
     """Steps (or ``raw``) this one reads. Explicit, so the graph (and the Airflow tasks) are known
     without parsing SQL; a step that reads a view it does not declare fails with Spark's error."""
@@ -53,12 +55,19 @@ class Expectation:
     """
 
     expect: ExpectKind
+    """The kind of check."""
     column: str | None = None
+    """The column of a per-row check (not_null, between, in_set, regex)."""
     columns: tuple[str, ...] = ()
+    """unique: the columns whose combination must be unique."""
     min: float | None = None
+    """between, row_count: the lowest allowed value (inclusive)."""
     max: float | None = None
+    """between, row_count: the highest allowed value (inclusive)."""
     values: tuple[str | int | float | bool, ...] = ()
+    """in_set: the allowed values."""
     pattern: str | None = None
+    """regex: a Java regular expression searched in the value (anchor it with ^...$ to match the whole value)."""
 
     def __post_init__(self) -> None:
         kind = self.expect
@@ -118,17 +127,22 @@ class Output:
     each run overwrites exactly the partitions it recomputed."""
 
     name: str
+    """The output's name (Airflow task ids and validation records use it)."""
     source: str
     """The transform whose rows this output holds (YAML key ``from`` is not allowed: use ``source``)."""
     path: str
+    """The table's directory: ``<path>/dt=.../hour=.../*.parquet`` (any scheme the raw path may have)."""
     partition_by: tuple[Literal["dt", "hour"], ...] = ("dt", "hour")
     """``[dt, hour]`` or ``[dt]``: the step's rows must have these columns (strings, as in raw)."""
     expectations: tuple[Expectation, ...] = ()
+    """Checks of the rows before they are published."""
     on_failure: Literal["fail", "quarantine"] = "fail"
     """fail: nothing of the run is published; quarantine: rows failing a row check are kept aside
     with their reasons, the rest is published, if they are at most ``max_quarantine_share``."""
     max_quarantine_share: float = 0.01
+    """quarantine only: if more than this share of the rows fail, nothing is published."""
     compression: Literal["snappy", "zstd", "gzip", "none"] = "snappy"
+    """Parquet compression codec."""
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
@@ -148,14 +162,19 @@ class Schedule:
     cron: str | None = "@hourly"
     """A cron expression or preset (``@hourly``, ``@daily``); null: triggered by hand only."""
     start_date: str = "2026-01-01"
+    """The first logical date (YYYY-MM-DD); runs are not caught up."""
     retries: int = 2
+    """Attempts after a failure, per task (every task is idempotent)."""
     retry_delay_seconds: int = 300
+    """Wait between attempts."""
     spark_master: str = "local[2]"
     """``--master`` for spark-submit (local[N], spark://, yarn, k8s://)."""
     spark_submit: str = "spark-submit"
     """The spark-submit command (a path, or a name on PATH)."""
     task_timeout_minutes: int = 120
+    """A task running longer fails (and is retried)."""
     tags: tuple[str, ...] = ()
+    """Airflow tags (``pipelines`` is always added)."""
 
     def __post_init__(self) -> None:
         try:

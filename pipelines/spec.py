@@ -44,6 +44,7 @@ class Source:
     broker_version: Literal["0.9"] | None = None
     """Set "0.9" for an Apache Kafka 0.9 broker (it cannot answer ApiVersions)."""
     request_timeout_ms: int = 30_000
+    """How long one broker request may take."""
     fetch_max_bytes: int = 4 * 1024 * 1024
     """Bytes asked for per fetch request and partition (grown automatically for larger messages)."""
     retry_ms: int = 60_000
@@ -73,7 +74,9 @@ class Source:
 @dataclass(frozen=True, slots=True)
 class CsvOptions:
     delimiter: str = ","
+    """One character between fields."""
     quote: str = '"'
+    """One character that quotes a field."""
 
     def __post_init__(self) -> None:
         if len(self.delimiter) != 1:
@@ -87,10 +90,13 @@ class Decoder:
     """How a message value becomes columns. json and csv need a schema (field: type, in order)."""
 
     format: Literal["json", "csv", "raw"]
+    """json (one object per message), csv (one record per message) or raw (the value as bytes)."""
     schema: dict[str, str] = field(default_factory=dict)
+    """json/csv: field name → type (string, long, int, double, float, boolean, timestamp, binary), in column order."""
     required: tuple[str, ...] = ()
     """Fields that may not be null or absent: a message without one is a bad record."""
     csv: CsvOptions = field(default_factory=CsvOptions)
+    """csv only: how records are split into fields."""
 
     def __post_init__(self) -> None:
         if self.format == "raw":
@@ -144,8 +150,11 @@ class RawLayer:
     state (plans, manifests, staging) under ``<path>/_pipeline/``."""
 
     path: str
+    """A local path, file://, hdfs://namenode:8020/..., or any scheme Spark's Hadoop has."""
     format: Literal["parquet"] = "parquet"
+    """The file format of the raw layer."""
     compression: Literal["snappy", "zstd", "gzip", "none"] = "snappy"
+    """Parquet compression codec."""
     webhdfs_url: str | None = None
     """For hdfs:// paths: the NameNode's WebHDFS address (http://host:9870), used by tools without Spark."""
     writer: Literal["auto", "tasks", "spark"] = "auto"
@@ -179,6 +188,7 @@ class Limits:
     """Caps per split and run, so one run stays bounded (the rest waits for the next run)."""
 
     max_messages_per_split: int | None = None
+    """At most this many messages per split and run."""
     max_bytes_per_split: int | None = None
     """Approximate: the plan converts it to messages with the split's average message size."""
 
@@ -194,6 +204,8 @@ class BadRecords:
     """What happens to a message that cannot be decoded."""
 
     policy: Literal["fail", "quarantine"] = "fail"
+    """fail: the run fails at the first bad message; quarantine: bad messages are kept aside with
+    their bytes and reason."""
     max_share: float = 0.01
     """quarantine only: the run fails if more than this share of a split's messages are bad."""
 
@@ -207,26 +219,36 @@ class PipelineSpec:
     """A pipeline: what to load from where, and how."""
 
     name: str
+    """The pipeline's name: letters, digits, '_', '.', '-' (DAG ids, run records and output tags use it)."""
     source: Source
+    """The brokers to read from."""
     raw: RawLayer
+    """Where loaded rows land, with the pipeline's state beside them."""
     decoder: Decoder
+    """How message values become columns."""
     topics: tuple[str, ...] = ()
+    """The topics to load (or ``topic_pattern``; exactly one of the two)."""
     topic_pattern: str | None = None
     """A regular expression matched against whole topic names (instead of ``topics``)."""
     event_time: EventTime = field(default_factory=EventTime)
+    """Which time decides a row's dt/hour partition."""
     limits: Limits = field(default_factory=Limits)
+    """Caps per split and run."""
     on_offset_out_of_range: Literal["fail", "earliest", "latest"] = "fail"
     """When offsets a split needs were deleted by retention: fail (default), or skip to the earliest
     (or latest) offset and record the lost range in the manifest."""
     new_split_start: Literal["earliest", "latest"] = "earliest"
     """Where a split no committed manifest knows (a new topic or partition) starts."""
     bad_records: BadRecords = field(default_factory=BadRecords)
+    """What happens to messages that cannot be decoded."""
     description: str = ""
+    """Free text, shown in Airflow and status."""
     transforms: tuple[Transform, ...] = ()
     """Spark SQL steps over the raw rows of the partitions a run touched (see docs/transforms.md)."""
     outputs: tuple[Output, ...] = ()
     """Warehouse tables: a step's rows, validated by expectations, overwritten per partition."""
     schedule: Schedule = field(default_factory=Schedule)
+    """How Airflow runs the pipeline."""
 
     def __post_init__(self) -> None:
         if not re.match(r"^[A-Za-z0-9_.-]+$", self.name):

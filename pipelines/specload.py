@@ -21,6 +21,8 @@ import yaml
 from pipelines.errors import SpecError
 
 _ENV_REFERENCE = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
+_URL_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/@\s:]+:([^/@\s]+)@")
+"""``scheme://user:password@``: the password group must be an environment reference."""
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -137,6 +139,12 @@ def convert(value: Any, kind: Any, where: str) -> Any:
     if kind is str:
         if not isinstance(value, str):
             raise SpecError(f"{where}: expected a string, got {value!r}")
+        for match in _URL_PASSWORD.finditer(value):
+            if not _ENV_REFERENCE.fullmatch(match.group(1)):
+                # the value itself is not echoed: it holds the password
+                raise SpecError(
+                    f"{where}: a password in a URL must be an ${{env:NAME}} reference, not written in the file"
+                )
         return expand_env(value, where)
     raise SpecError(f"{where}: unsupported type {kind!r}")
 

@@ -207,3 +207,30 @@ def test_lint_passes_the_examples_and_names_every_broken_file(tmp_path: Path) ->
     assert f"{dup}:line 2: duplicate key 'name'" in result.stderr
     assert "2 of 3 pipeline files invalid" in result.stderr
     assert f"{examples[0]}: ok" in result.stdout
+
+
+# ---------------------------------------------------------------------------------------------
+# the generated reference
+
+
+def test_the_spec_reference_is_generated_from_the_classes_and_up_to_date() -> None:
+    from pipelines.specdoc import reference
+
+    text = reference()
+    committed = (REPO / "docs" / "spec-reference.md").read_text()
+    assert committed == text, "docs/spec-reference.md is stale: python -m pipelines.specdoc > docs/spec-reference.md"
+    undocumented = [line for line in text.splitlines() if line.startswith("| `") and line.endswith("|  |")]
+    assert undocumented == [], "every key needs a docstring under its field"
+    for section in ("`source`", "`outputs[]`", "`outputs[].expectations[]`", "`transforms[]`", "`schedule`", "`raw`"):
+        assert f"## {section}" in text
+
+
+def test_a_password_written_in_a_url_is_refused_and_not_echoed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = put(base(), "raw.webhdfs_url", "http://etl:hunter2@namenode:9870")
+    message = error(tmp_path, data)
+    assert message.startswith("raw.webhdfs_url: a password in a URL must be an ${env:NAME} reference"), message
+    assert "hunter2" not in message
+    monkeypatch.setenv("NN_PASSWORD", "hunter2")
+    spec = load(tmp_path, put(base(), "raw.webhdfs_url", "http://etl:${env:NN_PASSWORD}@namenode:9870"))
+    assert spec.raw.webhdfs_url == "http://etl:hunter2@namenode:9870"
+    assert load(tmp_path, put(base(), "raw.webhdfs_url", "http://namenode:9870")).raw.webhdfs_url
