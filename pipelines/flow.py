@@ -71,9 +71,18 @@ class FlowRun:
         self.spec = spec
         self.spark = spark
         self.root = spec.raw.path.rstrip("/")
-        self.raw_storage = storage_for(self.root, webhdfs_url=spec.raw.webhdfs_url)
+        self.raw_storage = self._storage(self.root, spec.raw.webhdfs_url)
         self.state = PipelineState(self.raw_storage, self.root)
         self.reporter = reporter or Reporter(quiet=True)
+
+    def _storage(self, path: str, webhdfs_url: str | None) -> Storage:
+        """The filesystem Spark writes ``path`` with (the driver's JVM) when there is a session;
+        without one, local files or WebHDFS."""
+        if self.spark is not None:
+            from pipelines.load import driver_storage  # noqa: PLC0415 - load imports the Spark source
+
+            return driver_storage(self.spark, path)
+        return storage_for(path, webhdfs_url=webhdfs_url)
 
     # ------------------------------------------------------------------ which run, which partitions
 
@@ -228,18 +237,23 @@ class FlowRun:
             if self.raw_storage.exists(marker):
                 self.reporter.note(f"output {output.name}: run #{seq} is published already")
                 continue
-            done[output.name] = self._publish_output(seq, output, scope)
-            self.raw_storage.write_new(marker, json.dumps({"partitions": done[output.name]}).encode())
+            try:
+                done[output.name] = self._publish_output(seq, output, scope)
+                self.raw_storage.write_new(marker, json.dumps({"partitions": done[output.name]}).encode())
+            except StorageError as exc:
+                raise FlowError(f"publishing {output.name} of run #{seq}: {exc} (publish again to finish)") from exc
         return done
 
     def _publish_output(self, seq: int, output: Output, scope: Scope) -> list[Partition]:
-        storage = storage_for(output.path)
+        storage = self._storage(output.path, None)
         base = output.path.rstrip("/")
         staged_root = f"{base}/_staging/{self._tag(seq)}"
         trash_root = f"{base}/_trash/{self._tag(seq)}"
         plan_path = f"{self._flow_dir(seq)}/publish/{output.name}.json"
         if self.raw_storage.exists(plan_path):
-            partitions = [tuple(p) for p in json.loads(self.raw_storage.read_bytes(plan_path))]
+            stored = json.loads(self.raw_storage.read_bytes(plan_path))
+            replace = [tuple(p) for p in stored["replace"]]
+            remove = [tuple(p) for p in stored["remove"]]
         else:
             if not storage.exists(f"{staged_root}/_SUCCESS"):
                 raise FlowError(f"output {output.name} of run #{seq} was not validated: validate before publishing")
@@ -249,20 +263,23 @@ class FlowRun:
                 in_scope = {p for p in existing if (p[0],) in scope.partitions}
             else:
                 in_scope = set(scope.partitions)
-            partitions = sorted({p for p in staged if p is not None} | in_scope)
-            self.raw_storage.write_new(plan_path, json.dumps(partitions).encode())
-        for partition in partitions:
+            replace = sorted(p for p in staged if p is not None)
+            remove = sorted(in_scope - set(replace))
+            # stored before the first rename: a retry after a crash finishes the same publish
+            self.raw_storage.write_new(plan_path, json.dumps({"replace": replace, "remove": remove}).encode())
+        for partition, has_rows in [*((p, True) for p in replace), *((p, False) for p in remove)]:
             relative = "/".join(f"{k}={v}" for k, v in zip(output.partition_by, partition, strict=True))
             final, new, old = f"{base}/{relative}", f"{staged_root}/{relative}", f"{trash_root}/{relative}"
             try:
-                if storage.exists(new):
+                if has_rows and storage.exists(new):  # not swapped yet (else an earlier attempt did)
                     if storage.exists(final):
                         storage.rename_or_fail(final, old)
                     storage.rename_or_fail(new, final)
-                elif storage.exists(final) and not storage.exists(old):
+                elif not has_rows and storage.exists(final) and not storage.exists(old):
                     storage.rename_or_fail(final, old)  # in scope, no rows any more
             except StorageError as exc:
                 raise FlowError(f"publishing {output.name} partition {relative} of run #{seq}: {exc}") from exc
+        partitions = replace + remove
         storage.delete(trash_root, recursive=True)
         storage.delete(staged_root, recursive=True)
         self.reporter.note(f"output {output.name}: {len(partitions)} partition(s) published from run #{seq}")

@@ -12,11 +12,12 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.errors import ValidationError
+from pipelines.errors import FlowError, ValidationError
 from pipelines.examples import metrics, page_views
 from pipelines.flow import FlowRun
 from pipelines.load import PipelineRun
 from pipelines.spec import load_spec
+from pipelines.storage import LocalStorage
 from tests.brokers import BrokerProcess
 from tests.pipelines.flow_harness import (
     example_spec,
@@ -151,3 +152,38 @@ def test_ops_metrics_percentiles_per_service_and_hour(tmp_path: Path, broker: Br
         latencies = sorted(s["latency_ms"] for s in group)
         assert row["latency_p50_ms"] == pytest.approx(latencies[(len(latencies) - 1) // 2], rel=0.05)
         assert row["latency_p50_ms"] <= row["latency_p95_ms"] <= row["latency_p99_ms"] <= latencies[-1]
+
+
+def test_a_publish_that_dies_midway_is_completed_by_the_next_one(
+    tmp_path: Path, broker: BrokerProcess, spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    events = list(page_views(START, 150, seed=5))
+    send(broker.bootstrap, "web.page_views", events)
+    spec = load_spec(example_spec(tmp_path, "page_views", broker.bootstrap))
+    assert PipelineRun(spec, spark).run().status == "committed"
+    flow = FlowRun(spec, spark)
+    seq = flow.seq_for(None)
+    for step in ("sessions", "hourly_pages"):
+        flow.run_step(seq, step)
+    flow.validate(seq)
+    renames = {"n": 0}
+    original = LocalStorage.rename
+
+    def dies_in_the_second_output(self: LocalStorage, src: str, dst: str) -> bool:
+        renames["n"] += 1
+        if renames["n"] == 8:  # plan, 2 days and the marker of user_sessions; plan and 2 hours of the other
+            raise OSError(5, "Input/output error")
+        return original(self, src, dst)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(LocalStorage, "rename", dies_in_the_second_output)
+        with pytest.raises(FlowError, match="Input/output error"):
+            flow.publish(seq)
+    assert not flow.published(seq)
+    assert renames["n"] == 8
+    flow.publish(seq)
+    assert flow.published(seq)
+    assert hourly_pages(tmp_path) == expected_hourly_pages(events)
+    for output in ("hourly_page_views", "user_sessions"):
+        base = tmp_path / "warehouse" / output
+        assert not list((base / "_staging").rglob("*.parquet")) and not list((base / "_trash").rglob("*.parquet"))
