@@ -39,6 +39,12 @@ def main(argv: list[str] | None = None) -> int:
     except SpecError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_SPEC
+    from pipelines.cli import done_already  # noqa: PLC0415
+
+    reason = done_already(spec, args.stage, args.run_id)
+    if reason is not None:  # said even with --quiet: one line that explains a task taking no time
+        print(f"nothing to do: {reason}", file=sys.stderr)
+        return 0
     from pyspark.sql import SparkSession  # noqa: PLC0415
 
     spark = SparkSession.builder.appName(f"load_warehouse-{spec.name}").getOrCreate()

@@ -102,6 +102,30 @@ def run_stage(
     return 0
 
 
+def done_already(spec: PipelineSpec, stage: str, run_id: str | None) -> str | None:
+    """Why ``stage`` of run ``run_id`` has nothing to do, found from the state files alone (no
+    Spark session needed: a retried Airflow task of a finished run returns in seconds); None if it
+    may have work, or if the state cannot be read without Spark (the normal path then decides)."""
+    if run_id is None:
+        return None
+    try:
+        state = _state(spec)
+        manifest = state.committed_run(run_id)
+        if manifest is None:
+            return None
+        if stage == "load" or not spec.outputs:
+            return f"run {run_id} already committed as #{manifest.seq}"
+        markers = [
+            f"{spec.raw.path.rstrip('/')}/_pipeline/flow/{manifest.seq:06d}/published/{o.name}.json"
+            for o in spec.outputs
+        ]
+        if all(state.storage.exists(m) for m in markers):
+            return f"run {run_id} (#{manifest.seq}) is committed and published already"
+    except PipelineError:
+        return None
+    return None
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(
     package_name="kafkalog-pipelines", prog_name="pipelines"

@@ -102,7 +102,7 @@ def test_airflow_dags_test_runs_a_pipeline_end_to_end_and_again_changes_nothing(
     )
     assert migrate.returncode == 0, migrate.stderr[-3000:]
 
-    def dags_test() -> None:
+    def dags_test() -> str:
         done = subprocess.run(
             [AIRFLOW, "dags", "test", "pipeline_page_views", "2026-05-04T11:00:00+00:00"],
             env=env,
@@ -114,6 +114,7 @@ def test_airflow_dags_test_runs_a_pipeline_end_to_end_and_again_changes_nothing(
         output = done.stdout + done.stderr
         assert done.returncode == 0, output[-6000:]
         assert "state=success" in output or "success" in output.lower(), output[-6000:]
+        return output
 
     dags_test()
     warehouse = conf / "warehouse"
@@ -122,5 +123,7 @@ def test_airflow_dags_test_runs_a_pipeline_end_to_end_and_again_changes_nothing(
     runs = list((conf / "raw" / "_pipeline" / "runs").glob("*.json"))
     assert [p.name for p in runs] == ["airflow-20260504T110000.json"]
     before = snapshot(warehouse)
-    dags_test()  # the same logical date: every task again, nothing changes
+    again = dags_test()  # the same logical date: every task again, nothing changes
     assert snapshot(warehouse) == before
+    # each task saw that from the state files, without starting Spark
+    assert again.count("nothing to do: run airflow-20260504T110000") == 5, again[-6000:]
