@@ -5,7 +5,7 @@ Spark, nothing written), so a broken pipeline file breaks only the DAG file that
 shows one import error, whose message is the ``file:key.path: reason`` of the spec error.
 
 Every task runs one stage of the pipeline through spark-submit (``jobs/load_warehouse.py --stage``)
-with the run id derived from the DAG run's logical date, never from the clock: a retried or cleared
+with the run id derived from the DAG run's id, never from the clock: a retried or cleared
 task repeats the same work on the same load run, and each stage is idempotent (a committed run id is
 a no-op; steps overwrite their staged results; a published run is never published again).
 Validation runs after the transforms because expectations check the transforms' staged results;
@@ -25,8 +25,12 @@ from pipelines.flowspec import RAW_VIEW
 from pipelines.spec import PipelineSpec, load_spec
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
-RUN_ID = "airflow-{{ ts_nodash }}"
-"""The load's run id for a DAG run: its logical date (colons and '+' are not allowed in HDFS names)."""
+RUN_ID = (
+    "airflow-{{ ts_nodash if logical_date else (run_id | replace(':', '') | replace('+', '') | replace('/', '_')) }}"
+)
+"""The load's run id for a DAG run: its logical date, which identifies a scheduled run (the same for
+every try of every task, and for a re-run of that date); a manual run without a logical date uses
+Airflow's run id, without ':', '+' and '/' (not allowed in HDFS names)."""
 
 
 def conf_dir() -> Path:
@@ -59,8 +63,8 @@ def stage_command(spec: PipelineSpec, pipeline_file: Path, stage: str, step: str
         stage,
         *(["--step", step] if step else []),
     ]
-    # the run id is a Jinja template: quoted after rendering would be the same (no spaces in it)
-    return " ".join(shlex.quote(p) for p in parts) + f" --run-id {RUN_ID} --quiet"
+    # the run id is a Jinja template, quoted as a whole: Airflow renders it inside the quotes
+    return " ".join(shlex.quote(p) for p in parts) + f' --run-id "{RUN_ID}" --quiet'
 
 
 def dag_for(name: str) -> Any:

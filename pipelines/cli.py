@@ -80,6 +80,9 @@ def run_stage(
     try:
         flow = FlowRun(spec, spark, reporter=reporter)
         seq = flow.seq_for(run_id)
+        if seq is None:
+            reporter.note(f"run {run_id} loaded nothing and nothing was loaded before it: nothing to do")
+            return 0
         if stage == "all":
             flow.run_all(seq)
         elif stage == "transforms":
@@ -110,17 +113,17 @@ def done_already(spec: PipelineSpec, stage: str, run_id: str | None) -> str | No
         return None
     try:
         state = _state(spec)
-        manifest = state.committed_run(run_id)
-        if manifest is None:
+        recorded, _ = state.run_record(run_id)  # written once the load and its raw publish finished
+        if not recorded:
             return None
         if stage == "load" or not spec.outputs:
-            return f"run {run_id} already committed as #{manifest.seq}"
-        markers = [
-            f"{spec.raw.path.rstrip('/')}/_pipeline/flow/{manifest.seq:06d}/published/{o.name}.json"
-            for o in spec.outputs
-        ]
-        if all(state.storage.exists(m) for m in markers):
-            return f"run {run_id} (#{manifest.seq}) is committed and published already"
+            return f"run {run_id} finished before"
+        target = state.run_target(run_id)
+        if target is None:
+            return f"run {run_id} loaded nothing, and nothing was loaded before it"
+        flow = f"{spec.raw.path.rstrip('/')}/_pipeline/flow/{target:06d}/published"
+        if all(state.storage.exists(f"{flow}/{o.name}.json") for o in spec.outputs):
+            return f"run {run_id} (#{target}) is loaded and published"
     except PipelineError:
         return None
     return None

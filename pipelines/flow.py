@@ -3,10 +3,13 @@
 Role: the driver's side of the warehouse outputs of a pipeline. Each stage can run alone (one
 Airflow task each) or all in one go (``run_all``), and each is idempotent:
 
-- **scope**: the time partitions the load run #seq touched (from its manifest), widened to whole
-  days if any output is partitioned by day. The ``raw`` view holds every committed raw row of those
-  partitions, from every run (late data included), read through the manifests' file lists, never
-  by listing directories, so uncommitted files are never read.
+- **scope**: a flow run targets a committed load #seq and covers every committed load after the
+  last published one up to #seq (so a load whose flow failed, or that completed another run's
+  plan, is caught up by the next flow, and an older flow never publishes over a newer one). Its
+  partitions are those these loads touched (from their manifests), widened to whole days if any
+  output is partitioned by day. The ``raw`` view holds every committed raw row of those partitions,
+  from every load (late data included), read through the manifests' file lists, never by listing
+  directories, so uncommitted files are never read.
 - **step**: one Spark SQL step; its dependencies are read from their staged results; its own result
   is staged (overwritten) under ``<raw>/_pipeline/flow/<seq>/steps/<name>/``.
 - **validate**: per output, great-expectations on the staged rows of its step. Policy fail: the
@@ -17,8 +20,12 @@ Airflow task each) or all in one go (``run_all``), and each is idempotent:
 - **publish**: per output, the partitions to replace (stored first, so a retry replaces the same
   ones) are swapped in: the old partition directory moves to ``_trash``, the staged one into its
   place (renames that never replace), then the trash is deleted and a marker records the publish.
-  A partition in scope for which the run produced no rows is removed. Once the marker exists,
-  every stage of that run is a no-op: re-running an Airflow task of a published run changes nothing.
+  A partition in scope for which the run produced no rows is removed; rows outside the scope are
+  refused (they would replace a partition computed from other rows). Once a publish has started,
+  validation of that output is a no-op; once the markers exist, every stage is: re-running an
+  Airflow task of a published run changes nothing.
+
+One flow at a time per pipeline (Airflow's max_active_runs=1 does that; by hand, do not run two).
 
 Readers of an output see each partition either old or new; during a publish, a partition being
 swapped is missing for the moment between its two renames (rewind/replay generations close that).
@@ -26,17 +33,22 @@ swapped is missing for the moment between its two renames (rewind/replay generat
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from pipelines import expect
-from pipelines.errors import FlowError, StorageError, ValidationError
+from pipelines.errors import AlreadyExistsError, FlowError, StorageError, ValidationError
 from pipelines.flowspec import RAW_VIEW, Output, topological_order
 from pipelines.progress import Reporter
 from pipelines.spec import PipelineSpec
 from pipelines.state import Manifest, PipelineState
 from pipelines.storage import Storage, storage_for
+
+_DT = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_HOUR = re.compile(r"^\d{2}$")
 
 Partition = tuple[str, ...]
 """("2026-01-01", "05") for dt/hour, ("2026-01-01",) for dt."""
@@ -74,6 +86,8 @@ class FlowRun:
         self.raw_storage = self._storage(self.root, spec.raw.webhdfs_url)
         self.state = PipelineState(self.raw_storage, self.root)
         self.reporter = reporter or Reporter(quiet=True)
+        if spark is not None:  # dt=2026-01-01/hour=05 must stay strings ("05", not 5)
+            spark.conf.set("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
 
     def _storage(self, path: str, webhdfs_url: str | None) -> Storage:
         """The filesystem Spark writes ``path`` with (the driver's JVM) when there is a session;
@@ -86,20 +100,55 @@ class FlowRun:
 
     # ------------------------------------------------------------------ which run, which partitions
 
-    def seq_for(self, run_id: str | None) -> int:
-        """The load run to work on: the one committed as ``run_id``, or the newest."""
-        manifest = self.state.committed_run(run_id) if run_id is not None else self.state.latest()
+    def seq_for(self, run_id: str | None) -> int | None:
+        """The load the flow targets: the one run ``run_id`` committed (or, if it found nothing new,
+        the newest when it ran), or the newest; None: nothing to do. Finishes the raw layer's
+        publishing first (a load that committed but died publishing)."""
+        self.state.recover()
+        if run_id is None:
+            latest = self.state.latest()
+            if latest is None:
+                raise FlowError(f"pipeline {self.spec.name}: no load committed yet; load first")
+            return latest.seq
+        recorded, _ = self.state.run_record(run_id)
+        if recorded:
+            return self.state.run_target(run_id)
+        manifest = self.state.committed_run(run_id)
         if manifest is None:
-            which = f"run id {run_id!r}" if run_id is not None else "any run"
-            raise FlowError(f"pipeline {self.spec.name}: no committed load for {which}; load first")
+            raise FlowError(f"pipeline {self.spec.name}: run {run_id!r} has not loaded (or not finished); load first")
         return manifest.seq
 
+    def last_published(self) -> int:
+        """The newest load whose flow was published (0 if none)."""
+        directory = f"{self.root}/_pipeline/flow"
+        if not self.raw_storage.exists(directory):
+            return 0
+        seqs = [int(e.name) for e in self.raw_storage.list(directory) if e.is_dir and e.name.isdigit()]
+        return max((q for q in seqs if self.published(q)), default=0)
+
+    def covered(self, seq: int) -> list[int]:
+        """The loads a flow targeting #seq covers: committed, after the last published, up to #seq
+        (empty if #seq is published or superseded by a newer published flow)."""
+        floor = self.last_published()
+        return [q for q in self.state.committed_seqs() if floor < q <= seq]
+
     def scope(self, seq: int) -> Scope:
-        manifest = self.state.manifest(seq)
         by_day = any(o.partition_by == ("dt",) for o in self.spec.outputs)
-        touched = {partition_of(f.path) for f in manifest.files if f.kind == "data"}
+        touched = set()
+        for covered in self.covered(seq):
+            manifest = self.state.manifest(covered)
+            touched |= {partition_of(f.path) for f in manifest.files if f.kind == "data"}
         partitions = {(p[0],) if by_day else p for p in touched if p is not None}
         return Scope(seq, by_day, tuple(sorted(partitions)))
+
+    def _nothing_to_do(self, seq: int, what: str) -> bool:
+        if not self.covered(seq):
+            self.reporter.note(f"run #{seq} is published already (or superseded by a newer flow): no {what}")
+            return True
+        if not self.scope(seq).partitions:
+            self.reporter.note(f"run #{seq} touched no partition (only quarantined records?): no {what}")
+            return True
+        return False
 
     def _raw_files(self, scope: Scope) -> list[str]:
         files = []
@@ -122,6 +171,9 @@ class FlowRun:
     def _published_marker(self, seq: int, output: Output) -> str:
         return f"{self._flow_dir(seq)}/published/{output.name}.json"
 
+    def _publish_plan(self, seq: int, output: Output) -> str:
+        return f"{self._flow_dir(seq)}/publish/{output.name}.json"
+
     def published(self, seq: int) -> bool:
         return all(self.raw_storage.exists(self._published_marker(seq, o)) for o in self.spec.outputs)
 
@@ -140,19 +192,20 @@ class FlowRun:
         steps = {t.name: t for t in self.spec.transforms}
         if name not in steps:
             raise FlowError(f"pipeline {self.spec.name}: no transform named {name!r} (steps: {', '.join(steps)})")
-        if self.published(seq):
-            self.reporter.note(f"run #{seq} is published already: step {name} is not run again")
+        if self._nothing_to_do(seq, f"step {name}"):
             return 0
         step = steps[name]
-        self._register_raw(self.scope(seq))
         for dependency in step.depends_on:
-            if dependency == RAW_VIEW:
-                continue
             where = f"{self._flow_dir(seq)}/steps/{dependency}"
-            if not self.raw_storage.exists(f"{where}/_SUCCESS"):
+            if dependency != RAW_VIEW and not self.raw_storage.exists(f"{where}/_SUCCESS"):
                 raise FlowError(f"step {name} needs step {dependency} of run #{seq}, which has not run")
-            self.spark.read.parquet(where).createOrReplaceTempView(dependency)
         try:
+            self._register_raw(self.scope(seq))
+            for dependency in step.depends_on:
+                if dependency != RAW_VIEW:
+                    self.spark.read.parquet(f"{self._flow_dir(seq)}/steps/{dependency}").createOrReplaceTempView(
+                        dependency
+                    )
             frame = self.spark.sql(step.sql)
             frame.write.mode("overwrite").parquet(f"{self._flow_dir(seq)}/steps/{name}")
         except Exception as exc:  # Spark's analysis and execution errors: name the step
@@ -165,11 +218,13 @@ class FlowRun:
 
     def validate(self, seq: int) -> list[expect.Validation]:
         """Check every output's staged rows and stage what passes for publishing."""
-        if self.published(seq):
-            self.reporter.note(f"run #{seq} is published already: nothing to validate")
+        if self._nothing_to_do(seq, "validation"):
             return []
         results = []
         for output in self.spec.outputs:
+            if self.raw_storage.exists(self._publish_plan(seq, output)):
+                self.reporter.note(f"output {output.name}: publishing of run #{seq} has started; not validated again")
+                continue
             results.append(self._validate_output(seq, output))
         return results
 
@@ -186,6 +241,10 @@ class FlowRun:
             )
         staged = f"{output.path.rstrip('/')}/_staging/{self._tag(seq)}"
         quarantine_dir = f"{output.path.rstrip('/')}/_quarantine/seq={seq:06d}"
+        storage = self._storage(output.path, None)
+        # what an earlier validation of this run staged must not survive a failing one
+        storage.delete(staged, recursive=True)
+        storage.delete(quarantine_dir, recursive=True)
         quarantined = 0
         if output.on_failure == "quarantine" and output.expectations:
             try:
@@ -230,16 +289,19 @@ class FlowRun:
 
     def publish(self, seq: int) -> dict[str, list[Partition]]:
         """Swap every output's staged partitions in; returns the partitions replaced per output."""
+        covered = self.covered(seq)
         scope = self.scope(seq)
         done = {}
         for output in self.spec.outputs:
-            marker = self._published_marker(seq, output)
-            if self.raw_storage.exists(marker):
+            if self.raw_storage.exists(self._published_marker(seq, output)) or not covered:
                 self.reporter.note(f"output {output.name}: run #{seq} is published already")
                 continue
             try:
-                done[output.name] = self._publish_output(seq, output, scope)
-                self.raw_storage.write_new(marker, json.dumps({"partitions": done[output.name]}).encode())
+                done[output.name] = self._publish_output(seq, output, scope) if scope.partitions else []
+                record = json.dumps({"target": seq, "partitions": done[output.name]}).encode()
+                for each in covered:  # the loads this flow covered are done for this output
+                    with contextlib.suppress(AlreadyExistsError):
+                        self.raw_storage.write_new(self._published_marker(each, output), record)
             except StorageError as exc:
                 raise FlowError(f"publishing {output.name} of run #{seq}: {exc} (publish again to finish)") from exc
         return done
@@ -249,7 +311,7 @@ class FlowRun:
         base = output.path.rstrip("/")
         staged_root = f"{base}/_staging/{self._tag(seq)}"
         trash_root = f"{base}/_trash/{self._tag(seq)}"
-        plan_path = f"{self._flow_dir(seq)}/publish/{output.name}.json"
+        plan_path = self._publish_plan(seq, output)
         if self.raw_storage.exists(plan_path):
             stored = json.loads(self.raw_storage.read_bytes(plan_path))
             replace = [tuple(p) for p in stored["replace"]]
@@ -264,6 +326,7 @@ class FlowRun:
             else:
                 in_scope = set(scope.partitions)
             replace = sorted(p for p in staged if p is not None)
+            self._check_partitions(output, replace, scope)
             remove = sorted(in_scope - set(replace))
             # stored before the first rename: a retry after a crash finishes the same publish
             self.raw_storage.write_new(plan_path, json.dumps({"replace": replace, "remove": remove}).encode())
@@ -286,6 +349,20 @@ class FlowRun:
         return partitions
 
     @staticmethod
+    def _check_partitions(output: Output, partitions: list[Partition], scope: Scope) -> None:
+        """Staged rows may replace only partitions the flow recomputed, named as the raw layer names them."""
+        for partition in partitions:
+            relative = "/".join(f"{k}={v}" for k, v in zip(output.partition_by, partition, strict=True))
+            if not _DT.match(partition[0]) or (len(partition) > 1 and not _HOUR.match(partition[1])):
+                raise FlowError(f"output {output.name}: partition {relative} is not dt=YYYY-MM-DD[/hour=HH]")
+            covered = (partition[0],) in scope.partitions if scope.by_day else partition in scope.partitions
+            if not covered:
+                raise FlowError(
+                    f"output {output.name}: rows for partition {relative}, outside the partitions run "
+                    f"#{scope.seq} recomputed; a step must keep the dt/hour of its raw rows"
+                )
+
+    @staticmethod
     def _existing_partitions(storage: Storage, base: str, output: Output) -> set[Partition]:
         """The partitions the output has now, at its granularity."""
         found: set[Partition] = set()
@@ -305,8 +382,9 @@ class FlowRun:
     # ------------------------------------------------------------------ everything
 
     def run_all(self, seq: int) -> dict[str, list[Partition]]:
-        if self.published(seq):
-            self.reporter.note(f"run #{seq} is published already")
+        if self._nothing_to_do(seq, "flow"):
+            if self.covered(seq):  # an empty scope: record it as done
+                return self.publish(seq)
             return {}
         for step in topological_order(self.spec.transforms):
             self.run_step(seq, step.name)

@@ -120,6 +120,8 @@ class PipelineRun:
             if done is not None:
                 ends = ", ".join(f"{s.topic}-{s.partition}@{s.end}" for s in done.splits)
                 return RunResult("already-committed", done, f"run {run_id} already committed as #{done.seq} ({ends})")
+            if self.state.run_record(run_id)[0]:
+                return RunResult("already-committed", latest, f"run {run_id} ran before and found nothing new")
         completed: list[Manifest] = []
         with self.consumer() as consumer:
             pending = self.state.pending_plan()
@@ -139,6 +141,8 @@ class PipelineRun:
             plan = make_plan(self.spec, consumer, self.state.committed_offsets(), seq, run_id or new_run_id())
         if not any(s.size or s.lost_from is not None for s in plan.splits):
             message = "up to date: no new messages on " + ", ".join(f"{s.name}@{s.end}" for s in plan.splits)
+            if run_id is not None:
+                self.state.record_empty_run(run_id)
             return RunResult("committed" if completed else "up-to-date", latest, message, tuple(completed))
         self.state.store_plan(plan)
         faults.crash_point("plan.after_store")

@@ -202,6 +202,13 @@ def reconcile(
     coverage: dict[SplitKey, OffsetCoverage],
 ) -> list[SplitResult]:
     """The per-split results of ``plan``, or ReconciliationError naming the split and the problem."""
+    planned = {split.key for split in plan.splits}
+    for fact in [*data, *quarantine]:
+        if fact.key not in planned:
+            raise ReconciliationError(
+                f"run #{plan.seq}: staged file {fact.file} holds rows of {fact.topic}-{fact.partition}, "
+                "which the plan does not load"
+            )
     results = []
     for split in plan.splits:
         rows = sum(f.rows for f in data if f.key == split.key)

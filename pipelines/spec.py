@@ -275,6 +275,27 @@ class PipelineSpec:
                 raise _fail("event_time.format", f"{field_name!r} is a string: use iso8601 or a strptime pattern")
 
         check_graph(self.transforms, self.outputs)
+        self._check_output_paths()
+
+    def _check_output_paths(self) -> None:
+        """An output must not live inside the raw layer (publishing moves whole partition
+        directories) nor share a directory with another output (their staging would mix)."""
+
+        def norm(path: str) -> str:
+            path = path[len("file://") :] if path.startswith("file://") else path
+            path = path[len("file:") :] if path.startswith("file:") else path
+            return path.rstrip("/") + "/"
+
+        raw = norm(self.raw.path)
+        seen: dict[str, int] = {}
+        for i, output in enumerate(self.outputs):
+            here = norm(output.path)
+            if here.startswith(raw) or raw.startswith(here):
+                raise _fail(f"outputs[{i}].path", f"{output.path} overlaps the raw layer {self.raw.path}")
+            for other, j in seen.items():
+                if here.startswith(other) or other.startswith(here):
+                    raise _fail(f"outputs[{i}].path", f"{output.path} overlaps outputs[{j}].path")
+            seen[here] = i
 
     def fingerprint(self) -> str:
         """A short hash of everything that shapes the output (stored in plans: a plan made under a

@@ -182,15 +182,46 @@ class PipelineState:
         except ValueError as exc:
             raise PlanError(f"{path}: the stored plan is unreadable: {exc}") from exc
 
+    def run_record(self, run_id: str) -> tuple[bool, int | None]:
+        """(recorded, seq) from the ``runs/`` index: a run id is recorded once its run finished,
+        with the seq it committed, or None if it found nothing new to load."""
+        record = self._run_pointer(run_id)
+        if record is None:
+            return False, None
+        return True, None if record["seq"] is None else int(record["seq"])
+
+    def run_target(self, run_id: str) -> int | None:
+        """The seq the later stages of run ``run_id`` work on: the one it committed or, for a run
+        that found nothing new, the newest committed when it ran (None: nothing was ever loaded)."""
+        record = self._run_pointer(run_id)
+        if record is None:
+            return None
+        value = record["seq"] if record["seq"] is not None else record.get("target")
+        return None if value is None else int(value)
+
+    def _run_pointer(self, run_id: str) -> dict[str, Any] | None:
+        pointer = f"{self.meta}/runs/{run_id}.json"
+        if not self.storage.exists(pointer):
+            return None
+        record: dict[str, Any] = json.loads(self.storage.read_bytes(pointer))
+        return record
+
     def committed_run(self, run_id: str) -> Manifest | None:
         """The manifest of run ``run_id`` if it committed (``runs/`` index, then the newest manifest,
         which covers a crash between the commit and the index write)."""
-        pointer = f"{self.meta}/runs/{run_id}.json"
-        if self.storage.exists(pointer):
-            seq = json.loads(self.storage.read_bytes(pointer))["seq"]
-            return self.manifest(int(seq))
+        recorded, seq = self.run_record(run_id)
+        if recorded:
+            return None if seq is None else self.manifest(seq)
         latest = self.latest()
         return latest if latest is not None and latest.run_id == run_id else None
+
+    def record_empty_run(self, run_id: str) -> None:
+        """Remember that run ``run_id`` found nothing to load (so its later stages have nothing to do
+        and a retry of it is a no-op)."""
+        with contextlib.suppress(AlreadyExistsError):  # a retry of the same run recorded it first
+            latest = self.latest()
+            record = {"seq": None, "target": latest.seq if latest else None}
+            self.storage.write_new(f"{self.meta}/runs/{run_id}.json", json.dumps(record).encode())
 
     # ------------------------------------------------------------------ changing
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from pipelines.airflow_dag import RUN_ID
 from pipelines.examples import page_views
 from tests.brokers import BrokerProcess
 from tests.pipelines.flow_harness import REPO, example_spec, expected_hourly_pages, send, snapshot, table_rows
@@ -59,9 +60,19 @@ def test_the_dag_folder_parses_into_one_dag_per_pipeline(airflow_home: Path, mon
     }
     load = dag.get_task("load")
     assert load.retries == 2 and load.retry_delay.total_seconds() == 300
-    assert "--stage load" in load.bash_command and "--run-id airflow-{{ ts_nodash }}" in load.bash_command
+    assert "--stage load" in load.bash_command and f'--run-id "{RUN_ID}"' in load.bash_command
     assert "--master 'local[2]'" in load.bash_command
     assert list(bag.dags["pipeline_demo_events"].task_ids) == ["load"]
+
+
+def test_the_run_id_is_the_logical_date_or_a_clean_manual_run_id() -> None:
+    import jinja2
+
+    template = jinja2.Environment(undefined=jinja2.StrictUndefined).from_string(RUN_ID)
+    scheduled = template.render(logical_date="2026-05-04", ts_nodash="20260504T110000", run_id="scheduled__x")
+    assert scheduled == "airflow-20260504T110000"
+    manual = template.render(logical_date=None, run_id="manual__2026-05-04T11:00:00.123+00:00/x")
+    assert manual == "airflow-manual__2026-05-04T110000.1230000_x"
 
 
 def test_a_broken_pipeline_file_breaks_only_its_own_dag(
@@ -120,10 +131,10 @@ def test_airflow_dags_test_runs_a_pipeline_end_to_end_and_again_changes_nothing(
     warehouse = conf / "warehouse"
     rows = table_rows(warehouse / "hourly_page_views")
     assert {(r["dt"], r["hour"], r["page"]): (r["views"], r["users"]) for r in rows} == expected_hourly_pages(events)
-    runs = list((conf / "raw" / "_pipeline" / "runs").glob("*.json"))
-    assert [p.name for p in runs] == ["airflow-20260504T110000.json"]
+    (run,) = [p.name for p in (conf / "raw" / "_pipeline" / "runs").glob("*.json")]
+    assert run == "airflow-20260504T110000.json"  # the logical date names the run
     before = snapshot(warehouse)
     again = dags_test()  # the same logical date: every task again, nothing changes
     assert snapshot(warehouse) == before
     # each task saw that from the state files, without starting Spark
-    assert again.count("nothing to do: run airflow-20260504T110000") == 5, again[-6000:]
+    assert again.count(f"nothing to do: run {run.removesuffix('.json')}") == 5, again[-6000:]

@@ -187,3 +187,28 @@ def test_a_publish_that_dies_midway_is_completed_by_the_next_one(
     for output in ("hourly_page_views", "user_sessions"):
         base = tmp_path / "warehouse" / output
         assert not list((base / "_staging").rglob("*.parquet")) and not list((base / "_trash").rglob("*.parquet"))
+
+
+def test_a_flow_catches_up_loads_whose_flow_never_ran_and_empty_runs_do_nothing(
+    tmp_path: Path, broker: BrokerProcess, spark: Any
+) -> None:
+    first = list(page_views(START, 120, seed=6))
+    send(broker.bootstrap, "web.page_views", first)
+    spec = load_spec(example_spec(tmp_path, "page_views", broker.bootstrap))
+    assert PipelineRun(spec, spark).run(run_id="one").status == "committed"  # its flow never runs
+    later = list(page_views(datetime(2026, 5, 6, 8, 0, tzinfo=UTC), 60, seed=7))
+    send(broker.bootstrap, "web.page_views", later)
+    assert PipelineRun(spec, spark).run(run_id="two").status == "committed"
+    flow = FlowRun(spec, spark)
+    assert flow.covered(2) == [1, 2]
+    flow.run_all(flow.seq_for("two"))
+    assert hourly_pages(tmp_path) == expected_hourly_pages(first + later)
+    assert flow.published(1) and flow.published(2) and flow.covered(1) == []
+    before = snapshot(tmp_path / "warehouse")
+    flow.run_all(flow.seq_for("one"))  # superseded: nothing to do
+    # a run that finds nothing new is recorded; its stages target the newest load, published already
+    assert PipelineRun(spec, spark).run(run_id="three").status == "up-to-date"
+    assert flow.seq_for("three") == 2
+    flow.run_all(2)
+    assert PipelineRun(spec, spark).run(run_id="three").status == "already-committed"
+    assert snapshot(tmp_path / "warehouse") == before

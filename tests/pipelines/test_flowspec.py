@@ -234,3 +234,24 @@ def test_a_password_written_in_a_url_is_refused_and_not_echoed(tmp_path: Path, m
     spec = load(tmp_path, put(base(), "raw.webhdfs_url", "http://etl:${env:NN_PASSWORD}@namenode:9870"))
     assert spec.raw.webhdfs_url == "http://etl:hunter2@namenode:9870"
     assert load(tmp_path, put(base(), "raw.webhdfs_url", "http://namenode:9870")).raw.webhdfs_url
+
+
+@pytest.mark.parametrize(
+    ("paths", "expected"),
+    [
+        (["/data/raw/events/warehouse/t"], "outputs[0].path: /data/raw/events/warehouse/t overlaps the raw layer"),
+        (["file:///data/raw/events"], "outputs[0].path: file:///data/raw/events overlaps the raw layer"),
+        (["/data/w/a", "/data/w/a/b"], "outputs[1].path: /data/w/a/b overlaps outputs[0].path"),
+        (["/data/w/a/", "/data/w/a"], "outputs[1].path: /data/w/a overlaps outputs[0].path"),
+    ],
+)
+def test_outputs_may_not_overlap_the_raw_layer_or_each_other(tmp_path: Path, paths: list[str], expected: str) -> None:
+    data = flow()
+    data["outputs"] = [{"name": f"o{i}", "source": "hourly", "path": p} for i, p in enumerate(paths)]
+    message = error(tmp_path, data)
+    assert message.startswith(expected), message
+    data["outputs"] = [
+        {"name": "o0", "source": "hourly", "path": "/data/w/a"},
+        {"name": "o1", "source": "hourly", "path": "/data/w/ab"},
+    ]
+    assert len(load(tmp_path, data).outputs) == 2  # a shared prefix of names is not an overlap

@@ -11,8 +11,8 @@ import pytest
 
 from pipelines.decode import BadRecord, ChunkDecoder, Message
 from pipelines.errors import ReconciliationError
-from pipelines.plan import Split
-from pipelines.reconcile import OffsetCoverage, inspect_local
+from pipelines.plan import Plan, Split
+from pipelines.reconcile import FileFacts, OffsetCoverage, inspect_local, reconcile
 from pipelines.sink import StagedFile, StagingWriter, staged_files_batch
 from pipelines.source import quarantine_batch
 from pipelines.spec import Decoder, EventTime
@@ -157,3 +157,12 @@ def test_spark_reads_task_written_files_like_its_own(tmp_path: Path, spark: obje
     frame = spark.read.option("basePath", str(tmp_path / "raw")).parquet(str(tmp_path / "raw"))  # type: ignore[attr-defined]
     got = sorted((r["offset"], str(r["dt"]), int(r["hour"])) for r in frame.collect())
     assert got == [(0, "2026-03-01", 22), (1, "2026-03-01", 23), (2, "2026-03-02", 0)]
+
+
+def test_reconcile_refuses_a_file_of_a_split_the_plan_does_not_load() -> None:
+    plan = Plan("p", 1, "r", "now", "fp", (Split("events", 3, 1, 10, 12),))
+    mine = FileFacts("/s/a.parquet", "events", 3, 2, 10, 11)
+    other = FileFacts("/s/b.parquet", "events", 4, 1, 0, 0)
+    assert [r.rows for r in reconcile(plan, [mine], [], {("events", 3): OffsetCoverage(2, 10, 11)})] == [2]
+    with pytest.raises(ReconciliationError, match="holds rows of events-4, which the plan does not load"):
+        reconcile(plan, [mine, other], [], {("events", 3): OffsetCoverage(2, 10, 11)})
