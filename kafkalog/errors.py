@@ -164,3 +164,12 @@ class UnsupportedByBrokerError(ClientError):
 
 class BufferFullError(ClientError):
     """The producer's bounded queue stayed full for max_block_ms: the broker cannot keep up."""
+
+
+class RegistryError(KafkalogError):
+    """A ZooKeeper registry operation failed: the message names the path and the cause."""
+
+
+class AssignmentError(RegistryError):
+    """A consumer group cannot be assigned as asked, e.g. round-robin over members that subscribe
+    to different topics or stream counts."""
