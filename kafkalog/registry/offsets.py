@@ -1,0 +1,52 @@
+"""Consumer group offsets in ZooKeeper: ``/consumers/<group>/offsets/<topic>/<partition>``.
+
+Role: one recipe over a caller's kazoo client, shared by the broker (OffsetCommit/OffsetFetch when
+ZooKeeper is configured) and the high-level consumer, so offsets committed by real Kafka clients and
+by ours agree. The value is the decimal offset as text (what Kafka 0.8/0.9 write); the node is
+persistent. An offset is the *next* message to consume.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafkalog.errors import RegistryError
+
+
+def offset_path(group: str, topic: str, partition: int) -> str:
+    for what, value in (("group", group), ("topic", topic)):
+        if not value or "/" in value:
+            raise RegistryError(f"{what} {value!r} cannot be part of a ZooKeeper path")
+    return f"/consumers/{group}/offsets/{topic}/{partition}"
+
+
+def commit_offset(client: Any, group: str, topic: str, partition: int, offset: int) -> None:
+    """Store ``offset`` for the group's partition (create or overwrite)."""
+    from kazoo.exceptions import NodeExistsError, NoNodeError  # noqa: PLC0415
+
+    if offset < 0:
+        raise RegistryError(f"offset {offset} of {topic}-{partition} for group {group} is negative")
+    path = offset_path(group, topic, partition)
+    value = str(offset).encode()
+    try:
+        client.set(path, value)
+    except NoNodeError:
+        try:
+            client.create(path, value, makepath=True)
+        except NodeExistsError:  # a concurrent first commit: ours is the later one
+            client.set(path, value)
+
+
+def fetch_offset(client: Any, group: str, topic: str, partition: int) -> int | None:
+    """The stored offset, or None if the group never committed one for the partition."""
+    from kazoo.exceptions import NoNodeError  # noqa: PLC0415
+
+    path = offset_path(group, topic, partition)
+    try:
+        raw, _ = client.get(path)
+    except NoNodeError:
+        return None
+    try:
+        return int(raw.decode().strip())
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise RegistryError(f"{path}: not an offset: {raw[:100]!r}") from exc

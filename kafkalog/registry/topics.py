@@ -1,0 +1,84 @@
+"""Topics in ZooKeeper: ``/brokers/topics/<topic>``, each partition and the broker that serves it.
+
+Role: one recipe over a caller's kazoo client. The node's value is Kafka 0.9's JSON,
+``{"version": 1, "partitions": {"0": [broker, ...], ...}}`` (the first broker of a list leads the
+partition), persistent: a topic outlives the brokers that serve it. Creating a topic that exists is
+an error naming it; reading tolerates Kafka's own nodes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from kafkalog.errors import RegistryError
+
+BROKER_TOPICS = "/brokers/topics"
+_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+
+
+def topic_path(topic: str) -> str:
+    return f"{BROKER_TOPICS}/{topic}"
+
+
+def spread(partitions: int, brokers: Sequence[int], *, start: int = 0) -> dict[int, int]:
+    """Partition → broker, round-robin over the sorted broker ids from ``start`` (Kafka's way of
+    spreading a new topic's leaders)."""
+    if partitions < 1:
+        raise RegistryError(f"a topic needs at least one partition, not {partitions}")
+    ids = sorted(brokers)
+    if not ids:
+        raise RegistryError("no broker is registered: a topic needs at least one live broker")
+    return {p: ids[(start + p) % len(ids)] for p in range(partitions)}
+
+
+def create_topic(client: Any, topic: str, assignment: dict[int, int]) -> None:
+    """Register ``topic`` with partition → broker ``assignment``; RegistryError if it exists."""
+    from kazoo.exceptions import NodeExistsError  # noqa: PLC0415 - kazoo only where ZooKeeper is used
+
+    if not _TOPIC.match(topic) or topic in (".", ".."):
+        raise RegistryError(f"{topic!r} is not a valid topic name (letters, digits, '.', '_', '-'; at most 249)")
+    if sorted(assignment) != list(range(len(assignment))):
+        raise RegistryError(f"topic {topic}: partitions must be numbered 0..{len(assignment) - 1}")
+    value = json.dumps({"version": 1, "partitions": {str(p): [b] for p, b in sorted(assignment.items())}})
+    try:
+        client.create(topic_path(topic), value.encode(), makepath=True)
+    except NodeExistsError as exc:
+        raise RegistryError(f"topic {topic} already exists ({topic_path(topic)})") from exc
+
+
+def read_topic(client: Any, topic: str) -> dict[int, int] | None:
+    """Partition → serving broker of ``topic``, or None if it is not registered."""
+    from kazoo.exceptions import NoNodeError  # noqa: PLC0415
+
+    try:
+        raw, _ = client.get(topic_path(topic))
+    except NoNodeError:
+        return None
+    return parse_topic(raw, topic_path(topic))
+
+
+def parse_topic(raw: bytes, where: str) -> dict[int, int]:
+    try:
+        partitions = json.loads(raw)["partitions"]
+        return {int(p): int(replicas[0]) for p, replicas in sorted(partitions.items(), key=lambda kv: int(kv[0]))}
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
+        raise RegistryError(f"{where}: not a topic registration ({exc}): {raw[:200]!r}") from exc
+
+
+def all_topics(client: Any) -> dict[str, dict[int, int]]:
+    """Every registered topic with its partitions (topics deleted while being read are skipped)."""
+    from kazoo.exceptions import NoNodeError  # noqa: PLC0415
+
+    try:
+        names = client.get_children(BROKER_TOPICS)
+    except NoNodeError:
+        return {}
+    out = {}
+    for name in sorted(names):
+        found = read_topic(client, name)
+        if found is not None:
+            out[name] = found
+    return out
