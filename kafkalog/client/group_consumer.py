@@ -1,0 +1,445 @@
+"""The high-level consumer (the seeds' ConsumerConnector): a group of consumers that share the
+partitions of their topics through ZooKeeper, with offsets committed to ZooKeeper.
+
+Role: ``create_message_streams({topic: n})`` (or ``..._by_filter``) returns iterators; behind them
+one fetcher thread per owned partition reads it with a SimpleConsumer and feeds the stream of the
+consumer thread that owns it (kafkalog.registry.groups decides who owns what).
+
+Invariants:
+- A partition is handed out only while this member owns it: before a partition is released, its
+  fetcher stops, messages of it still queued are dropped, and the offset of what was handed out is
+  committed. So no partition is consumed by two members at once.
+- At least once: the committed offset is never beyond what was handed out; a new owner resumes at
+  the committed offset (duplicates only within the uncommitted window, no gaps).
+- SUSPENDED (ZooKeeper unreachable, the session may survive): nothing more is handed out and
+  nothing is committed until the connection is back. LOST (session expired): ownership is gone, so
+  everything is dropped, the member joins again and rebalances.
+- A rebalance is triggered by members joining or leaving, brokers coming or going, and (for filters)
+  new matching topics; the watches are ZooKeeper's, re-set by kazoo after reconnects.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import re
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from kafkalog.client.consumer import SimpleConsumer
+from kafkalog.errors import ClientError, KafkalogError, OffsetOutOfRangeError
+from kafkalog.registry.assign import ThreadId, TopicPartition
+from kafkalog.registry.brokers import BROKER_IDS, live_brokers
+from kafkalog.registry.groups import Rebalancer, ids_path, register_member
+from kafkalog.registry.offsets import commit_offset, fetch_offset
+from kafkalog.registry.topics import BROKER_TOPICS, all_topics
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class MessageAndMetadata:
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+
+class Stream:
+    """One consumer thread's messages. Iterating blocks until a message arrives or the consumer
+    closes; ``timeout_s`` (if set) ends the iteration after that long without a message."""
+
+    def __init__(self, owner: GroupConsumer, thread: ThreadId, timeout_s: float | None) -> None:
+        self.owner = owner
+        self.thread = thread
+        self.timeout_s = timeout_s
+        self.queue: queue.Queue[MessageAndMetadata] = queue.Queue(maxsize=owner.queue_size)
+
+    def __iter__(self) -> Iterator[MessageAndMetadata]:
+        idle_since = time.monotonic()
+        while not self.owner.closed:
+            if self.timeout_s is not None and time.monotonic() - idle_since > self.timeout_s:
+                return
+            try:
+                item = self.queue.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            if not self.owner.hand_out(item):
+                continue  # its partition was released meanwhile: the new owner hands it out
+            idle_since = time.monotonic()
+            yield item
+
+
+class GroupConsumer:
+    """A member of consumer group ``group`` (see the module doc)."""
+
+    def __init__(
+        self,
+        zookeeper: Any,
+        group: str,
+        *,
+        consumer_id: str | None = None,
+        assignor: str = "range",
+        auto_commit_interval_s: float | None = 5.0,
+        auto_offset_reset: str = "largest",
+        fetch_max_bytes: int = 1024 * 1024,
+        queue_size: int = 1000,
+        stream_timeout_s: float | None = None,
+        claim_timeout_s: float = 10.0,
+    ) -> None:
+        if auto_offset_reset not in ("smallest", "largest"):
+            raise ClientError(f"auto_offset_reset must be smallest or largest, not {auto_offset_reset!r}")
+        if isinstance(zookeeper, str):
+            from kazoo.client import KazooClient  # noqa: PLC0415 - kazoo only where ZooKeeper is used
+
+            self.zk = KazooClient(hosts=zookeeper, timeout=6.0)
+            self.zk.start(timeout=30)
+            self._owns_client = True
+        else:
+            self.zk, self._owns_client = zookeeper, False
+        self.group = group
+        self.consumer_id = (
+            consumer_id or f"{group}_{socket.gethostname()}-{int(time.time() * 1000)}-{uuid.uuid4().hex[:8]}"
+        )
+        self.auto_commit_interval_s = auto_commit_interval_s
+        self.auto_offset_reset = auto_offset_reset
+        self.fetch_max_bytes = fetch_max_bytes
+        self.queue_size = queue_size
+        self.stream_timeout_s = stream_timeout_s
+        self.closed = False
+        self._lock = threading.RLock()
+        self._subscription: dict[str, int] = {}
+        self._filter: tuple[re.Pattern[str] | None, re.Pattern[str] | None, int] | None = None
+        self._streams: dict[ThreadId, Stream] = {}
+        self._fetchers: dict[TopicPartition, threading.Event] = {}
+        self._fetch_threads: list[threading.Thread] = []
+        self._positions: dict[TopicPartition, int] = {}
+        """Next offset to hand out per owned partition (what a commit stores)."""
+        self._committed: dict[TopicPartition, int] = {}
+        self._suspended = threading.Event()
+        self._rebalance_needed = threading.Event()
+        self._rebalancer = Rebalancer(
+            self.zk,
+            group,
+            self.consumer_id,
+            assignor=assignor,
+            claim_timeout_s=claim_timeout_s,
+            on_release=self._release,
+        )
+        self._simple: SimpleConsumer | None = None
+        self._lost = False
+        self.rebalances = 0
+
+    # ------------------------------------------------------------------ subscribing
+
+    def create_message_streams(self, topic_counts: dict[str, int]) -> dict[str, list[Stream]]:
+        """``n`` streams per topic; rebalances the group."""
+        with self._lock:
+            self._subscription = dict(topic_counts)
+            out = {t: [self._stream(ThreadId(self.consumer_id, i)) for i in range(n)] for t, n in topic_counts.items()}
+        self._start()
+        return out
+
+    def create_message_streams_by_filter(
+        self, whitelist: str | None = None, blacklist: str | None = None, streams: int = 1
+    ) -> list[Stream]:
+        """``streams`` streams over every topic matching ``whitelist`` (and not ``blacklist``),
+        including topics created later."""
+        if (whitelist is None) == (blacklist is None):
+            raise ClientError("give a whitelist or a blacklist (one of them)")
+        with self._lock:
+            self._filter = (
+                re.compile(whitelist) if whitelist else None,
+                re.compile(blacklist) if blacklist else None,
+                streams,
+            )
+            self._subscription = self._matching_topics()
+            out = [self._stream(ThreadId(self.consumer_id, i)) for i in range(streams)]
+        self._start()
+        return out
+
+    def _stream(self, thread: ThreadId) -> Stream:
+        if thread not in self._streams:
+            self._streams[thread] = Stream(self, thread, self.stream_timeout_s)
+        return self._streams[thread]
+
+    def _matching_topics(self) -> dict[str, int]:
+        assert self._filter is not None
+        white, black, streams = self._filter
+        names = all_topics(self.zk)
+        return {
+            t: streams
+            for t in names
+            if (white is not None and white.fullmatch(t)) or (black is not None and not black.fullmatch(t))
+        }
+
+    def _start(self) -> None:
+        from kazoo.protocol.states import KazooState  # noqa: PLC0415
+
+        register_member(self.zk, self.group, self.consumer_id, self._subscription)
+        self._rebalance_needed.set()
+
+        def on_state(state: Any) -> None:
+            if state == KazooState.SUSPENDED:
+                self._suspended.set()
+            elif state == KazooState.LOST:
+                self._suspended.set()
+                self._lost = True
+            else:
+                self._suspended.clear()
+                self._rebalance_needed.set()
+
+        self.zk.add_listener(on_state)
+        for path in (ids_path(self.group), BROKER_IDS, BROKER_TOPICS):
+            self.zk.ensure_path(path)
+            self.zk.ChildrenWatch(path, self._on_change, send_event=False)
+        threading.Thread(target=self._coordinate, name=f"{self.consumer_id}-coordinator", daemon=True).start()
+
+    def _on_change(self, children: list[str]) -> bool:
+        self._rebalance_needed.set()
+        return not self.closed
+
+    # ------------------------------------------------------------------ the coordinator thread
+
+    def _coordinate(self) -> None:
+        last_commit = time.monotonic()
+        while not self.closed:
+            if self._rebalance_needed.wait(0.2) and not self._suspended.is_set() and not self.closed:
+                time.sleep(0.2)  # let a burst of membership changes settle
+                self._rebalance_needed.clear()
+                try:
+                    self._rebalance()
+                except KafkalogError as exc:
+                    log.warning("%s: rebalance failed, retrying: %s", self.consumer_id, exc)
+                    self._rebalance_needed.set()
+                    time.sleep(1.0)
+                except Exception as exc:  # a ZooKeeper connection error mid-rebalance: retry later
+                    log.warning("%s: rebalance interrupted, retrying: %s", self.consumer_id, exc)
+                    self._rebalance_needed.set()
+                    time.sleep(1.0)
+            interval = self.auto_commit_interval_s
+            if interval is not None and time.monotonic() - last_commit >= interval and not self._suspended.is_set():
+                self._safe_commit()
+                last_commit = time.monotonic()
+
+    def _rebalance(self) -> None:
+        with self._lock:
+            if self.closed:
+                return
+            if self._lost:  # a new session: our nodes are gone, so is our ownership
+                self._lost = False
+                self._drop_everything()
+                self._rebalancer.owned.clear()
+            if self._filter is not None:
+                self._subscription = self._matching_topics()
+            register_member(self.zk, self.group, self.consumer_id, self._subscription)
+            for n in self._subscription.values():
+                for i in range(n):
+                    self._stream(ThreadId(self.consumer_id, i))
+            owned = self._rebalancer.rebalance()
+            self.rebalances += 1
+            for tp, thread in owned.items():
+                if tp not in self._fetchers and not self.closed:
+                    self._start_fetcher(tp, thread)
+
+    def _bootstrap(self) -> list[str]:
+        brokers = live_brokers(self.zk)
+        if not brokers:
+            raise ClientError("no broker is registered in ZooKeeper")
+        return [b.endpoint for b in brokers.values()]
+
+    def _consumer(self) -> SimpleConsumer:
+        """The connection for offset lookups (fetchers have their own)."""
+        if self._simple is None:
+            self._simple = SimpleConsumer(self._bootstrap(), max_bytes=self.fetch_max_bytes)
+        return self._simple
+
+    def _start_fetcher(self, tp: TopicPartition, thread: ThreadId) -> None:
+        topic, partition = tp
+        consumer = self._consumer()
+        start = fetch_offset(self.zk, self.group, topic, partition)
+        if start is None:
+            reset = consumer.earliest_offset if self.auto_offset_reset == "smallest" else consumer.latest_offset
+            start = reset(topic, partition)
+        self._positions[tp] = start
+        self._committed[tp] = start
+        stop = threading.Event()
+        self._fetchers[tp] = stop
+        stream = self._streams[thread]
+        fetcher = threading.Thread(
+            target=self._fetch_loop,
+            args=(self._bootstrap(), tp, start, stop, stream),
+            name=f"fetch-{topic}-{partition}",
+            daemon=True,
+        )
+        fetcher.start()
+        self._fetch_threads = [t for t in self._fetch_threads if t.is_alive()] + [fetcher]
+
+    def _fetch_loop(
+        self, bootstrap: list[str], tp: TopicPartition, offset: int, stop: threading.Event, stream: Stream
+    ) -> None:
+        # each fetcher has its own connection, opened and closed by this thread: a shared client
+        # closed by another thread could be reconnected by a fetch in flight and leak
+        consumer = SimpleConsumer(bootstrap, max_bytes=self.fetch_max_bytes)
+        try:
+            self._fetch_into(consumer, tp, offset, stop, stream)
+        finally:
+            consumer.close()
+
+    def _fetch_into(
+        self, consumer: SimpleConsumer, tp: TopicPartition, offset: int, stop: threading.Event, stream: Stream
+    ) -> None:
+        topic, partition = tp
+        while not stop.is_set() and not self.closed:
+            if self._suspended.is_set():
+                time.sleep(0.1)
+                continue
+            try:
+                result = consumer.fetch(topic, partition, offset)
+            except OffsetOutOfRangeError as exc:
+                reset = exc.log_start_offset if self.auto_offset_reset == "smallest" else exc.log_end_offset
+                log.warning("%s-%s: offset %s is out of range; resetting to %s", topic, partition, offset, reset)
+                offset = reset if reset is not None else offset
+                continue
+            except KafkalogError as exc:
+                log.warning("%s-%s: fetch failed, retrying: %s", topic, partition, exc)
+                stop.wait(0.5)
+                continue
+            if not result.messages:
+                stop.wait(0.1)
+                continue
+            for message in result.messages:
+                item = MessageAndMetadata(topic, partition, message.offset, message.key, message.value)
+                while not stop.is_set() and not self.closed:
+                    try:
+                        stream.queue.put(item, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            offset = result.messages[-1].offset + 1
+
+    # ------------------------------------------------------------------ handing out, releasing, committing
+
+    def hand_out(self, item: MessageAndMetadata) -> bool:
+        """Called by a stream before yielding ``item``: False if its partition is no longer ours
+        (or the session is suspended: it waits), else the position advances."""
+        while self._suspended.is_set() and not self.closed:
+            time.sleep(0.05)
+        with self._lock:
+            tp = (item.topic, item.partition)
+            if tp not in self._fetchers or item.offset < self._positions.get(tp, 0):
+                return False
+            self._positions[tp] = item.offset + 1
+            return True
+
+    def _release(self, partitions: list[TopicPartition]) -> None:
+        """Before the rebalancer deletes the owner nodes: stop, drop queued messages, commit."""
+        with self._lock:
+            for tp in partitions:
+                stop = self._fetchers.pop(tp, None)
+                if stop is not None:
+                    stop.set()
+            for stream in self._streams.values():
+                kept = []
+                while True:
+                    try:
+                        item = stream.queue.get_nowait()
+                    except queue.Empty:
+                        break
+                    if (item.topic, item.partition) not in partitions:
+                        kept.append(item)
+                for item in kept:
+                    stream.queue.put_nowait(item)
+            if not self._suspended.is_set():
+                self._commit([tp for tp in partitions if tp in self._positions])
+            for tp in partitions:
+                self._positions.pop(tp, None)
+                self._committed.pop(tp, None)
+
+    def _drop_everything(self) -> None:
+        for stop in self._fetchers.values():
+            stop.set()
+        self._fetchers.clear()
+        self._positions.clear()
+        self._committed.clear()
+        for stream in self._streams.values():
+            while True:
+                try:
+                    stream.queue.get_nowait()
+                except queue.Empty:
+                    break
+
+    def commit_offsets(self) -> dict[TopicPartition, int]:
+        """Store the position of every owned partition in ZooKeeper; returns what was stored.
+        ClientError while ZooKeeper is unreachable (nothing is silently dropped)."""
+        if self._suspended.is_set():
+            raise ClientError(f"{self.consumer_id}: ZooKeeper is unreachable; offsets not committed")
+        with self._lock:
+            return self._commit(list(self._positions))
+
+    def _commit(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+        done = {}
+        for tp in partitions:
+            position = self._positions[tp]
+            if self._committed.get(tp) != position:
+                commit_offset(self.zk, self.group, tp[0], tp[1], position)
+                self._committed[tp] = position
+            done[tp] = position
+        return done
+
+    def _safe_commit(self) -> None:
+        try:
+            self.commit_offsets()
+        except Exception as exc:  # the next interval tries again; a lost commit only adds duplicates
+            log.warning("%s: automatic commit failed: %s", self.consumer_id, exc)
+
+    def owned(self) -> list[TopicPartition]:
+        with self._lock:
+            return sorted(self._fetchers)
+
+    # ------------------------------------------------------------------ closing
+
+    def close(self) -> None:
+        """Commit, release every partition, leave the group."""
+        if self.closed:
+            return
+        with self._lock:
+            try:
+                if not self._suspended.is_set():
+                    self._commit(list(self._positions))
+                self._rebalancer.release(list(self._rebalancer.owned))
+                self.zk.delete(f"{ids_path(self.group)}/{self.consumer_id}")
+            except Exception as exc:  # closing anyway: the ephemeral nodes go with the session
+                log.warning("%s: clean leave failed: %s", self.consumer_id, exc)
+            self.closed = True
+            self._drop_everything()
+        self._halt()
+        if self._owns_client:
+            self.zk.stop()
+            self.zk.close()
+
+    def _halt(self) -> None:
+        """Stop every thread and connection without committing or releasing (what a crash of the
+        process does; ``close`` calls it after its clean leave)."""
+        with self._lock:  # a rebalance in progress cannot start fetchers after this
+            self.closed = True
+            self._drop_everything()
+            fetchers = list(self._fetch_threads)
+        for fetcher in fetchers:
+            fetcher.join(5)
+        if self._simple is not None:
+            self._simple.close()
+
+    def __enter__(self) -> GroupConsumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
