@@ -121,8 +121,9 @@ def done_already(spec: PipelineSpec, stage: str, run_id: str | None) -> str | No
         target = state.run_target(run_id)
         if target is None:
             return f"run {run_id} loaded nothing, and nothing was loaded before it"
-        flow = f"{spec.raw.path.rstrip('/')}/_pipeline/flow/{target:06d}/published"
-        if all(state.storage.exists(f"{flow}/{o.name}.json") for o in spec.outputs):
+        from pipelines.flow import published_marker  # noqa: PLC0415 - only for pipelines with outputs
+
+        if all(state.storage.exists(published_marker(spec.raw.path, target, o.name)) for o in spec.outputs):
             return f"run {run_id} (#{target}) is loaded and published"
     except PipelineError:
         return None

@@ -66,6 +66,11 @@ class Scope:
         return ((dt,) if self.by_day else (dt, hour)) in self.partitions
 
 
+def published_marker(raw_root: str, seq: int, output: str) -> str:
+    """The file that records that ``output`` was published for load #seq (read without Spark)."""
+    return f"{raw_root.rstrip('/')}/_pipeline/flow/{seq:06d}/published/{output}.json"
+
+
 def partition_of(path: str) -> tuple[str, str] | None:
     """(dt, hour) of a raw file path ``dt=X/hour=Y/name``, or None for files outside (quarantine)."""
     parts = dict(p.split("=", 1) for p in path.split("/")[:-1] if p.startswith(("dt=", "hour=")))
@@ -169,7 +174,7 @@ class FlowRun:
     # ------------------------------------------------------------------ markers
 
     def _published_marker(self, seq: int, output: Output) -> str:
-        return f"{self._flow_dir(seq)}/published/{output.name}.json"
+        return published_marker(self.root, seq, output.name)
 
     def _publish_plan(self, seq: int, output: Output) -> str:
         return f"{self._flow_dir(seq)}/publish/{output.name}.json"

@@ -61,6 +61,19 @@ class Stream:
         self.timeout_s = timeout_s
         self.queue: queue.Queue[MessageAndMetadata] = queue.Queue(maxsize=owner.queue_size)
 
+    def drop(self, partitions: set[TopicPartition] | None) -> None:
+        """Remove the queued messages of ``partitions`` (None: all), keeping the others in order."""
+        kept = []
+        while True:
+            try:
+                item = self.queue.get_nowait()
+            except queue.Empty:
+                break
+            if partitions is not None and (item.topic, item.partition) not in partitions:
+                kept.append(item)
+        for item in kept:
+            self.queue.put_nowait(item)
+
     def __iter__(self) -> Iterator[MessageAndMetadata]:
         idle_since = time.monotonic()
         while not self.owner.closed:
@@ -348,16 +361,7 @@ class GroupConsumer:
                 if stop is not None:
                     stop.set()
             for stream in self._streams.values():
-                kept = []
-                while True:
-                    try:
-                        item = stream.queue.get_nowait()
-                    except queue.Empty:
-                        break
-                    if (item.topic, item.partition) not in partitions:
-                        kept.append(item)
-                for item in kept:
-                    stream.queue.put_nowait(item)
+                stream.drop(set(partitions))
             if not self._suspended.is_set():
                 self._commit([tp for tp in partitions if tp in self._positions])
             for tp in partitions:
@@ -371,11 +375,7 @@ class GroupConsumer:
         self._positions.clear()
         self._committed.clear()
         for stream in self._streams.values():
-            while True:
-                try:
-                    stream.queue.get_nowait()
-                except queue.Empty:
-                    break
+            stream.drop(None)
 
     def commit_offsets(self) -> dict[TopicPartition, int]:
         """Store the position of every owned partition in ZooKeeper; returns what was stored.
