@@ -24,10 +24,16 @@ from kafkalog.errors import KafkalogError
     "--data-dir", "data_dirs", multiple=True, type=click.Path(file_okay=False), help="Data directory (repeatable)."
 )
 @click.option("--broker-id", type=click.IntRange(min=0), default=None)
+@click.option(
+    "--zookeeper",
+    default=None,
+    metavar="HOST:PORT[/CHROOT]",
+    help="Join the cluster registered in this ZooKeeper (host:port[,host:port...][/chroot]).",
+)
 @click.option("--log-level", default="INFO", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]))
 def broker(
     config_file: Path | None, port: int | None, host: str | None, data_dirs: tuple[str, ...], broker_id: int | None,
-    log_level: str,
+    zookeeper: str | None, log_level: str,
 ) -> None:  # fmt: skip
     """Run one broker in the foreground until SIGTERM or SIGINT (Ctrl-C), then stop cleanly."""
     import logging  # noqa: PLC0415 - the other commands do not configure logging
@@ -37,7 +43,10 @@ def broker(
     from kafkalog.server import Broker, load_config  # noqa: PLC0415 - only this command runs a server
 
     logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    overrides = {"port": port, "host": host, "broker_id": broker_id, "data_dirs": list(data_dirs) or None}
+    overrides = {
+        "port": port, "host": host, "broker_id": broker_id, "data_dirs": list(data_dirs) or None,
+        "zookeeper": zookeeper,
+    }  # fmt: skip
     try:
         config = load_config(config_file, overrides)
         server = Broker(config)
@@ -46,7 +55,10 @@ def broker(
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    server.start()
+    try:
+        server.start()
+    except KafkalogError as exc:
+        raise click.ClickException(str(exc)) from exc
     click.echo(f"kafkalog broker {server.config.broker_id} listening on {server.config.host}:{server.port}", err=True)
     try:
         stop.wait()

@@ -3,9 +3,12 @@ broker (kafkalog or Kafka). Data goes to stdout, progress and rates to stderr.""
 
 from __future__ import annotations
 
+import functools
+import signal
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any, BinaryIO
 
 import click
 
@@ -14,9 +17,29 @@ from kafkalog.client import Admin, Producer, SimpleConsumer
 from kafkalog.errors import KafkalogError
 from kafkalog.record import Message
 
-BOOTSTRAP = click.option(
-    "-b", "--bootstrap", default="127.0.0.1:9092", show_default=True, help="Brokers, host:port[,host:port...]."
-)
+_DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+
+
+def BOOTSTRAP(command: Callable[..., None]) -> Callable[..., None]:
+    """``-b/--bootstrap`` or ``--zookeeper``, handed to the command as one ``cluster`` mapping of
+    the keyword arguments the clients take (``bootstrap=…`` or ``zookeeper=…``)."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, bootstrap: str | None, zookeeper: str | None, **kwargs: Any) -> None:
+        if bootstrap is not None and zookeeper is not None:
+            raise click.UsageError("give --bootstrap or --zookeeper, not both")
+        cluster = {"zookeeper": zookeeper} if zookeeper is not None else {"bootstrap": bootstrap or _DEFAULT_BOOTSTRAP}
+        command(*args, cluster=cluster, **kwargs)
+
+    wrapper = click.option(
+        "--zookeeper",
+        default=None,
+        metavar="HOST:PORT[/CHROOT]",
+        help="Find the brokers in this ZooKeeper instead (host:port[,host:port...][/chroot]).",
+    )(wrapper)
+    return click.option(
+        "-b", "--bootstrap", default=None, help=f"Brokers, host:port[,host:port...] (default {_DEFAULT_BOOTSTRAP})."
+    )(wrapper)
 
 
 class _Rate:
@@ -65,7 +88,7 @@ def topics() -> None:
 @click.argument("name")
 @click.option("--partitions", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option("--config", "configs", multiple=True, help="Topic config name=value (repeatable).")
-def topics_create(bootstrap: str, name: str, partitions: int, configs: tuple[str, ...]) -> None:
+def topics_create(cluster: dict[str, Any], name: str, partitions: int, configs: tuple[str, ...]) -> None:
     """Create topic NAME."""
     pairs = {}
     for item in configs:
@@ -74,7 +97,7 @@ def topics_create(bootstrap: str, name: str, partitions: int, configs: tuple[str
             raise click.BadParameter(f"{item!r} is not name=value", param_hint="--config")
         pairs[key] = value
     try:
-        with Admin(bootstrap) as admin:
+        with Admin(**cluster) as admin:
             admin.create_topic(name, partitions, pairs)
     except KafkalogError as exc:
         raise _fail(exc) from exc
@@ -83,10 +106,10 @@ def topics_create(bootstrap: str, name: str, partitions: int, configs: tuple[str
 
 @topics.command("list")
 @BOOTSTRAP
-def topics_list(bootstrap: str) -> None:
+def topics_list(cluster: dict[str, Any]) -> None:
     """Every topic and its partition count."""
     try:
-        with Admin(bootstrap) as admin:
+        with Admin(**cluster) as admin:
             for name, count in admin.list_topics().items():
                 click.echo(f"{name}\t{count}")
     except KafkalogError as exc:
@@ -96,10 +119,10 @@ def topics_list(bootstrap: str) -> None:
 @topics.command("describe")
 @BOOTSTRAP
 @click.argument("name")
-def topics_describe(bootstrap: str, name: str) -> None:
+def topics_describe(cluster: dict[str, Any], name: str) -> None:
     """Topic NAME's partitions, their leaders and offsets."""
     try:
-        with Admin(bootstrap) as admin, SimpleConsumer(client=admin.client) as consumer:
+        with Admin(**cluster) as admin, SimpleConsumer(client=admin.client) as consumer:
             described = admin.describe_topic(name)
             click.echo("partition\tleader\tearliest\tlatest")
             for partition, leader in sorted(described.leaders.items()):
@@ -118,7 +141,7 @@ def topics_describe(bootstrap: str, name: str) -> None:
 @click.option("--acks", type=click.Choice(["0", "1", "-1"]), default="1", show_default=True)
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
 def produce(
-    bootstrap: str,
+    cluster: dict[str, Any],
     topic: str,
     key_separator: str | None,
     partition: int | None,
@@ -135,7 +158,7 @@ def produce(
     rate = _Rate("sent", quiet)
     failures: list[BaseException] = []
     try:
-        with Producer(bootstrap, compression=compression, acks=int(acks), linger_ms=20) as producer:
+        with Producer(**cluster, compression=compression, acks=int(acks), linger_ms=20) as producer:
             for line in sys.stdin.buffer:
                 value = line.rstrip(b"\n")
                 key = None
@@ -168,30 +191,72 @@ def _start_offset(consumer: SimpleConsumer, topic: str, partition: int, offset: 
 
 @main.command("consume")
 @BOOTSTRAP
-@click.argument("topic")
+@click.argument("topic", required=False)
 @click.option("-p", "--partition", "partitions", type=int, multiple=True, help="Partition(s) to read (default: all).")
 @click.option(
     "-o", "--offset", default="beginning", show_default=True,
     help="beginning, end, an offset, or @<ms since epoch> for the first message at or after that time.",
 )  # fmt: skip
 @click.option("-n", "--max-messages", type=click.IntRange(min=1), default=None, help="Stop after this many.")
-@click.option("--print-offsets", is_flag=True, help="Prefix each line with partition and offset.")
+@click.option("--print-offsets", is_flag=True, help="Prefix lines with partition, offset (group: topic too).")
 @click.option("--print-keys", is_flag=True, help="Prefix each line with the key.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
+@click.option("-g", "--group", default=None, help="Consume as a member of this group (needs --zookeeper).")
+@click.option("--topic", "topic_option", default=None, help="In a group: the topic (or give TOPIC).")
+@click.option("--whitelist", default=None, metavar="REGEX", help="In a group: topics matching REGEX, new ones too.")
+@click.option("--blacklist", default=None, metavar="REGEX", help="In a group: every topic not matching REGEX.")
+@click.option(
+    "--offset-reset", type=click.Choice(["smallest", "largest"]), default="largest", show_default=True,
+    help="In a group: where a partition starts when the group never committed an offset for it.",
+)  # fmt: skip
+@click.option(
+    "--idle-timeout", type=click.FloatRange(min=0), default=None,
+    help="In a group: stop after this many seconds without a message (default: run until SIGINT/SIGTERM).",
+)  # fmt: skip
+@click.option(
+    "--commit-interval", type=click.FloatRange(min=0.1), default=5.0, show_default=True,
+    help="In a group: seconds between automatic offset commits (and one at the end).",
+)  # fmt: skip
 def consume(
-    bootstrap: str, topic: str, partitions: tuple[int, ...], offset: str, max_messages: int | None,
-    print_offsets: bool, print_keys: bool, quiet: bool,
+    cluster: dict[str, Any], topic: str | None, partitions: tuple[int, ...], offset: str, max_messages: int | None,
+    print_offsets: bool, print_keys: bool, quiet: bool, group: str | None, topic_option: str | None,
+    whitelist: str | None, blacklist: str | None, offset_reset: str, idle_timeout: float | None,
+    commit_interval: float,
 ) -> None:  # fmt: skip
-    """Print TOPIC's messages to stdout, one per line, up to the current end of each partition.
+    """Print TOPIC's messages to stdout, one per line, up to the current end of each partition; or,
+    with --group, share the topics' partitions with the group's other members and keep consuming
+    (offsets committed to ZooKeeper; SIGINT/SIGTERM commit and leave the group).
 
     \b
     kafkalog consume numbers --max-messages 10
     kafkalog consume events -p 0 -o @1700000000000 --print-offsets --print-keys
+    kafkalog consume --zookeeper 127.0.0.1:2181 --group loaders --whitelist 'dc\\..*' --print-offsets
     """
     rate = _Rate("read", quiet)
     out = sys.stdout.buffer
+    if group is not None:
+        if "zookeeper" not in cluster:
+            raise click.UsageError("--group needs --zookeeper (groups are coordinated through ZooKeeper)")
+        chosen = [x for x in (topic, topic_option, whitelist, blacklist) if x is not None]
+        if len(chosen) != 1:
+            raise click.UsageError("in a group give exactly one of TOPIC, --topic, --whitelist, --blacklist")
+        if partitions:
+            raise click.UsageError("--partition does not go with --group: the group assigns partitions")
+        try:
+            _consume_in_group(
+                cluster["zookeeper"], group, topic or topic_option, whitelist, blacklist, offset_reset,
+                idle_timeout, commit_interval, max_messages, (print_offsets, print_keys), rate, out,
+            )  # fmt: skip
+        except KafkalogError as exc:
+            raise _fail(exc) from exc
+        finally:
+            out.flush()
+        rate.done()
+        return
+    if topic is None:
+        raise click.UsageError("give TOPIC (or --group with --topic/--whitelist/--blacklist)")
     try:
-        with SimpleConsumer(bootstrap) as consumer:
+        with SimpleConsumer(**cluster) as consumer:
             wanted = list(partitions) or sorted(Admin(client=consumer.client).describe_topic(topic).leaders)
             for message_partition, message in _read(consumer, topic, wanted, offset):
                 fields = []
@@ -211,6 +276,50 @@ def consume(
     rate.done()
 
 
+def _consume_in_group(
+    zookeeper: str, group: str, topic: str | None, whitelist: str | None, blacklist: str | None, reset: str,
+    idle_timeout: float | None, commit_interval: float, max_messages: int | None, prefixes: tuple[bool, bool],
+    rate: _Rate, out: BinaryIO,
+) -> None:  # fmt: skip
+    """One stream of a GroupConsumer to ``out``. A signal only sets a flag: the line being written
+    is finished before the consumer commits and leaves, so a committed offset was always printed."""
+    from kafkalog.client.group_consumer import GroupConsumer  # noqa: PLC0415 - kazoo only in group mode
+
+    print_offsets, print_keys = prefixes
+    stopping: list[int] = []
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda number, _: stopping.append(number))
+    consumer = GroupConsumer(
+        zookeeper, group, auto_offset_reset=reset, auto_commit_interval_s=commit_interval, stream_timeout_s=0.2
+    )
+    try:
+        if topic is not None:
+            (stream,) = consumer.create_message_streams({topic: 1})[topic]
+        else:
+            (stream,) = consumer.create_message_streams_by_filter(whitelist, blacklist, 1)
+        last_message = time.monotonic()
+        while not stopping:
+            for item in stream:  # returns after 0.2 s without a message, to look at the flags
+                fields = []
+                if print_offsets:
+                    fields.append(f"{item.topic}\t{item.partition}\t{item.offset}".encode())
+                if print_keys:
+                    fields.append(item.key or b"")
+                fields.append(item.value or b"")
+                out.write(b"\t".join(fields) + b"\n")
+                rate.add()
+                last_message = time.monotonic()
+                if stopping or (max_messages is not None and rate.count >= max_messages):
+                    break
+            if max_messages is not None and rate.count >= max_messages:
+                break
+            if idle_timeout is not None and time.monotonic() - last_message >= idle_timeout:
+                break
+        out.flush()  # what is committed below has reached stdout
+    finally:
+        consumer.close()
+
+
 def _read(consumer: SimpleConsumer, topic: str, partitions: list[int], offset: str) -> Iterator[tuple[int, Message]]:
     for partition in partitions:
         start = _start_offset(consumer, topic, partition, offset)
@@ -223,14 +332,14 @@ def _read(consumer: SimpleConsumer, topic: str, partitions: list[int], offset: s
 @BOOTSTRAP
 @click.argument("topic")
 @click.option("--time", "at", type=int, default=None, help="Also the first offset at or after this time (ms).")
-def offsets(bootstrap: str, topic: str, at: int | None) -> None:
+def offsets(cluster: dict[str, Any], topic: str, at: int | None) -> None:
     """TOPIC's earliest and latest offset per partition (and by time with --time).
 
     \b
     kafkalog offsets page_views --time 1700000000000
     """
     try:
-        with SimpleConsumer(bootstrap) as consumer:
+        with SimpleConsumer(**cluster) as consumer:
             leaders = Admin(client=consumer.client).describe_topic(topic).leaders
             click.echo("partition\tearliest\tlatest" + ("\tat_time" if at is not None else ""))
             for partition in sorted(leaders):

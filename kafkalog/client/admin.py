@@ -17,9 +17,10 @@ class Admin(UsesClient):
         bootstrap: str | Sequence[str] | None = None,
         *,
         client: Client | None = None,
+        zookeeper: str | None = None,
         broker_version: str | None = None,
     ) -> None:
-        super().__init__(bootstrap, client, broker_version=broker_version)
+        super().__init__(bootstrap, client, zookeeper=zookeeper, broker_version=broker_version)
 
     def create_topic(
         self, name: str, partitions: int = 1, configs: dict[str, str] | None = None, *, validate_only: bool = False

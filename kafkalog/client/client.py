@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Self
 
 from kafkalog.client.connection import KAFKA_0_9_VERSIONS, BrokerConnection
+from kafkalog.client.discovery import ZooKeeperBootstrap
 from kafkalog.errors import BrokerResponseError, ClientError, KafkaConnectionError
 from kafkalog.protocol import ApiKey, ErrorCode
 
@@ -56,8 +57,9 @@ class Client:
 
     def __init__(
         self,
-        bootstrap: str | Sequence[str],
+        bootstrap: str | Sequence[str] | None = None,
         *,
+        zookeeper: str | None = None,
         client_id: str = "kafkalog",
         request_timeout_ms: int = 30_000,
         retry_backoff_ms: int = 100,
@@ -67,7 +69,9 @@ class Client:
             raise ClientError(f"broker_version must be None (ask the broker) or '0.9', not {broker_version!r}")
         self.versions = dict(KAFKA_0_9_VERSIONS) if broker_version == "0.9" else None
         """API versions to assume (skips the ApiVersions probe, which a 0.9 broker leaves unanswered)."""
-        self.bootstrap = parse_bootstrap(bootstrap)
+        if (bootstrap is None) == (zookeeper is None):
+            raise ClientError("give bootstrap servers or a ZooKeeper connect string (one of them)")
+        self.bootstrap = parse_bootstrap(bootstrap) if bootstrap is not None else []
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
@@ -75,6 +79,15 @@ class Client:
         self._brokers: dict[int, tuple[str, int]] = {}
         self._connections: dict[tuple[str, int], BrokerConnection] = {}
         self._topics: dict[str, TopicMetadata] = {}
+        self.discovery: ZooKeeperBootstrap | None = None
+        """The registry the brokers come from, when bootstrapped from ZooKeeper."""
+        if zookeeper is not None:
+            self.discovery = ZooKeeperBootstrap(zookeeper, self._registry_changed)
+
+    def _registry_changed(self) -> None:
+        """Brokers or topics changed in ZooKeeper: metadata is re-read before it is used again."""
+        with self._lock:
+            self._topics.clear()
 
     # ------------------------------------------------------------------ connections
 
@@ -101,6 +114,8 @@ class Client:
         """A connection that works: known brokers first, then the bootstrap list."""
         with self._lock:
             candidates = list(dict.fromkeys([*self._brokers.values(), *self.bootstrap]))
+        if self.discovery is not None:  # the registry first: it knows who is alive now
+            candidates = list(dict.fromkeys([*self.discovery.brokers(), *candidates]))
         errors = []
         for host, port in candidates:
             connection = self.connection_to(host, port)
@@ -161,6 +176,9 @@ class Client:
             self._topics.pop(topic, None)
 
     def close(self) -> None:
+        if self.discovery is not None:
+            self.discovery.close()
+            self.discovery = None
         with self._lock:
             for connection in self._connections.values():
                 connection.close()
@@ -182,13 +200,14 @@ class UsesClient:
         bootstrap: str | Sequence[str] | None,
         client: Client | None,
         *,
+        zookeeper: str | None = None,
         request_timeout_ms: int = 30_000,
         broker_version: str | None = None,
     ) -> None:
-        if client is None and bootstrap is None:
-            raise ClientError("give bootstrap servers or a client")
+        if client is None and bootstrap is None and zookeeper is None:
+            raise ClientError("give bootstrap servers, a ZooKeeper connect string or a client")
         self.client = client or Client(
-            bootstrap or [], request_timeout_ms=request_timeout_ms, broker_version=broker_version
+            bootstrap, zookeeper=zookeeper, request_timeout_ms=request_timeout_ms, broker_version=broker_version
         )
         self._owns_client = client is None
 

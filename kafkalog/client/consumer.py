@@ -44,6 +44,7 @@ class SimpleConsumer(UsesClient):
         bootstrap: str | Sequence[str] | None = None,
         *,
         client: Client | None = None,
+        zookeeper: str | None = None,
         broker_version: str | None = None,
         max_bytes: int = 1024 * 1024,
         max_message_bytes: int = 64 * 1024 * 1024,
@@ -51,7 +52,9 @@ class SimpleConsumer(UsesClient):
         min_bytes: int = 1,
         request_timeout_ms: int = 30_000,
     ) -> None:
-        super().__init__(bootstrap, client, request_timeout_ms=request_timeout_ms, broker_version=broker_version)
+        super().__init__(
+            bootstrap, client, zookeeper=zookeeper, request_timeout_ms=request_timeout_ms, broker_version=broker_version
+        )
         self.max_bytes = max_bytes
         self.max_message_bytes = max_message_bytes
         self.max_wait_ms = max_wait_ms

@@ -32,9 +32,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafkalog.client.consumer import SimpleConsumer
-from kafkalog.errors import ClientError, KafkalogError, OffsetOutOfRangeError
+from kafkalog.errors import ClientError, KafkalogError, OffsetOutOfRangeError, RegistryError
 from kafkalog.registry.assign import ThreadId, TopicPartition
 from kafkalog.registry.brokers import BROKER_IDS, live_brokers
+from kafkalog.registry.connect import connect
 from kafkalog.registry.groups import Rebalancer, ids_path, register_member
 from kafkalog.registry.offsets import commit_offset, fetch_offset
 from kafkalog.registry.topics import BROKER_TOPICS, all_topics
@@ -109,10 +110,10 @@ class GroupConsumer:
         if auto_offset_reset not in ("smallest", "largest"):
             raise ClientError(f"auto_offset_reset must be smallest or largest, not {auto_offset_reset!r}")
         if isinstance(zookeeper, str):
-            from kazoo.client import KazooClient  # noqa: PLC0415 - kazoo only where ZooKeeper is used
-
-            self.zk = KazooClient(hosts=zookeeper, timeout=6.0)
-            self.zk.start(timeout=30)
+            try:
+                self.zk = connect(zookeeper)
+            except RegistryError as exc:
+                raise ClientError(str(exc)) from exc
             self._owns_client = True
         else:
             self.zk, self._owns_client = zookeeper, False

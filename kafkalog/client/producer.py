@@ -104,6 +104,7 @@ class Producer(UsesClient):
         bootstrap: str | Sequence[str] | None = None,
         *,
         client: Client | None = None,
+        zookeeper: str | None = None,
         broker_version: str | None = None,
         mode: str = "async",
         acks: int = 1,
@@ -127,7 +128,9 @@ class Producer(UsesClient):
             self.codec = Codec[compression.upper()]
         except KeyError:
             raise ClientError(f"unknown compression {compression!r} (none, gzip, snappy, lz4)") from None
-        super().__init__(bootstrap, client, request_timeout_ms=request_timeout_ms, broker_version=broker_version)
+        super().__init__(
+            bootstrap, client, zookeeper=zookeeper, request_timeout_ms=request_timeout_ms, broker_version=broker_version
+        )
         self.mode = mode
         self.acks = acks
         self.batch_bytes = batch_bytes

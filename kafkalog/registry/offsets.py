@@ -15,7 +15,7 @@ from kafkalog.errors import RegistryError
 
 def offset_path(group: str, topic: str, partition: int) -> str:
     for what, value in (("group", group), ("topic", topic)):
-        if not value or "/" in value:
+        if not value or "/" in value or "\0" in value or value in (".", ".."):
             raise RegistryError(f"{what} {value!r} cannot be part of a ZooKeeper path")
     return f"/consumers/{group}/offsets/{topic}/{partition}"
 

@@ -82,3 +82,34 @@ def all_topics(client: Any) -> dict[str, dict[int, int]]:
         if found is not None:
             out[name] = found
     return out
+
+
+TOPIC_CONFIGS = "/config/topics"
+
+
+def write_topic_config(client: Any, topic: str, entries: dict[str, str]) -> None:
+    """Store a topic's configuration overrides at ``/config/topics/<topic>`` (Kafka's JSON,
+    ``{"version": 1, "config": {"retention.ms": "…"}}``), before the topic itself is registered, so
+    a broker that sees the topic finds its configuration."""
+    value = json.dumps({"version": 1, "config": {str(k): str(v) for k, v in sorted(entries.items())}}).encode()
+    path = f"{TOPIC_CONFIGS}/{topic}"
+    if client.exists(path):
+        client.set(path, value)
+    else:
+        client.create(path, value, makepath=True)
+
+
+def read_topic_config(client: Any, topic: str) -> dict[str, str]:
+    """A topic's configuration overrides by Kafka name (empty when it has none)."""
+    from kazoo.exceptions import NoNodeError  # noqa: PLC0415
+
+    path = f"{TOPIC_CONFIGS}/{topic}"
+    try:
+        raw, _ = client.get(path)
+    except NoNodeError:
+        return {}
+    try:
+        config = json.loads(raw)["config"]
+        return {str(k): str(v) for k, v in config.items()}
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise RegistryError(f"{path}: not a topic configuration ({exc}): {raw[:200]!r}") from exc

@@ -7,12 +7,13 @@ import logging
 from types import TracebackType
 
 from kafkalog.log import LogManager
-from kafkalog.server.cluster import Cluster
+from kafkalog.server.cluster import Cluster, ClusterView
 from kafkalog.server.config import BrokerConfig, BrokerConfigError
 from kafkalog.server.handlers import RequestHandlers
 from kafkalog.server.metrics import Metrics, MetricsHttpServer, render_prometheus
 from kafkalog.server.network import SocketServer, open_listener
-from kafkalog.server.offsets import OffsetStore
+from kafkalog.server.offsets import GroupOffsetStore, OffsetStore
+from kafkalog.server.zk_cluster import ZooKeeperCluster, ZooKeeperOffsetStore
 
 logger = logging.getLogger(__name__)
 
@@ -33,16 +34,25 @@ class Broker:
         except BaseException:
             listener.close()
             raise
+        self.cluster: ClusterView
+        self.offsets: GroupOffsetStore
+        self._zookeeper: ZooKeeperCluster | None = None
         try:
-            self.cluster = Cluster(config, self.logs)
-            self.cluster.open_declared_topics()
-            self.offsets = OffsetStore(config.data_dirs[0])
+            if config.zookeeper is not None:
+                self.cluster = self._zookeeper = ZooKeeperCluster(config, self.logs)
+                self.offsets = ZooKeeperOffsetStore(self._zookeeper)
+            else:
+                static = Cluster(config, self.logs)
+                static.open_declared_topics()
+                self.cluster, self.offsets = static, OffsetStore(config.data_dirs[0])
             self.metrics = Metrics()
             self.handlers = RequestHandlers(config, self.logs, self.cluster, self.offsets)
             self.server = SocketServer(config, self.handlers, self.metrics, listener)
             self.handlers.on_append = self.server.data_arrived
         except BaseException:
             listener.close()
+            if self._zookeeper is not None:
+                self._zookeeper.close()
             self.logs.close()
             raise
         self._metrics_http: MetricsHttpServer | None = None
@@ -52,8 +62,15 @@ class Broker:
         return self.server.port
 
     def start(self) -> None:
+        """Serve; in ZooKeeper mode also register (BrokerConfigError if another broker holds the id)."""
         self.logs.start_maintenance()
         self.server.start()
+        if self._zookeeper is not None:
+            try:
+                self._zookeeper.start()
+            except BaseException:
+                self.stop()
+                raise
         if self.config.metrics_port is not None:
             self._metrics_http = MetricsHttpServer(self.config.host, self.config.metrics_port, self.render_metrics)
             self._metrics_http.start()
@@ -72,6 +89,7 @@ class Broker:
             self.server.stop()
             if self._metrics_http is not None:
                 self._metrics_http.stop()
+            self.cluster.close()
         finally:
             self.logs.close()
         logger.info("broker %d stopped cleanly", self.config.broker_id)

@@ -12,12 +12,66 @@ from __future__ import annotations
 
 import threading
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Protocol
 
 from kafkalog.errors import KafkalogError
 from kafkalog.log import LogConfig, LogManager, validate_topic
 from kafkalog.protocol import ErrorCode
 from kafkalog.server.config import BrokerAddress, BrokerConfig
+
+
+class ClusterView(Protocol):
+    """What the request handlers ask of the cluster: the static one (this module) or the one kept in
+    ZooKeeper (kafkalog.server.zk_cluster). Implementations are thread-safe."""
+
+    this_broker: BrokerAddress
+
+    @property
+    def brokers(self) -> tuple[BrokerAddress, ...]:
+        """The live brokers, by id."""
+        ...
+
+    @property
+    def controller_id(self) -> int: ...
+
+    def topics(self) -> dict[str, int]:
+        """Every known topic and its partition count."""
+        ...
+
+    def partition_count(self, topic: str) -> int | None: ...
+
+    def leader_id(self, topic: str, partition: int) -> tuple[int, int]:
+        """(the live leader's id or -1, the broker the partition is placed on)."""
+        ...
+
+    def partition_error(self, topic: str, partition: int) -> ErrorCode | None:
+        """Why this broker cannot serve the partition, or None (its log then exists)."""
+        ...
+
+    def coordinator(self, group: str) -> BrokerAddress: ...
+
+    def coordinates(self, group: str) -> bool:
+        """Whether this broker serves the group's offsets."""
+        ...
+
+    def can_create_topics(self) -> bool: ...
+
+    def accepts_placement(self, topic: str, partition: int, replicas: list[int]) -> bool: ...
+
+    def create_topic(
+        self,
+        topic: str,
+        partitions: int,
+        config: LogConfig | None = None,
+        entries: Mapping[str, str] | None = None,
+        placement: Mapping[int, int] | None = None,
+    ) -> None:
+        """Create ``topic``; TopicExistsError if it exists. ``entries`` are its configs by Kafka
+        name (``config`` parsed from them); ``placement`` partition → broker, if the client chose."""
+        ...
+
+    def close(self) -> None: ...
 
 
 class Cluster:
@@ -54,6 +108,10 @@ class Cluster:
         n = len(self.brokers)
         return self.brokers[(zlib.crc32(topic.encode()) + partition) % n]
 
+    def leader_id(self, topic: str, partition: int) -> tuple[int, int]:
+        leader = self.leader(topic, partition).id
+        return leader, leader
+
     def partition_error(self, topic: str, partition: int) -> ErrorCode | None:
         """Why this broker cannot serve the partition (unknown, or led elsewhere), or None."""
         count = self._partitions.get(topic)
@@ -66,11 +124,25 @@ class Cluster:
     def coordinator(self, group: str) -> BrokerAddress:
         return self.brokers[zlib.crc32(group.encode()) % len(self.brokers)]
 
+    def coordinates(self, group: str) -> bool:
+        return self.coordinator(group) == self.this_broker
+
     def can_create_topics(self) -> bool:
         return not self.is_multi_broker
 
-    def create_topic(self, topic: str, partitions: int, config: LogConfig | None = None) -> None:
-        """Record a new topic and create the logs of the partitions this broker leads."""
+    def accepts_placement(self, topic: str, partition: int, replicas: list[int]) -> bool:
+        return replicas == [self.leader(topic, partition).id]
+
+    def create_topic(
+        self,
+        topic: str,
+        partitions: int,
+        config: LogConfig | None = None,
+        entries: Mapping[str, str] | None = None,
+        placement: Mapping[int, int] | None = None,
+    ) -> None:
+        """Record a new topic and create the logs of the partitions this broker leads (a static
+        cluster places partitions itself: ``placement`` was checked by ``accepts_placement``)."""
         validate_topic(topic)
         with self._lock:
             if topic in self._partitions:
@@ -88,6 +160,9 @@ class Cluster:
             for partition in range(count):
                 if self.leader(topic, partition) == self.this_broker:
                     self.logs.get_or_create_log(topic, partition)
+
+    def close(self) -> None:
+        """Nothing to release: the static view holds no connections."""
 
 
 class TopicExistsError(KafkalogError):

@@ -14,8 +14,9 @@ from typing import Any
 
 import yaml
 
-from kafkalog.errors import KafkalogError
+from kafkalog.errors import KafkalogError, RegistryError
 from kafkalog.log import LogConfig
+from kafkalog.registry.connect import check_connect_string
 
 
 class BrokerConfigError(KafkalogError):
@@ -83,6 +84,14 @@ class BrokerConfig:
     limits: Limits = field(default_factory=Limits)
     metrics_port: int | None = None
     """Serve metrics (Prometheus text format) over HTTP on this port; None: off."""
+    zookeeper: str | None = None
+    """Join the cluster registered in ZooKeeper, ``host:port[,host:port...][/chroot]``: the broker
+    registers at /brokers/ids/<broker_id>, topics live at /brokers/topics, group offsets at
+    /consumers/<group>/offsets. None: a static cluster (``cluster``), no ZooKeeper."""
+    zookeeper_session_timeout_ms: int = 6000
+    """After this long unreachable, ZooKeeper expires the broker's session (and its registration)."""
+    zookeeper_connect_timeout_ms: int = 30_000
+    """How long start-up waits for ZooKeeper before giving up."""
 
     def __post_init__(self) -> None:
         def need(condition: bool, key: str, rule: str) -> None:
@@ -100,6 +109,18 @@ class BrokerConfig:
         names = [t.name for t in self.topics]
         need(len(set(names)) == len(names), "topics", "topic names must be unique")
         need(all(t.partitions >= 1 for t in self.topics), "topics", "every topic needs at least one partition")
+        if self.zookeeper is not None:
+            need(not self.cluster, "zookeeper", "a broker joins either a static cluster or ZooKeeper, not both")
+            try:
+                check_connect_string(self.zookeeper)
+            except RegistryError as exc:
+                raise BrokerConfigError(f"zookeeper: {exc}") from None
+        need(
+            1000 <= self.zookeeper_session_timeout_ms <= 60_000,
+            "zookeeper_session_timeout_ms",
+            "must be in [1000, 60000]",
+        )
+        need(self.zookeeper_connect_timeout_ms >= 0, "zookeeper_connect_timeout_ms", "must be >= 0")
 
     @property
     def brokers(self) -> tuple[BrokerAddress, ...]:

@@ -13,13 +13,14 @@ from collections.abc import Callable
 from typing import Any
 
 from kafkalog.errors import CorruptSegmentError, KafkalogError, OffsetOutOfRangeError
-from kafkalog.log import EARLIEST_TIME, LATEST_TIME, LogConfig, LogManager
+from kafkalog.log import EARLIEST_TIME, LATEST_TIME, LogManager
 from kafkalog.protocol import Api, ApiKey, ErrorCode, RequestHeader, api_versions_body
 from kafkalog.protocol.types import Struct
-from kafkalog.server.cluster import Cluster, TopicExistsError
+from kafkalog.server.cluster import ClusterView, TopicExistsError
 from kafkalog.server.config import BrokerConfig
 from kafkalog.server.fetch import FetchRequest, ParkedFetch, read_fetch
-from kafkalog.server.offsets import OffsetStore
+from kafkalog.server.offsets import GroupOffsetStore
+from kafkalog.server.topic_config import topic_log_config
 
 logger = logging.getLogger(__name__)
 
@@ -28,21 +29,6 @@ NO_RESPONSE = object()
 
 HandlerResult = Struct | ParkedFetch | object
 _MAX_OFFSET_METADATA = 4096
-
-# Topic-level configs CreateTopics accepts, and the LogConfig field each one sets.
-_TOPIC_CONFIGS: dict[str, tuple[str, Callable[[str], Any]]] = {
-    "retention.ms": ("retention_ms", lambda v: None if int(v) < 0 else int(v)),
-    "retention.bytes": ("retention_bytes", lambda v: None if int(v) < 0 else int(v)),
-    "segment.bytes": ("segment_bytes", int),
-    "segment.ms": ("segment_ms", int),
-    "max.message.bytes": ("max_message_bytes", int),
-    "flush.messages": ("flush_messages", int),
-    "flush.ms": ("flush_ms", int),
-    "message.timestamp.type": (
-        "message_timestamp_type",
-        lambda v: {"CreateTime": "create_time", "LogAppendTime": "log_append_time"}[v],
-    ),
-}
 
 
 def error_code_of(exc: BaseException) -> int:
@@ -58,8 +44,8 @@ class RequestHandlers:
         self,
         config: BrokerConfig,
         logs: LogManager,
-        cluster: Cluster,
-        offsets: OffsetStore,
+        cluster: ClusterView,
+        offsets: GroupOffsetStore,
         *,
         on_append: Callable[[], None] = lambda: None,
     ) -> None:
@@ -217,9 +203,15 @@ class RequestHandlers:
     def _topic_metadata(self, topic: str, error: ErrorCode, partitions: int) -> Struct:
         metadata = []
         for partition in range(partitions):
-            leader = self.cluster.leader(topic, partition).id
+            leader, replica = self.cluster.leader_id(topic, partition)
             metadata.append(
-                {"error_code": 0, "partition": partition, "leader": leader, "replicas": [leader], "isr": [leader]}
+                {
+                    "error_code": ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
+                    "partition": partition,
+                    "leader": leader,
+                    "replicas": [replica],
+                    "isr": [leader] if leader >= 0 else [],
+                }
             )
         return {"error_code": error, "topic": topic, "is_internal": False, "partition_metadata": metadata}
 
@@ -229,7 +221,7 @@ class RequestHandlers:
         group = body["group_id"]
         generation = body.get("generation_id", -1)
         group_error: ErrorCode | None = None
-        if self.cluster.coordinator(group) != self.cluster.this_broker:
+        if not self.cluster.coordinates(group):
             group_error = ErrorCode.NOT_COORDINATOR
         elif generation != -1:
             # Only "simple" commits (no group membership) until groups are served.
@@ -256,8 +248,8 @@ class RequestHandlers:
         if accepted:
             try:
                 self.offsets.commit(group, accepted)
-            except KafkalogError:
-                logger.exception("cannot store offsets of group %s", group)
+            except KafkalogError as exc:
+                logger.warning("cannot store offsets of group %s: %s", group, exc)
                 for topic_response in responses:
                     for partition_response in topic_response["partition_responses"]:
                         if partition_response["error_code"] == ErrorCode.NONE:
@@ -266,20 +258,27 @@ class RequestHandlers:
 
     def offset_fetch(self, header: RequestHeader, api: Api, body: Struct) -> HandlerResult:
         group = body["group_id"]
-        not_coordinator = self.cluster.coordinator(group) != self.cluster.this_broker
+        not_coordinator = not self.cluster.coordinates(group)
         responses = []
         for topic_request in body["topics"]:
             topic = topic_request["topic"]
             partitions = []
             for partition in topic_request["partitions"]:
-                committed = None if not_coordinator else self.offsets.fetch(group, topic, partition)
+                error: int = ErrorCode.NOT_COORDINATOR if not_coordinator else ErrorCode.NONE
+                committed = None
+                if not not_coordinator:
+                    try:
+                        committed = self.offsets.fetch(group, topic, partition)
+                    except KafkalogError as exc:  # the store (ZooKeeper) is unreachable: clients retry
+                        logger.warning("cannot read offsets of group %s: %s", group, exc)
+                        error = ErrorCode.COORDINATOR_NOT_AVAILABLE
                 offset, metadata = committed if committed is not None else (-1, "")
                 partitions.append(
                     {
                         "partition": partition,
                         "offset": offset,
                         "metadata": metadata if metadata is not None else "",
-                        "error_code": ErrorCode.NOT_COORDINATOR if not_coordinator else ErrorCode.NONE,
+                        "error_code": error,
                     }
                 )
             responses.append({"topic": topic, "partition_responses": partitions})
@@ -310,44 +309,36 @@ class RequestHandlers:
         if self.cluster.partition_count(topic) is not None:
             return ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {topic!r} already exists"
         partitions = request["num_partitions"]
+        placement: dict[int, int] | None = None
         if request["replica_assignment"]:
             if partitions not in (-1, len(request["replica_assignment"])):
                 return ErrorCode.INVALID_REQUEST, "give num_partitions or a replica assignment, not both"
             partitions = len(request["replica_assignment"])
             for assignment in request["replica_assignment"]:
-                if assignment["replicas"] != [self.cluster.leader(topic, assignment["partition"]).id]:
-                    return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "replicas are placed by the broker (one per partition)"
+                if not self.cluster.accepts_placement(topic, assignment["partition"], assignment["replicas"]):
+                    return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "one replica per partition, on a broker of the cluster"
+            placement = {a["partition"]: a["replicas"][0] for a in request["replica_assignment"]}
+            if sorted(placement) != list(range(partitions)):
+                return ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"partitions must be numbered 0..{partitions - 1}"
         if partitions < 1:
             return ErrorCode.INVALID_PARTITIONS, f"num_partitions {partitions} must be at least 1"
         if request["replication_factor"] not in (-1, 1):
             return ErrorCode.INVALID_REPLICATION_FACTOR, "a partition has one replica here (no replication)"
         try:
-            config = self._topic_config(request["config_entries"])
+            entries = {e["config_name"]: e["config_value"] for e in request["config_entries"] or []}
+            config = topic_log_config(self.config.log, entries)
         except (KeyError, ValueError, KafkalogError) as exc:
             return ErrorCode.INVALID_CONFIG, str(exc)
         if validate_only:
             return ErrorCode.NONE, None
         try:
-            self.cluster.create_topic(topic, partitions, config)
+            self.cluster.create_topic(topic, partitions, config, entries, placement)
         except TopicExistsError as exc:
             return ErrorCode.TOPIC_ALREADY_EXISTS, str(exc)
         except KafkalogError as exc:
             return ErrorCode.INVALID_TOPIC_EXCEPTION, str(exc)
         logger.info("created topic %s with %d partition(s)", topic, partitions)
         return ErrorCode.NONE, None
-
-    def _topic_config(self, entries: list[Struct]) -> LogConfig | None:
-        if not entries:
-            return None
-        values: dict[str, Any] = {}
-        for entry in entries:
-            name, value = entry["config_name"], entry["config_value"]
-            if name not in _TOPIC_CONFIGS:
-                raise KeyError(f"unsupported topic config {name!r} (supported: {', '.join(sorted(_TOPIC_CONFIGS))})")
-            field, parse = _TOPIC_CONFIGS[name]
-            values[field] = parse(value)
-        base = self.config.log
-        return LogConfig(**{**{f: getattr(base, f) for f in base.__dataclass_fields__}, **values})
 
 
 __all__ = ["NO_RESPONSE", "OffsetOutOfRangeError", "RequestHandlers"]

@@ -14,6 +14,7 @@ import json
 import logging
 import threading
 from pathlib import Path
+from typing import Protocol
 
 from kafkalog.errors import KafkalogError
 from kafkalog.log.files import write_atomically
@@ -24,6 +25,16 @@ FORMAT_VERSION = 1
 DIRECTORY = ".consumer_offsets"
 
 GroupOffsets = dict[str, dict[int, tuple[int, str | None]]]
+
+
+class GroupOffsetStore(Protocol):
+    """Where OffsetCommit/OffsetFetch keep a group's offsets: this module's files, or ZooKeeper
+    (kafkalog.server.zk_cluster.ZooKeeperOffsetStore). ``commit`` raises KafkalogError if it could
+    not store them durably."""
+
+    def commit(self, group: str, offsets: dict[tuple[str, int], tuple[int, str | None]]) -> None: ...
+
+    def fetch(self, group: str, topic: str, partition: int) -> tuple[int, str | None] | None: ...
 
 
 class OffsetStore:
