@@ -269,9 +269,9 @@ def offsets(pipeline: str, lag: bool, as_json: bool) -> None:
         committed = _state(spec).committed_offsets()
         ends: dict[tuple[str, int], int] = {}
         if lag:
-            from kafkalog.client import SimpleConsumer  # noqa: PLC0415
+            from pipelines.plan import open_consumer  # noqa: PLC0415 - the client only when brokers are asked
 
-            with SimpleConsumer(list(spec.source.bootstrap), broker_version=spec.source.broker_version) as consumer:
+            with open_consumer(spec.source) as consumer:  # the bootstrap list, or bootstrapped from ZooKeeper
                 for topic, partition in committed:
                     ends[(topic, partition)] = consumer.latest_offset(topic, partition)
     except (PipelineError, Exception) as exc:  # the client raises kafkalog errors: report, do not trace

@@ -35,7 +35,7 @@ from pipelines.errors import (
     PipelineError,
     ReconciliationError,
 )
-from pipelines.plan import Plan, Split, check_still_valid, make_plan, new_run_id
+from pipelines.plan import Plan, Split, check_still_valid, make_plan, new_run_id, open_consumer, task_brokers
 from pipelines.progress import Reporter
 from pipelines.reconcile import (
     FileFacts,
@@ -100,16 +100,19 @@ class PipelineRun:
         self.state = PipelineState(self.storage, self.root)
         self.reporter = reporter or Reporter(quiet=True)
         self.task_faults = task_faults
+        self._brokers: list[str] | None = None
         register_source(spark)
 
     def consumer(self) -> SimpleConsumer:
-        source = self.spec.source
-        return SimpleConsumer(
-            list(source.bootstrap),
-            broker_version=source.broker_version,
-            max_bytes=source.fetch_max_bytes,
-            request_timeout_ms=source.request_timeout_ms,
-        )
+        """The driver's consumer: through the bootstrap list, or bootstrapped from ZooKeeper."""
+        return open_consumer(self.spec.source)
+
+    def task_brokers(self, consumer: SimpleConsumer | None = None) -> list[str]:
+        """The brokers this run's tasks connect to, resolved once (see plan.task_brokers): for a
+        ZooKeeper source, the brokers registered when the run planned (or first executed a plan)."""
+        if self._brokers is None:
+            self._brokers = task_brokers(self.spec.source, None if consumer is None else consumer.client)
+        return self._brokers
 
     # ------------------------------------------------------------------ the run
 
@@ -124,6 +127,7 @@ class PipelineRun:
                 return RunResult("already-committed", latest, f"run {run_id} ran before and found nothing new")
         completed: list[Manifest] = []
         with self.consumer() as consumer:
+            self.task_brokers(consumer)  # through the planning session: no second one to ZooKeeper
             pending = self.state.pending_plan()
             if pending is not None and replan:
                 self.reporter.note(f"discarding the stored plan of run {pending.run_id} (#{pending.seq}): --replan")
@@ -191,6 +195,7 @@ class PipelineRun:
             "decoder": asdict(spec.decoder),
             "event_time": asdict(spec.event_time),
             "bad_records": asdict(spec.bad_records),
+            "brokers": self.task_brokers(),  # tasks connect through these (see source.py)
         }
         options = {
             "spec": json.dumps(settings),

@@ -1,8 +1,10 @@
 """Planning a run: one split per topic/partition, its [start, end) fixed before any task runs.
 
-start comes from the last committed manifest (offsets exist nowhere else); end is the log end offset
-at planning time, capped by the pipeline's limits. The plan is stored before loading (state.py), so a
-retried task or a re-run after a crash reads exactly the same ranges (no clock- or size-dependent
+The splits (topics, partitions, their brokers) come from the brokers' metadata, or for a source
+that names ZooKeeper from the registry there (``/brokers/topics``, ``/brokers/ids``). start comes
+from the last committed manifest (offsets exist nowhere else); end is the log end offset at planning
+time, capped by the pipeline's limits. The plan is stored before loading (state.py), so a retried
+task or a re-run after a crash reads exactly the same ranges (no clock- or size-dependent
 boundaries). Offsets deleted by retention are handled here, by the pipeline's policy, and recorded.
 """
 
@@ -11,15 +13,15 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from kafkalog.client import SimpleConsumer
+from kafkalog.client import Client, SimpleConsumer, read_registry
 from kafkalog.errors import KafkalogError
 from pipelines.errors import DataLossError, PipelineError, PlanError
-from pipelines.spec import PipelineSpec
+from pipelines.spec import PipelineSpec, Source
 
 SplitKey = tuple[str, int]
 
@@ -94,27 +96,97 @@ def new_run_id() -> str:
     return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
 
 
+def open_consumer(source: Source, brokers: Sequence[str] | None = None) -> SimpleConsumer:
+    """A consumer on ``source``'s cluster: through ``brokers`` (``host:port``) when given, else
+    through the bootstrap list or the ZooKeeper the source names."""
+    if brokers:
+        bootstrap: list[str] | None = list(brokers)
+        zookeeper = None
+    else:
+        bootstrap = None if source.bootstrap is None else list(source.bootstrap)
+        zookeeper = source.zookeeper
+    return SimpleConsumer(
+        bootstrap,
+        zookeeper=zookeeper,
+        broker_version=source.broker_version,
+        max_bytes=source.fetch_max_bytes,
+        request_timeout_ms=source.request_timeout_ms,
+    )
+
+
+def task_brokers(source: Source, client: Client | None = None) -> list[str]:
+    """``host:port`` of the brokers a run's tasks connect to: the bootstrap list, or for a ZooKeeper
+    source the brokers registered now. The driver resolves them once per run and ships them to the
+    tasks, so that tasks (many, on executors) open no ZooKeeper session of their own. ``client``: a
+    client bootstrapped from that ZooKeeper, whose session is used for the read."""
+    if source.zookeeper is None:
+        return list(source.bootstrap or ())
+    try:
+        brokers = read_registry(source.zookeeper, topics=(), client=client).brokers
+    except KafkalogError as exc:
+        raise PlanError(f"cannot read the brokers registered in ZooKeeper at {source.zookeeper}: {exc}") from exc
+    if not brokers:
+        raise PlanError(f"no broker is registered in ZooKeeper at {source.zookeeper}")
+    return list(brokers.values())
+
+
 def discover_splits(spec: PipelineSpec, consumer: SimpleConsumer) -> dict[SplitKey, int]:
     """Every (topic, partition) the pipeline reads, with its leader's broker id."""
+    if spec.source.zookeeper is not None:
+        return _registered_splits(spec, spec.source.zookeeper, consumer.client)
     client = consumer.client
+    cluster = spec.source.cluster
     try:
         if spec.topic_pattern is not None:
             pattern = re.compile(spec.topic_pattern)
             topics = sorted(t for t in client.refresh_metadata() if pattern.fullmatch(t))
             if not topics:
-                raise PlanError(f"no topic on {','.join(spec.source.bootstrap)} matches {spec.topic_pattern!r}")
+                raise PlanError(f"no topic on {cluster} matches {spec.topic_pattern!r}")
         else:
             known = client.refresh_metadata(spec.topics)
             missing = [t for t in spec.topics if t not in known]
             if missing:
-                raise PlanError(f"topic {missing[0]!r} does not exist on {','.join(spec.source.bootstrap)}")
+                raise PlanError(f"topic {missing[0]!r} does not exist on {cluster}")
             topics = list(spec.topics)
         out: dict[SplitKey, int] = {}
         for topic in topics:
             for partition, leader in sorted(client.topic(topic).leaders.items()):
                 out[(topic, partition)] = leader
     except KafkalogError as exc:
-        raise PlanError(f"cannot read the topics of {','.join(spec.source.bootstrap)}: {exc}") from exc
+        raise PlanError(f"cannot read the topics of {cluster}: {exc}") from exc
+    return out
+
+
+def _registered_splits(spec: PipelineSpec, zookeeper: str, client: Client) -> dict[SplitKey, int]:
+    """discover_splits for a source that names ZooKeeper: topics, partitions and the broker of each
+    from the registry (a pattern matches the registered topics), read in one snapshot."""
+    wanted = None if spec.topic_pattern is not None else spec.topics
+    try:
+        view = read_registry(zookeeper, topics=wanted, client=client)
+    except KafkalogError as exc:
+        raise PlanError(f"cannot read the topics registered in ZooKeeper at {zookeeper}: {exc}") from exc
+    if not view.brokers:
+        raise PlanError(f"no broker is registered in ZooKeeper at {zookeeper}")
+    if spec.topic_pattern is not None:
+        pattern = re.compile(spec.topic_pattern)
+        topics = sorted(t for t in view.topics if pattern.fullmatch(t))
+        if not topics:
+            raise PlanError(f"no topic registered in ZooKeeper at {zookeeper} matches {spec.topic_pattern!r}")
+    else:
+        missing = [t for t in spec.topics if t not in view.topics]
+        if missing:
+            raise PlanError(f"topic {missing[0]!r} is not registered in ZooKeeper at {zookeeper}")
+        topics = list(spec.topics)
+    out: dict[SplitKey, int] = {}
+    for topic in topics:
+        for partition, broker in sorted(view.topics[topic].items()):
+            if broker not in view.brokers:
+                raise PlanError(
+                    f"{topic}-{partition}: its broker {broker} is not registered in ZooKeeper at {zookeeper} "
+                    f"(registered: {', '.join(map(str, view.brokers)) or 'none'}); the partition cannot be read "
+                    "until that broker is back"
+                )
+            out[(topic, partition)] = broker
     return out
 
 

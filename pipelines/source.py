@@ -7,6 +7,11 @@ fetched chunk into an Arrow batch (never the whole split in memory), and yields 
 one row per file (``emit=files``, see sink.py). Settings arrive as options (JSON strings):
 executors see nothing of the driver's Python state or environment.
 
+A task connects through the brokers the driver resolved for the run (``brokers`` in the settings:
+the bootstrap list, or for a source that names ZooKeeper the brokers registered when the run
+planned), so that tasks open no ZooKeeper session. Only if none of those brokers answers (they moved
+since) does a task of a ZooKeeper source bootstrap from ZooKeeper instead, once.
+
 A task that cannot finish its split raises; Spark retries it from the split's start (no partial
 progress of a failed attempt is trusted), and the driver's reconciliation checks the result.
 """
@@ -17,7 +22,7 @@ import json
 import os
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from operator import itemgetter
 from pathlib import Path
@@ -28,7 +33,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from pipelines.decode import BadRecord, ChunkDecoder, Message, spark_ddl
 from pipelines.errors import BadRecordError, DataLossError, LoadError, PlanError
-from pipelines.plan import Split
+from pipelines.plan import Split, open_consumer
 from pipelines.sink import STAGED_FILE_DDL, StagingWriter, staged_files_batch
 from pipelines.spec import BadRecords, Decoder, EventTime, Source
 
@@ -91,12 +96,14 @@ class SplitReader(DataSourceReader):
         emit = self.options.get("emit", "data")
         progress = _Progress(self.options.get("progress_dir"), partition.index, split)
         fault = _TaskFault(self.options.get("faults", ""))
+        source = settings["source"]
         task = SplitTask(
-            Source(**{**settings["source"], "bootstrap": tuple(settings["source"]["bootstrap"])}),
+            Source(**{**source, "bootstrap": None if source["bootstrap"] is None else tuple(source["bootstrap"])}),
             Decoder(**_decoder_options(settings["decoder"])),
             EventTime(**settings["event_time"]),
             BadRecords(**settings["bad_records"]),
             split,
+            brokers=settings["brokers"],
         )
         if emit == "files":
             yield from _write_split(task, self.options, partition.index, progress, fault)
@@ -162,32 +169,40 @@ def quarantine_batch(split: Split, bad: list[BadRecord]) -> pa.RecordBatch:
 
 
 class SplitTask:
-    """Reads one split: fetch, verify contiguity, decode, apply the bad-record policy."""
+    """Reads one split: fetch, verify contiguity, decode, apply the bad-record policy. Connects
+    through ``brokers`` (what the driver resolved; default: the source's bootstrap list, or its
+    ZooKeeper)."""
 
-    def __init__(self, source: Source, decoder: Decoder, event_time: EventTime, bad: BadRecords, split: Split) -> None:
+    def __init__(
+        self,
+        source: Source,
+        decoder: Decoder,
+        event_time: EventTime,
+        bad: BadRecords,
+        split: Split,
+        *,
+        brokers: Sequence[str] | None = None,
+    ) -> None:
         self.source = source
         self.split = split
+        self.brokers = list(brokers or source.bootstrap or ())
         self.bad_policy = bad
         self.decoder = ChunkDecoder(decoder, event_time, split.topic, split.partition)
         self.loaded = 0
         self.quarantined = 0
         self.bytes = 0
+        self.from_zookeeper = not self.brokers
+        """The task bootstrapped from ZooKeeper (no brokers were given, or none of them answered)."""
+        self._consumer: Any = None
 
     def chunks(self) -> Iterator[tuple[pa.Table, list[BadRecord]]]:
         """(rows, bad records) per fetched chunk, covering [start, end) exactly, in offset order."""
-        from kafkalog.client import SimpleConsumer  # noqa: PLC0415 - imported on the executor
-
         split = self.split
-        consumer = SimpleConsumer(
-            list(self.source.bootstrap),
-            broker_version=self.source.broker_version,
-            max_bytes=self.source.fetch_max_bytes,
-            request_timeout_ms=self.source.request_timeout_ms,
-        )
+        self._consumer = open_consumer(self.source, self.brokers)
         try:
             offset = split.start
             while offset < split.end:
-                messages, broker = self._fetch(consumer, offset)
+                messages, broker = self._fetch(offset)
                 table, bad = self.decoder.decode(messages, broker)
                 self._judge(bad)
                 self.loaded += len(messages)
@@ -195,9 +210,9 @@ class SplitTask:
                 offset = messages[-1].offset + 1
                 yield table, bad
         finally:
-            consumer.close()
+            self._consumer.close()
 
-    def _fetch(self, consumer: Any, offset: int) -> tuple[list[Message], int]:
+    def _fetch(self, offset: int) -> tuple[list[Message], int]:
         """The next messages of the split from ``offset`` (at least one), retrying a broker that is
         down or moved for up to ``retry_ms``."""
         from kafkalog.errors import KafkalogError, OffsetOutOfRangeError  # noqa: PLC0415
@@ -206,6 +221,7 @@ class SplitTask:
         deadline = time.monotonic() + self.source.retry_ms / 1000
         delay = 0.1
         while True:
+            consumer = self._consumer
             try:
                 result = consumer.fetch(split.topic, split.partition, offset)
                 broker = consumer.client.topic(split.topic).leaders.get(split.partition, -1)
@@ -214,6 +230,8 @@ class SplitTask:
                     split.topic, split.partition, offset, exc.log_start_offset, exc.log_end_offset
                 ) from exc
             except KafkalogError as exc:
+                if self._rediscover():
+                    continue
                 if time.monotonic() + delay > deadline:
                     raise LoadError(
                         f"{split.name}: fetching offset {offset} failed for {self.source.retry_ms} ms: {exc}"
@@ -240,6 +258,29 @@ class SplitTask:
                 )
             if time.monotonic() > deadline:
                 raise LoadError(f"{split.name}: no message at offset {offset} for {self.source.retry_ms} ms")
+
+    def _rediscover(self) -> bool:
+        """For a source that names ZooKeeper, when none of the brokers the driver shipped answers (the
+        cluster moved since the run planned): bootstrap from ZooKeeper instead, once per task.
+        True if the task now has a new consumer."""
+        from kafkalog.errors import KafkaConnectionError, KafkalogError  # noqa: PLC0415
+
+        if self.source.zookeeper is None or self.from_zookeeper:
+            return False
+        try:
+            self._consumer.client.any_broker()
+        except KafkaConnectionError:
+            pass  # nobody answers: ask the registry
+        else:
+            return False  # the cluster answers (a leader is down or moved): retrying is what helps
+        self.from_zookeeper = True
+        try:
+            fresh = open_consumer(self.source)
+        except KafkalogError:
+            return False  # ZooKeeper is unreachable too: go on retrying the brokers
+        self._consumer.close()
+        self._consumer = fresh
+        return True
 
     def _judge(self, bad: list[BadRecord]) -> None:
         if not bad:

@@ -37,10 +37,17 @@ def _fail(key: str, message: str) -> SpecError:
 
 @dataclass(frozen=True, slots=True)
 class Source:
-    """Where the messages come from: a kafkalog (or Kafka 0.9) cluster, by bootstrap brokers."""
+    """Where the messages come from: a kafkalog (or Kafka 0.9) cluster, named by bootstrap brokers or
+    by the ZooKeeper it is registered in (exactly one of ``bootstrap`` and ``zookeeper``)."""
 
-    bootstrap: tuple[str, ...]
-    """``host:port`` of one or more brokers; the rest of the cluster is discovered from them."""
+    bootstrap: tuple[str, ...] | None = None
+    """``host:port`` of one or more brokers (a list, or "h1:p1,h2:p2"); the rest of the cluster is
+    discovered from them. Required unless ``zookeeper`` is given."""
+    zookeeper: str | None = None
+    """Instead of ``bootstrap``: the ZooKeeper the cluster is registered in,
+    ``host:port[,host:port...][/chroot]``. Topics, partitions and the broker of each are planned from
+    the registry (a ``topic_pattern`` matches the registered topics); tasks read from the brokers
+    registered when the run planned, and ask ZooKeeper only if none of them answers."""
     broker_version: Literal["0.9"] | None = None
     """Set "0.9" for an Apache Kafka 0.9 broker (it cannot answer ApiVersions)."""
     request_timeout_ms: int = 30_000
@@ -51,24 +58,51 @@ class Source:
     """How long a task keeps retrying a broker that is down before it fails (the attempt is then retried by Spark)."""
 
     def __post_init__(self) -> None:
+        if self.bootstrap is None and self.zookeeper is None:
+            raise _fail(
+                "bootstrap",
+                "required key is missing: give the brokers (bootstrap: host:port, ...) or the ZooKeeper they "
+                "are registered in (zookeeper: host:port[,host:port...][/chroot])",
+            )
+        if self.bootstrap is not None and self.zookeeper is not None:
+            raise _fail("zookeeper", "give either bootstrap or zookeeper, not both")
+        if self.zookeeper is not None:
+            from kafkalog.client import check_connect_string  # noqa: PLC0415 - the client only for ZooKeeper sources
+            from kafkalog.errors import RegistryError  # noqa: PLC0415
+
+            try:
+                object.__setattr__(self, "zookeeper", check_connect_string(self.zookeeper))
+            except RegistryError as exc:
+                raise _fail("zookeeper", str(exc)) from exc
+        if self.bootstrap is not None:
+            self._split_bootstrap(self.bootstrap)
+        for key in ("request_timeout_ms", "fetch_max_bytes", "retry_ms"):
+            if getattr(self, key) <= 0:
+                raise _fail(key, "must be positive")
+
+    def _split_bootstrap(self, bootstrap: tuple[str, ...]) -> None:
         # "a:1,b:2" is the usual way to write a broker list: accept it as well as a YAML list
         # errors number YAML list items, or the comma-separated parts of a single string
         split = []
-        for i, item in enumerate(self.bootstrap):
+        for i, item in enumerate(bootstrap):
             parts = [p.strip() for p in item.split(",")]
             for j, part in enumerate(parts):
                 if not part:
                     continue
                 host, sep, port = part.rpartition(":")
                 if not sep or not host or not port.isdigit():
-                    raise _fail(f"bootstrap[{i if len(self.bootstrap) > 1 else j}]", f"{part!r} is not host:port")
+                    raise _fail(f"bootstrap[{i if len(bootstrap) > 1 else j}]", f"{part!r} is not host:port")
                 split.append(part)
-        object.__setattr__(self, "bootstrap", tuple(split))
-        if not self.bootstrap:
+        if not split:
             raise _fail("bootstrap", "at least one host:port is needed")
-        for key in ("request_timeout_ms", "fetch_max_bytes", "retry_ms"):
-            if getattr(self, key) <= 0:
-                raise _fail(key, "must be positive")
+        object.__setattr__(self, "bootstrap", tuple(split))
+
+    @property
+    def cluster(self) -> str:
+        """The cluster as errors name it: its bootstrap brokers, or ``ZooKeeper at <connect string>``."""
+        if self.zookeeper is not None:
+            return f"ZooKeeper at {self.zookeeper}"
+        return ",".join(self.bootstrap or ())
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,7 +255,7 @@ class PipelineSpec:
     name: str
     """The pipeline's name: letters, digits, '_', '.', '-' (DAG ids, run records and output tags use it)."""
     source: Source
-    """The brokers to read from."""
+    """The cluster to read from: its brokers, or the ZooKeeper it is registered in."""
     raw: RawLayer
     """Where loaded rows land, with the pipeline's state beside them."""
     decoder: Decoder

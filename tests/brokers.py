@@ -78,6 +78,18 @@ class BrokerProcess:
             self.process.kill()
             self.process.wait(10)
 
+    def pause(self) -> None:
+        """SIGSTOP: the process freezes (a long GC pause, a stalled VM) and keeps its sockets."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGCONT)
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
     def rss_bytes(self) -> int:
         assert self.process is not None
         for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():

@@ -67,6 +67,12 @@ class ZooKeeperProcess:
         self.stop()
         raise RuntimeError(f"ZooKeeper did not start: {(self.root / 'zookeeper.log').read_text()[-2000:]}")
 
+    def kill(self) -> None:
+        """SIGKILL: the server crashes (its data directory stays; ``start`` brings it back)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()

@@ -1,6 +1,7 @@
 """Kafka clients: a producer, a simple consumer and admin calls, for kafkalog and Kafka brokers alike.
 
-Uses kafkalog.protocol and kafkalog.record only; knows nothing of the broker's internals.
+Uses kafkalog.protocol and kafkalog.record, and kafkalog.registry to bootstrap from ZooKeeper
+(``zookeeper=``) or read the registry once (registry_view); knows nothing of the broker's internals.
 """
 
 from kafkalog.client.admin import Admin
@@ -8,6 +9,7 @@ from kafkalog.client.client import Client, TopicMetadata
 from kafkalog.client.consumer import EARLIEST, LATEST, FetchResult, SimpleConsumer
 from kafkalog.client.partitioner import default_partitioner, murmur2
 from kafkalog.client.producer import Producer, RecordMetadata
+from kafkalog.client.registry_view import RegistryView, check_connect_string, read_registry
 
 __all__ = [
     "EARLIEST",
@@ -17,8 +19,11 @@ __all__ = [
     "FetchResult",
     "Producer",
     "RecordMetadata",
+    "RegistryView",
     "SimpleConsumer",
     "TopicMetadata",
+    "check_connect_string",
     "default_partitioner",
     "murmur2",
+    "read_registry",
 ]

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafkalog.client.consumer import SimpleConsumer
-from kafkalog.errors import ClientError, KafkalogError, OffsetOutOfRangeError, RegistryError
+from kafkalog.errors import AssignmentError, ClientError, KafkalogError, OffsetOutOfRangeError, RegistryError
 from kafkalog.registry.assign import ThreadId, TopicPartition
 from kafkalog.registry.brokers import BROKER_IDS, live_brokers
 from kafkalog.registry.connect import connect
@@ -149,6 +149,10 @@ class GroupConsumer:
         self._simple: SimpleConsumer | None = None
         self._lost = False
         self.rebalances = 0
+        """Completed rebalances of this member."""
+        self.last_error: str | None = None
+        """Why the last rebalance failed (None after a success): e.g. round-robin members that
+        subscribe differently, which waits for the membership to change."""
 
     # ------------------------------------------------------------------ subscribing
 
@@ -229,12 +233,19 @@ class GroupConsumer:
                 self._rebalance_needed.clear()
                 try:
                     self._rebalance()
+                    self.last_error = None
+                except AssignmentError as exc:  # the group is misconfigured: waits for a membership change
+                    if str(exc) != self.last_error:
+                        log.error("%s: cannot rebalance: %s", self.consumer_id, exc)  # noqa: TRY400 - no traceback
+                    self.last_error = str(exc)
                 except KafkalogError as exc:
                     log.warning("%s: rebalance failed, retrying: %s", self.consumer_id, exc)
+                    self.last_error = str(exc)
                     self._rebalance_needed.set()
                     time.sleep(1.0)
                 except Exception as exc:  # a ZooKeeper connection error mid-rebalance: retry later
                     log.warning("%s: rebalance interrupted, retrying: %s", self.consumer_id, exc)
+                    self.last_error = f"rebalance interrupted: {exc!r}"
                     self._rebalance_needed.set()
                     time.sleep(1.0)
             interval = self.auto_commit_interval_s
@@ -347,6 +358,8 @@ class GroupConsumer:
         (or the session is suspended: it waits), else the position advances."""
         while self._suspended.is_set() and not self.closed:
             time.sleep(0.05)
+        if self._lost:  # the session expired: another member may own it now; the rebalance drops it
+            return False
         with self._lock:
             tp = (item.topic, item.partition)
             if tp not in self._fetchers or item.offset < self._positions.get(tp, 0):

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kafkalog.errors import CorruptSegmentError, KafkalogError, OffsetOutOfRangeError
+from kafkalog.errors import CorruptSegmentError, KafkalogError, OffsetOutOfRangeError, RegistryError
 from kafkalog.log import EARLIEST_TIME, LATEST_TIME, LogManager
 from kafkalog.protocol import Api, ApiKey, ErrorCode, RequestHeader, api_versions_body
 from kafkalog.protocol.types import Struct
@@ -335,6 +335,8 @@ class RequestHandlers:
             self.cluster.create_topic(topic, partitions, config, entries, placement)
         except TopicExistsError as exc:
             return ErrorCode.TOPIC_ALREADY_EXISTS, str(exc)
+        except RegistryError as exc:  # ZooKeeper unreachable: a client may retry
+            return ErrorCode.REQUEST_TIMED_OUT, str(exc)
         except KafkalogError as exc:
             return ErrorCode.INVALID_TOPIC_EXCEPTION, str(exc)
         logger.info("created topic %s with %d partition(s)", topic, partitions)

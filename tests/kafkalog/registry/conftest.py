@@ -24,7 +24,8 @@ def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperPro
 
 @pytest.fixture
 def zk_factory(zookeeper: ZooKeeperProcess) -> Iterator[Callable[..., Any]]:
-    """New started kazoo clients on one chroot of this test (stopped at the end)."""
+    """New started kazoo clients on one chroot of this test (stopped at the end); ``.connect`` is the
+    connect string of the chroot, for brokers and consumers that open their own sessions."""
     chroot = f"/test-{next(_chroots)}"
     root = KazooClient(hosts=zookeeper.connect, timeout=4.0)
     root.start(timeout=15)
@@ -39,6 +40,7 @@ def zk_factory(zookeeper: ZooKeeperProcess) -> Iterator[Callable[..., Any]]:
         clients.append(client)
         return client
 
+    make.connect = f"{zookeeper.connect}{chroot}"  # type: ignore[attr-defined]
     yield make
     for client in clients:
         try:

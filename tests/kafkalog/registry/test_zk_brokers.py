@@ -1,0 +1,246 @@
+"""``kafkalog broker --zookeeper``: brokers as separate processes joining a cluster registered in a
+real ZooKeeper: topics created through any broker are served by all, metadata comes from the
+registry, and registration survives a fast restart, a paused process and a ZooKeeper restart
+(reliability rows Z1–Z3)."""
+
+from __future__ import annotations
+
+import json
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kazoo.client import KazooClient
+
+from kafkalog.client import Admin, Producer, SimpleConsumer
+from kafkalog.errors import BrokerResponseError
+from kafkalog.registry.offsets import fetch_offset
+from tests.brokers import BrokerProcess, roundtrip
+from tests.peers import ZooKeeperProcess, free_port
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)  # kafka-python uses a deprecated importlib API
+    import kafka
+
+SESSION_MS = 2000
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 30.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def zk_broker(root: Path, connect: str, broker_id: int, **config: object) -> BrokerProcess:
+    return BrokerProcess(
+        root / f"b{broker_id}", broker_id=broker_id, zookeeper=connect, zookeeper_session_timeout_ms=SESSION_MS,
+        **config,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def two_brokers(tmp_path: Path, zk_factory: Callable[..., Any]) -> Iterator[tuple[BrokerProcess, BrokerProcess]]:
+    b0 = zk_broker(tmp_path, zk_factory.connect, 0).start()  # type: ignore[attr-defined]
+    b1 = zk_broker(tmp_path, zk_factory.connect, 1).start()  # type: ignore[attr-defined]
+    yield b0, b1
+    for b in (b0, b1):
+        b.__exit__()
+
+
+def registered_owner(zk: KazooClient, broker_id: int) -> int | None:
+    stat = zk.exists(f"/brokers/ids/{broker_id}")
+    return None if stat is None else int(stat.ephemeralOwner)
+
+
+def produce_and_read(zookeeper: str, bootstrap: str, topic: str, partitions: int, count: int, first: int = 0) -> None:
+    """Produce ``count`` messages (bootstrapped from ZooKeeper), read each partition back through
+    ``bootstrap`` and check that every one arrived."""
+    with Producer(zookeeper=zookeeper) as producer:
+        futures = [producer.send(topic, str(i).encode(), partition=i % partitions) for i in range(first, first + count)]
+        producer.flush()
+    assert all(f.exception() is None for f in futures)
+    with SimpleConsumer(bootstrap) as consumer:
+        got = set()
+        for p in range(partitions):
+            got |= {int(m.value or b"") for m in consumer.messages(topic, p, 0, consumer.latest_offset(topic, p))}
+    assert set(range(first, first + count)) <= got
+
+
+def test_a_topic_created_through_one_broker_is_served_by_every_broker(
+    two_brokers: tuple[BrokerProcess, BrokerProcess], zk_factory: Callable[..., Any]
+) -> None:
+    b0, b1 = two_brokers
+    zk = zk_factory()
+    assert sorted(zk.get_children("/brokers/ids")) == ["0", "1"]
+    with Admin(b0.bootstrap) as admin:
+        admin.create_topic("events", 4, {"retention.ms": "3600000"})
+    # Kafka's own JSON, partitions spread over both brokers; the topic config where Kafka keeps it
+    registered = json.loads(zk.get("/brokers/topics/events")[0])
+    assert registered["version"] == 1
+    placement = {int(p): replicas for p, replicas in registered["partitions"].items()}
+    assert sorted(placement) == [0, 1, 2, 3] and all(len(r) == 1 for r in placement.values())
+    assert {r[0] for r in placement.values()} == {0, 1}
+    assert json.loads(zk.get("/config/topics/events")[0]) == {"version": 1, "config": {"retention.ms": "3600000"}}
+    # metadata from either broker answers from the registry (the other broker learns of the topic
+    # when its watch fires: a moment later)
+    for broker in (b0, b1):
+        with Admin(broker.bootstrap) as admin:
+            wait_for(lambda: "events" in admin.list_topics(), timeout=10, what="the topic to be known")
+            assert admin.describe_topic("events").leaders == {p: r[0] for p, r in placement.items()}
+    # each broker opened the logs of its own partitions, and only those
+    for broker_id, broker in enumerate((b0, b1)):
+        for p, (owner,) in placement.items():
+            assert (broker.data_dir / f"events-{p}").exists() == (owner == broker_id)
+    produce_and_read(zk_factory.connect, b1.bootstrap, "events", 4, 400)  # type: ignore[attr-defined]
+    # a real Kafka client follows the metadata to both brokers
+    consumer = kafka.KafkaConsumer(bootstrap_servers=b1.bootstrap, consumer_timeout_ms=5000, enable_auto_commit=False)
+    consumer.assign([kafka.TopicPartition("events", p) for p in range(4)])
+    consumer.seek_to_beginning()
+    assert sorted(int(m.value) for m in consumer) == list(range(400))
+    consumer.close()
+
+
+def test_auto_created_topics_are_registered_too(
+    two_brokers: tuple[BrokerProcess, BrokerProcess], zk_factory: Callable[..., Any]
+) -> None:
+    b0, b1 = two_brokers
+    zk = zk_factory()
+    producer = kafka.KafkaProducer(bootstrap_servers=b1.bootstrap, max_block_ms=10_000)
+    producer.send("auto", b"x").get(timeout=10)
+    producer.close()
+    assert zk.exists("/brokers/topics/auto") is not None
+    with Admin(b0.bootstrap) as admin:
+        assert "auto" in admin.list_topics()
+
+
+def test_a_stopped_broker_leaves_its_partitions_without_a_leader(
+    two_brokers: tuple[BrokerProcess, BrokerProcess], zk_factory: Callable[..., Any]
+) -> None:
+    b0, b1 = two_brokers
+    with Admin(b0.bootstrap) as admin:
+        admin.create_topic("events", 4)
+    assert b1.stop() == 0
+    zk = zk_factory()
+    wait_for(lambda: zk.exists("/brokers/ids/1") is None, what="broker 1 to unregister")
+
+    live: list[int] = []
+
+    def partitions() -> dict[int, tuple[int, int]]:
+        body = roundtrip(b0.port, 3, 1, {"topics": ["events"]})
+        (topic,) = body["topic_metadata"]
+        live[:] = [b["node_id"] for b in body["brokers"]]
+        return {p["partition"]: (p["leader"], p["error_code"]) for p in topic["partition_metadata"]}
+
+    wait_for(lambda: {leader for leader, _ in partitions().values()} == {0, -1}, what="metadata to follow")
+    assert live == [0]
+    for leader, error in partitions().values():
+        assert error == (0 if leader == 0 else 5)  # 5: LEADER_NOT_AVAILABLE
+    b1.start()  # back: its partitions are led again
+    wait_for(lambda: {leader for leader, _ in partitions().values()} == {0, 1}, what="broker 1 to lead again")
+
+
+def test_a_second_broker_with_the_same_id_fails_at_once(
+    two_brokers: tuple[BrokerProcess, BrokerProcess], tmp_path: Path, zk_factory: Callable[..., Any]
+) -> None:
+    impostor = BrokerProcess(tmp_path / "impostor", broker_id=1, zookeeper=zk_factory.connect)  # type: ignore[attr-defined]
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"broker id 1 is already registered by another broker at 127\.0\.0\.1:"):
+        impostor.start()
+    assert time.monotonic() - started < 15
+    assert impostor.process is not None and impostor.process.wait(10) != 0
+
+
+def test_a_fast_restart_waits_for_its_old_registration_to_expire(
+    tmp_path: Path, zk_factory: Callable[..., Any]
+) -> None:
+    zk = zk_factory()
+    broker = zk_broker(tmp_path, zk_factory.connect, 0, port=free_port()).start()  # type: ignore[attr-defined]
+    try:
+        before = registered_owner(zk, 0)
+        broker.kill()  # the old session lives on in ZooKeeper until it times out
+        assert registered_owner(zk, 0) == before
+        broker.start()  # same endpoint: it is this broker's own stale node, so it waits
+        after = registered_owner(zk, 0)
+        assert after is not None and after != before
+        assert "exists from a previous session of this broker" in broker.log_text()
+        with Admin(broker.bootstrap) as admin:
+            admin.create_topic("after-restart", 2)
+    finally:
+        broker.__exit__()
+
+
+def test_a_broker_paused_past_its_session_timeout_registers_again(
+    tmp_path: Path, zk_factory: Callable[..., Any]
+) -> None:
+    zk = zk_factory()
+    with zk_broker(tmp_path, zk_factory.connect, 0) as broker:  # type: ignore[attr-defined]
+        with Admin(broker.bootstrap) as admin:
+            admin.create_topic("events", 2)
+        before = registered_owner(zk, 0)
+        broker.pause()
+        try:
+            wait_for(lambda: registered_owner(zk, 0) is None, timeout=SESSION_MS / 1000 * 5, what="the session to expire")
+        finally:
+            broker.resume()
+        wait_for(lambda: registered_owner(zk, 0) is not None, what="the broker to register again")
+        assert registered_owner(zk, 0) != before
+        assert "registered again" in broker.log_text()
+        produce_and_read(zk_factory.connect, broker.bootstrap, "events", 2, 100)  # type: ignore[attr-defined]
+
+
+def created(admin: Admin, topic: str) -> bool:
+    """Create ``topic``; False while the broker answers that ZooKeeper is unreachable (retriable)."""
+    try:
+        admin.create_topic(topic, 2)
+    except BrokerResponseError as exc:
+        if exc.error_code != 7:  # REQUEST_TIMED_OUT
+            raise
+        return False
+    return True
+
+
+def test_state_converges_after_zookeeper_is_killed_and_restarted(tmp_path: Path) -> None:
+    zookeeper = ZooKeeperProcess(tmp_path / "zk").start()
+    connect = f"{zookeeper.connect}/cluster"
+    try:
+        with zk_broker(tmp_path, connect, 0) as b0, zk_broker(tmp_path, connect, 1) as b1:
+            with Admin(b0.bootstrap) as admin:
+                admin.create_topic("events", 4)
+            produce_and_read(connect, b1.bootstrap, "events", 4, 100)
+            zookeeper.kill()
+            # without ZooKeeper the brokers go on serving what they know
+            with Producer([b0.bootstrap, b1.bootstrap]) as producer:
+                futures = [producer.send("events", str(i).encode(), partition=i % 4) for i in range(100, 200)]
+                producer.flush()
+            assert all(f.exception() is None for f in futures)
+            with Admin(b0.bootstrap) as admin:
+                with pytest.raises(BrokerResponseError):  # no registry, no new topics: refused, not guessed
+                    admin.create_topic("while-down", 1)
+            time.sleep(SESSION_MS / 1000 * 2)  # long enough for the sessions to expire
+            zookeeper.start()
+            zk = KazooClient(hosts=connect, timeout=4.0)
+            zk.start(timeout=15)
+            try:
+                with Admin(b1.bootstrap) as admin:
+                    wait_for(lambda: created(admin, "after"), what="the broker to reach ZooKeeper again")
+                # restored sessions or new ones: either way both brokers are registered once they settle
+                time.sleep(SESSION_MS / 1000 * 2)
+                wait_for(lambda: sorted(zk.get_children("/brokers/ids")) == ["0", "1"], what="both to be registered")
+                produce_and_read(connect, b0.bootstrap, "after", 2, 50)
+                produce_and_read(connect, b0.bootstrap, "events", 4, 100, first=200)
+                # offsets committed through a broker land in ZooKeeper again
+                consumer_kp = kafka.KafkaConsumer(bootstrap_servers=b0.bootstrap, group_id="g", enable_auto_commit=False)
+                tp = kafka.TopicPartition("events", 0)
+                consumer_kp.assign([tp])
+                consumer_kp.commit({tp: kafka.structs.OffsetAndMetadata(7, "", -1)})
+                consumer_kp.close()
+                assert fetch_offset(zk, "g", "events", 0) == 7
+            finally:
+                zk.stop()
+                zk.close()
+    finally:
+        zookeeper.stop()
