@@ -247,7 +247,7 @@ def test_a_suspended_member_hands_out_and_commits_nothing_until_it_reconnects(
         wait_for(lambda: len(log) == 120)
         wait_for(lambda: all(fetch_offset(zk, "g", "events", p) == 10 for p in range(PARTITIONS)))
         proxy.cut()  # ZooKeeper unreachable, the session alive: SUSPENDED
-        wait_for(lambda: member.consumer._suspended.is_set(), timeout=10)
+        wait_for(member.consumer._suspended.is_set, timeout=10)
         produce(broker, 120, first=120)
         time.sleep(1.5)
         assert len(log) == 120, "nothing is handed out while suspended"
@@ -267,7 +267,7 @@ def test_a_suspended_member_hands_out_and_commits_nothing_until_it_reconnects(
 def test_a_member_whose_session_expired_drops_everything_and_rejoins(
     cluster: tuple[BrokerProcess, Any], zk_factory: Callable[..., Any]
 ) -> None:
-    broker, zk = cluster
+    broker, _ = cluster
     proxy = zookeeper_proxy(zk_factory)
     client = _proxied(zk_factory, proxy, session_s=2.0)
     log: list[tuple[str, int, int, float]] = []

@@ -1,7 +1,7 @@
 """``kafkalog broker --zookeeper``: brokers as separate processes joining a cluster registered in a
 real ZooKeeper: topics created through any broker are served by all, metadata comes from the
 registry, and registration survives a fast restart, a paused process and a ZooKeeper restart
-(reliability rows Z1–Z3)."""
+(reliability rows Z1-Z3)."""
 
 from __future__ import annotations
 
@@ -183,7 +183,8 @@ def test_a_broker_paused_past_its_session_timeout_registers_again(
         before = registered_owner(zk, 0)
         broker.pause()
         try:
-            wait_for(lambda: registered_owner(zk, 0) is None, timeout=SESSION_MS / 1000 * 5, what="the session to expire")
+            expired = SESSION_MS / 1000 * 5
+            wait_for(lambda: registered_owner(zk, 0) is None, timeout=expired, what="the session to expire")
         finally:
             broker.resume()
         wait_for(lambda: registered_owner(zk, 0) is not None, what="the broker to register again")
@@ -217,9 +218,9 @@ def test_state_converges_after_zookeeper_is_killed_and_restarted(tmp_path: Path)
                 futures = [producer.send("events", str(i).encode(), partition=i % 4) for i in range(100, 200)]
                 producer.flush()
             assert all(f.exception() is None for f in futures)
-            with Admin(b0.bootstrap) as admin:
-                with pytest.raises(BrokerResponseError):  # no registry, no new topics: refused, not guessed
-                    admin.create_topic("while-down", 1)
+            # no registry, no new topics: refused, not guessed
+            with Admin(b0.bootstrap) as admin, pytest.raises(BrokerResponseError):
+                admin.create_topic("while-down", 1)
             time.sleep(SESSION_MS / 1000 * 2)  # long enough for the sessions to expire
             zookeeper.start()
             zk = KazooClient(hosts=connect, timeout=4.0)
@@ -233,7 +234,9 @@ def test_state_converges_after_zookeeper_is_killed_and_restarted(tmp_path: Path)
                 produce_and_read(connect, b0.bootstrap, "after", 2, 50)
                 produce_and_read(connect, b0.bootstrap, "events", 4, 100, first=200)
                 # offsets committed through a broker land in ZooKeeper again
-                consumer_kp = kafka.KafkaConsumer(bootstrap_servers=b0.bootstrap, group_id="g", enable_auto_commit=False)
+                consumer_kp = kafka.KafkaConsumer(
+                    bootstrap_servers=b0.bootstrap, group_id="g", enable_auto_commit=False
+                )
                 tp = kafka.TopicPartition("events", 0)
                 consumer_kp.assign([tp])
                 consumer_kp.commit({tp: kafka.structs.OffsetAndMetadata(7, "", -1)})
