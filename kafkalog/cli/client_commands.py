@@ -217,11 +217,12 @@ def _start_offset(consumer: SimpleConsumer, topic: str, partition: int, offset: 
     "--commit-interval", type=click.FloatRange(min=0.1), default=5.0, show_default=True,
     help="In a group: seconds between automatic offset commits (and one at the end).",
 )  # fmt: skip
+@click.option("--consumer-id", default=None, help="In a group: this member's id (default: group_host-time-random).")
 def consume(
     cluster: dict[str, Any], topic: str | None, partitions: tuple[int, ...], offset: str, max_messages: int | None,
     print_offsets: bool, print_keys: bool, quiet: bool, group: str | None, topic_option: str | None,
     whitelist: str | None, blacklist: str | None, offset_reset: str, idle_timeout: float | None,
-    commit_interval: float,
+    commit_interval: float, consumer_id: str | None,
 ) -> None:  # fmt: skip
     """Print TOPIC's messages to stdout, one per line, up to the current end of each partition; or,
     with --group, share the topics' partitions with the group's other members and keep consuming
@@ -244,7 +245,7 @@ def consume(
             raise click.UsageError("--partition does not go with --group: the group assigns partitions")
         try:
             _consume_in_group(
-                cluster["zookeeper"], group, topic or topic_option, whitelist, blacklist, offset_reset,
+                cluster["zookeeper"], group, consumer_id, topic or topic_option, whitelist, blacklist, offset_reset,
                 idle_timeout, commit_interval, max_messages, (print_offsets, print_keys), rate, out,
             )  # fmt: skip
         except KafkalogError as exc:
@@ -277,7 +278,8 @@ def consume(
 
 
 def _consume_in_group(
-    zookeeper: str, group: str, topic: str | None, whitelist: str | None, blacklist: str | None, reset: str,
+    zookeeper: str, group: str, consumer_id: str | None, topic: str | None, whitelist: str | None,
+    blacklist: str | None, reset: str,
     idle_timeout: float | None, commit_interval: float, max_messages: int | None, prefixes: tuple[bool, bool],
     rate: _Rate, out: BinaryIO,
 ) -> None:  # fmt: skip
@@ -290,8 +292,10 @@ def _consume_in_group(
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda number, _: stopping.append(number))
     consumer = GroupConsumer(
-        zookeeper, group, auto_offset_reset=reset, auto_commit_interval_s=commit_interval, stream_timeout_s=0.2
-    )
+        zookeeper, group, consumer_id=consumer_id, auto_offset_reset=reset, auto_commit_interval_s=commit_interval,
+        stream_timeout_s=0.2,
+    )  # fmt: skip
+    shown_error: str | None = None
     try:
         if topic is not None:
             (stream,) = consumer.create_message_streams({topic: 1})[topic]
@@ -313,6 +317,10 @@ def _consume_in_group(
                     break
             if max_messages is not None and rate.count >= max_messages:
                 break
+            if consumer.last_error != shown_error:  # e.g. a round-robin group whose members disagree
+                shown_error = consumer.last_error
+                if shown_error is not None:
+                    click.echo(f"group {group}: {shown_error}", err=True)
             if idle_timeout is not None and time.monotonic() - last_message >= idle_timeout:
                 break
         out.flush()  # what is committed below has reached stdout
