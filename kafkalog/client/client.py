@@ -165,10 +165,25 @@ class Client:
             time.sleep(self.retry_backoff_ms / 1000)
 
     def leader(self, topic: str, partition: int) -> BrokerConnection:
-        metadata = self.topic(topic, wait_ms=self.request_timeout_ms)
-        if partition not in metadata.leaders:
-            raise BrokerResponseError(3, "UNKNOWN_TOPIC_OR_PARTITION", f"{topic} has no partition {partition}")
-        return self.broker(metadata.leaders[partition])
+        """The connection to the partition's leader, waiting up to the request timeout for it to have
+        one. Only this partition's leader matters: others of the topic may be unavailable."""
+        deadline = time.monotonic() + self.request_timeout_ms / 1000
+        refresh = False
+        while True:
+            with self._lock:
+                known = None if refresh else self._topics.get(topic)
+            metadata = known or self.refresh_metadata([topic]).get(topic)
+            if metadata is not None and metadata.leaders:
+                if partition not in metadata.leaders:
+                    raise BrokerResponseError(3, "UNKNOWN_TOPIC_OR_PARTITION", f"{topic} has no partition {partition}")
+                if metadata.leaders[partition] >= 0:
+                    return self.broker(metadata.leaders[partition])
+            if time.monotonic() >= deadline:
+                if metadata is None or not metadata.leaders:
+                    raise BrokerResponseError(3, "UNKNOWN_TOPIC_OR_PARTITION", f"topic {topic!r} has no metadata")
+                raise BrokerResponseError(5, "LEADER_NOT_AVAILABLE", f"{topic}-{partition} has no live leader")
+            refresh = True
+            time.sleep(self.retry_backoff_ms / 1000)
 
     def invalidate(self, topic: str) -> None:
         """Forget a topic's leaders (after an error said they moved)."""

@@ -301,3 +301,25 @@ def test_a_member_whose_session_expired_drops_everything_and_rejoins(
         client.stop()
         client.close()
         proxy.close()
+
+
+def test_a_new_group_with_largest_starts_at_the_end(
+    cluster: tuple[BrokerProcess, Any], zk_factory: Callable[..., Any]
+) -> None:
+    broker, zk = cluster
+    produce(broker, 120)  # before the group exists: not for it
+    consumer = GroupConsumer(zk_factory(), "latecomers", auto_offset_reset="largest", auto_commit_interval_s=None)
+    (stream,) = consumer.create_message_streams({"events": 1})["events"]
+    try:
+        wait_for(lambda: len(consumer.owned()) == PARTITIONS)
+        wait_for(lambda: all(p in consumer._positions for p in consumer.owned()))
+        produce(broker, 120, first=120)
+        got = []
+        for message in stream:
+            got.append((message.partition, message.offset))
+            if len(got) == 120:
+                break
+        assert sorted(got) == [(p, o) for p in range(PARTITIONS) for o in range(10, 20)]
+    finally:
+        consumer.close()
+    assert [fetch_offset(zk, "latecomers", "events", p) for p in range(PARTITIONS)] == [20] * PARTITIONS

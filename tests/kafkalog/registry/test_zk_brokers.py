@@ -247,3 +247,29 @@ def test_state_converges_after_zookeeper_is_killed_and_restarted(tmp_path: Path)
                 zk.close()
     finally:
         zookeeper.stop()
+
+
+def test_a_producer_bootstrapped_from_zookeeper_follows_brokers_coming_and_going(
+    tmp_path: Path, zk_factory: Callable[..., Any]
+) -> None:
+    connect = zk_factory.connect  # type: ignore[attr-defined]
+    b0 = zk_broker(tmp_path, connect, 0).start()
+    b1 = zk_broker(tmp_path, connect, 1)
+    try:
+        with Producer(zookeeper=connect, retries=3, request_timeout_ms=5000) as producer:
+            with Admin(b0.bootstrap) as admin:
+                admin.create_topic("early", 2)
+            assert all(producer.send("early", b"x", partition=p).result(10) for p in range(2))
+            b1.start()  # a broker joins; a topic spread over both
+            with Admin(b1.bootstrap) as admin:
+                wait_for(lambda: len(admin.describe_topic("early").leaders) == 2, what="broker 1 to see the cluster")
+                admin.create_topic("late", 4)
+                leaders = admin.describe_topic("late").leaders
+            assert set(leaders.values()) == {0, 1}
+            assert all(producer.send("late", b"y", partition=p).result(10) for p in range(4))
+            assert b0.stop() == 0  # the bootstrap broker goes: the registry still names broker 1
+            for p in (p for p, leader in leaders.items() if leader == 1):
+                assert producer.send("late", b"z", partition=p).result(10).offset == 1
+    finally:
+        b0.__exit__()
+        b1.__exit__()
