@@ -120,3 +120,46 @@ def test_releases_are_announced_and_a_member_id_is_unique(zk_factory: Callable[.
     assert released == [[("events", 1)]]
     with pytest.raises(RegistryError, match="consumer id a is already a live member of group g"):
         register_member(zk_factory(), GROUP, "a", {"events": 1})
+
+
+class FailingCreates:
+    """A kazoo client whose ``failing``-th owner-node create raises ConnectionLoss (the connection
+    dropping midway through a rebalance); everything else goes to the real client."""
+
+    def __init__(self, client: Any, failing: int) -> None:
+        self._client = client
+        self._failing = failing
+        self.creates = 0
+
+    def create(self, path: str, *args: Any, **kwargs: Any) -> Any:
+        from kazoo.exceptions import ConnectionLoss
+
+        if "/owners/" in path:
+            self.creates += 1
+            if self.creates == self._failing:
+                raise ConnectionLoss("injected")
+        return self._client.create(path, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+def test_a_rebalance_broken_midway_is_finished_by_the_retry_with_one_owner_each(
+    zk_factory: Callable[..., Any],
+) -> None:
+    from kazoo.exceptions import ConnectionLoss
+
+    zk = zk_factory()
+    create_topic(zk, "events", spread(12, [1]))
+    steady = join(zk_factory, "c0")
+    flaky_client = FailingCreates(zk_factory(), failing=3)
+    register_member(flaky_client, GROUP, "c1", {"events": 1})
+    flaky = Rebalancer(flaky_client, GROUP, "c1")
+    steady.rebalance()
+    with pytest.raises(ConnectionLoss):
+        flaky.rebalance()  # two partitions claimed, the third create failed
+    assert len(flaky.owned) == 2
+    steady.rebalance()  # meanwhile the other member gives up its share
+    flaky.rebalance()  # the retry (the group consumer's coordinator retries after an error)
+    check_one_owner_each(zk, [steady, flaky], 12)
+    assert sorted(p for _, p in flaky.owned) == [6, 7, 8, 9, 10, 11]

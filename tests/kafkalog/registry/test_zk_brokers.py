@@ -20,6 +20,7 @@ from kafkalog.errors import BrokerResponseError
 from kafkalog.registry.offsets import fetch_offset
 from tests.brokers import BrokerProcess, roundtrip
 from tests.peers import ZooKeeperProcess, free_port
+from tests.proxy import TcpProxy
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)  # kafka-python uses a deprecated importlib API
@@ -219,8 +220,15 @@ def test_state_converges_after_zookeeper_is_killed_and_restarted(tmp_path: Path)
                 producer.flush()
             assert all(f.exception() is None for f in futures)
             # no registry, no new topics: refused, not guessed
-            with Admin(b0.bootstrap) as admin, pytest.raises(BrokerResponseError):
+            with Admin(b0.bootstrap) as admin, pytest.raises(BrokerResponseError, match="ZooKeeper is not reachable"):
                 admin.create_topic("while-down", 1)
+            # an offset commit is answered with a retriable error, not dropped
+            commit = {
+                "group_id": "g", "generation_id": -1, "member_id": "", "retention_time_ms": -1,
+                "topics": [{"topic": "events", "partitions": [{"partition": 0, "offset": 5, "metadata": None}]}],
+            }  # fmt: skip
+            (answer,) = roundtrip(b0.port, 8, 2, commit)["responses"]
+            assert answer["partition_responses"][0]["error_code"] == 15  # COORDINATOR_NOT_AVAILABLE
             time.sleep(SESSION_MS / 1000 * 2)  # long enough for the sessions to expire
             zookeeper.start()
             zk = KazooClient(hosts=connect, timeout=4.0)
@@ -273,3 +281,43 @@ def test_a_producer_bootstrapped_from_zookeeper_follows_brokers_coming_and_going
     finally:
         b0.__exit__()
         b1.__exit__()
+
+
+def test_topics_created_while_a_broker_was_cut_off_are_noticed_after_it_reconnects(
+    tmp_path: Path, zk_factory: Callable[..., Any]
+) -> None:
+    connect = zk_factory.connect  # type: ignore[attr-defined]
+    host, port = connect.split("/")[0].split(":")
+    proxy = TcpProxy(host, int(port))
+    chroot = connect[connect.index("/") :]
+    b0 = BrokerProcess(
+        tmp_path / "b0", broker_id=0, zookeeper=f"{proxy.address}{chroot}", zookeeper_session_timeout_ms=4000
+    ).start()
+    b1 = zk_broker(tmp_path, connect, 1).start()
+    try:
+        # cut off shorter than the session: the same session comes back, its watches with it
+        proxy.cut()
+        with Admin(b1.bootstrap) as admin:
+            admin.create_topic("during-disconnect", 4)
+        time.sleep(1.0)
+        assert not list(b0.data_dir.glob("during-disconnect-*")), "b0 cannot have seen it yet"
+        proxy.restore()
+        wait_for(lambda: len(list(b0.data_dir.glob("during-disconnect-*"))) == 2, what="b0 to open its share")
+        # cut off past the session timeout: a new session, watches set again, topic noticed
+        proxy.cut()
+        zk = zk_factory()
+        wait_for(lambda: registered_owner(zk, 0) is None, timeout=20, what="b0's session to expire")
+        with Admin(b1.bootstrap) as admin:
+            admin.create_topic("during-expiry", 4)
+        proxy.restore()
+        wait_for(lambda: registered_owner(zk, 0) is not None, what="b0 to register again")
+        # b0 was not registered when the topic was placed, so b1 serves all of it; b0 lists it (a
+        # listing answers from what the watches told b0, it asks ZooKeeper nothing)
+        with Admin(b0.bootstrap) as admin:
+            wait_for(lambda: "during-expiry" in admin.list_topics(), what="b0 to notice the topic")
+            assert set(admin.describe_topic("during-expiry").leaders.values()) == {1}
+        produce_and_read(connect, b0.bootstrap, "during-expiry", 4, 40)
+    finally:
+        b0.__exit__()
+        b1.__exit__()
+        proxy.close()
