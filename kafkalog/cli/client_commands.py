@@ -218,11 +218,15 @@ def _start_offset(consumer: SimpleConsumer, topic: str, partition: int, offset: 
     help="In a group: seconds between automatic offset commits (and one at the end).",
 )  # fmt: skip
 @click.option("--consumer-id", default=None, help="In a group: this member's id (default: group_host-time-random).")
+@click.option(
+    "--session-timeout", type=click.FloatRange(min=1), default=6.0, show_default=True,
+    help="In a group: seconds ZooKeeper waits before it expires this member's session (and membership).",
+)  # fmt: skip
 def consume(
     cluster: dict[str, Any], topic: str | None, partitions: tuple[int, ...], offset: str, max_messages: int | None,
     print_offsets: bool, print_keys: bool, quiet: bool, group: str | None, topic_option: str | None,
     whitelist: str | None, blacklist: str | None, offset_reset: str, idle_timeout: float | None,
-    commit_interval: float, consumer_id: str | None,
+    commit_interval: float, consumer_id: str | None, session_timeout: float,
 ) -> None:  # fmt: skip
     """Print TOPIC's messages to stdout, one per line, up to the current end of each partition; or,
     with --group, share the topics' partitions with the group's other members and keep consuming
@@ -246,7 +250,7 @@ def consume(
         try:
             _consume_in_group(
                 cluster["zookeeper"], group, consumer_id, topic or topic_option, whitelist, blacklist, offset_reset,
-                idle_timeout, commit_interval, max_messages, (print_offsets, print_keys), rate, out,
+                idle_timeout, (commit_interval, session_timeout), max_messages, (print_offsets, print_keys), rate, out,
             )  # fmt: skip
         except KafkalogError as exc:
             raise _fail(exc) from exc
@@ -280,7 +284,7 @@ def consume(
 def _consume_in_group(
     zookeeper: str, group: str, consumer_id: str | None, topic: str | None, whitelist: str | None,
     blacklist: str | None, reset: str,
-    idle_timeout: float | None, commit_interval: float, max_messages: int | None, prefixes: tuple[bool, bool],
+    idle_timeout: float | None, intervals: tuple[float, float], max_messages: int | None, prefixes: tuple[bool, bool],
     rate: _Rate, out: BinaryIO,
 ) -> None:  # fmt: skip
     """One stream of a GroupConsumer to ``out``. A signal only sets a flag: the line being written
@@ -288,12 +292,13 @@ def _consume_in_group(
     from kafkalog.client.group_consumer import GroupConsumer  # noqa: PLC0415 - kazoo only in group mode
 
     print_offsets, print_keys = prefixes
+    commit_interval, session_timeout = intervals
     stopping: list[int] = []
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda number, _: stopping.append(number))
     consumer = GroupConsumer(
         zookeeper, group, consumer_id=consumer_id, auto_offset_reset=reset, auto_commit_interval_s=commit_interval,
-        stream_timeout_s=0.2,
+        stream_timeout_s=0.2, session_timeout_s=session_timeout,
     )  # fmt: skip
     shown_error: str | None = None
     try:

@@ -14,6 +14,11 @@ Invariants:
 - SUSPENDED (ZooKeeper unreachable, the session may survive): nothing more is handed out and
   nothing is committed until the connection is back. LOST (session expired): ownership is gone, so
   everything is dropped, the member joins again and rebalances.
+- A frozen process (SIGSTOP, a stalled VM) cannot notice that its session expired meanwhile, and
+  kazoo cannot either until it runs again. So a message is handed out only while a heartbeat thread
+  has recently run; after a pause longer than ``_FROZEN_S`` the heartbeat first makes a ZooKeeper
+  round trip in the same session before anything more is handed out (if the session is gone, the
+  member drops everything as for LOST).
 - A rebalance is triggered by members joining or leaving, brokers coming or going, and (for filters)
   new matching topics; the watches are ZooKeeper's, re-set by kazoo after reconnects.
 """
@@ -41,6 +46,10 @@ from kafkalog.registry.offsets import commit_offset, fetch_offset
 from kafkalog.registry.topics import BROKER_TOPICS, all_topics
 
 log = logging.getLogger(__name__)
+
+_FROZEN_S = 1.0
+"""A heartbeat older than this means the process was frozen (or starved): hand nothing out until a
+ZooKeeper round trip shows the session survived."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,12 +115,13 @@ class GroupConsumer:
         queue_size: int = 1000,
         stream_timeout_s: float | None = None,
         claim_timeout_s: float = 10.0,
+        session_timeout_s: float = 6.0,
     ) -> None:
         if auto_offset_reset not in ("smallest", "largest"):
             raise ClientError(f"auto_offset_reset must be smallest or largest, not {auto_offset_reset!r}")
         if isinstance(zookeeper, str):
             try:
-                self.zk = connect(zookeeper)
+                self.zk = connect(zookeeper, session_timeout_s=session_timeout_s)
             except RegistryError as exc:
                 raise ClientError(str(exc)) from exc
             self._owns_client = True
@@ -137,6 +147,8 @@ class GroupConsumer:
         """Next offset to hand out per owned partition (what a commit stores)."""
         self._committed: dict[TopicPartition, int] = {}
         self._suspended = threading.Event()
+        self._alive_at = time.monotonic()
+        """When the heartbeat last ran with the session known to be alive (see the module doc)."""
         self._rebalance_needed = threading.Event()
         self._rebalancer = Rebalancer(
             self.zk,
@@ -218,6 +230,31 @@ class GroupConsumer:
             self.zk.ensure_path(path)
             self.zk.ChildrenWatch(path, self._on_change, send_event=False)
         threading.Thread(target=self._coordinate, name=f"{self.consumer_id}-coordinator", daemon=True).start()
+        threading.Thread(target=self._heartbeat, name=f"{self.consumer_id}-heartbeat", daemon=True).start()
+
+    def _heartbeat(self) -> None:
+        """Keeps ``_alive_at`` fresh while the process runs; after a gap (the process was frozen)
+        refreshes it only once ZooKeeper answers in the session the member had."""
+        session = self.zk.client_id
+        while not self.closed:
+            now = time.monotonic()
+            if now - self._alive_at <= _FROZEN_S / 2 or self._confirm_session(session):
+                self._alive_at = now
+                session = self.zk.client_id
+            time.sleep(0.1)
+
+    def _confirm_session(self, session: Any) -> bool:
+        if not self.zk.connected:
+            return False  # SUSPENDED or reconnecting: the state listener decides what follows
+        try:
+            self.zk.exists_async(ids_path(self.group)).get(timeout=2.0)
+        except Exception:  # no answer in time: still unknown
+            return False
+        if self.zk.client_id != session:  # a new session: ours expired while we were frozen
+            log.warning("%s: the ZooKeeper session expired while the process was frozen", self.consumer_id)
+            self._lost = True
+            self._rebalance_needed.set()
+        return True
 
     def _on_change(self, children: list[str]) -> bool:
         self._rebalance_needed.set()
@@ -356,7 +393,7 @@ class GroupConsumer:
     def hand_out(self, item: MessageAndMetadata) -> bool:
         """Called by a stream before yielding ``item``: False if its partition is no longer ours
         (or the session is suspended: it waits), else the position advances."""
-        while self._suspended.is_set() and not self.closed:
+        while (self._suspended.is_set() or time.monotonic() - self._alive_at > _FROZEN_S) and not self.closed:
             time.sleep(0.05)
         if self._lost:  # the session expired: another member may own it now; the rebalance drops it
             return False

@@ -28,14 +28,14 @@ BATCH = 1200
 class ConsumeProcess:
     """``kafkalog consume --group g events`` writing ``topic partition offset value`` lines to a file."""
 
-    def __init__(self, root: Path, connect: str, name: str) -> None:
+    def __init__(self, root: Path, connect: str, name: str, *extra: str) -> None:
         self.name = name
         self.out = root / f"{name}.out"
         self.err = root / f"{name}.err"
         with self.out.open("wb") as out, self.err.open("wb") as err:
             self.process = subprocess.Popen(
                 [str(KAFKALOG), "consume", "--zookeeper", connect, "--group", "g", "events", "--print-offsets",
-                 "--offset-reset", "smallest", "--commit-interval", "0.5", "--consumer-id", name, "-q"],
+                 "--offset-reset", "smallest", "--commit-interval", "0.5", "--consumer-id", name, "-q", *extra],
                 stdout=out, stderr=err, env={**os.environ, "PYTHONUNBUFFERED": "1"},
             )  # fmt: skip
 
@@ -136,6 +136,37 @@ def test_members_join_leave_and_crash_without_gaps(
             if m.process.poll() is None:
                 assert m.stop() == 0, m.err.read_text()
     assert [fetch_offset(zk, "g", "events", p) for p in range(PARTITIONS)] == [300] * PARTITIONS
+
+
+def test_a_member_frozen_past_its_session_never_hands_out_what_another_member_took_over(
+    setup: tuple[BrokerProcess, str], tmp_path: Path, zk_factory: Callable[..., Any]
+) -> None:
+    broker, connect = setup
+    zk = zk_factory()
+    frozen = ConsumeProcess(tmp_path, connect, "frozen", "--session-timeout", "2")
+    other = ConsumeProcess(tmp_path, connect, "other", "--session-timeout", "2")
+    try:
+        produce(broker, 0)
+        wait_for(lambda: len(set(frozen.lines() + other.lines())) == BATCH, what="the first batch")
+        wait_for(lambda: len(owners(zk, "g")) == PARTITIONS, what="every partition owned")
+        frozen.process.send_signal(signal.SIGSTOP)  # its fetchers keep what they had queued
+        produce(broker, BATCH)  # messages for the frozen member's partitions too
+        wait_for(lambda: "frozen" not in str(owners(zk, "g")), timeout=30, what="its session to expire")
+        wait_for(lambda: len(set(frozen.lines() + other.lines())) == 2 * BATCH, what="the other to take over")
+        before_resume = len(frozen.lines())
+        frozen.process.send_signal(signal.SIGCONT)
+        wait_for(lambda: "frozen" in str(owners(zk, "g")), timeout=30, what="it to rejoin")
+        produce(broker, 2 * BATCH)
+        wait_for(lambda: len(set(frozen.lines() + other.lines())) == 3 * BATCH, what="the third batch")
+        time.sleep(1.0)
+        after_resume = set(frozen.lines()[before_resume:])
+        assert after_resume, "the member consumes again after it rejoined"
+        assert not after_resume & set(other.lines()), "printed by both: a partition had two owners at once"
+    finally:
+        for m in (frozen, other):
+            if m.process.poll() is None:
+                m.process.send_signal(signal.SIGCONT)
+                assert m.stop() == 0, m.err.read_text()
 
 
 @pytest.mark.parametrize(
