@@ -25,7 +25,7 @@ PARTITIONS = 12
 @pytest.fixture
 def cluster(tmp_path: Path, zk_factory: Callable[..., Any]) -> Iterator[tuple[BrokerProcess, Any]]:
     connect = zk_factory.connect  # type: ignore[attr-defined]
-    with BrokerProcess(tmp_path / "broker", zookeeper=connect, zookeeper_session_timeout_ms=3000) as broker:
+    with BrokerProcess(tmp_path / "broker", zookeeper=connect, zookeeper_session_timeout_ms=6000) as broker:
         zk = zk_factory()
         with Admin(broker.bootstrap) as admin:
             admin.create_topic("events", PARTITIONS)

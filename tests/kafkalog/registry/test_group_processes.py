@@ -61,7 +61,7 @@ def setup(tmp_path: Path, zk_factory: Callable[..., Any]) -> Iterator[tuple[Brok
     if not KAFKALOG.exists():
         raise RuntimeError(f"the kafkalog console script is not installed next to {sys.executable} (make install)")
     connect = zk_factory.connect  # type: ignore[attr-defined]
-    with BrokerProcess(tmp_path / "broker", zookeeper=connect, zookeeper_session_timeout_ms=3000) as broker:
+    with BrokerProcess(tmp_path / "broker", zookeeper=connect, zookeeper_session_timeout_ms=6000) as broker:
         with Admin(broker.bootstrap) as admin:
             admin.create_topic("events", PARTITIONS)
         yield broker, connect

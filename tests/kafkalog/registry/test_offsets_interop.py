@@ -32,7 +32,7 @@ PER_PARTITION = 50
 @pytest.fixture
 def broker(tmp_path: Path, zk_factory: Callable[..., Any]) -> Iterator[BrokerProcess]:
     connect = zk_factory.connect  # type: ignore[attr-defined]
-    with BrokerProcess(tmp_path / "broker", zookeeper=connect, zookeeper_session_timeout_ms=3000) as running:
+    with BrokerProcess(tmp_path / "broker", zookeeper=connect, zookeeper_session_timeout_ms=6000) as running:
         with Admin(running.bootstrap) as admin:
             admin.create_topic("events", PARTITIONS)
         with Producer(running.bootstrap) as producer:

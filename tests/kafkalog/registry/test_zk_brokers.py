@@ -27,6 +27,9 @@ with warnings.catch_warnings():
     import kafka
 
 SESSION_MS = 2000
+"""Session timeout of the brokers whose session a test expires on purpose."""
+STEADY_SESSION_MS = 6000
+"""Everyone else's: short sessions expire by accident on a loaded machine."""
 
 
 def wait_for(condition: Callable[[], bool], timeout: float = 30.0, what: str = "condition") -> None:
@@ -37,10 +40,8 @@ def wait_for(condition: Callable[[], bool], timeout: float = 30.0, what: str = "
 
 
 def zk_broker(root: Path, connect: str, broker_id: int, **config: object) -> BrokerProcess:
-    return BrokerProcess(
-        root / f"b{broker_id}", broker_id=broker_id, zookeeper=connect, zookeeper_session_timeout_ms=SESSION_MS,
-        **config,
-    )  # fmt: skip
+    settings: dict[str, object] = {"zookeeper_session_timeout_ms": STEADY_SESSION_MS, **config}
+    return BrokerProcess(root / f"b{broker_id}", broker_id=broker_id, zookeeper=connect, **settings)
 
 
 @pytest.fixture
@@ -159,7 +160,13 @@ def test_a_fast_restart_waits_for_its_old_registration_to_expire(
     tmp_path: Path, zk_factory: Callable[..., Any]
 ) -> None:
     zk = zk_factory()
-    broker = zk_broker(tmp_path, zk_factory.connect, 0, port=free_port()).start()  # type: ignore[attr-defined]
+    broker = zk_broker(
+        tmp_path,
+        zk_factory.connect,
+        0,
+        port=free_port(),
+        zookeeper_session_timeout_ms=SESSION_MS,  # type: ignore[attr-defined]
+    ).start()
     try:
         before = registered_owner(zk, 0)
         broker.kill()  # the old session lives on in ZooKeeper until it times out
@@ -178,7 +185,8 @@ def test_a_broker_paused_past_its_session_timeout_registers_again(
     tmp_path: Path, zk_factory: Callable[..., Any]
 ) -> None:
     zk = zk_factory()
-    with zk_broker(tmp_path, zk_factory.connect, 0) as broker:  # type: ignore[attr-defined]
+    short = {"zookeeper_session_timeout_ms": SESSION_MS}
+    with zk_broker(tmp_path, zk_factory.connect, 0, **short) as broker:  # type: ignore[attr-defined]
         with Admin(broker.bootstrap) as admin:
             admin.create_topic("events", 2)
         before = registered_owner(zk, 0)
@@ -209,7 +217,8 @@ def test_state_converges_after_zookeeper_is_killed_and_restarted(tmp_path: Path)
     zookeeper = ZooKeeperProcess(tmp_path / "zk").start()
     connect = f"{zookeeper.connect}/cluster"
     try:
-        with zk_broker(tmp_path, connect, 0) as b0, zk_broker(tmp_path, connect, 1) as b1:
+        short = {"zookeeper_session_timeout_ms": SESSION_MS}
+        with zk_broker(tmp_path, connect, 0, **short) as b0, zk_broker(tmp_path, connect, 1, **short) as b1:
             with Admin(b0.bootstrap) as admin:
                 admin.create_topic("events", 4)
             produce_and_read(connect, b1.bootstrap, "events", 4, 100)
