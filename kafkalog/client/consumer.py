@@ -21,9 +21,11 @@ from kafkalog.errors import (
 )
 from kafkalog.protocol import ApiKey, ErrorCode, lookup
 from kafkalog.record import Message, decode_all
+from kafkalog.record.format import CODEC_MASK
 
 LATEST = -1
 EARLIEST = -2
+_ATTRIBUTES_POS = 8 + 4 + 4 + 1
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,8 @@ class FetchResult:
     messages: list[Message]
     high_watermark: int
     """The partition's log end offset when the broker answered."""
+    codec: int = 0
+    """Compression codec of the first message set entry fetched (0: none), what a mirror preserves."""
 
     def next_offset(self, requested: int) -> int:
         return self.messages[-1].offset + 1 if self.messages else requested
@@ -124,7 +128,9 @@ class SimpleConsumer(UsesClient):
                 if not messages and len(data) > 0 and answer["high_watermark"] > offset:
                     out[tp] = None  # a partial message only
                 else:
-                    out[tp] = FetchResult(messages, answer["high_watermark"])
+                    # the first entry's attributes byte (after offset, size, crc, magic) holds its codec
+                    codec = data[_ATTRIBUTES_POS] & CODEC_MASK if len(data) > _ATTRIBUTES_POS else 0
+                    out[tp] = FetchResult(messages, answer["high_watermark"], codec)
         return out
 
     def messages(self, topic: str, partition: int, start: int, end: int | None = None) -> Iterator[Message]:

@@ -32,7 +32,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,6 +59,9 @@ class MessageAndMetadata:
     offset: int
     key: bytes | None
     value: bytes | None
+    timestamp: int = -1
+    codec: int = 0
+    """Compression codec the message arrived in (0: none)."""
 
 
 class Stream:
@@ -116,6 +119,9 @@ class GroupConsumer:
         stream_timeout_s: float | None = None,
         claim_timeout_s: float = 10.0,
         session_timeout_s: float = 6.0,
+        commit_filter: Callable[[dict[TopicPartition, int]], dict[TopicPartition, int]] | None = None,
+        on_out_of_range: Callable[[TopicPartition, int, int, int], int] | None = None,
+        before_release: Callable[[list[TopicPartition]], None] | None = None,
     ) -> None:
         if auto_offset_reset not in ("smallest", "largest"):
             raise ClientError(f"auto_offset_reset must be smallest or largest, not {auto_offset_reset!r}")
@@ -162,6 +168,20 @@ class GroupConsumer:
         self._lost = False
         self.rebalances = 0
         """Completed rebalances of this member."""
+        self.commit_filter = commit_filter
+        """Given the positions about to be committed, returns what may be committed (e.g. only what a
+        mirror's target acknowledged); partitions left out are not committed this time."""
+        self.on_out_of_range = on_out_of_range
+        """Given (partition, offset, earliest, latest) when the offset is not on the broker, returns
+        where to go on; raising stops that partition's fetcher and sets ``failure``. None: reset to
+        ``auto_offset_reset`` with a warning (Kafka's behaviour)."""
+        self.before_release = before_release
+        """Called before partitions are committed and released in a rebalance or on close (a
+        mirror flushes its producer here, so what it committed was acknowledged)."""
+        self.high_watermarks: dict[TopicPartition, int] = {}
+        """The log end offset of each owned partition at its last fetch (for lag)."""
+        self.failure: BaseException | None = None
+        """What stopped a fetcher for good (raised by ``on_out_of_range``)."""
         self.last_error: str | None = None
         """Why the last rebalance failed (None after a success): e.g. round-robin members that
         subscribe differently, which waits for the membership to change."""
@@ -365,6 +385,13 @@ class GroupConsumer:
             try:
                 result = consumer.fetch(topic, partition, offset)
             except OffsetOutOfRangeError as exc:
+                if self.on_out_of_range is not None:
+                    try:
+                        offset = self.on_out_of_range(tp, offset, exc.log_start_offset, exc.log_end_offset)
+                    except BaseException as failure:
+                        self.failure = failure
+                        return
+                    continue
                 reset = exc.log_start_offset if self.auto_offset_reset == "smallest" else exc.log_end_offset
                 log.warning("%s-%s: offset %s is out of range; resetting to %s", topic, partition, offset, reset)
                 offset = reset if reset is not None else offset
@@ -373,11 +400,14 @@ class GroupConsumer:
                 log.warning("%s-%s: fetch failed, retrying: %s", topic, partition, exc)
                 stop.wait(0.5)
                 continue
+            self.high_watermarks[tp] = result.high_watermark
             if not result.messages:
                 stop.wait(0.1)
                 continue
             for message in result.messages:
-                item = MessageAndMetadata(topic, partition, message.offset, message.key, message.value)
+                item = MessageAndMetadata(
+                    topic, partition, message.offset, message.key, message.value, message.timestamp, result.codec
+                )
                 while not stop.is_set() and not self.closed:
                     try:
                         stream.queue.put(item, timeout=0.1)
@@ -413,6 +443,8 @@ class GroupConsumer:
                     stop.set()
             for stream in self._streams.values():
                 stream.drop(set(partitions))
+            if self.before_release is not None:
+                self.before_release(partitions)
             if not self._suspended.is_set():
                 self._commit([tp for tp in partitions if tp in self._positions])
             for tp in partitions:
@@ -438,8 +470,10 @@ class GroupConsumer:
 
     def _commit(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
         done = {}
-        for tp in partitions:
-            position = self._positions[tp]
+        positions = {tp: self._positions[tp] for tp in partitions}
+        if self.commit_filter is not None:
+            positions = self.commit_filter(positions)
+        for tp, position in positions.items():
             if self._committed.get(tp) != position:
                 commit_offset(self.zk, self.group, tp[0], tp[1], position)
                 self._committed[tp] = position

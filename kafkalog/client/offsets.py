@@ -1,0 +1,130 @@
+"""Committed offsets through the brokers: OffsetCommit/OffsetFetch at the group's coordinator.
+
+Role: commit and read a group's offsets without group membership ("simple" commits: generation -1),
+as a consumer that assigns itself its partitions does (the mirror-maker without ZooKeeper). Works
+with kafkalog brokers (which keep them in files, or in ZooKeeper when registered there) and with
+Kafka 0.9 (which keeps v1+ commits in ``__consumer_offsets``). An offset is the *next* message.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+from kafkalog.client.client import Client, UsesClient, error_name
+from kafkalog.client.connection import BrokerConnection
+from kafkalog.errors import BrokerResponseError, KafkaConnectionError
+from kafkalog.protocol import ApiKey
+
+TopicPartition = tuple[str, int]
+
+_COORDINATOR_MOVED = frozenset({14, 15, 16})
+"""COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR: ask again."""
+
+
+class OffsetsClient(UsesClient):
+    """Commits and fetches one group's offsets at a time. Thread-safe."""
+
+    def __init__(
+        self,
+        bootstrap: str | Sequence[str] | None = None,
+        *,
+        client: Client | None = None,
+        zookeeper: str | None = None,
+        broker_version: str | None = None,
+        request_timeout_ms: int = 30_000,
+    ) -> None:
+        super().__init__(
+            bootstrap, client, zookeeper=zookeeper, request_timeout_ms=request_timeout_ms, broker_version=broker_version
+        )
+        self.request_timeout = request_timeout_ms / 1000
+
+    def _coordinator(self, group: str) -> BrokerConnection:
+        connection = self.client.any_broker()
+        api = connection.api(ApiKey.FIND_COORDINATOR)
+        answer = connection.request(api, {"group_id": group})
+        if answer["error_code"]:
+            raise BrokerResponseError(answer["error_code"], error_name(answer["error_code"]), f"coordinator of {group}")
+        return self.client.connection_to(answer["host"], answer["port"])
+
+    def commit(self, group: str, offsets: Mapping[TopicPartition, int], metadata: str = "") -> None:
+        """Store ``offsets`` for ``group``; raises BrokerResponseError (naming the partition) if the
+        coordinator refused any, after retrying a coordinator that moved or is loading."""
+        if not offsets:
+            return
+        by_topic: dict[str, list[dict[str, object]]] = {}
+        for (topic, partition), offset in sorted(offsets.items()):
+            by_topic.setdefault(topic, []).append({"partition": partition, "offset": offset, "metadata": metadata})
+        topics = [{"topic": t, "partitions": p} for t, p in by_topic.items()]
+
+        def once(connection: BrokerConnection) -> list[tuple[str, int, int]]:
+            api = connection.api(ApiKey.OFFSET_COMMIT)
+            body: dict[str, object] = {"group_id": group, "topics": topics}
+            if api.version >= 1:
+                body |= {"generation_id": -1, "member_id": ""}
+            if api.version == 1:
+                for entries in by_topic.values():
+                    for entry in entries:
+                        entry["timestamp"] = -1
+            if api.version >= 2:
+                body["retention_time_ms"] = -1
+            answer = connection.request(api, body)
+            return [
+                (t["topic"], p["partition"], p["error_code"])
+                for t in answer["responses"]
+                for p in t["partition_responses"]
+                if p["error_code"]
+            ]
+
+        self._with_retries(group, once, "committing offsets")
+
+    def fetch(self, group: str, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
+        """The committed offset of each partition (None where the group never committed one)."""
+        wanted = sorted(set(partitions))
+        if not wanted:
+            return {}
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in wanted:
+            by_topic.setdefault(topic, []).append(partition)
+        found: dict[TopicPartition, int | None] = {}
+
+        def once(connection: BrokerConnection) -> list[tuple[str, int, int]]:
+            api = connection.api(ApiKey.OFFSET_FETCH)
+            body = {"group_id": group, "topics": [{"topic": t, "partitions": p} for t, p in by_topic.items()]}
+            answer = connection.request(api, body)
+            errors = []
+            for t in answer["responses"]:
+                for p in t["partition_responses"]:
+                    if p["error_code"] and p["error_code"] != 3:  # UNKNOWN_TOPIC_OR_PARTITION: nothing committed
+                        errors.append((t["topic"], p["partition"], p["error_code"]))
+                    else:
+                        found[(t["topic"], p["partition"])] = p["offset"] if p["offset"] >= 0 else None
+            return errors
+
+        self._with_retries(group, once, "fetching offsets")
+        return {tp: found.get(tp) for tp in wanted}
+
+    def _with_retries(
+        self, group: str, once: Callable[[BrokerConnection], list[tuple[str, int, int]]], what: str
+    ) -> None:
+        deadline = time.monotonic() + self.request_timeout
+        while True:
+            try:
+                errors = once(self._coordinator(group))
+            except KafkaConnectionError:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.2)
+                continue
+            except BrokerResponseError as exc:
+                if exc.error_code not in _COORDINATOR_MOVED or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.2)
+                continue
+            if not errors:
+                return
+            topic, partition, code = errors[0]
+            if code in _COORDINATOR_MOVED and time.monotonic() < deadline:
+                time.sleep(0.2)
+                continue
+            raise BrokerResponseError(code, error_name(code), f"{what} of group {group} for {topic}-{partition}")

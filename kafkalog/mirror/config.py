@@ -1,0 +1,181 @@
+"""The mirror's configuration: typed, frozen, validated once; from YAML (conf/mirror.yaml) and flags.
+
+A cluster is named by a bootstrap list (``host:port[,host:port]``) or a ZooKeeper connect string
+(``zk:host:port[/chroot]`` on the command line, ``zookeeper:`` in YAML). With ZooKeeper the source
+is consumed by a group (partitions shared with other mirror processes); without, one mirror process
+takes every partition and commits through the source brokers.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kafkalog.errors import KafkalogError, RegistryError
+from kafkalog.registry.connect import check_connect_string
+
+
+class MirrorConfigError(KafkalogError):
+    """A mirror setting is invalid; the message names the key."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSpec:
+    """One cluster: by brokers or by ZooKeeper (exactly one)."""
+
+    name: str
+    bootstrap: str | None = None
+    zookeeper: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.bootstrap is None) == (self.zookeeper is None):
+            raise MirrorConfigError(f"cluster {self.name!r}: give bootstrap or zookeeper (one of them)")
+        if self.zookeeper is not None:
+            try:
+                check_connect_string(self.zookeeper)
+            except RegistryError as exc:
+                raise MirrorConfigError(f"cluster {self.name!r}: {exc}") from None
+        if self.bootstrap is not None:
+            for item in self.bootstrap.split(","):
+                host, sep, port = item.strip().rpartition(":")
+                if not sep or not host or not port.isdigit():
+                    raise MirrorConfigError(f"cluster {self.name!r}: bootstrap {item!r} is not host:port")
+
+    @property
+    def client_args(self) -> dict[str, Any]:
+        """Keyword arguments for kafkalog.client classes."""
+        return {"zookeeper": self.zookeeper} if self.zookeeper is not None else {"bootstrap": str(self.bootstrap)}
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.zookeeper or self.bootstrap})"
+
+    @classmethod
+    def parse(cls, text: str, name: str) -> ClusterSpec:
+        """``zk:host:port[/chroot]`` or ``host:port[,host:port]`` (command-line form)."""
+        if text.startswith("zk:"):
+            return cls(name, zookeeper=text[3:])
+        return cls(name, bootstrap=text)
+
+
+@dataclass(frozen=True, slots=True)
+class MirrorConfig:
+    sources: tuple[ClusterSpec, ...]
+    target: ClusterSpec
+    whitelist: str | None = None
+    """Topics to mirror (a full-match regex); default: every topic (but internal ones)."""
+    blacklist: str | None = None
+    """Topics not to mirror (a full-match regex)."""
+    group: str = "kafkalog-mirror"
+    """The consumer group whose committed offsets record the mirror's progress in each source."""
+    streams: int = 2
+    """Consumer streams (threads) per source, with ZooKeeper."""
+    start_from: str = "earliest"
+    """Where a partition the group never committed starts: earliest (default: nothing is skipped) or latest."""
+    on_gap: str = "fail"
+    """fail | continue: a source offset deleted before it was mirrored (see kafkalog.mirror.gaps)."""
+    gap_file: Path | None = None
+    """Where ``on_gap: continue`` records lost ranges (JSON lines); default: mirror-gaps.jsonl."""
+    compression: str = "preserve"
+    """preserve (the codec each source batch arrived in) | none | gzip | snappy."""
+    create_topics: bool = True
+    """Create missing target topics with the source's partition count."""
+    commit_interval_ms: int = 5000
+    """How often acknowledged progress is committed to the sources."""
+    refresh_topics_ms: int = 5000
+    """Without ZooKeeper: how often new matching topics are looked for."""
+    acks: int = -1
+    status_interval_ms: int = 5000
+    """How often a status line goes to stderr (0: never)."""
+    shutdown_timeout_ms: int = 60_000
+    """How long a graceful stop waits for the target to acknowledge what is in flight."""
+    producer: dict[str, Any] = field(default_factory=dict)
+    """Extra Producer settings (batch_bytes, linger_ms, retries, request_timeout_ms, ...)."""
+
+    def __post_init__(self) -> None:
+        if not self.sources:
+            raise MirrorConfigError("sources: at least one source cluster is needed")
+        names = [s.name for s in self.sources]
+        if len(set(names)) != len(names):
+            raise MirrorConfigError(f"sources: names must be unique, got {names}")
+        if self.whitelist is not None and self.blacklist is not None:
+            raise MirrorConfigError("give whitelist or blacklist, not both")
+        for key in ("whitelist", "blacklist"):
+            value = getattr(self, key)
+            if value is not None:
+                try:
+                    re.compile(value)
+                except re.error as exc:
+                    raise MirrorConfigError(f"{key}: {value!r} is not a regular expression: {exc}") from None
+        choices = {
+            "start_from": ("earliest", "latest"),
+            "on_gap": ("fail", "continue"),
+            "compression": ("preserve", "none", "gzip", "snappy"),
+        }
+        for key, allowed in choices.items():
+            if getattr(self, key) not in allowed:
+                raise MirrorConfigError(f"{key}: must be one of {', '.join(allowed)}, not {getattr(self, key)!r}")
+        if self.acks not in (-1, 1):
+            raise MirrorConfigError(f"acks: must be -1 or 1 (a mirror never sends unacknowledged), not {self.acks}")
+        for key in ("streams", "commit_interval_ms", "refresh_topics_ms", "shutdown_timeout_ms"):
+            if getattr(self, key) < 1:
+                raise MirrorConfigError(f"{key}: must be at least 1, not {getattr(self, key)}")
+        if self.status_interval_ms < 0:
+            raise MirrorConfigError("status_interval_ms: must be >= 0")
+
+    def wants(self, topic: str) -> bool:
+        if topic.startswith("__"):  # internal topics (__consumer_offsets) are never mirrored
+            return False
+        if self.whitelist is not None:
+            return re.fullmatch(self.whitelist, topic) is not None
+        if self.blacklist is not None:
+            return re.fullmatch(self.blacklist, topic) is None
+        return True
+
+
+def _cluster(value: Any, where: str) -> ClusterSpec:
+    if isinstance(value, str):
+        return ClusterSpec.parse(value, where)
+    if not isinstance(value, dict):
+        raise MirrorConfigError(f"{where}: expected a mapping (name, bootstrap or zookeeper) or a string")
+    unknown = sorted(set(value) - {"name", "bootstrap", "zookeeper"})
+    if unknown:
+        raise MirrorConfigError(f"{where}.{unknown[0]}: unknown key (known: name, bootstrap, zookeeper)")
+    return ClusterSpec(str(value.get("name", where)), value.get("bootstrap"), value.get("zookeeper"))
+
+
+def load_mirror_config(path: Path | None, overrides: dict[str, Any]) -> MirrorConfig:
+    """The YAML file (if any) with the flags' ``overrides`` (None values ignored) applied."""
+    values: dict[str, Any] = {}
+    if path is not None:
+        try:
+            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError) as exc:
+            raise MirrorConfigError(f"{path}: {exc}") from exc
+        if loaded is not None and not isinstance(loaded, dict):
+            raise MirrorConfigError(f"{path}: the top level must be a mapping")
+        values = dict(loaded or {})
+    values |= {k: v for k, v in overrides.items() if v is not None}
+    where = str(path) if path is not None else "flags"
+    known = set(MirrorConfig.__dataclass_fields__)
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise MirrorConfigError(f"{where}: {unknown[0]}: unknown key (known: {', '.join(sorted(known))})")
+    try:
+        sources = values.get("sources")
+        if not isinstance(sources, list | tuple) or not sources:
+            raise MirrorConfigError("sources: a list of clusters is needed (--source)")
+        values["sources"] = tuple(_cluster(s, f"source{i}") for i, s in enumerate(sources))
+        if "target" not in values:
+            raise MirrorConfigError("target: the aggregate cluster is needed (--target)")
+        values["target"] = _cluster(values["target"], "target")
+        if values.get("gap_file") is not None:
+            values["gap_file"] = Path(values["gap_file"])
+        return MirrorConfig(**values)
+    except MirrorConfigError as exc:
+        raise MirrorConfigError(f"{where}: {exc}") from None
+    except TypeError as exc:
+        raise MirrorConfigError(f"{where}: {exc}") from None

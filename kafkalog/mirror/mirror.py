@@ -1,0 +1,409 @@
+"""The mirror-maker: consume one or more source clusters, produce into one target (seeds: 部署).
+
+Role: a source per cluster feeds messages to the target writer; an AckTracker per source records
+what the target acknowledged; sources commit only acknowledged progress. Two kinds of source:
+- with ZooKeeper: a GroupConsumer over every matching topic (new ones included), sharing the
+  partitions with other mirror processes of the same group;
+- without: this process takes every matching partition (found again every ``refresh_topics_ms``)
+  and commits through the source brokers (OffsetCommit, group ``group``).
+
+Invariants (reliability rows M1-M6):
+- a source offset is committed only once the target acknowledged every message before it;
+- a target failure stops the mirror with an error naming the cause; what was acknowledged is
+  committed, nothing is skipped (never skip-and-continue);
+- a graceful stop stops fetching, waits for the target to acknowledge what is in flight, commits,
+  then releases partitions: a restart repeats nothing;
+- partitions are kept where the target has as many as the source, else messages go by key;
+- any thread that dies makes the whole mirror stop (no zombie that holds partitions).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from kafkalog.client import Admin, Client, Producer, SimpleConsumer
+from kafkalog.client.group_consumer import GroupConsumer, MessageAndMetadata
+from kafkalog.client.offsets import OffsetsClient
+from kafkalog.errors import BrokerResponseError, KafkalogError, OffsetOutOfRangeError
+from kafkalog.mirror.config import ClusterSpec, MirrorConfig
+from kafkalog.mirror.gaps import GapPolicy
+from kafkalog.mirror.tracker import AckTracker
+from kafkalog.record import Codec
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+
+
+class MirrorError(KafkalogError):
+    """The mirror stopped because it could not go on without losing or skipping data."""
+
+
+class TargetWriter:
+    """Produces mirrored messages into the target, one async producer per compression codec (all
+    over one client). Creates missing topics with the source's partition count. Thread-safe."""
+
+    def __init__(self, config: MirrorConfig) -> None:
+        self.config = config
+        settings = {
+            "retries": 10,
+            "linger_ms": 20,
+            "batch_bytes": 256 * 1024,
+            "max_block_ms": 120_000,
+            **config.producer,
+        }
+        self._settings = settings
+        self.client = Client(
+            **config.target.client_args, request_timeout_ms=int(settings.get("request_timeout_ms", 30_000))
+        )
+        self.admin = Admin(client=self.client)
+        self._producers: dict[str, Producer] = {}
+        self._partitions: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self.sent = 0
+        self.sent_bytes = 0
+
+    def _producer(self, codec: str) -> Producer:
+        with self._lock:
+            producer = self._producers.get(codec)
+            if producer is None:
+                producer = self._producers[codec] = Producer(
+                    client=self.client, compression=codec, acks=self.config.acks, **self._settings
+                )
+            return producer
+
+    def target_partitions(self, topic: str, source_partitions: int) -> int:
+        """The target topic's partition count, creating the topic if it is missing (and allowed)."""
+        known = self._partitions.get(topic)
+        if known is not None:
+            return known
+        try:
+            count = len(self.admin.describe_topic(topic).leaders)
+        except BrokerResponseError as exc:
+            if exc.error_code != 3:
+                raise
+            if not self.config.create_topics:
+                raise MirrorError(
+                    f"target {self.config.target}: topic {topic!r} does not exist and create_topics is off"
+                ) from exc
+            try:
+                self.admin.create_topic(topic, source_partitions)
+                log.info("created %s on the target with %d partition(s)", topic, source_partitions)
+            except BrokerResponseError as created:
+                if created.error_code != 36:  # TOPIC_ALREADY_EXISTS: another mirror was first
+                    raise
+            count = len(self.client.topic(topic, refresh=True, wait_ms=30_000).leaders)
+        with self._lock:
+            self._partitions[topic] = count
+        if count != source_partitions:
+            log.warning(
+                "%s has %d partition(s) on the target and %d on a source: messages go by key",
+                topic, count, source_partitions,
+            )  # fmt: skip
+        return count
+
+    def send(self, item: MessageAndMetadata, source_partitions: int, tracker: AckTracker) -> None:
+        tp = (item.topic, item.partition)
+        same_layout = self.target_partitions(item.topic, source_partitions) == source_partitions
+        if self.config.compression == "preserve":
+            codec = Codec(item.codec).name.lower() if item.codec in (c.value for c in Codec) else "none"
+        else:
+            codec = self.config.compression
+        tracker.sent(tp, item.offset)
+        try:
+            future = self._producer(codec).send(
+                item.topic, item.value, item.key,
+                partition=item.partition if same_layout else None,
+                timestamp=item.timestamp if item.timestamp >= 0 else None,
+            )  # fmt: skip
+        except KafkalogError as exc:
+            tracker.settled(tp, item.offset, exc)
+            raise
+        offset = item.offset
+        future.add_done_callback(lambda f: tracker.settled(tp, offset, f.exception()))
+        self.sent += 1
+        self.sent_bytes += len(item.value or b"") + len(item.key or b"")
+
+    def flush(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        for producer in list(self._producers.values()):
+            producer.flush(max(0.1, deadline - time.monotonic()))
+
+    def close(self, timeout: float) -> None:
+        try:
+            for producer in list(self._producers.values()):
+                producer.close(timeout)
+        finally:
+            self.client.close()
+
+
+class Source(Protocol):
+    name: str
+    tracker: AckTracker
+    failure: BaseException | None
+
+    def start(self) -> None: ...
+
+    def stop_fetching(self) -> None: ...
+
+    def close(self) -> None:
+        """Commit what is safe and release the partitions."""
+        ...
+
+    def lag(self) -> dict[TopicPartition, int]: ...
+
+
+def _filters(config: MirrorConfig) -> dict[str, str]:
+    """The whitelist/blacklist for a GroupConsumer, internal topics always left out."""
+    if config.blacklist is not None:
+        return {"blacklist": f"__.*|(?:{config.blacklist})"}
+    return {"whitelist": f"(?!__)(?:{config.whitelist or '.*'})"}
+
+
+class GroupSource:
+    """A source cluster with ZooKeeper: a group member (partitions shared with other mirrors)."""
+
+    def __init__(self, spec: ClusterSpec, config: MirrorConfig, writer: TargetWriter, gaps: GapPolicy) -> None:
+        assert spec.zookeeper is not None
+        self.name = spec.name
+        self.config = config
+        self.writer = writer
+        self.tracker = AckTracker()
+        self.failure: BaseException | None = None
+        self._stopping = threading.Event()
+        self.consumer = GroupConsumer(
+            spec.zookeeper,
+            config.group,
+            auto_offset_reset="smallest" if config.start_from == "earliest" else "largest",
+            auto_commit_interval_s=config.commit_interval_ms / 1000,
+            stream_timeout_s=0.5,
+            commit_filter=self.tracker.safe_positions,
+            on_out_of_range=gaps.resolve,
+            before_release=self._before_release,
+        )
+        self.metadata = Client(zookeeper=spec.zookeeper)
+        self._threads: list[threading.Thread] = []
+
+    def _before_release(self, partitions: list[TopicPartition]) -> None:
+        # KAFKA-4521: what was handed out must be acknowledged before its offsets are committed and
+        # the partitions go to another mirror; a target that cannot take it fails the mirror.
+        self.writer.flush(self.config.shutdown_timeout_ms / 1000)
+
+    def start(self) -> None:
+        streams = self.consumer.create_message_streams_by_filter(**_filters(self.config), streams=self.config.streams)
+        for i, stream in enumerate(streams):
+            thread = threading.Thread(target=self._pump, args=(stream,), name=f"mirror-{self.name}-{i}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def _pump(self, stream: Any) -> None:
+        try:
+            while not self._stopping.is_set() and not self.consumer.closed:
+                for item in stream:
+                    self.writer.send(item, len(self.metadata.topic(item.topic).leaders), self.tracker)
+                    if self._stopping.is_set():
+                        return
+        except BaseException as exc:
+            self.failure = exc
+
+    def stop_fetching(self) -> None:
+        self._stopping.set()
+        for thread in self._threads:
+            thread.join(10)
+
+    def close(self) -> None:
+        try:
+            self.consumer.close()
+        finally:
+            self.metadata.close()
+
+    def lag(self) -> dict[TopicPartition, int]:
+        positions = dict(self.consumer._positions)
+        return {tp: max(0, self.consumer.high_watermarks.get(tp, pos) - pos) for tp, pos in positions.items()}
+
+
+class AssignedSource:
+    """A source cluster without ZooKeeper: this mirror reads every matching partition and commits
+    through the source brokers."""
+
+    def __init__(self, spec: ClusterSpec, config: MirrorConfig, writer: TargetWriter, gaps: GapPolicy) -> None:
+        self.name = spec.name
+        self.config = config
+        self.writer = writer
+        self.gaps = gaps
+        self.tracker = AckTracker()
+        self.failure: BaseException | None = None
+        self.consumer = SimpleConsumer(**spec.client_args, max_bytes=1024 * 1024, max_wait_ms=200)
+        self.offsets = OffsetsClient(client=self.consumer.client)
+        self.positions: dict[TopicPartition, int] = {}
+        self.high_watermarks: dict[TopicPartition, int] = {}
+        self.partition_counts: dict[str, int] = {}
+        self._committed: dict[TopicPartition, int] = {}
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"mirror-{self.name}", daemon=True)
+
+    def start(self) -> None:
+        self._discover()
+        self._thread.start()
+
+    def _discover(self) -> None:
+        """Take the partitions of matching topics not taken yet, from their committed offsets."""
+        topics = self.consumer.client.refresh_metadata()
+        fresh: list[TopicPartition] = []
+        for topic, metadata in sorted(topics.items()):
+            if not self.config.wants(topic):
+                continue
+            self.partition_counts[topic] = len(metadata.leaders)
+            fresh += [(topic, p) for p in sorted(metadata.leaders) if (topic, p) not in self.positions]
+        if not fresh:
+            return
+        committed = self.offsets.fetch(self.config.group, fresh)
+        for tp in fresh:
+            earliest, latest = self.consumer.earliest_offset(*tp), self.consumer.latest_offset(*tp)
+            start = committed[tp]
+            if start is None:
+                start = earliest if self.config.start_from == "earliest" else latest
+            self.positions[tp] = self.gaps.resolve(tp, start, earliest, latest)
+            log.info("%s: mirroring %s-%d from offset %d", self.name, tp[0], tp[1], self.positions[tp])
+
+    def _run(self) -> None:
+        try:
+            next_discovery = time.monotonic() + self.config.refresh_topics_ms / 1000
+            next_commit = time.monotonic() + self.config.commit_interval_ms / 1000
+            while not self._stopping.is_set():
+                now = time.monotonic()
+                if now >= next_discovery:
+                    self._discover()
+                    next_discovery = now + self.config.refresh_topics_ms / 1000
+                if now >= next_commit:
+                    self.commit()
+                    next_commit = now + self.config.commit_interval_ms / 1000
+                if not self.positions:
+                    self._stopping.wait(0.2)
+                    continue
+                self._fetch_once()
+        except BaseException as exc:
+            self.failure = exc
+
+    def _fetch_once(self) -> None:
+        try:
+            results = self.consumer.fetch_many(dict(self.positions))
+        except OffsetOutOfRangeError:
+            for tp, offset in list(self.positions.items()):  # which one? ask every partition its range
+                earliest, latest = self.consumer.earliest_offset(*tp), self.consumer.latest_offset(*tp)
+                self.positions[tp] = self.gaps.resolve(tp, offset, earliest, latest)
+            return
+        for tp, result in results.items():
+            self.high_watermarks[tp] = result.high_watermark
+            for message in result.messages:
+                if self._stopping.is_set():
+                    return
+                item = MessageAndMetadata(
+                    tp[0], tp[1], message.offset, message.key, message.value, message.timestamp, result.codec
+                )
+                self.writer.send(item, self.partition_counts[tp[0]], self.tracker)
+                self.positions[tp] = message.offset + 1
+
+    def commit(self) -> None:
+        safe = self.tracker.safe_positions(dict(self.positions))
+        changed = {tp: offset for tp, offset in safe.items() if self._committed.get(tp) != offset}
+        if changed:
+            self.offsets.commit(self.config.group, changed, metadata="kafkalog mirror")
+            self._committed.update(changed)
+
+    def stop_fetching(self) -> None:
+        self._stopping.set()
+        if self._thread.is_alive():
+            self._thread.join(30)
+
+    def close(self) -> None:
+        try:
+            self.commit()
+        finally:
+            self.consumer.close()
+
+    def lag(self) -> dict[TopicPartition, int]:
+        return {tp: max(0, self.high_watermarks.get(tp, pos) - pos) for tp, pos in dict(self.positions).items()}
+
+
+class Mirror:
+    """Runs the sources into the target until ``stop`` is set (graceful) or something fails."""
+
+    def __init__(self, config: MirrorConfig, status: Callable[[str], None] | None = None) -> None:
+        self.config = config
+        self.status = status
+        self.writer = TargetWriter(config)
+        self.sources: list[Source] = []
+        gap_file = config.gap_file or None
+        for spec in config.sources:
+            gaps = GapPolicy(spec.name, config.on_gap, gap_file)
+            kind = GroupSource if spec.zookeeper is not None else AssignedSource
+            self.sources.append(kind(spec, config, self.writer, gaps))
+
+    def failure(self) -> str | None:
+        for source in self.sources:
+            if source.tracker.failure is not None:
+                return f"the target {self.config.target} refused a message from {source.name}, {source.tracker.failure}"
+            if source.failure is not None:
+                return f"source {source.name}: {source.failure}"
+            consumer = getattr(source, "consumer", None)
+            if isinstance(consumer, GroupConsumer) and consumer.failure is not None:
+                return f"source {source.name}: {consumer.failure}"
+        return None
+
+    def run(self, stop: threading.Event) -> None:
+        """Mirror until ``stop``; raises MirrorError (after committing what is safe) on a failure."""
+        started = time.monotonic()
+        for source in self.sources:
+            source.start()
+        last_status = time.monotonic()
+        last_sent = 0
+        failure = None
+        while not stop.wait(0.2):
+            failure = self.failure()
+            if failure is not None:
+                break
+            interval = self.config.status_interval_ms / 1000
+            if self.status is not None and interval and time.monotonic() - last_status >= interval:
+                now = time.monotonic()
+                self.status(self._status_line(self.writer.sent - last_sent, now - last_status))
+                last_status, last_sent = now, self.writer.sent
+        self._shutdown(failure)
+        if self.status is not None:
+            elapsed = time.monotonic() - started
+            self.status(f"mirror stopped: {self.writer.sent:,} messages in {elapsed:,.1f} s")
+        if failure is not None:
+            raise MirrorError(failure)
+
+    def _status_line(self, sent: int, seconds: float) -> str:
+        lags = {(s.name, *tp): lag for s in self.sources for tp, lag in s.lag().items()}
+        in_flight = sum(s.tracker.in_flight() for s in self.sources)
+        return (
+            f"mirrored {self.writer.sent:,} messages ({sent / max(seconds, 1e-9):,.0f}/s), in flight {in_flight:,}, "
+            f"lag {sum(lags.values()):,} over {len(lags)} partition(s)"
+        )
+
+    def _shutdown(self, failure: str | None) -> None:
+        timeout = self.config.shutdown_timeout_ms / 1000
+        for source in self.sources:
+            source.stop_fetching()
+        try:
+            self.writer.flush(timeout if failure is None else min(timeout, 10.0))
+        except KafkalogError as exc:
+            log.warning("not everything in flight was acknowledged: %s", exc)
+        for source in self.sources:
+            try:
+                source.close()  # commits only what the target acknowledged
+            except Exception as exc:
+                log.warning("source %s did not close cleanly: %s", source.name, exc)
+        try:
+            self.writer.close(10.0)
+        except KafkalogError as exc:
+            log.warning("the target producer did not close cleanly: %s", exc)
+
+    def lag(self) -> dict[tuple[str, str, int], int]:
+        return {(s.name, *tp): lag for s in self.sources for tp, lag in s.lag().items()}

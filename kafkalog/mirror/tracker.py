@@ -1,0 +1,85 @@
+"""Which source offsets are safe to commit: those whose messages the target acknowledged.
+
+Role: the mirror's ledger between its source and its target. Every message is recorded when it is
+handed to the producer (``sent``) and settled when the target answers (``settled``). The safe
+offset of a source partition is its lowest unacknowledged offset, or the one after the last sent
+when nothing is in flight. A failed send stays unacknowledged forever, so nothing at or past it is
+ever committed (KIP-3, KAFKA-3965: never commit past what the target holds).
+
+Invariant: for every partition, ``safe(tp)`` never exceeds the offset of a message the target has
+not acknowledged, and never decreases.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class SendFailure:
+    """The first send the target refused for good."""
+
+    topic: str
+    partition: int
+    offset: int
+    error: BaseException
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition} offset {self.offset}: {self.error}"
+
+
+class AckTracker:
+    """Thread-safe: stream threads call ``sent``, producer callbacks ``settled``, committers ``safe``."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._in_flight: dict[TopicPartition, dict[int, None]] = {}
+        """Unacknowledged offsets per partition, in the (rising) order they were sent."""
+        self._next: dict[TopicPartition, int] = {}
+        self.failure: SendFailure | None = None
+        self.acked = 0
+        """Messages the target acknowledged."""
+
+    def sent(self, tp: TopicPartition, offset: int) -> None:
+        with self._lock:
+            self._in_flight.setdefault(tp, {})[offset] = None
+            self._next[tp] = offset + 1
+
+    def settled(self, tp: TopicPartition, offset: int, error: BaseException | None) -> None:
+        with self._lock:
+            if error is not None:
+                if self.failure is None:
+                    self.failure = SendFailure(tp[0], tp[1], offset, error)
+                return  # stays in flight: the safe offset cannot pass it
+            self._in_flight.get(tp, {}).pop(offset, None)
+            self.acked += 1
+
+    def safe(self, tp: TopicPartition) -> int | None:
+        """The offset to commit for ``tp`` (None: nothing was sent for it yet)."""
+        with self._lock:
+            pending = self._in_flight.get(tp)
+            if pending:
+                return next(iter(pending))
+            return self._next.get(tp)
+
+    def safe_positions(self, proposed: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """``proposed`` positions lowered to what is safe; partitions with nothing sent are left out."""
+        out = {}
+        for tp, position in proposed.items():
+            safe = self.safe(tp)
+            if safe is not None:
+                out[tp] = min(position, safe)
+        return out
+
+    def in_flight(self) -> int:
+        with self._lock:
+            return sum(len(offsets) for offsets in self._in_flight.values())
+
+    def forget(self, tp: TopicPartition) -> None:
+        """Drop a partition handed to another mirror (after its offsets were committed)."""
+        with self._lock:
+            self._in_flight.pop(tp, None)
+            self._next.pop(tp, None)
