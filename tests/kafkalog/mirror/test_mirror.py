@@ -1,0 +1,235 @@
+"""``kafkalog mirror`` as a process between kafkalog brokers that are processes too: two data
+centers ("east", "west") into an aggregate. The oracle: every message a source producer had
+acknowledged is in the aggregate (by source, key and value), in its source partition; duplicates
+only after a SIGKILL; a target failure stops the mirror without skipping; a source gap is named
+(reliability rows M1-M3, M5)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from kafkalog.client import Admin, Producer, SimpleConsumer
+from kafkalog.client.offsets import OffsetsClient
+from tests.brokers import KAFKALOG, BrokerProcess
+from tests.peers import free_port
+
+PARTITIONS = 4
+
+
+class MirrorProcess:
+    def __init__(self, root: Path, *args: str) -> None:
+        self.err = root / f"mirror-{time.monotonic_ns()}.err"
+        with self.err.open("wb") as err:
+            self.process = subprocess.Popen(
+                [str(KAFKALOG), "mirror", "--commit-interval-ms", "300", "--status-interval-ms", "1000", *args],
+                stdout=subprocess.DEVNULL, stderr=err, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )  # fmt: skip
+
+    def stderr(self) -> str:
+        return self.err.read_text(errors="replace")
+
+    def stop(self) -> int:
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(60)
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.wait(10)
+
+
+@pytest.fixture
+def dcs(tmp_path: Path) -> Iterator[dict[str, BrokerProcess]]:
+    # fixed ports: a broker restarted by a test comes back where the mirror looks for it
+    brokers = {name: BrokerProcess(tmp_path / name, port=free_port()).start() for name in ("east", "west", "agg")}
+    yield brokers
+    for broker in brokers.values():
+        broker.__exit__()
+
+
+def produce(broker: BrokerProcess, dc: str, first: int, count: int, topic: str = "events") -> None:
+    """Acknowledged messages ``<dc>-<i>`` keyed ``k<i>``, partition i mod 4 (snappy batches)."""
+    with Producer(broker.bootstrap, compression="snappy", linger_ms=5) as producer:
+        futures = [
+            producer.send(topic, f"{dc}-{i}".encode(), f"k{i}".encode(), partition=i % PARTITIONS)
+            for i in range(first, first + count)
+        ]
+        producer.flush()
+    assert all(f.exception() is None for f in futures)
+
+
+def create(broker: BrokerProcess, topic: str = "events", **configs: str) -> None:
+    with Admin(broker.bootstrap) as admin:
+        admin.create_topic(topic, PARTITIONS, configs or None)
+
+
+def read_all(broker: BrokerProcess, topic: str = "events") -> list[tuple[int, bytes, bytes]]:
+    """(partition, key, value) of every message of ``topic`` on ``broker`` (asking for a topic's
+    metadata would auto-create it, with the broker's default partition count: list first)."""
+    out = []
+    with Admin(broker.bootstrap) as admin:
+        if topic not in admin.list_topics():
+            return []
+    with SimpleConsumer(broker.bootstrap) as consumer:
+        for p in range(PARTITIONS):
+            end = consumer.latest_offset(topic, p)
+            out += [(p, m.key or b"", m.value or b"") for m in consumer.messages(topic, p, 0, end)]
+    return out
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 60.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+def expected(dc: str, count: int, first: int = 0) -> Counter[tuple[int, bytes, bytes]]:
+    return Counter((i % PARTITIONS, f"k{i}".encode(), f"{dc}-{i}".encode()) for i in range(first, first + count))
+
+
+def sources(dcs: dict[str, BrokerProcess]) -> list[str]:
+    return ["--source", dcs["east"].bootstrap, "--source", dcs["west"].bootstrap, "--target", dcs["agg"].bootstrap]
+
+
+def test_two_data_centers_into_one_aggregate_then_a_clean_restart_repeats_nothing(
+    dcs: dict[str, BrokerProcess], tmp_path: Path
+) -> None:
+    for dc in ("east", "west"):
+        create(dcs[dc])
+        produce(dcs[dc], dc, 0, 1000)
+    want = expected("east", 1000) + expected("west", 1000)
+    mirror = MirrorProcess(tmp_path, *sources(dcs))
+    wait_for(lambda: len(read_all(dcs["agg"])) >= 2000, what="the mirror to catch up")
+    assert mirror.stop() == 0, mirror.stderr()
+    assert Counter(read_all(dcs["agg"])) == want  # keys, values and partitions kept; each once
+    assert "mirror stopped: 2,000 messages" in mirror.stderr()  # the closing status line
+    # committed in each source: exactly the end of every partition
+    for dc in ("east", "west"):
+        with OffsetsClient(dcs[dc].bootstrap) as offsets:
+            committed = offsets.fetch("kafkalog-mirror", [("events", p) for p in range(PARTITIONS)])
+        assert list(committed.values()) == [250] * PARTITIONS
+    # a restart after a clean stop mirrors only what is new
+    for dc in ("east", "west"):
+        produce(dcs[dc], dc, 1000, 200)
+    again = MirrorProcess(tmp_path, *sources(dcs))
+    wait_for(lambda: len(read_all(dcs["agg"])) >= 2400, what="the new messages")
+    time.sleep(1.0)
+    assert again.stop() == 0, again.stderr()
+    assert Counter(read_all(dcs["agg"])) == want + expected("east", 200, 1000) + expected("west", 200, 1000)
+
+
+def test_killed_three_times_mid_run_loses_nothing(dcs: dict[str, BrokerProcess], tmp_path: Path) -> None:
+    for dc in ("east", "west"):
+        create(dcs[dc])
+    total = 6000
+    stop_producing = threading.Event()
+
+    def keep_producing(dc: str) -> None:
+        for first in range(0, total, 500):
+            produce(dcs[dc], dc, first, 500)
+            time.sleep(0.1)
+        stop_producing.set()
+
+    producers = [threading.Thread(target=keep_producing, args=(dc,)) for dc in ("east", "west")]
+    for t in producers:
+        t.start()
+    for _ in range(3):
+        mirror = MirrorProcess(tmp_path, *sources(dcs))
+        time.sleep(2.5)
+        mirror.kill()
+    for t in producers:
+        t.join(120)
+    final = MirrorProcess(tmp_path, *sources(dcs))
+    want = expected("east", total) + expected("west", total)
+    wait_for(lambda: set(read_all(dcs["agg"])) >= set(want), timeout=120, what="everything to arrive")
+    time.sleep(1.0)
+    assert final.stop() == 0, final.stderr()
+    got = Counter(read_all(dcs["agg"]))
+    assert set(got) == set(want), "nothing lost, nothing invented"
+    duplicates = sum(got.values()) - sum(want.values())
+    # each kill repeats at most what was acknowledged but not yet committed (300 ms commits)
+    assert duplicates < total, f"{duplicates} duplicates"
+
+
+def test_a_target_that_goes_away_stops_the_mirror_and_nothing_is_skipped(
+    dcs: dict[str, BrokerProcess], tmp_path: Path
+) -> None:
+    create(dcs["east"])
+    produce(dcs["east"], "east", 0, 400)
+    args = ["--source", dcs["east"].bootstrap, "--target", dcs["agg"].bootstrap]
+    mirror = MirrorProcess(tmp_path, *args)
+    wait_for(lambda: len(read_all(dcs["agg"])) >= 400, what="the first messages")
+    assert dcs["agg"].stop() == 0  # the aggregate goes down
+    produce(dcs["east"], "east", 400, 400)
+    assert mirror.process.wait(180) == 1, "the mirror stops with an error instead of skipping"
+    assert "target" in mirror.stderr() and "refused" in mirror.stderr(), mirror.stderr()[-2000:]
+    with OffsetsClient(dcs["east"].bootstrap) as offsets:
+        committed = offsets.fetch("kafkalog-mirror", [("events", p) for p in range(PARTITIONS)])
+    assert all(offset is not None and offset <= 200 for offset in committed.values()), committed
+    dcs["agg"].start()  # back: a new mirror goes on from what was committed, no gap
+    again = MirrorProcess(tmp_path, *args)
+    want = expected("east", 800)
+    wait_for(lambda: set(read_all(dcs["agg"])) >= set(want), timeout=120, what="the rest")
+    assert again.stop() == 0, again.stderr()
+    assert set(read_all(dcs["agg"])) == set(want)
+
+
+def test_a_topic_created_while_running_is_mirrored(dcs: dict[str, BrokerProcess], tmp_path: Path) -> None:
+    create(dcs["east"])
+    mirror = MirrorProcess(tmp_path, *sources(dcs), "--whitelist", r"events|clicks\..*")
+    try:
+        produce(dcs["east"], "east", 0, 100)
+        create(dcs["west"], "clicks.v2")
+        create(dcs["west"], "ignored")
+        produce(dcs["west"], "west", 0, 100, topic="clicks.v2")
+        produce(dcs["west"], "west", 0, 100, topic="ignored")
+        wait_for(lambda: len(read_all(dcs["agg"])) == 100, what="events")
+        with Admin(dcs["agg"].bootstrap) as admin:
+            wait_for(lambda: "clicks.v2" in admin.list_topics(), what="the new topic on the target")
+            assert "ignored" not in admin.list_topics()
+        wait_for(lambda: len(read_all(dcs["agg"], "clicks.v2")) == 100, what="the new topic's messages")
+        assert Counter(read_all(dcs["agg"], "clicks.v2")) == expected("west", 100)
+    finally:
+        assert mirror.stop() == 0, mirror.stderr()
+
+
+def test_a_source_gap_fails_by_default_and_is_recorded_when_continuing(
+    dcs: dict[str, BrokerProcess], tmp_path: Path
+) -> None:
+    # small segments and a short retention: the source deletes what the mirror did not read yet
+    create(dcs["east"], **{"segment.bytes": "1024", "retention.bytes": "2048"})
+    produce(dcs["east"], "east", 0, 40)
+    args = ["--source", dcs["east"].bootstrap, "--target", dcs["agg"].bootstrap]
+    first = MirrorProcess(tmp_path, *args)
+    wait_for(lambda: len(read_all(dcs["agg"])) >= 40, what="the first messages")
+    assert first.stop() == 0
+    for first in range(40, 2040, 100):  # while no mirror runs: many small segments, the old ones deleted
+        produce(dcs["east"], "east", first, 100)
+    with SimpleConsumer(dcs["east"].bootstrap) as consumer:
+        wait_for(lambda: consumer.earliest_offset("events", 0) > 10, timeout=120, what="retention to delete")
+    failing = MirrorProcess(tmp_path, *args)
+    assert failing.process.wait(120) == 1
+    message = failing.stderr()
+    assert "events-" in message and "is no longer on the broker (earliest" in message, message[-2000:]
+    assert "on_gap: continue" in message
+    gaps = tmp_path / "gaps.jsonl"
+    going_on = MirrorProcess(tmp_path, *args, "--on-gap", "continue", "--gap-file", str(gaps))
+    with SimpleConsumer(dcs["east"].bootstrap) as consumer:
+        ends = [consumer.latest_offset("events", p) for p in range(PARTITIONS)]
+        starts = [consumer.earliest_offset("events", p) for p in range(PARTITIONS)]
+    wait_for(lambda: len(read_all(dcs["agg"])) >= 40 + sum(e - s for e, s in zip(ends, starts, strict=True)))
+    assert going_on.stop() == 0
+    records = [json.loads(line) for line in gaps.read_text().splitlines()]
+    assert {r["partition"] for r in records} == set(range(PARTITIONS))
+    for r in records:
+        assert r["wanted"] == 10 and r["lost_from"] == 10 and r["lost_to"] == starts[r["partition"]] - 1
