@@ -15,6 +15,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -233,3 +234,47 @@ def test_a_source_gap_fails_by_default_and_is_recorded_when_continuing(
     assert {r["partition"] for r in records} == set(range(PARTITIONS))
     for r in records:
         assert r["wanted"] == 10 and r["lost_from"] == 10 and r["lost_to"] == starts[r["partition"]] - 1
+
+
+def test_mirrors_sharing_zookeeper_sources_hand_partitions_over_without_loss(
+    tmp_path: Path, zk_factory: Callable[..., Any]
+) -> None:
+    connect = zk_factory.connect  # type: ignore[attr-defined]
+    session = {"zookeeper_session_timeout_ms": 6000}
+    east = BrokerProcess(tmp_path / "east", zookeeper=f"{connect}/east", **session).start()
+    west = BrokerProcess(tmp_path / "west", zookeeper=f"{connect}/west", **session).start()
+    agg = BrokerProcess(tmp_path / "agg", zookeeper=f"{connect}/agg", **session).start()
+    args = ["--source", f"zk:{connect}/east", "--source", f"zk:{connect}/west", "--target", f"zk:{connect}/agg"]
+    mirrors: list[MirrorProcess] = []
+    try:
+        for dc, broker in (("east", east), ("west", west)):
+            create(broker)
+            produce(broker, dc, 0, 500)
+        mirrors.append(MirrorProcess(tmp_path, *args, "--streams", "2"))
+        wait_for(lambda: len(read_all(agg)) >= 1000, what="the first mirror")
+        mirrors.append(MirrorProcess(tmp_path, *args, "--streams", "2"))  # a second one shares the partitions
+        zk = zk_factory()
+        wait_for(lambda: len(zk.get_children("/east/consumers/kafkalog-mirror/ids")) == 2, what="both in the group")
+        for dc, broker in (("east", east), ("west", west)):
+            produce(broker, dc, 500, 500)
+        assert mirrors.pop(0).stop() == 0  # a clean leave: flushed, committed, released
+        for dc, broker in (("east", east), ("west", west)):
+            produce(broker, dc, 1000, 500)
+        want = expected("east", 1500) + expected("west", 1500)
+        wait_for(lambda: set(read_all(agg)) >= set(want), timeout=120, what="everything after the handover")
+        time.sleep(1.0)
+        assert Counter(read_all(agg)) == want, "clean handovers repeat nothing"
+        mirrors[0].kill()  # a crash: its uncommitted window repeats, nothing is lost
+        mirrors[0] = MirrorProcess(tmp_path, *args)
+        for dc, broker in (("east", east), ("west", west)):
+            produce(broker, dc, 1500, 500)
+        want = expected("east", 2000) + expected("west", 2000)
+        wait_for(lambda: set(read_all(agg)) >= set(want), timeout=120, what="everything after the crash")
+        assert set(read_all(agg)) == set(want)
+        assert mirrors[0].stop() == 0, mirrors[0].stderr()
+    finally:
+        for m in mirrors:
+            if m.process.poll() is None:
+                m.kill()
+        for b in (east, west, agg):
+            b.__exit__()

@@ -1,4 +1,4 @@
-"""A real ZooKeeper server (Debian's package) for the registry tests, and clients chrooted per test."""
+"""A real ZooKeeper server (Debian's package) for the registry and mirror tests, and clients chrooted per test."""
 
 from __future__ import annotations
 
