@@ -48,14 +48,14 @@ class GapPolicy:
             return offset
         if offset < earliest:
             what = (
-                f"{self.source}: {topic}-{partition}: offset {offset} is no longer on the broker (earliest "
+                f"{topic}-{partition}: offset {offset} is no longer on the broker (earliest "
                 f"{earliest}, latest {latest}): messages {offset}..{earliest - 1} were deleted by retention "
                 "before they were mirrored"
             )
             lost_from, lost_to = offset, earliest - 1
         else:
             what = (
-                f"{self.source}: {topic}-{partition}: offset {offset} is beyond the partition's end {latest} "
+                f"{topic}-{partition}: offset {offset} is beyond the partition's end {latest} "
                 f"(earliest {earliest}): the topic was recreated, or the offset belongs to another cluster"
             )
             lost_from, lost_to = latest, offset - 1  # nothing is known lost; the range is what we skip past
@@ -63,7 +63,7 @@ class GapPolicy:
             raise MirrorGapError(
                 what + "; to skip them and go on, run with on_gap: continue (recorded in the gap file)"
             )
-        log.warning("%s; continuing from %d (on_gap: continue)", what, earliest)
+        log.warning("source %s: %s; continuing from %d (on_gap: continue)", self.source, what, earliest)
         with self._lock:
             self.gaps += 1
             if offset < earliest:
