@@ -2,8 +2,9 @@
 partitions of their topics through ZooKeeper, with offsets committed to ZooKeeper.
 
 Role: ``create_message_streams({topic: n})`` (or ``..._by_filter``) returns iterators; behind them
-one fetcher thread per owned partition reads it with a SimpleConsumer and feeds the stream of the
-consumer thread that owns it (kafkalog.registry.groups decides who owns what).
+one fetcher thread reads every owned partition (one request per broker) and feeds each message to
+the stream of the consumer thread that owns its partition (kafkalog.registry.groups decides who
+owns what).
 
 Invariants:
 - A partition is handed out only while this member owns it: before a partition is released, its
@@ -42,7 +43,7 @@ from kafkalog.registry.assign import ThreadId, TopicPartition
 from kafkalog.registry.brokers import BROKER_IDS, live_brokers
 from kafkalog.registry.connect import connect
 from kafkalog.registry.groups import Rebalancer, ids_path, register_member
-from kafkalog.registry.offsets import commit_offset, fetch_offset
+from kafkalog.registry.offsets import commit_offset, offset_path
 from kafkalog.registry.topics import BROKER_TOPICS, all_topics
 
 log = logging.getLogger(__name__)
@@ -72,20 +73,21 @@ class Stream:
         self.owner = owner
         self.thread = thread
         self.timeout_s = timeout_s
-        self.queue: queue.Queue[MessageAndMetadata] = queue.Queue(maxsize=owner.queue_size)
+        self.queue: queue.Queue[tuple[int, MessageAndMetadata]] = queue.Queue(maxsize=owner.queue_size)
+        """(generation of its partition's ownership, message): see GroupConsumer.hand_out."""
 
     def drop(self, partitions: set[TopicPartition] | None) -> None:
         """Remove the queued messages of ``partitions`` (None: all), keeping the others in order."""
         kept = []
         while True:
             try:
-                item = self.queue.get_nowait()
+                entry = self.queue.get_nowait()
             except queue.Empty:
                 break
-            if partitions is not None and (item.topic, item.partition) not in partitions:
-                kept.append(item)
-        for item in kept:
-            self.queue.put_nowait(item)
+            if partitions is not None and (entry[1].topic, entry[1].partition) not in partitions:
+                kept.append(entry)
+        for entry in kept:
+            self.queue.put_nowait(entry)
 
     def __iter__(self) -> Iterator[MessageAndMetadata]:
         idle_since = time.monotonic()
@@ -93,10 +95,10 @@ class Stream:
             if self.timeout_s is not None and time.monotonic() - idle_since > self.timeout_s:
                 return
             try:
-                item = self.queue.get(timeout=0.1)
+                generation, item = self.queue.get(timeout=0.1)
             except queue.Empty:
                 continue
-            if not self.owner.hand_out(item):
+            if not self.owner.hand_out(item, generation):
                 continue  # its partition was released meanwhile: the new owner hands it out
             idle_since = time.monotonic()
             yield item
@@ -147,8 +149,15 @@ class GroupConsumer:
         self._subscription: dict[str, int] = {}
         self._filter: tuple[re.Pattern[str] | None, re.Pattern[str] | None, int] | None = None
         self._streams: dict[ThreadId, Stream] = {}
-        self._fetchers: dict[TopicPartition, threading.Event] = {}
-        self._fetch_threads: list[threading.Thread] = []
+        self._generations: dict[TopicPartition, int] = {}
+        """The owned partitions being fetched, each with the generation of this ownership: a
+        message queued under an earlier generation (before a release) is never handed out."""
+        self._next_generation = 0
+        self._fetch_positions: dict[TopicPartition, int] = {}
+        """Next offset to fetch per owned partition (ahead of ``_positions`` by what is queued)."""
+        self._targets: dict[TopicPartition, Stream] = {}
+        self._owned_snapshot: tuple[TopicPartition, ...] = ()
+        self._fetch_thread: threading.Thread | None = None
         self._positions: dict[TopicPartition, int] = {}
         """Next offset to hand out per owned partition (what a commit stores)."""
         self._committed: dict[TopicPartition, int] = {}
@@ -326,9 +335,8 @@ class GroupConsumer:
                     self._stream(ThreadId(self.consumer_id, i))
             owned = self._rebalancer.rebalance()
             self.rebalances += 1
-            for tp, thread in owned.items():
-                if tp not in self._fetchers and not self.closed:
-                    self._start_fetcher(tp, thread)
+            if not self.closed:
+                self._take(owned)
 
     def _bootstrap(self) -> list[str]:
         brokers = live_brokers(self.zk)
@@ -342,85 +350,122 @@ class GroupConsumer:
             self._simple = SimpleConsumer(self._bootstrap(), max_bytes=self.fetch_max_bytes)
         return self._simple
 
-    def _start_fetcher(self, tp: TopicPartition, thread: ThreadId) -> None:
-        topic, partition = tp
-        consumer = self._consumer()
-        start = fetch_offset(self.zk, self.group, topic, partition)
-        if start is None:
-            reset = consumer.earliest_offset if self.auto_offset_reset == "smallest" else consumer.latest_offset
-            start = reset(topic, partition)
-        self._positions[tp] = start
-        self._committed[tp] = start
-        stop = threading.Event()
-        self._fetchers[tp] = stop
-        stream = self._streams[thread]
-        fetcher = threading.Thread(
-            target=self._fetch_loop,
-            args=(self._bootstrap(), tp, start, stop, stream),
-            name=f"fetch-{topic}-{partition}",
-            daemon=True,
-        )
-        fetcher.start()
-        self._fetch_threads = [t for t in self._fetch_threads if t.is_alive()] + [fetcher]
+    def _take(self, owned: dict[TopicPartition, ThreadId]) -> None:
+        """Start fetching the newly owned partitions from their committed offsets (read from
+        ZooKeeper together), or from ``auto_offset_reset`` where the group never committed."""
+        from kazoo.exceptions import NoNodeError  # noqa: PLC0415
 
-    def _fetch_loop(
-        self, bootstrap: list[str], tp: TopicPartition, offset: int, stop: threading.Event, stream: Stream
-    ) -> None:
-        # each fetcher has its own connection, opened and closed by this thread: a shared client
-        # closed by another thread could be reconnected by a fetch in flight and leak
-        consumer = SimpleConsumer(bootstrap, max_bytes=self.fetch_max_bytes)
-        try:
-            self._fetch_into(consumer, tp, offset, stop, stream)
-        finally:
-            consumer.close()
-
-    def _fetch_into(
-        self, consumer: SimpleConsumer, tp: TopicPartition, offset: int, stop: threading.Event, stream: Stream
-    ) -> None:
-        topic, partition = tp
-        while not stop.is_set() and not self.closed:
-            if self._suspended.is_set():
-                time.sleep(0.1)
-                continue
+        new = {tp: thread for tp, thread in owned.items() if tp not in self._generations}
+        if not new:
+            return
+        pending = {tp: self.zk.get_async(offset_path(self.group, *tp)) for tp in new}
+        for tp, thread in sorted(new.items()):
             try:
-                result = consumer.fetch(topic, partition, offset)
-            except OffsetOutOfRangeError as exc:
-                if self.on_out_of_range is not None:
-                    try:
-                        offset = self.on_out_of_range(tp, offset, exc.log_start_offset, exc.log_end_offset)
-                    except BaseException as failure:
-                        self.failure = failure
-                        return
+                raw, _ = pending[tp].get(timeout=30)
+                start: int | None = int(raw.decode().strip())
+            except NoNodeError:
+                start = None
+            except (UnicodeDecodeError, ValueError) as exc:
+                raise RegistryError(f"{offset_path(self.group, *tp)}: not an offset ({exc})") from exc
+            if start is None:
+                consumer = self._consumer()
+                reset = consumer.earliest_offset if self.auto_offset_reset == "smallest" else consumer.latest_offset
+                start = reset(*tp)
+            self._next_generation += 1
+            self._generations[tp] = self._next_generation
+            self._positions[tp] = self._committed[tp] = self._fetch_positions[tp] = start
+            self._targets[tp] = self._streams[thread]
+        self._owned_snapshot = tuple(sorted(self._generations))
+        if self._fetch_thread is None or not self._fetch_thread.is_alive():
+            self._fetch_thread = threading.Thread(target=self._fetch_all, name=f"{self.consumer_id}-fetch", daemon=True)
+            self._fetch_thread.start()
+
+    def _fetch_all(self) -> None:
+        """The fetcher: every owned partition, one request per broker (SimpleConsumer.fetch_many),
+        into the stream of the thread that owns it. Its connection is opened and closed here: a
+        client closed by another thread could be reconnected by a fetch in flight and leak."""
+        consumer: SimpleConsumer | None = None
+        try:
+            while not self.closed:
+                if self._suspended.is_set():
+                    time.sleep(0.1)
                     continue
-                reset = exc.log_start_offset if self.auto_offset_reset == "smallest" else exc.log_end_offset
-                log.warning("%s-%s: offset %s is out of range; resetting to %s", topic, partition, offset, reset)
-                offset = reset if reset is not None else offset
-                continue
-            except KafkalogError as exc:
-                log.warning("%s-%s: fetch failed, retrying: %s", topic, partition, exc)
-                stop.wait(0.5)
-                continue
-            self.high_watermarks[tp] = result.high_watermark
-            if not result.messages:
-                stop.wait(0.1)
-                continue
-            for message in result.messages:
-                item = MessageAndMetadata(
+                with self._lock:
+                    wanted = {tp: (self._fetch_positions[tp], gen) for tp, gen in self._generations.items()}
+                if not wanted:
+                    time.sleep(0.05)
+                    continue
+                try:
+                    if consumer is None:
+                        consumer = SimpleConsumer(self._bootstrap(), max_bytes=self.fetch_max_bytes, max_wait_ms=200)
+                    results = consumer.fetch_many({tp: offset for tp, (offset, _) in wanted.items()})
+                except OffsetOutOfRangeError:
+                    if consumer is not None:
+                        self._out_of_range(consumer, wanted)
+                    continue
+                except KafkalogError as exc:
+                    log.warning("%s: fetch failed, retrying: %s", self.consumer_id, exc)
+                    time.sleep(0.5)
+                    continue
+                for tp, result in results.items():
+                    _, generation = wanted[tp]
+                    self.high_watermarks[tp] = result.high_watermark
+                    if result.messages and self._deliver(tp, generation, result):
+                        with self._lock:
+                            if self._generations.get(tp) == generation:
+                                self._fetch_positions[tp] = result.messages[-1].offset + 1
+        finally:
+            if consumer is not None:
+                consumer.close()
+
+    def _deliver(self, tp: TopicPartition, generation: int, result: Any) -> bool:
+        """Queue a fetch's messages for the partition's stream; False if it was released meanwhile."""
+        stream = self._targets.get(tp)
+        if stream is None:
+            return False
+        topic, partition = tp
+        for message in result.messages:
+            entry = (
+                generation,
+                MessageAndMetadata(
                     topic, partition, message.offset, message.key, message.value, message.timestamp, result.codec
-                )
-                while not stop.is_set() and not self.closed:
-                    try:
-                        stream.queue.put(item, timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
+                ),
+            )
+            while True:
+                if self.closed or self._generations.get(tp) != generation:
+                    return False
+                try:
+                    stream.queue.put(entry, timeout=0.1)
+                    break
+                except queue.Full:
+                    continue
+        return True
+
+    def _out_of_range(self, consumer: SimpleConsumer, wanted: dict[TopicPartition, tuple[int, int]]) -> None:
+        """Some fetch offset is off the broker's log: find which, and move it (or fail)."""
+        for tp, (offset, generation) in wanted.items():
+            earliest, latest = consumer.earliest_offset(*tp), consumer.latest_offset(*tp)
+            if earliest <= offset <= latest:
+                continue
+            if self.on_out_of_range is not None:
+                try:
+                    new = self.on_out_of_range(tp, offset, earliest, latest)
+                except BaseException as failure:
+                    self.failure = failure
+                    with self._lock:  # stop fetching it; the owner of the consumer decides what follows
+                        if self._generations.get(tp) == generation:
+                            self._generations.pop(tp)
                     return
-            offset = result.messages[-1].offset + 1
+            else:
+                new = earliest if self.auto_offset_reset == "smallest" else latest
+                log.warning("%s-%s: offset %s is out of range; resetting to %s", tp[0], tp[1], offset, new)
+            with self._lock:
+                if self._generations.get(tp) == generation:
+                    self._fetch_positions[tp] = self._positions[tp] = new
 
     # ------------------------------------------------------------------ handing out, releasing, committing
 
-    def hand_out(self, item: MessageAndMetadata) -> bool:
+    def hand_out(self, item: MessageAndMetadata, generation: int) -> bool:
         """Called by a stream before yielding ``item``: False if its partition is no longer ours
         (or the session is suspended: it waits), else the position advances."""
         while (self._suspended.is_set() or time.monotonic() - self._alive_at > _FROZEN_S) and not self.closed:
@@ -429,7 +474,7 @@ class GroupConsumer:
             return False
         with self._lock:
             tp = (item.topic, item.partition)
-            if tp not in self._fetchers or item.offset < self._positions.get(tp, 0):
+            if self._generations.get(tp) != generation or item.offset < self._positions.get(tp, 0):
                 return False
             self._positions[tp] = item.offset + 1
             return True
@@ -438,9 +483,10 @@ class GroupConsumer:
         """Before the rebalancer deletes the owner nodes: stop, drop queued messages, commit."""
         with self._lock:
             for tp in partitions:
-                stop = self._fetchers.pop(tp, None)
-                if stop is not None:
-                    stop.set()
+                self._generations.pop(tp, None)
+                self._fetch_positions.pop(tp, None)
+                self._targets.pop(tp, None)
+            self._owned_snapshot = tuple(sorted(self._generations))
             for stream in self._streams.values():
                 stream.drop(set(partitions))
             if self.before_release is not None:
@@ -452,9 +498,10 @@ class GroupConsumer:
                 self._committed.pop(tp, None)
 
     def _drop_everything(self) -> None:
-        for stop in self._fetchers.values():
-            stop.set()
-        self._fetchers.clear()
+        self._generations.clear()
+        self._fetch_positions.clear()
+        self._targets.clear()
+        self._owned_snapshot = ()
         self._positions.clear()
         self._committed.clear()
         for stream in self._streams.values():
@@ -487,8 +534,8 @@ class GroupConsumer:
             log.warning("%s: automatic commit failed: %s", self.consumer_id, exc)
 
     def owned(self) -> list[TopicPartition]:
-        with self._lock:
-            return sorted(self._fetchers)
+        """The partitions this member owns and fetches (a snapshot: never waits for a rebalance)."""
+        return list(self._owned_snapshot)
 
     # ------------------------------------------------------------------ closing
 
@@ -517,8 +564,8 @@ class GroupConsumer:
         with self._lock:  # a rebalance in progress cannot start fetchers after this
             self.closed = True
             self._drop_everything()
-            fetchers = list(self._fetch_threads)
-        for fetcher in fetchers:
+            fetcher = self._fetch_thread
+        if fetcher is not None:
             fetcher.join(5)
         if self._simple is not None:
             self._simple.close()
