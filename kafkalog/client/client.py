@@ -95,7 +95,9 @@ class Client:
         with self._lock:
             connection = self._connections.get((host, port))
             if connection is None:
-                connection = BrokerConnection(host, port, client_id=self.client_id, timeout_ms=self.request_timeout_ms)
+                connection = BrokerConnection(
+                    host, port, client_id=self.client_id, timeout_ms=self.request_timeout_ms, versions=self.versions
+                )
                 self._connections[(host, port)] = connection
             return connection
 

@@ -146,6 +146,8 @@ class Producer(UsesClient):
         self._cond = threading.Condition(threading.Lock())
         self._batches: dict[tuple[str, int], _Batch] = {}
         self._retrying: list[_Batch] = []
+        self._sealed: list[_Batch] = []
+        """Full batches waiting to go, oldest first."""
         self._buffered = 0
         self._unfinished = 0
         self._flushing = 0
@@ -185,6 +187,12 @@ class Producer(UsesClient):
                     )
                 self._cond.wait(remaining)
             batch = self._batches.get((topic, partition))
+            if batch is not None and batch.messages and batch.size + size > self.batch_bytes:
+                # full: it goes as it is (a compressed batch is one message, which must stay under the
+                # broker's limit), after any earlier batch of its partition
+                self._sealed.append(self._batches.pop((topic, partition)))
+                batch = None
+                self._cond.notify_all()
             if batch is None:
                 batch = self._batches[(topic, partition)] = _Batch(topic, partition, time.monotonic())
             future = SendFuture(batch, len(batch.messages))
@@ -234,23 +242,39 @@ class Producer(UsesClient):
             with self._cond:
                 ready = self._take_ready()
                 while not ready:
-                    if self._closed and not self._batches and not self._retrying:
+                    if self._closed and not self._batches and not self._retrying and not self._sealed:
                         return
                     self._cond.wait(self._next_wakeup())
                     ready = self._take_ready()
             self._send_batches(ready)
 
     def _next_wakeup(self) -> float:
+        if self._sealed and not self._retrying:  # else they wait behind a retry: wake for the retry
+            return 0.0
         now = time.monotonic()
         times = [b.created + self.linger for b in self._batches.values()] + [b.not_before for b in self._retrying]
         return max(0.0, min(times) - now) if times else 0.5
 
     def _take_ready(self) -> list[_Batch]:
+        """The batches to send now: at most one per partition, and never one that would overtake an
+        earlier batch of its partition (a retry waiting for its back-off, or a full batch)."""
         now = time.monotonic()
         urgent = self._flushing or self._closed or self.mode == "sync"
         ready = [b for b in self._retrying if b.not_before <= now]
         self._retrying = [b for b in self._retrying if b.not_before > now]
+        busy = {(b.topic, b.partition) for b in ready} | {(b.topic, b.partition) for b in self._retrying}
+        waiting = []
+        for batch in self._sealed:
+            key = (batch.topic, batch.partition)
+            if key in busy:
+                waiting.append(batch)
+            else:
+                ready.append(batch)
+            busy.add(key)
+        self._sealed = waiting
         for key, batch in list(self._batches.items()):
+            if key in busy:
+                continue
             if urgent or batch.size >= self.batch_bytes or now - batch.created >= self.linger:
                 ready.append(self._batches.pop(key))
         return ready

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 from kafkalog.client import Admin, Client, Producer, SimpleConsumer
 from kafkalog.client.group_consumer import GroupConsumer, MessageAndMetadata
 from kafkalog.client.offsets import OffsetsClient
-from kafkalog.errors import BrokerResponseError, KafkalogError, OffsetOutOfRangeError
+from kafkalog.errors import BrokerResponseError, KafkalogError, OffsetOutOfRangeError, UnsupportedByBrokerError
 from kafkalog.mirror.config import ClusterSpec, MirrorConfig
 from kafkalog.mirror.gaps import GapPolicy
 from kafkalog.mirror.tracker import AckTracker
@@ -63,6 +63,7 @@ class TargetWriter:
         self.admin = Admin(client=self.client)
         self._producers: dict[str, Producer] = {}
         self._partitions: dict[str, int] = {}
+        self._topic_codecs: dict[str, str] = {}
         self._lock = threading.Lock()
         self.sent = 0
         self.sent_bytes = 0
@@ -96,6 +97,10 @@ class TargetWriter:
             except BrokerResponseError as created:
                 if created.error_code != 36:  # TOPIC_ALREADY_EXISTS: another mirror was first
                     raise
+            except UnsupportedByBrokerError:
+                # Kafka 0.9 has no CreateTopics: its auto-creation (num.partitions) makes the topic
+                # when its metadata is asked for; the partition count is then the broker's choice
+                log.warning("the target cannot create topics (Kafka 0.9): %s is auto-created by the broker", topic)
             count = len(self.client.topic(topic, refresh=True, wait_ms=30_000).leaders)
         with self._lock:
             self._partitions[topic] = count
@@ -106,13 +111,27 @@ class TargetWriter:
             )  # fmt: skip
         return count
 
+    def _codec(self, item: MessageAndMetadata) -> str:
+        """The compression of a topic's messages on the target: the configured one, or (preserve)
+        the codec its first mirrored batch arrived in. One codec per topic, so one producer, keeps
+        each partition's order (producers of different codecs would race)."""
+        if self.config.compression != "preserve":
+            return self.config.compression
+        codec = self._topic_codecs.get(item.topic)
+        if codec is None:
+            known = {c.value: c.name.lower() for c in Codec}
+            codec = self._topic_codecs.setdefault(item.topic, known.get(item.codec, "none"))
+        return codec
+
     def send(self, item: MessageAndMetadata, source_partitions: int, tracker: AckTracker) -> None:
         tp = (item.topic, item.partition)
-        same_layout = self.target_partitions(item.topic, source_partitions) == source_partitions
-        if self.config.compression == "preserve":
-            codec = Codec(item.codec).name.lower() if item.codec in (c.value for c in Codec) else "none"
-        else:
-            codec = self.config.compression
+        try:
+            same_layout = self.target_partitions(item.topic, source_partitions) == source_partitions
+        except MirrorError:
+            raise
+        except KafkalogError as exc:
+            raise MirrorError(f"target {self.config.target}: topic {item.topic}: {exc}") from exc
+        codec = self._codec(item)
         tracker.sent(tp, item.offset)
         try:
             future = self._producer(codec).send(
@@ -122,7 +141,7 @@ class TargetWriter:
             )  # fmt: skip
         except KafkalogError as exc:
             tracker.settled(tp, item.offset, exc)
-            raise
+            raise MirrorError(f"target {self.config.target}: {exc}") from exc
         offset = item.offset
         future.add_done_callback(lambda f: tracker.settled(tp, offset, f.exception()))
         self.sent += 1
@@ -347,7 +366,9 @@ class Mirror:
     def failure(self) -> str | None:
         for source in self.sources:
             if source.tracker.failure is not None:
-                return f"the target {self.config.target} refused a message from {source.name}, {source.tracker.failure}"
+                return f"target {self.config.target} refused a message from {source.name}, {source.tracker.failure}"
+            if isinstance(source.failure, MirrorError):
+                return str(source.failure)
             if source.failure is not None:
                 return f"source {source.name}: {source.failure}"
             consumer = getattr(source, "consumer", None)
@@ -375,7 +396,8 @@ class Mirror:
         self._shutdown(failure)
         if self.status is not None:
             elapsed = time.monotonic() - started
-            self.status(f"mirror stopped: {self.writer.sent:,} messages in {elapsed:,.1f} s")
+            acked = sum(source.tracker.acked for source in self.sources)
+            self.status(f"mirror stopped: {acked:,} messages acknowledged by the target in {elapsed:,.1f} s")
         if failure is not None:
             raise MirrorError(failure)
 
