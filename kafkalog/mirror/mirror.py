@@ -30,6 +30,7 @@ from kafkalog.client.group_consumer import GroupConsumer, MessageAndMetadata
 from kafkalog.client.offsets import OffsetsClient
 from kafkalog.errors import BrokerResponseError, KafkalogError, OffsetOutOfRangeError, UnsupportedByBrokerError
 from kafkalog.mirror.config import ClusterSpec, MirrorConfig
+from kafkalog.mirror.faults import fail_point
 from kafkalog.mirror.gaps import GapPolicy
 from kafkalog.mirror.tracker import AckTracker
 from kafkalog.record import Codec
@@ -124,6 +125,7 @@ class TargetWriter:
         return codec
 
     def send(self, item: MessageAndMetadata, source_partitions: int, tracker: AckTracker) -> None:
+        fail_point("mirror.send")
         tp = (item.topic, item.partition)
         try:
             same_layout = self.target_partitions(item.topic, source_partitions) == source_partitions

@@ -28,12 +28,12 @@ PARTITIONS = 4
 
 
 class MirrorProcess:
-    def __init__(self, root: Path, *args: str) -> None:
+    def __init__(self, root: Path, *args: str, env: dict[str, str] | None = None) -> None:
         self.err = root / f"mirror-{time.monotonic_ns()}.err"
         with self.err.open("wb") as err:
             self.process = subprocess.Popen(
                 [str(KAFKALOG), "mirror", "--commit-interval-ms", "300", "--status-interval-ms", "1000", *args],
-                stdout=subprocess.DEVNULL, stderr=err, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                stdout=subprocess.DEVNULL, stderr=err, env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
             )  # fmt: skip
 
     def stderr(self) -> str:
@@ -254,7 +254,8 @@ def test_mirrors_sharing_zookeeper_sources_hand_partitions_over_without_loss(
         wait_for(lambda: len(read_all(agg)) >= 1000, what="the first mirror")
         mirrors.append(MirrorProcess(tmp_path, *args, "--streams", "2"))  # a second one shares the partitions
         zk = zk_factory()
-        wait_for(lambda: len(zk.get_children("/east/consumers/kafkalog-mirror/ids")) == 2, what="both in the group")
+        ids = "/east/consumers/kafkalog-mirror/ids"
+        wait_for(lambda: zk.exists(ids) is not None and len(zk.get_children(ids)) == 2, what="both in the group")
         for dc, broker in (("east", east), ("west", west)):
             produce(broker, dc, 500, 500)
         assert mirrors.pop(0).stop() == 0  # a clean leave: flushed, committed, released
@@ -277,4 +278,34 @@ def test_mirrors_sharing_zookeeper_sources_hand_partitions_over_without_loss(
             if m.process.poll() is None:
                 m.kill()
         for b in (east, west, agg):
+            b.__exit__()
+
+
+def test_a_thread_that_dies_stops_its_mirror_and_another_mirror_takes_over(
+    tmp_path: Path, zk_factory: Callable[..., Any]
+) -> None:
+    connect = zk_factory.connect  # type: ignore[attr-defined]
+    session = {"zookeeper_session_timeout_ms": 6000}
+    east = BrokerProcess(tmp_path / "east", zookeeper=f"{connect}/east", **session).start()
+    agg = BrokerProcess(tmp_path / "agg", zookeeper=f"{connect}/agg", **session).start()
+    args = ["--source", f"zk:{connect}/east", "--target", f"zk:{connect}/agg"]
+    healthy = broken = None
+    try:
+        create(east)
+        healthy = MirrorProcess(tmp_path, *args)
+        broken = MirrorProcess(tmp_path, *args, env={"KAFKALOG_FAIL_AT": "mirror.send@50"})
+        zk = zk_factory()
+        ids = "/east/consumers/kafkalog-mirror/ids"
+        wait_for(lambda: zk.exists(ids) is not None and len(zk.get_children(ids)) == 2, what="both in the group")
+        produce(east, "east", 0, 2000)
+        assert broken.process.wait(60) == 1, "a dead thread stops the whole process (no zombie)"
+        assert "injected failure at mirror.send" in broken.stderr()
+        # it released its partitions: the other mirror takes them over, nothing is lost
+        wait_for(lambda: set(read_all(agg)) >= set(expected("east", 2000)), timeout=120, what="the takeover")
+        assert len(zk.get_children("/east/consumers/kafkalog-mirror/ids")) == 1, "the dead mirror left the group"
+    finally:
+        for m in (healthy, broken):
+            if m is not None and m.process.poll() is None:
+                m.stop()
+        for b in (east, agg):
             b.__exit__()
