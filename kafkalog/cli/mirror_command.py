@@ -30,12 +30,13 @@ from kafkalog.errors import KafkalogError
 @click.option("--start-from", type=click.Choice(["earliest", "latest"]), default=None, help="For a new group.")
 @click.option("--commit-interval-ms", type=click.IntRange(min=1), default=None)
 @click.option("--status-interval-ms", type=click.IntRange(min=0), default=None, help="0: no status lines.")
+@click.option("--metrics-file", type=click.Path(dir_okay=False), default=None, help="Per-partition metrics (JSON).")
 @click.option("--log-level", default="INFO", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]))
 def mirror(
     config_file: Path | None, sources: tuple[str, ...], target: str | None, whitelist: str | None,
     blacklist: str | None, streams: int | None, group: str | None, on_gap: str | None, gap_file: str | None,
     compression: str | None, start_from: str | None, commit_interval_ms: int | None, status_interval_ms: int | None,
-    log_level: str,
+    metrics_file: str | None, log_level: str,
 ) -> None:  # fmt: skip
     """Mirror every matching topic of the source clusters into the target, committing source offsets
     only once the target acknowledged; new topics are picked up while running. SIGTERM or Ctrl-C
@@ -57,6 +58,7 @@ def mirror(
         "sources": list(sources) or None, "target": target, "whitelist": whitelist, "blacklist": blacklist,
         "streams": streams, "group": group, "on_gap": on_gap, "gap_file": gap_file, "compression": compression,
         "start_from": start_from, "commit_interval_ms": commit_interval_ms, "status_interval_ms": status_interval_ms,
+        "metrics_file": metrics_file,
     }  # fmt: skip
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):

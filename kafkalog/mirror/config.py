@@ -89,7 +89,10 @@ class MirrorConfig:
     """Without ZooKeeper: how often new matching topics are looked for."""
     acks: int = -1
     status_interval_ms: int = 5000
-    """How often a status line goes to stderr (0: never)."""
+    """How often a status line goes to stderr (0: never), and the metrics file is rewritten."""
+    metrics_file: Path | None = None
+    """Per-partition metrics as JSON (lag, acknowledged position, rate), rewritten atomically at
+    every status interval and at the end: for monitoring."""
     shutdown_timeout_ms: int = 60_000
     """How long a graceful stop waits for the target to acknowledge what is in flight."""
     producer: dict[str, Any] = field(default_factory=dict)
@@ -172,8 +175,9 @@ def load_mirror_config(path: Path | None, overrides: dict[str, Any]) -> MirrorCo
         if "target" not in values:
             raise MirrorConfigError("target: the aggregate cluster is needed (--target)")
         values["target"] = _cluster(values["target"], "target")
-        if values.get("gap_file") is not None:
-            values["gap_file"] = Path(values["gap_file"])
+        for key in ("gap_file", "metrics_file"):
+            if values.get(key) is not None:
+                values[key] = Path(values[key])
         return MirrorConfig(**values)
     except MirrorConfigError as exc:
         raise MirrorConfigError(f"{where}: {exc}") from None

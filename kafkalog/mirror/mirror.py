@@ -19,6 +19,7 @@ Invariants (reliability rows M1-M6):
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -359,6 +360,7 @@ class Mirror:
         self.status = status
         self.writer = TargetWriter(config)
         self.sources: list[Source] = []
+        self._previous: dict[tuple[str, str], tuple[int, float]] = {}
         gap_file = config.gap_file or None
         for spec in config.sources:
             gaps = GapPolicy(spec.name, config.on_gap, gap_file)
@@ -391,11 +393,14 @@ class Mirror:
             if failure is not None:
                 break
             interval = self.config.status_interval_ms / 1000
-            if self.status is not None and interval and time.monotonic() - last_status >= interval:
+            if interval and time.monotonic() - last_status >= interval:
                 now = time.monotonic()
-                self.status(self._status_line(self.writer.sent - last_sent, now - last_status))
+                if self.status is not None:
+                    self.status(self._status_line(self.writer.sent - last_sent, now - last_status))
+                self._write_metrics(now)
                 last_status, last_sent = now, self.writer.sent
         self._shutdown(failure)
+        self._write_metrics(time.monotonic(), final=True, failure=failure)
         if self.status is not None:
             elapsed = time.monotonic() - started
             acked = sum(source.tracker.acked for source in self.sources)
@@ -428,6 +433,42 @@ class Mirror:
             self.writer.close(10.0)
         except KafkalogError as exc:
             log.warning("the target producer did not close cleanly: %s", exc)
+
+    def metrics(self, now: float) -> dict[str, Any]:
+        """Per source and partition: lag (source end - next offset), the acknowledged position (what
+        a commit stores) and its rate since the previous call."""
+        sources: dict[str, Any] = {}
+        for source in self.sources:
+            partitions = {}
+            for (topic, partition), lag in sorted(source.lag().items()):
+                acked = source.tracker.safe((topic, partition))
+                key = f"{topic}-{partition}"
+                before = self._previous.get((source.name, key))
+                rate = None
+                if acked is not None and before is not None and now > before[1]:
+                    rate = round((acked - before[0]) / (now - before[1]), 1)
+                if acked is not None:
+                    self._previous[(source.name, key)] = (acked, now)
+                partitions[key] = {"lag": lag, "acknowledged_position": acked, "rate_per_s": rate}
+            sources[source.name] = {"partitions": partitions, "in_flight": source.tracker.in_flight()}
+        return {
+            "acknowledged": sum(s.tracker.acked for s in self.sources),
+            "lag": sum(p["lag"] for s in sources.values() for p in s["partitions"].values()),
+            "sources": sources,
+        }
+
+    def _write_metrics(self, now: float, *, final: bool = False, failure: str | None = None) -> None:
+        path = self.config.metrics_file
+        if path is None:
+            return
+        document = {**self.metrics(now), "stopped": final, "failure": failure, "written_at_ms": int(time.time() * 1000)}
+        temporary = path.with_name(f".{path.name}.tmp")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            temporary.write_text(json.dumps(document, indent=1), encoding="utf-8")
+            temporary.replace(path)  # readers see the old file or the new, never half of one
+        except OSError as exc:
+            log.warning("cannot write the metrics file %s: %s", path, exc)
 
     def lag(self) -> dict[tuple[str, str, int], int]:
         return {(s.name, *tp): lag for s in self.sources for tp, lag in s.lag().items()}

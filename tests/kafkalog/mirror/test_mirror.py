@@ -109,9 +109,18 @@ def test_two_data_centers_into_one_aggregate_then_a_clean_restart_repeats_nothin
         create(dcs[dc])
         produce(dcs[dc], dc, 0, 1000)
     want = expected("east", 1000) + expected("west", 1000)
-    mirror = MirrorProcess(tmp_path, *sources(dcs))
+    metrics = tmp_path / "metrics.json"
+    mirror = MirrorProcess(tmp_path, *sources(dcs), "--metrics-file", str(metrics))
     wait_for(lambda: len(read_all(dcs["agg"])) >= 2000, what="the mirror to catch up")
+    wait_for(metrics.exists, what="the metrics file")
     assert mirror.stop() == 0, mirror.stderr()
+    final = json.loads(metrics.read_text())
+    assert final["stopped"] is True and final["failure"] is None and final["acknowledged"] == 2000
+    assert final["lag"] == 0
+    for source in final["sources"].values():
+        assert {k: v["acknowledged_position"] for k, v in source["partitions"].items()} == {
+            f"events-{p}": 250 for p in range(PARTITIONS)
+        }
     assert Counter(read_all(dcs["agg"])) == want  # keys, values and partitions kept; each once
     assert "mirror stopped: 2,000 messages" in mirror.stderr()  # the closing status line
     # committed in each source: exactly the end of every partition
