@@ -166,6 +166,7 @@ class TargetWriter:
 class Source(Protocol):
     name: str
     tracker: AckTracker
+    gaps: GapPolicy
     failure: BaseException | None
 
     def start(self) -> None: ...
@@ -192,6 +193,7 @@ class GroupSource:
     def __init__(self, spec: ClusterSpec, config: MirrorConfig, writer: TargetWriter, gaps: GapPolicy) -> None:
         assert spec.zookeeper is not None
         self.name = spec.name
+        self.gaps = gaps
         self.config = config
         self.writer = writer
         self.tracker = AckTracker()
@@ -450,7 +452,12 @@ class Mirror:
                 if acked is not None:
                     self._previous[(source.name, key)] = (acked, now)
                 partitions[key] = {"lag": lag, "acknowledged_position": acked, "rate_per_s": rate}
-            sources[source.name] = {"partitions": partitions, "in_flight": source.tracker.in_flight()}
+            sources[source.name] = {
+                "partitions": partitions,
+                "in_flight": source.tracker.in_flight(),
+                "gaps": source.gaps.gaps,
+                "lost_messages": source.gaps.lost_messages,
+            }
         return {
             "acknowledged": sum(s.tracker.acked for s in self.sources),
             "lag": sum(p["lag"] for s in sources.values() for p in s["partitions"].values()),
