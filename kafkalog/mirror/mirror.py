@@ -71,6 +71,9 @@ class TargetWriter:
         self.sent_bytes = 0
 
     def _producer(self, codec: str) -> Producer:
+        producer = self._producers.get(codec)  # the common case, without the lock
+        if producer is not None:
+            return producer
         with self._lock:
             producer = self._producers.get(codec)
             if producer is None:
@@ -210,6 +213,7 @@ class GroupSource:
             before_release=self._before_release,
         )
         self.metadata = Client(zookeeper=spec.zookeeper)
+        self._partition_counts: dict[str, int] = {}
         self._threads: list[threading.Thread] = []
 
     def _before_release(self, partitions: list[TopicPartition]) -> None:
@@ -228,7 +232,10 @@ class GroupSource:
         try:
             while not self._stopping.is_set() and not self.consumer.closed:
                 for item in stream:
-                    self.writer.send(item, len(self.metadata.topic(item.topic).leaders), self.tracker)
+                    count = self._partition_counts.get(item.topic)
+                    if count is None:  # a topic's partition count does not change: ask once
+                        count = self._partition_counts[item.topic] = len(self.metadata.topic(item.topic).leaders)
+                    self.writer.send(item, count, self.tracker)
                     if self._stopping.is_set():
                         return
         except BaseException as exc:

@@ -45,7 +45,10 @@ class AckTracker:
 
     def sent(self, tp: TopicPartition, offset: int) -> None:
         with self._lock:
-            self._in_flight.setdefault(tp, {})[offset] = None
+            pending = self._in_flight.get(tp)
+            if pending is None:
+                pending = self._in_flight[tp] = {}
+            pending[offset] = None
             self._next[tp] = offset + 1
 
     def settled(self, tp: TopicPartition, offset: int, error: BaseException | None) -> None:
