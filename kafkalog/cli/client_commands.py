@@ -264,13 +264,8 @@ def consume(
         with SimpleConsumer(**cluster) as consumer:
             wanted = list(partitions) or sorted(Admin(client=consumer.client).describe_topic(topic).leaders)
             for message_partition, message in _read(consumer, topic, wanted, offset):
-                fields = []
-                if print_offsets:
-                    fields.append(f"{message_partition}\t{message.offset}".encode())
-                if print_keys:
-                    fields.append(message.key or b"")
-                fields.append(message.value or b"")
-                out.write(b"\t".join(fields) + b"\n")
+                position = f"{message_partition}\t{message.offset}" if print_offsets else None
+                _write_line(out, position, message.key if print_keys else None, message.value, print_keys)
                 rate.add()
                 if max_messages is not None and rate.count >= max_messages:
                     break
@@ -279,6 +274,15 @@ def consume(
     finally:
         out.flush()
     rate.done()
+
+
+def _write_line(out: BinaryIO, position: str | None, key: bytes | None, value: bytes | None, with_key: bool) -> None:
+    """One consumed message as a tab-separated line: [position] [key] value."""
+    fields = [] if position is None else [position.encode()]
+    if with_key:
+        fields.append(key or b"")
+    fields.append(value or b"")
+    out.write(b"\t".join(fields) + b"\n")
 
 
 def _consume_in_group(
@@ -309,13 +313,8 @@ def _consume_in_group(
         last_message = time.monotonic()
         while not stopping:
             for item in stream:  # returns after 0.2 s without a message, to look at the flags
-                fields = []
-                if print_offsets:
-                    fields.append(f"{item.topic}\t{item.partition}\t{item.offset}".encode())
-                if print_keys:
-                    fields.append(item.key or b"")
-                fields.append(item.value or b"")
-                out.write(b"\t".join(fields) + b"\n")
+                position = f"{item.topic}\t{item.partition}\t{item.offset}" if print_offsets else None
+                _write_line(out, position, item.key if print_keys else None, item.value, print_keys)
                 rate.add()
                 last_message = time.monotonic()
                 if stopping or (max_messages is not None and rate.count >= max_messages):

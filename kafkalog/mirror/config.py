@@ -15,7 +15,8 @@ from typing import Any
 
 import yaml
 
-from kafkalog.errors import KafkalogError, RegistryError
+from kafkalog.client.client import parse_bootstrap
+from kafkalog.errors import ClientError, KafkalogError, RegistryError
 from kafkalog.registry.connect import check_connect_string
 
 
@@ -40,10 +41,10 @@ class ClusterSpec:
             except RegistryError as exc:
                 raise MirrorConfigError(f"cluster {self.name!r}: {exc}") from None
         if self.bootstrap is not None:
-            for item in self.bootstrap.split(","):
-                host, sep, port = item.strip().rpartition(":")
-                if not sep or not host or not port.isdigit():
-                    raise MirrorConfigError(f"cluster {self.name!r}: bootstrap {item!r} is not host:port")
+            try:
+                parse_bootstrap(self.bootstrap)
+            except ClientError as exc:
+                raise MirrorConfigError(f"cluster {self.name!r}: {exc}") from None
 
     @property
     def client_args(self) -> dict[str, Any]:
