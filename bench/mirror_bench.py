@@ -605,7 +605,7 @@ def main(argv: list[str] | None = None) -> int:
         "-x2 (two processes of one group, e.g. ours-zk-x2), -gc (GC thresholds raised, e.g. ours-bootstrap-gc)",
     )
     parser.add_argument("--streams", type=int, default=STREAMS, help="--streams / --num.streams of both tools")
-    parser.add_argument("--quick", action="store_true", help="smoke run: 50,000 messages, 1 run")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 300,000 messages, 1 run")
     parser.add_argument("--profile", action="store_true", help="then profile one run of ours in each form")
     parser.add_argument("--py-spy", default=shutil.which("py-spy"), help="py-spy for --profile (else cProfile)")
     parser.add_argument("--keep", action="store_true", help="keep the working directory (logs, profiles)")
@@ -615,7 +615,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.profiled_child is not None:
         profiled_child(args.profiled_child, args.rest)
         return 0
-    count = 50_000 if args.quick else args.messages
+    count = 300_000 if args.quick else args.messages
     runs = 1 if args.quick else args.runs
     codecs = args.codecs.split(",")
     contenders = args.contenders.split(",")

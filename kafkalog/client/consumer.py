@@ -1,7 +1,9 @@
 """SimpleConsumer: read a partition from an offset you choose (the seeds' SimpleConsumer API).
 
 Every message's CRC is checked; a fetch that ends inside a message returns the whole ones before it;
-a read that starts inside a compressed set skips the set's messages before the requested offset. If
+a read that starts inside a compressed set skips the set's messages before the requested offset.
+``fetch_many(..., stored=True)`` checks the entries without decoding them and returns them as the
+broker sent them (what a mirror forwards). If
 a broker (Kafka 0.9 does) returns only part of a message larger than the fetch size, the fetch is
 repeated with the size doubled, as the seeds describe, up to ``max_message_bytes``.
 """
@@ -20,7 +22,7 @@ from kafkalog.errors import (
     UnsupportedByBrokerError,
 )
 from kafkalog.protocol import ApiKey, ErrorCode, lookup
-from kafkalog.record import Message, decode_all
+from kafkalog.record import Message, decode_all, stored_entries
 from kafkalog.record.format import CODEC_MASK
 
 LATEST = -1
@@ -35,9 +37,15 @@ class FetchResult:
     """The partition's log end offset when the broker answered."""
     codec: int = 0
     """Compression codec of the first message set entry fetched (0: none), what a mirror preserves."""
+    record_set: bytes | memoryview = b""
+    """Only with ``stored=True``: the complete entries after ``messages``, as stored (CRCs checked,
+    nothing decoded). ``messages`` then holds only the part of a first compressed entry that is at or
+    after the requested offset, when the fetch began inside one."""
+    last_offset: int = -1
+    """Offset of the last message fetched, of either part (-1: none)."""
 
     def next_offset(self, requested: int) -> int:
-        return self.messages[-1].offset + 1 if self.messages else requested
+        return self.last_offset + 1 if self.last_offset >= 0 else requested
 
 
 class SimpleConsumer(UsesClient):
@@ -71,9 +79,10 @@ class SimpleConsumer(UsesClient):
         return self.fetch_many({(topic, partition): offset}, max_bytes=max_bytes)[(topic, partition)]
 
     def fetch_many(
-        self, offsets: dict[tuple[str, int], int], *, max_bytes: int | None = None
+        self, offsets: dict[tuple[str, int], int], *, max_bytes: int | None = None, stored: bool = False
     ) -> dict[tuple[str, int], FetchResult]:
-        """Fetch several partitions: one request per leader broker."""
+        """Fetch several partitions: one request per leader broker. ``stored``: leave the message
+        sets as the broker sent them (FetchResult.record_set) instead of decoding them."""
         size = max_bytes or self.max_bytes
         results: dict[tuple[str, int], FetchResult] = {}
         pending = dict(offsets)
@@ -83,7 +92,7 @@ class SimpleConsumer(UsesClient):
                 by_leader.setdefault(self.client.leader(topic, partition), {})[(topic, partition)] = offset
             pending = {}
             for connection, wanted in by_leader.items():
-                for tp, result in self._fetch_from(connection, wanted, size).items():
+                for tp, result in self._fetch_from(connection, wanted, size, stored).items():
                     if result is None:  # only part of one oversized message came back: ask for more
                         if size * 2 > self.max_message_bytes:
                             raise RecordTooLargeError(
@@ -97,7 +106,7 @@ class SimpleConsumer(UsesClient):
         return results
 
     def _fetch_from(
-        self, connection: Any, wanted: dict[tuple[str, int], int], size: int
+        self, connection: Any, wanted: dict[tuple[str, int], int], size: int, stored: bool
     ) -> dict[tuple[str, int], FetchResult | None]:
         api = connection.api(ApiKey.FETCH)
         topics: dict[str, list[dict[str, int]]] = {}
@@ -124,13 +133,18 @@ class SimpleConsumer(UsesClient):
                     self.client.invalidate(topic)
                 check(answer["error_code"], f"fetching {topic}-{tp[1]} at offset {offset}")
                 data = answer["record_set"] or b""
-                messages = decode_all(data, min_offset=offset)
-                if not messages and len(data) > 0 and answer["high_watermark"] > offset:
+                record_set: bytes | memoryview
+                if stored:
+                    messages, record_set, last_offset = stored_entries(data, offset)
+                else:
+                    messages, record_set = decode_all(data, min_offset=offset), b""
+                    last_offset = messages[-1].offset if messages else -1
+                if last_offset < 0 and len(data) > 0 and answer["high_watermark"] > offset:
                     out[tp] = None  # a partial message only
                 else:
                     # the first entry's attributes byte (after offset, size, crc, magic) holds its codec
                     codec = data[_ATTRIBUTES_POS] & CODEC_MASK if len(data) > _ATTRIBUTES_POS else 0
-                    out[tp] = FetchResult(messages, answer["high_watermark"], codec)
+                    out[tp] = FetchResult(messages, answer["high_watermark"], codec, record_set, last_offset)
         return out
 
     def messages(self, topic: str, partition: int, start: int, end: int | None = None) -> Iterator[Message]:

@@ -2,9 +2,10 @@
 partitions of their topics through ZooKeeper, with offsets committed to ZooKeeper.
 
 Role: ``create_message_streams({topic: n})`` (or ``..._by_filter``) returns iterators; behind them
-one fetcher thread reads every owned partition (one request per broker) and feeds each message to
-the stream of the consumer thread that owns its partition (kafkalog.registry.groups decides who
-owns what).
+one fetcher thread reads every owned partition (one request per broker) and queues what each fetch
+brought of a partition, as one chunk, for the stream of the consumer thread that owns the partition
+(kafkalog.registry.groups decides who owns what). A stream yields the chunk's messages one by one,
+or whole chunks (``Stream.chunks``).
 
 Invariants:
 - A partition is handed out only while this member owns it: before a partition is released, its
@@ -39,6 +40,7 @@ from typing import Any
 
 from kafkalog.client.consumer import SimpleConsumer
 from kafkalog.errors import AssignmentError, ClientError, KafkalogError, OffsetOutOfRangeError, RegistryError
+from kafkalog.record import Message, decode_all
 from kafkalog.registry.assign import ThreadId, TopicPartition
 from kafkalog.registry.brokers import BROKER_IDS, live_brokers
 from kafkalog.registry.connect import connect
@@ -65,19 +67,41 @@ class MessageAndMetadata:
     """Compression codec the message arrived in (0: none)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """What one fetch brought of one partition: every message from ``start`` to ``next_offset``
+    (exclusive), decoded in ``messages``, or (a consumer made with ``keep_stored``) mostly still as
+    the broker stored them in ``record_set`` (see FetchResult)."""
+
+    topic: str
+    partition: int
+    start: int
+    next_offset: int
+    messages: list[Message]
+    record_set: bytes | memoryview
+    codec: int
+    """Compression codec of the first entry fetched (0: none)."""
+
+    def decoded(self) -> list[Message]:
+        if not self.record_set:
+            return self.messages
+        return self.messages + decode_all(self.record_set, min_offset=self.start)
+
+
 class Stream:
     """One consumer thread's messages. Iterating blocks until a message arrives or the consumer
-    closes; ``timeout_s`` (if set) ends the iteration after that long without a message."""
+    closes; ``timeout_s`` (if set) ends the iteration after that long without a message.
+    ``chunks()`` iterates over whole fetched chunks instead (a mirror's way: no per-message cost)."""
 
     def __init__(self, owner: GroupConsumer, thread: ThreadId, timeout_s: float | None) -> None:
         self.owner = owner
         self.thread = thread
         self.timeout_s = timeout_s
-        self.queue: queue.Queue[tuple[int, MessageAndMetadata]] = queue.Queue(maxsize=owner.queue_size)
-        """(generation of its partition's ownership, message): see GroupConsumer.hand_out."""
+        self.queue: queue.Queue[tuple[int, Chunk]] = queue.Queue(maxsize=owner.queued_chunks)
+        """(generation of its partition's ownership, chunk): see GroupConsumer.hand_out."""
 
     def drop(self, partitions: set[TopicPartition] | None) -> None:
-        """Remove the queued messages of ``partitions`` (None: all), keeping the others in order."""
+        """Remove the queued chunks of ``partitions`` (None: all), keeping the others in order."""
         kept = []
         while True:
             try:
@@ -89,19 +113,35 @@ class Stream:
         for entry in kept:
             self.queue.put_nowait(entry)
 
-    def __iter__(self) -> Iterator[MessageAndMetadata]:
+    def _queued(self) -> Iterator[tuple[int, Chunk]]:
         idle_since = time.monotonic()
         while not self.owner.closed:
             if self.timeout_s is not None and time.monotonic() - idle_since > self.timeout_s:
                 return
             try:
-                generation, item = self.queue.get(timeout=0.1)
+                entry = self.queue.get(timeout=0.1)
             except queue.Empty:
                 continue
-            if not self.owner.hand_out(item, generation):
-                continue  # its partition was released meanwhile: the new owner hands it out
             idle_since = time.monotonic()
-            yield item
+            yield entry
+
+    def __iter__(self) -> Iterator[MessageAndMetadata]:
+        hand_out = self.owner.hand_out
+        for generation, chunk in self._queued():
+            topic, partition, codec = chunk.topic, chunk.partition, chunk.codec
+            for message in chunk.decoded():
+                # its partition may be released meanwhile: then the new owner hands it out
+                if hand_out(topic, partition, message.offset, message.offset + 1, generation):
+                    yield MessageAndMetadata(
+                        topic, partition, message.offset, message.key, message.value, message.timestamp, codec
+                    )
+
+    def chunks(self) -> Iterator[Chunk]:
+        """Whole chunks, each handed out at once (the position moves past all its messages)."""
+        hand_out = self.owner.hand_out
+        for generation, chunk in self._queued():
+            if hand_out(chunk.topic, chunk.partition, chunk.start, chunk.next_offset, generation):
+                yield chunk
 
 
 class GroupConsumer:
@@ -117,7 +157,8 @@ class GroupConsumer:
         auto_commit_interval_s: float | None = 5.0,
         auto_offset_reset: str = "largest",
         fetch_max_bytes: int = 1024 * 1024,
-        queue_size: int = 1000,
+        queued_chunks: int = 4,
+        keep_stored: bool = False,
         stream_timeout_s: float | None = None,
         claim_timeout_s: float = 10.0,
         session_timeout_s: float = 6.0,
@@ -142,7 +183,10 @@ class GroupConsumer:
         self.auto_commit_interval_s = auto_commit_interval_s
         self.auto_offset_reset = auto_offset_reset
         self.fetch_max_bytes = fetch_max_bytes
-        self.queue_size = queue_size
+        self.queued_chunks = queued_chunks
+        """Fetched chunks (up to ``fetch_max_bytes`` each) waiting per stream: bounds the memory."""
+        self.keep_stored = keep_stored
+        """Chunks keep the message sets as stored (Chunk.record_set) instead of decoding them."""
         self.stream_timeout_s = stream_timeout_s
         self.closed = False
         self._lock = threading.RLock()
@@ -398,7 +442,9 @@ class GroupConsumer:
                 try:
                     if consumer is None:
                         consumer = SimpleConsumer(self._bootstrap(), max_bytes=self.fetch_max_bytes, max_wait_ms=200)
-                    results = consumer.fetch_many({tp: offset for tp, (offset, _) in wanted.items()})
+                    results = consumer.fetch_many(
+                        {tp: offset for tp, (offset, _) in wanted.items()}, stored=self.keep_stored
+                    )
                 except OffsetOutOfRangeError:
                     if consumer is not None:
                         self._out_of_range(consumer, wanted)
@@ -408,38 +454,34 @@ class GroupConsumer:
                     time.sleep(0.5)
                     continue
                 for tp, result in results.items():
-                    _, generation = wanted[tp]
+                    start, generation = wanted[tp]
                     self.high_watermarks[tp] = result.high_watermark
-                    if result.messages and self._deliver(tp, generation, result):
+                    if result.last_offset < 0:
+                        continue
+                    next_offset = result.next_offset(start)
+                    chunk = Chunk(tp[0], tp[1], start, next_offset, result.messages, result.record_set, result.codec)
+                    if self._deliver(tp, generation, chunk):
                         with self._lock:
                             if self._generations.get(tp) == generation:
-                                self._fetch_positions[tp] = result.messages[-1].offset + 1
+                                self._fetch_positions[tp] = next_offset
         finally:
             if consumer is not None:
                 consumer.close()
 
-    def _deliver(self, tp: TopicPartition, generation: int, result: Any) -> bool:
-        """Queue a fetch's messages for the partition's stream; False if it was released meanwhile."""
+    def _deliver(self, tp: TopicPartition, generation: int, chunk: Chunk) -> bool:
+        """Queue a fetched chunk for the partition's stream; False if it was released meanwhile."""
         stream = self._targets.get(tp)
         if stream is None:
             return False
-        topic, partition = tp
-        for message in result.messages:
-            entry = (
-                generation,
-                MessageAndMetadata(
-                    topic, partition, message.offset, message.key, message.value, message.timestamp, result.codec
-                ),
-            )
-            while True:
-                if self.closed or self._generations.get(tp) != generation:
-                    return False
-                try:
-                    stream.queue.put(entry, timeout=0.1)
-                    break
-                except queue.Full:
-                    continue
-        return True
+        entry = (generation, chunk)
+        while True:
+            if self.closed or self._generations.get(tp) != generation:
+                return False
+            try:
+                stream.queue.put(entry, timeout=0.1)
+            except queue.Full:
+                continue
+            return True
 
     def _out_of_range(self, consumer: SimpleConsumer, wanted: dict[TopicPartition, tuple[int, int]]) -> None:
         """Some fetch offset is off the broker's log: find which, and move it (or fail)."""
@@ -465,18 +507,19 @@ class GroupConsumer:
 
     # ------------------------------------------------------------------ handing out, releasing, committing
 
-    def hand_out(self, item: MessageAndMetadata, generation: int) -> bool:
-        """Called by a stream before yielding ``item``: False if its partition is no longer ours
-        (or the session is suspended: it waits), else the position advances."""
+    def hand_out(self, topic: str, partition: int, offset: int, next_offset: int, generation: int) -> bool:
+        """Called by a stream before yielding the messages from ``offset`` to ``next_offset``: False
+        if their partition is no longer ours or they were handed out already (or the session is
+        suspended: it waits), else the position advances to ``next_offset``."""
         while (self._suspended.is_set() or time.monotonic() - self._alive_at > _FROZEN_S) and not self.closed:
             time.sleep(0.05)
         if self._lost:  # the session expired: another member may own it now; the rebalance drops it
             return False
+        tp = (topic, partition)
         with self._lock:
-            tp = (item.topic, item.partition)
-            if self._generations.get(tp) != generation or item.offset < self._positions.get(tp, 0):
+            if self._generations.get(tp) != generation or offset < self._positions.get(tp, 0):
                 return False
-            self._positions[tp] = item.offset + 1
+            self._positions[tp] = next_offset
             return True
 
     def _release(self, partitions: list[TopicPartition]) -> None:

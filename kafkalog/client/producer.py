@@ -26,6 +26,7 @@ from kafkalog.client.partitioner import Partitioner, default_partitioner
 from kafkalog.errors import BrokerResponseError, BufferFullError, ClientError
 from kafkalog.protocol import ApiKey
 from kafkalog.record import Codec, MessageSetBuilder, TimestampType, entry_size
+from kafkalog.record.convert import to_magic_0
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +49,10 @@ class _Batch:
     partition: int
     created: float
     messages: list[tuple[bytes | None, bytes | None, int]] = field(default_factory=list)
+    stored: bytes | memoryview | None = None
+    """A message set given already encoded (``send_set``), sent instead of ``messages``."""
+    count: int = 0
+    """Messages in the batch (what ``flush`` waits for)."""
     size: int = 0
     attempts: int = 0
     not_before: float = 0.0
@@ -177,15 +182,7 @@ class Producer(UsesClient):
         stamp = int(time.time() * 1000) if timestamp is None else timestamp
         size = entry_size(1, key_bytes, value_bytes)
         with self._cond:
-            deadline = time.monotonic() + self.max_block
-            while self._buffered + size > self.buffer_bytes and self._buffered > 0:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise BufferFullError(
-                        f"{self._buffered} bytes wait to be sent (buffer_bytes={self.buffer_bytes}) "
-                        f"and none left in {self.max_block:.1f} s"
-                    )
-                self._cond.wait(remaining)
+            self._wait_for_room(size)
             batch = self._batches.get((topic, partition))
             if batch is not None and batch.messages and batch.size + size > self.batch_bytes:
                 # full: it goes as it is (a compressed batch is one message, which must stay under the
@@ -197,6 +194,7 @@ class Producer(UsesClient):
                 batch = self._batches[(topic, partition)] = _Batch(topic, partition, time.monotonic())
             future = SendFuture(batch, len(batch.messages))
             batch.messages.append((key_bytes, value_bytes, stamp))
+            batch.count += 1
             batch.size += size
             self._buffered += size
             self._unfinished += 1
@@ -206,6 +204,42 @@ class Producer(UsesClient):
         if self.mode == "sync":
             future.result()
         return future
+
+    def send_set(self, topic: str, partition: int, record_set: bytes | memoryview, count: int) -> SendFuture:
+        """Queue a message set already encoded (``count`` messages, e.g. fetched from another
+        cluster) to go as it is, as one batch of its partition after everything sent to it before;
+        the broker assigns the offsets. The future resolves to the first message's RecordMetadata.
+        This producer's compression does not apply; a broker older than magic 1 (Produce v0/v1)
+        gets the set converted to magic 0."""
+        if self._closed:
+            raise ClientError("the producer is closed")
+        size = len(record_set)
+        with self._cond:
+            self._wait_for_room(size)
+            open_batch = self._batches.pop((topic, partition), None)
+            if open_batch is not None:
+                self._sealed.append(open_batch)  # it goes first: order within the partition
+            batch = _Batch(topic, partition, time.monotonic(), stored=record_set, count=count, size=size)
+            self._sealed.append(batch)
+            self._buffered += size
+            self._unfinished += count
+            self._cond.notify_all()
+        future = SendFuture(batch, 0)
+        if self.mode == "sync":
+            future.result()
+        return future
+
+    def _wait_for_room(self, size: int) -> None:
+        """Block (holding ``_cond``) until ``size`` more bytes fit in the buffer, or raise."""
+        deadline = time.monotonic() + self.max_block
+        while self._buffered + size > self.buffer_bytes and self._buffered > 0:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise BufferFullError(
+                    f"{self._buffered} bytes wait to be sent (buffer_bytes={self.buffer_bytes}) "
+                    f"and none left in {self.max_block:.1f} s"
+                )
+            self._cond.wait(remaining)
 
     def flush(self, timeout: float | None = None) -> None:
         """Return once every message sent so far has an outcome (sent, or failed for good)."""
@@ -300,7 +334,7 @@ class Producer(UsesClient):
                 if self.acks == 0:
                     connection.send_many([(api, body)], expect_response=False)
                     for batch in group:
-                        self._done(batch, [RecordMetadata(batch.topic, batch.partition, -1, -1)] * len(batch.messages))
+                        self._done(batch, [RecordMetadata(batch.topic, batch.partition, -1, -1)] * max(1, batch.count))
                     continue
                 response = connection.request(api, body)
             except ClientError as exc:
@@ -320,6 +354,9 @@ class Producer(UsesClient):
                     continue
                 base = answer["base_offset"]
                 append_time = answer.get("log_append_time", -1)
+                if batch.stored is not None:
+                    self._done(batch, [RecordMetadata(batch.topic, batch.partition, base, append_time)])
+                    continue
                 self._done(
                     batch,
                     [
@@ -335,7 +372,7 @@ class Producer(UsesClient):
         if retriable and batch.attempts < self.retries:
             batch.attempts += 1
             batch.not_before = time.monotonic() + self.retry_backoff * batch.attempts
-            logger.info("retrying %d message(s) to %s-%d: %s", len(batch.messages), batch.topic, batch.partition, error)
+            logger.info("retrying %d message(s) to %s-%d: %s", batch.count, batch.topic, batch.partition, error)
             with self._cond:
                 self._retrying.append(batch)
                 self._cond.notify_all()
@@ -358,17 +395,22 @@ class Producer(UsesClient):
                 logger.exception("a send callback raised")
         with self._cond:
             self._buffered -= batch.size
-            self._unfinished -= len(batch.messages)
+            self._unfinished -= batch.count
             self._cond.notify_all()
 
 
 def _topic_data(batches: list[_Batch], magic: int, codec: Codec) -> list[dict[str, Any]]:
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for batch in batches:
-        builder = MessageSetBuilder(magic=magic, codec=codec, timestamp_type=TimestampType.CREATE_TIME)
-        for key, value, timestamp in batch.messages:
-            builder.append(value, key, timestamp if magic == 1 else None)
-        by_topic.setdefault(batch.topic, []).append({"partition": batch.partition, "record_set": builder.build()})
+        record_set: bytes | memoryview
+        if batch.stored is not None:
+            record_set = batch.stored if magic == 1 else to_magic_0(batch.stored)
+        else:
+            builder = MessageSetBuilder(magic=magic, codec=codec, timestamp_type=TimestampType.CREATE_TIME)
+            for key, value, timestamp in batch.messages:
+                builder.append(value, key, timestamp if magic == 1 else None)
+            record_set = builder.build()
+        by_topic.setdefault(batch.topic, []).append({"partition": batch.partition, "record_set": record_set})
     return [{"topic": topic, "data": data} for topic, data in by_topic.items()]
 
 

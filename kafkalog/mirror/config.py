@@ -81,7 +81,7 @@ class MirrorConfig:
     gap_file: Path | None = None
     """Where ``on_gap: continue`` records lost ranges (JSON lines); default: mirror-gaps.jsonl."""
     compression: str = "preserve"
-    """preserve (the codec each source batch arrived in) | none | gzip | snappy."""
+    """preserve (message sets go as the source stored them) | none | gzip | snappy (re-encoded)."""
     create_topics: bool = True
     """Create missing target topics with the source's partition count."""
     commit_interval_ms: int = 5000

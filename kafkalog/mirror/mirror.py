@@ -1,7 +1,9 @@
 """The mirror-maker: consume one or more source clusters, produce into one target (seeds: 部署).
 
-Role: a source per cluster feeds messages to the target writer; an AckTracker per source records
-what the target acknowledged; sources commit only acknowledged progress. Two kinds of source:
+Role: a source per cluster feeds fetched chunks to the target writer, which sends their message
+sets on as the source stored them where it can (same partition count, compression preserved) and
+re-encodes message by message otherwise; an AckTracker per source records what the target
+acknowledged; sources commit only acknowledged progress. Two kinds of source:
 - with ZooKeeper: a GroupConsumer over every matching topic (new ones included), sharing the
   partitions with other mirror processes of the same group;
 - without: this process takes every matching partition (found again every ``refresh_topics_ms``)
@@ -27,14 +29,14 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from kafkalog.client import Admin, Client, Producer, SimpleConsumer
-from kafkalog.client.group_consumer import GroupConsumer, MessageAndMetadata
+from kafkalog.client.group_consumer import Chunk, GroupConsumer, Stream
 from kafkalog.client.offsets import OffsetsClient
 from kafkalog.errors import BrokerResponseError, KafkalogError, OffsetOutOfRangeError, UnsupportedByBrokerError
 from kafkalog.mirror.config import ClusterSpec, MirrorConfig
 from kafkalog.mirror.faults import fail_point
 from kafkalog.mirror.gaps import GapPolicy
 from kafkalog.mirror.tracker import AckTracker
-from kafkalog.record import Codec
+from kafkalog.record import Codec, Message
 
 log = logging.getLogger(__name__)
 
@@ -116,42 +118,75 @@ class TargetWriter:
             )  # fmt: skip
         return count
 
-    def _codec(self, item: MessageAndMetadata) -> str:
-        """The compression of a topic's messages on the target: the configured one, or (preserve)
-        the codec its first mirrored batch arrived in. One codec per topic, so one producer, keeps
-        each partition's order (producers of different codecs would race)."""
+    def _codec(self, topic: str, arrived_in: int) -> str:
+        """The compression of a topic's re-encoded messages on the target: the configured one, or
+        (preserve) the codec its first mirrored chunk arrived in. One codec per topic, so one
+        producer, keeps each partition's order (producers of different codecs would race)."""
         if self.config.compression != "preserve":
             return self.config.compression
-        codec = self._topic_codecs.get(item.topic)
+        codec = self._topic_codecs.get(topic)
         if codec is None:
             known = {c.value: c.name.lower() for c in Codec}
-            codec = self._topic_codecs.setdefault(item.topic, known.get(item.codec, "none"))
+            codec = self._topic_codecs.setdefault(topic, known.get(arrived_in, "none"))
         return codec
 
-    def send(self, item: MessageAndMetadata, source_partitions: int, tracker: AckTracker) -> None:
+    def send(self, chunk: Chunk, source_partitions: int, tracker: AckTracker) -> None:
+        """Hand a fetched chunk to the producer. Where the target keeps the source's partitions and
+        compression is preserved, its message sets go as the source stored them (one send for the
+        chunk, no message decoded or encoded); otherwise message by message."""
         fail_point("mirror.send")
-        tp = (item.topic, item.partition)
+        topic, partition = chunk.topic, chunk.partition
         try:
-            same_layout = self.target_partitions(item.topic, source_partitions) == source_partitions
+            same_layout = self.target_partitions(topic, source_partitions) == source_partitions
         except MirrorError:
             raise
         except KafkalogError as exc:
-            raise MirrorError(f"target {self.config.target}: topic {item.topic}: {exc}") from exc
-        codec = self._codec(item)
-        tracker.sent(tp, item.offset)
+            raise MirrorError(f"target {self.config.target}: topic {topic}: {exc}") from exc
+        producer = self._producer(self._codec(topic, chunk.codec))
+        tp = (topic, partition)
         try:
-            future = self._producer(codec).send(
-                item.topic, item.value, item.key,
-                partition=item.partition if same_layout else None,
-                timestamp=item.timestamp if item.timestamp >= 0 else None,
+            if not (same_layout and self.config.compression == "preserve"):
+                for message in chunk.decoded():
+                    self._send_message(producer, tp, message, same_layout, tracker)
+                return
+            for message in chunk.messages:  # the part of a wrapper the fetch began inside
+                self._send_message(producer, tp, message, True, tracker)
+            if chunk.record_set:
+                self._send_stored(producer, chunk, tracker)
+        except KafkalogError as exc:
+            raise MirrorError(f"target {self.config.target}: {exc}") from exc
+
+    def _send_stored(self, producer: Producer, chunk: Chunk, tracker: AckTracker) -> None:
+        tp = (chunk.topic, chunk.partition)
+        first = chunk.messages[-1].offset + 1 if chunk.messages else chunk.start
+        last = chunk.next_offset - 1
+        tracker.sent(tp, first, last)
+        try:
+            future = producer.send_set(chunk.topic, chunk.partition, chunk.record_set, last - first + 1)
+        except KafkalogError as exc:
+            tracker.settled(tp, first, exc)
+            raise
+        future.add_done_callback(lambda f: tracker.settled(tp, first, f.exception()))
+        self.sent += last - first + 1
+        self.sent_bytes += len(chunk.record_set)
+
+    def _send_message(
+        self, producer: Producer, tp: TopicPartition, message: Message, same_layout: bool, tracker: AckTracker
+    ) -> None:
+        offset = message.offset
+        tracker.sent(tp, offset)
+        try:
+            future = producer.send(
+                tp[0], message.value, message.key,
+                partition=tp[1] if same_layout else None,
+                timestamp=message.timestamp if message.timestamp >= 0 else None,
             )  # fmt: skip
         except KafkalogError as exc:
-            tracker.settled(tp, item.offset, exc)
-            raise MirrorError(f"target {self.config.target}: {exc}") from exc
-        offset = item.offset
+            tracker.settled(tp, offset, exc)
+            raise
         future.add_done_callback(lambda f: tracker.settled(tp, offset, f.exception()))
         self.sent += 1
-        self.sent_bytes += len(item.value or b"") + len(item.key or b"")
+        self.sent_bytes += len(message.value or b"") + len(message.key or b"")
 
     def flush(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -208,6 +243,7 @@ class GroupSource:
             auto_offset_reset="smallest" if config.start_from == "earliest" else "largest",
             auto_commit_interval_s=config.commit_interval_ms / 1000,
             stream_timeout_s=0.5,
+            keep_stored=True,
             commit_filter=self.tracker.safe_positions,
             on_out_of_range=gaps.resolve,
             before_release=self._before_release,
@@ -228,14 +264,14 @@ class GroupSource:
             thread.start()
             self._threads.append(thread)
 
-    def _pump(self, stream: Any) -> None:
+    def _pump(self, stream: Stream) -> None:
         try:
             while not self._stopping.is_set() and not self.consumer.closed:
-                for item in stream:
-                    count = self._partition_counts.get(item.topic)
+                for chunk in stream.chunks():
+                    count = self._partition_counts.get(chunk.topic)
                     if count is None:  # a topic's partition count does not change: ask once
-                        count = self._partition_counts[item.topic] = len(self.metadata.topic(item.topic).leaders)
-                    self.writer.send(item, count, self.tracker)
+                        count = self._partition_counts[chunk.topic] = len(self.metadata.topic(chunk.topic).leaders)
+                    self.writer.send(chunk, count, self.tracker)
                     if self._stopping.is_set():
                         return
         except BaseException as exc:
@@ -322,7 +358,7 @@ class AssignedSource:
 
     def _fetch_once(self) -> None:
         try:
-            results = self.consumer.fetch_many(dict(self.positions))
+            results = self.consumer.fetch_many(dict(self.positions), stored=True)
         except OffsetOutOfRangeError:
             for tp, offset in list(self.positions.items()):  # which one? ask every partition its range
                 earliest, latest = self.consumer.earliest_offset(*tp), self.consumer.latest_offset(*tp)
@@ -330,14 +366,16 @@ class AssignedSource:
             return
         for tp, result in results.items():
             self.high_watermarks[tp] = result.high_watermark
-            for message in result.messages:
-                if self._stopping.is_set():
-                    return
-                item = MessageAndMetadata(
-                    tp[0], tp[1], message.offset, message.key, message.value, message.timestamp, result.codec
-                )
-                self.writer.send(item, self.partition_counts[tp[0]], self.tracker)
-                self.positions[tp] = message.offset + 1
+            if result.last_offset < 0:
+                continue
+            if self._stopping.is_set():
+                return
+            start = self.positions[tp]
+            chunk = Chunk(
+                tp[0], tp[1], start, result.next_offset(start), result.messages, result.record_set, result.codec
+            )
+            self.writer.send(chunk, self.partition_counts[tp[0]], self.tracker)
+            self.positions[tp] = chunk.next_offset
 
     def commit(self) -> None:
         safe = self.tracker.safe_positions(dict(self.positions))

@@ -1,9 +1,10 @@
 """Which source offsets are safe to commit: those whose messages the target acknowledged.
 
-Role: the mirror's ledger between its source and its target. Every message is recorded when it is
-handed to the producer (``sent``) and settled when the target answers (``settled``). The safe
-offset of a source partition is its lowest unacknowledged offset, or the one after the last sent
-when nothing is in flight. A failed send stays unacknowledged forever, so nothing at or past it is
+Role: the mirror's ledger between its source and its target. Every send (one message, or a range
+of offsets forwarded as one message set) is recorded when it is handed to the producer (``sent``)
+and settled when the target answers (``settled``). The safe offset of a source partition is the
+first offset of its lowest unacknowledged send, or the one after the last sent when nothing is in
+flight. A failed send stays unacknowledged forever, so nothing at or past it is
 ever committed (KIP-3, KAFKA-3965: never commit past what the target holds).
 
 Invariant: for every partition, ``safe(tp)`` never exceeds the offset of a message the target has
@@ -36,29 +37,31 @@ class AckTracker:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._in_flight: dict[TopicPartition, dict[int, None]] = {}
-        """Unacknowledged offsets per partition, in the (rising) order they were sent."""
+        self._in_flight: dict[TopicPartition, dict[int, int]] = {}
+        """Unacknowledged sends per partition (first offset: messages), in the (rising) order sent."""
         self._next: dict[TopicPartition, int] = {}
         self.failure: SendFailure | None = None
         self.acked = 0
         """Messages the target acknowledged."""
 
-    def sent(self, tp: TopicPartition, offset: int) -> None:
+    def sent(self, tp: TopicPartition, offset: int, last: int | None = None) -> None:
+        """The message at ``offset`` (or every offset up to ``last``) was handed to the producer."""
+        last = offset if last is None else last
         with self._lock:
             pending = self._in_flight.get(tp)
             if pending is None:
                 pending = self._in_flight[tp] = {}
-            pending[offset] = None
-            self._next[tp] = offset + 1
+            pending[offset] = last - offset + 1
+            self._next[tp] = last + 1
 
     def settled(self, tp: TopicPartition, offset: int, error: BaseException | None) -> None:
+        """The target answered the send that began at ``offset``."""
         with self._lock:
             if error is not None:
                 if self.failure is None:
                     self.failure = SendFailure(tp[0], tp[1], offset, error)
                 return  # stays in flight: the safe offset cannot pass it
-            self._in_flight.get(tp, {}).pop(offset, None)
-            self.acked += 1
+            self.acked += self._in_flight.get(tp, {}).pop(offset, 0)
 
     def safe(self, tp: TopicPartition) -> int | None:
         """The offset to commit for ``tp`` (None: nothing was sent for it yet)."""
@@ -79,7 +82,7 @@ class AckTracker:
 
     def in_flight(self) -> int:
         with self._lock:
-            return sum(len(offsets) for offsets in self._in_flight.values())
+            return sum(sum(sends.values()) for sends in self._in_flight.values())
 
     def forget(self, tp: TopicPartition) -> None:
         """Drop a partition handed to another mirror (after its offsets were committed)."""

@@ -10,6 +10,7 @@ from kafkalog.record.format import (
     Message,
     TimestampType,
 )
+from kafkalog.record.passthrough import StoredEntries, stored_entries
 from kafkalog.record.reader import decode_all, decode_batches, decode_inner, decode_messages, iter_entries
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "Entry",
     "Message",
     "MessageSetBuilder",
+    "StoredEntries",
     "TimestampType",
     "compress",
     "decode_all",
@@ -31,4 +33,5 @@ __all__ = [
     "entry_size",
     "frame",
     "iter_entries",
+    "stored_entries",
 ]

@@ -130,6 +130,29 @@ def test_fetch_many_and_offsets(broker: BrokerProcess) -> None:
             consumer.fetch("many", 0, 11)
 
 
+def test_stored_sets_are_fetched_and_sent_on_unchanged_in_order(broker: BrokerProcess) -> None:
+    """fetch_many(stored=True) returns the sets as stored (a mirror's fast path); send_set sends
+    one on as it is, after what was sent to its partition before, with the broker assigning offsets."""
+    with Producer(broker.bootstrap, compression="snappy", linger_ms=50) as producer:
+        for i in range(40):
+            producer.send("stored-src", f"s{i}".encode(), f"k{i}".encode(), partition=0, timestamp=1_000 + i)
+    with SimpleConsumer(broker.bootstrap) as consumer:
+        decoded = consumer.fetch("stored-src", 0, 0).messages
+        fetched = consumer.fetch_many({("stored-src", 0): 0}, stored=True)[("stored-src", 0)]
+        assert fetched.messages == [] and fetched.last_offset == 39 and fetched.next_offset(0) == 40
+        inside = consumer.fetch_many({("stored-src", 0): 5}, stored=True)[("stored-src", 0)]
+        assert inside.messages[0].offset == 5 and inside.next_offset(5) == 40, "a set begun inside is cut"
+        with Producer(broker.bootstrap, linger_ms=1000) as producer:
+            before = producer.send("stored-dst", b"first", partition=0)  # still open when the set comes
+            future = producer.send_set("stored-dst", 0, fetched.record_set, 40)
+            after = producer.send("stored-dst", b"last", partition=0)
+            producer.flush(10)
+        assert (before.result().offset, future.result().offset, after.result().offset) == (0, 1, 41)
+        copied = list(consumer.messages("stored-dst", 0, 0, 42))
+    assert [m.value for m in copied] == [b"first", *[m.value for m in decoded], b"last"]
+    assert [(m.key, m.timestamp) for m in copied[1:41]] == [(m.key, m.timestamp) for m in decoded]
+
+
 def test_admin_errors_are_named(broker: BrokerProcess) -> None:
     with Admin(broker.bootstrap) as admin:
         admin.create_topic("admin-made", 2)

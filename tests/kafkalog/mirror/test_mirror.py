@@ -21,6 +21,8 @@ import pytest
 
 from kafkalog.client import Admin, Producer, SimpleConsumer
 from kafkalog.client.offsets import OffsetsClient
+from kafkalog.client.partitioner import default_partitioner
+from kafkalog.record import Codec
 from tests.brokers import KAFKALOG, BrokerProcess
 from tests.peers import free_port
 
@@ -319,11 +321,14 @@ def test_a_thread_that_dies_stops_its_mirror_and_another_mirror_takes_over(
     try:
         create(east)
         healthy = MirrorProcess(tmp_path, *args)
-        broken = MirrorProcess(tmp_path, *args, env={"KAFKALOG_FAIL_AT": "mirror.send@50"})
+        # the point is reached once per fetched chunk: the waves below give each partition several
+        broken = MirrorProcess(tmp_path, *args, env={"KAFKALOG_FAIL_AT": "mirror.send@3"})
         zk = zk_factory()
         ids = "/east/consumers/kafkalog-mirror/ids"
         wait_for(lambda: zk.exists(ids) is not None and len(zk.get_children(ids)) == 2, what="both in the group")
-        produce(east, "east", 0, 2000)
+        for wave in range(4):
+            produce(east, "east", wave * 500, 500)
+            time.sleep(0.5)
         assert broken.process.wait(60) == 1, "a dead thread stops the whole process (no zombie)"
         assert "injected failure at mirror.send" in broken.stderr()
         # it released its partitions: the other mirror takes them over, nothing is lost
@@ -335,3 +340,26 @@ def test_a_thread_that_dies_stops_its_mirror_and_another_mirror_takes_over(
                 m.stop()
         for b in (east, agg):
             b.__exit__()
+
+
+def test_messages_are_re_encoded_where_the_target_differs(dcs: dict[str, BrokerProcess], tmp_path: Path) -> None:
+    """The fast path forwards message sets as stored; where it cannot (a target topic with another
+    partition count, a compression set explicitly) every message is re-encoded: by key into the
+    target's partitions, in the codec asked for, nothing lost or doubled."""
+    create(dcs["east"])
+    with Admin(dcs["agg"].bootstrap) as admin:
+        admin.create_topic("events", 2)
+    produce(dcs["east"], "east", 0, 1000)
+    mirror = MirrorProcess(tmp_path, "--source", dcs["east"].bootstrap, "--target", dcs["agg"].bootstrap,
+                           "--compression", "gzip")  # fmt: skip
+    with SimpleConsumer(dcs["agg"].bootstrap) as consumer:
+        wait_for(lambda: sum(consumer.latest_offset("events", p) for p in range(2)) >= 1000, what="the mirror")
+        assert mirror.stop() == 0, mirror.stderr()
+        got = Counter()
+        for p in range(2):
+            for message in consumer.messages("events", p, 0, consumer.latest_offset("events", p)):
+                assert message.key is not None
+                assert p == default_partitioner(message.key, 2), "by key into the target's partitions"
+                got[(message.key, message.value)] += 1
+            assert Codec(consumer.fetch("events", p, 0).codec) == Codec.GZIP
+    assert got == Counter((key, value) for _, key, value in expected("east", 1000).elements())
