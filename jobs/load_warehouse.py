@@ -4,6 +4,10 @@ then (if the pipeline has outputs) run its transforms, validate and publish.
     spark-submit [--master local[*] | yarn | k8s://… | spark://…] [--py-files pipelines.zip] \
         jobs/load_warehouse.py --pipeline conf/pipelines/<name>.yaml [--run-id ID] [--replan] \
         [--stage all|load|transforms|validate|publish] [--step NAME]
+    spark-submit jobs/load_warehouse.py --pipeline conf/pipelines/<name>.yaml --rewind-to 2026-05-04T21:00Z
+
+``--rewind-to T`` replays instead of loading: every message from time T on is loaded again into a
+new generation, the outputs are recomputed, and readers switch to it in one step (docs/replay.md).
 
 Exit code 0 only when the run committed (or there was nothing new, or the run id was committed
 before); see ``pipelines run --help`` for the same job with a local Spark session.
@@ -13,6 +17,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pipelines.spec import PipelineSpec
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,6 +36,9 @@ def main(argv: list[str] | None = None) -> int:
         help="one stage alone (Airflow runs one per task); all: every stage the pipeline has",
     )
     parser.add_argument("--step", default=None, help="with --stage transforms: only this step")
+    parser.add_argument(
+        "--rewind-to", default=None, metavar="TIME", help="replay from this time (ISO 8601, UTC unless it says)"
+    )
     args = parser.parse_args(argv)
 
     from pipelines.cli import EXIT_BAD_SPEC, run_stage  # noqa: PLC0415 - after argparse: --help stays fast
@@ -41,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_SPEC
     from pipelines.cli import done_already  # noqa: PLC0415
 
+    if args.rewind_to is not None:
+        return _replay(spec, args.rewind_to, args.quiet)
     reason = done_already(spec, args.stage, args.run_id)
     if reason is not None:  # said even with --quiet: one line that explains a task taking no time
         print(f"nothing to do: {reason}", file=sys.stderr)
@@ -52,6 +65,25 @@ def main(argv: list[str] | None = None) -> int:
         return run_stage(
             spec, spark, args.stage, run_id=args.run_id, step=args.step, replan=args.replan, quiet=args.quiet
         )
+    finally:
+        spark.stop()
+
+
+def _replay(spec: PipelineSpec, when: str, quiet: bool) -> int:
+    from pipelines.cli import EXIT_FAILED, replay_job  # noqa: PLC0415
+    from pipelines.errors import PipelineError  # noqa: PLC0415
+    from pipelines.replay import RewindTarget, parse_time  # noqa: PLC0415
+
+    try:
+        target = RewindTarget(time_ms=parse_time(when))
+    except PipelineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    from pyspark.sql import SparkSession  # noqa: PLC0415
+
+    spark = SparkSession.builder.appName(f"replay-{spec.name}").getOrCreate()
+    try:
+        return replay_job(spec, spark, target, quiet=quiet)
     finally:
         spark.stop()
 

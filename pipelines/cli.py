@@ -168,12 +168,7 @@ def run(
 ) -> None:
     """Load the new messages of PIPELINE into its raw layer, exactly once, then build its outputs."""
     spec = _spec(pipeline)
-    settings = {}
-    for item in conf:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--conf")
-        settings[key] = value
+    settings = _settings(conf)
     from pipelines.session import local_session  # noqa: PLC0415
 
     spark = local_session(master, f"pipelines-{spec.name}", settings)
@@ -250,7 +245,19 @@ def status(pipeline: str, as_json: bool) -> None:
         lost = [s for s in latest.splits if s.lost_from is not None]
         for s in lost:
             console.print(f"  data loss recorded: {s.topic}-{s.partition} offsets [{s.lost_from}, {s.lost_to})")
-    if pending is not None:
+    if latest is not None and latest.generation:
+        console.print(
+            f"generation {latest.generation} is current (a replay switched to it); readers find it with "
+            "`pipelines location`",
+            highlight=False,
+        )
+    if pending is not None and pending.kind == "replay":
+        console.print(
+            f"pending: a replay to {pending.target} (#{pending.seq}) planned {pending.created_at} did not commit; "
+            "run `pipelines rewind` again to finish it or `pipelines rewind --abandon` to drop it",
+            highlight=False,
+        )
+    elif pending is not None:
         console.print(
             f"pending: run {pending.run_id} (#{pending.seq}) planned {pending.created_at}, {pending.total:,} "
             "messages, not committed; the next run completes it",
@@ -258,13 +265,154 @@ def status(pipeline: str, as_json: bool) -> None:
         )
 
 
+def rewind_target(to_time: str | None, to_offsets: str | None, to_run: str | None) -> Any:
+    """The RewindTarget the options name (exactly one of them)."""
+    from pipelines.replay import RewindTarget, load_offsets, parse_time  # noqa: PLC0415
+
+    if sum(x is not None for x in (to_time, to_offsets, to_run)) != 1:
+        raise click.UsageError("give exactly one of --to-time, --to-offsets, --to-run")
+    if to_time is not None:
+        return RewindTarget(time_ms=parse_time(to_time))
+    if to_offsets is not None:
+        return RewindTarget(offsets=load_offsets(to_offsets))
+    return RewindTarget(run_id=to_run)
+
+
+def replay_job(spec: PipelineSpec, spark: Any, target: Any, *, quiet: bool = False) -> int:
+    """Carry a replay out on ``spark``; returns the exit code (shared with spark-submit)."""
+    from pipelines.progress import Reporter  # noqa: PLC0415
+    from pipelines.replay import Replay  # noqa: PLC0415
+
+    try:
+        Replay(spec, spark, reporter=Reporter(quiet=quiet)).run(target)
+    except ConcurrentRunError as exc:
+        click.echo(f"error: {exc}", err=True)
+        return EXIT_CONCURRENT
+    except PipelineError as exc:
+        click.echo(f"error: {exc}", err=True)
+        return EXIT_FAILED
+    return 0
+
+
+@main.command()
+@click.argument("pipeline", type=click.Path(exists=True, dir_okay=False))
+@click.option("--to-time", default=None, help="Reload every message from this time on (ISO 8601, UTC unless it says).")
+@click.option(
+    "--to-offsets", default=None, type=click.Path(exists=True, dir_okay=False), help="A JSON file: split → offset."
+)
+@click.option("--to-run", default=None, help="Reload everything this committed run and the later ones loaded.")
+@click.option("--dry-run", is_flag=True, help="Print the plan only: ranges, partitions, outputs, retention.")
+@click.option("--abandon", is_flag=True, help="Drop a replay that died before committing, with what it wrote.")
+@click.option("--json", "as_json", is_flag=True, help="With --dry-run: the plan as JSON.")
+@click.option("--master", default="local[*]", show_default=True, help="Spark master for the local session.")
+@click.option("--conf", "conf", multiple=True, metavar="KEY=VALUE", help="Extra Spark settings.")
+@click.option("--quiet", is_flag=True, help="Errors only.")
+def rewind(
+    pipeline: str,
+    to_time: str | None,
+    to_offsets: str | None,
+    to_run: str | None,
+    dry_run: bool,
+    abandon: bool,
+    as_json: bool,
+    master: str,
+    conf: tuple[str, ...],
+    quiet: bool,
+) -> None:
+    """Rewind PIPELINE and replay: reload from a time, offsets or a run into a new generation of the
+    raw layer, recompute the affected partitions of every output, validate, and switch every reader
+    to the new generation in one step (the old one stays until `pipelines gc`)."""
+    from pipelines.replay import Replay, render  # noqa: PLC0415
+
+    spec = _spec(pipeline)
+    try:
+        if abandon:
+            click.echo(Replay(spec).abandon())
+            return
+        target = rewind_target(to_time, to_offsets, to_run)
+        if dry_run:
+            plan = Replay(spec).plan(target)
+            if as_json:
+                click.echo(json.dumps(plan.to_json(), indent=1))
+            else:
+                render(plan, Console())
+            sys.exit(EXIT_FAILED if plan.failing else 0)
+    except PipelineError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_FAILED)
+    from pipelines.session import local_session  # noqa: PLC0415
+
+    spark = local_session(master, f"pipelines-replay-{spec.name}", _settings(conf))
+    try:
+        code = replay_job(spec, spark, target, quiet=quiet)
+    finally:
+        spark.stop()
+    sys.exit(code)
+
+
+def _settings(conf: tuple[str, ...]) -> dict[str, str]:
+    settings = {}
+    for item in conf:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--conf")
+        settings[key] = value
+    return settings
+
+
+@main.command()
+@click.argument("pipeline", type=click.Path(exists=True, dir_okay=False))
+@click.option("--dry-run", is_flag=True, help="List what would be deleted.")
+def gc(pipeline: str, dry_run: bool) -> None:
+    """Delete the generations of PIPELINE's raw layer and outputs older than the current one (what
+    a replay left for readers still on them). Manifests, and so the offset history, are kept."""
+    from pipelines.replay import collect_garbage, garbage  # noqa: PLC0415
+
+    spec = _spec(pipeline)
+    try:
+        state = _state(spec)
+        paths = garbage(spec, state) if dry_run else collect_garbage(spec, state)
+    except PipelineError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_FAILED)
+    for path in paths:
+        click.echo(f"{'would delete' if dry_run else 'deleted'} {path}")
+    if not paths:
+        click.echo(f"{spec.name}: nothing to collect (generation {state.current_generation()} is the only one)")
+
+
+@main.command()
+@click.argument("pipeline", type=click.Path(exists=True, dir_okay=False))
+@click.option("--output", "output", default=None, help="This output's directory (default: the raw layer's).")
+def location(pipeline: str, output: str | None) -> None:
+    """Print the directory readers use now: the current generation of the raw layer or an output
+    (the dataset's own path until the first replay)."""
+    from pipelines.replay import current_locations  # noqa: PLC0415
+
+    spec = _spec(pipeline)
+    try:
+        places = current_locations(spec, _state(spec))
+    except PipelineError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_FAILED)
+    name = output or "raw"
+    if name not in places:
+        click.echo(f"error: pipeline {spec.name} has no output {name!r} ({', '.join(places)})", err=True)
+        sys.exit(EXIT_BAD_SPEC)
+    click.echo(places[name])
+
+
 @main.command()
 @click.argument("pipeline", type=click.Path(exists=True, dir_okay=False))
 @click.option("--lag", is_flag=True, help="Also ask the brokers for each split's log end and show the lag.")
+@click.option("--history", is_flag=True, help="Every committed run, oldest first: loads and replays, per split.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def offsets(pipeline: str, lag: bool, as_json: bool) -> None:
+def offsets(pipeline: str, lag: bool, history: bool, as_json: bool) -> None:
     """The committed offsets of PIPELINE: per split, the next offset a run loads."""
     spec = _spec(pipeline)
+    if history:
+        _history(spec, as_json)
+        return
     try:
         committed = _state(spec).committed_offsets()
         ends: dict[tuple[str, int], int] = {}
@@ -289,6 +437,44 @@ def offsets(pipeline: str, lag: bool, as_json: bool) -> None:
         table.add_column(column, justify="left" if column == "topic" else "right")
     for item in items:
         table.add_row(*(str(v) for v in item.values()))
+    Console().print(table)
+    if not items:
+        click.echo("no run committed yet")
+
+
+def _history(spec: PipelineSpec, as_json: bool) -> None:
+    """Every committed manifest, oldest first: what each run loaded (or a replay reloaded)."""
+    try:
+        state = _state(spec)
+        manifests = [state.manifest(seq) for seq in state.committed_seqs()]
+    except PipelineError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_FAILED)
+    items = [
+        {
+            "seq": m.seq,
+            "run_id": m.run_id,
+            "kind": m.kind,
+            "committed_at": m.committed_at,
+            "generation": m.generation,
+            "target": m.plan.target or None,
+            "splits": [
+                {"topic": s.topic, "partition": s.partition, "start": s.start, "end": s.end, "rows": s.rows}
+                for s in m.splits
+            ],
+        }
+        for m in manifests
+    ]
+    if as_json:
+        click.echo(json.dumps(items, indent=1))
+        return
+    table = Table(title=f"{spec.name}: offset history", title_justify="left")
+    for column in ("#", "run", "kind", "committed at", "gen", "ranges"):
+        table.add_column(column)
+    for m in manifests:
+        ranges = ", ".join(f"{s.topic}-{s.partition} {s.start}..{s.end}" for s in m.splits) or "-"
+        kind = m.kind + (f" to {m.plan.target}" if m.plan.target else "")
+        table.add_row(str(m.seq), m.run_id, kind, m.committed_at, str(m.generation), ranges)
     Console().print(table)
     if not items:
         click.echo("no run committed yet")

@@ -44,7 +44,7 @@ from pipelines.errors import AlreadyExistsError, FlowError, StorageError, Valida
 from pipelines.flowspec import RAW_VIEW, Output, topological_order
 from pipelines.progress import Reporter
 from pipelines.spec import PipelineSpec
-from pipelines.state import Manifest, PipelineState
+from pipelines.state import Manifest, PipelineState, generation_dir
 from pipelines.storage import Storage, storage_for
 
 _DT = re.compile(r"^\d{4}-\d{2}-\d{2}$")
@@ -155,10 +155,10 @@ class FlowRun:
             return True
         return False
 
-    def _raw_files(self, scope: Scope) -> list[str]:
+    def _raw_files(self, scope: Scope, manifests: list[Manifest] | None = None) -> list[str]:
+        """The raw data files in ``scope`` of the current generation (or of ``manifests``)."""
         files = []
-        for seq in self.state.committed_seqs():
-            manifest: Manifest = self.state.manifest(seq)
+        for manifest in self.state.generation_manifests() if manifests is None else manifests:
             for item in manifest.files:
                 where = partition_of(item.path) if item.kind == "data" else None
                 if where is not None and scope.covers(*where):
@@ -184,8 +184,8 @@ class FlowRun:
 
     # ------------------------------------------------------------------ steps
 
-    def _register_raw(self, scope: Scope) -> None:
-        files = self._raw_files(scope)
+    def _register_raw(self, scope: Scope, manifests: list[Manifest] | None = None) -> None:
+        files = self._raw_files(scope, manifests)
         if files:
             frame = self.spark.read.option("basePath", self.root).parquet(*files)
         else:  # nothing in scope (a run of only quarantined records): an empty view of the raw schema
@@ -199,13 +199,18 @@ class FlowRun:
             raise FlowError(f"pipeline {self.spec.name}: no transform named {name!r} (steps: {', '.join(steps)})")
         if self._nothing_to_do(seq, f"step {name}"):
             return 0
-        step = steps[name]
+        return self.compute_step(seq, steps[name], self.scope(seq))
+
+    def compute_step(self, seq: int, step: Any, scope: Scope, manifests: list[Manifest] | None = None) -> int:
+        """Run ``step`` over the raw rows of ``scope`` (from the current generation, or from
+        ``manifests``) and stage its result in run ``seq``'s flow directory; returns its row count."""
+        name = step.name
         for dependency in step.depends_on:
             where = f"{self._flow_dir(seq)}/steps/{dependency}"
             if dependency != RAW_VIEW and not self.raw_storage.exists(f"{where}/_SUCCESS"):
                 raise FlowError(f"step {name} needs step {dependency} of run #{seq}, which has not run")
         try:
-            self._register_raw(self.scope(seq))
+            self._register_raw(scope, manifests)
             for dependency in step.depends_on:
                 if dependency != RAW_VIEW:
                     self.spark.read.parquet(f"{self._flow_dir(seq)}/steps/{dependency}").createOrReplaceTempView(
@@ -230,10 +235,12 @@ class FlowRun:
             if self.raw_storage.exists(self._publish_plan(seq, output)):
                 self.reporter.note(f"output {output.name}: publishing of run #{seq} has started; not validated again")
                 continue
-            results.append(self._validate_output(seq, output))
+            results.append(self.validate_output(seq, output))
         return results
 
-    def _validate_output(self, seq: int, output: Output) -> expect.Validation:
+    def validate_output(self, seq: int, output: Output) -> expect.Validation:
+        """Check ``output``'s staged step rows of run ``seq`` and stage what passes under
+        ``<output>/_staging/<pipeline>-<seq>/`` (see the module doc)."""
         where = f"{self._flow_dir(seq)}/steps/{output.source}"
         if not self.raw_storage.exists(f"{where}/_SUCCESS"):
             raise FlowError(f"output {output.name} needs step {output.source} of run #{seq}, which has not run")
@@ -311,11 +318,15 @@ class FlowRun:
                 raise FlowError(f"publishing {output.name} of run #{seq}: {exc} (publish again to finish)") from exc
         return done
 
+    def staged_root(self, seq: int, output: Output) -> str:
+        return f"{output.path.rstrip('/')}/_staging/{self._tag(seq)}"
+
     def _publish_output(self, seq: int, output: Output, scope: Scope) -> list[Partition]:
         storage = self._storage(output.path, None)
-        base = output.path.rstrip("/")
-        staged_root = f"{base}/_staging/{self._tag(seq)}"
-        trash_root = f"{base}/_trash/{self._tag(seq)}"
+        # partitions are swapped in the output's current generation (its root until a replay)
+        base = generation_dir(output.path, self.state.current_generation())
+        staged_root = self.staged_root(seq, output)
+        trash_root = f"{output.path.rstrip('/')}/_trash/{self._tag(seq)}"
         plan_path = self._publish_plan(seq, output)
         if self.raw_storage.exists(plan_path):
             stored = json.loads(self.raw_storage.read_bytes(plan_path))
@@ -326,12 +337,12 @@ class FlowRun:
                 raise FlowError(f"output {output.name} of run #{seq} was not validated: validate before publishing")
             staged = {_partition_of_dir(f.path[len(staged_root) + 1 :]) for f in storage.walk_files(staged_root)}
             if scope.by_day:  # every existing partition of the days in scope: all were recomputed
-                existing = self._existing_partitions(storage, base, output)
+                existing = self.existing_partitions(storage, base, output)
                 in_scope = {p for p in existing if (p[0],) in scope.partitions}
             else:
                 in_scope = set(scope.partitions)
             replace = sorted(p for p in staged if p is not None)
-            self._check_partitions(output, replace, scope)
+            self.check_partitions(output, replace, scope)
             remove = sorted(in_scope - set(replace))
             # stored before the first rename: a retry after a crash finishes the same publish
             self.raw_storage.write_new(plan_path, json.dumps({"replace": replace, "remove": remove}).encode())
@@ -354,7 +365,7 @@ class FlowRun:
         return partitions
 
     @staticmethod
-    def _check_partitions(output: Output, partitions: list[Partition], scope: Scope) -> None:
+    def check_partitions(output: Output, partitions: list[Partition], scope: Scope) -> None:
         """Staged rows may replace only partitions the flow recomputed, named as the raw layer names them."""
         for partition in partitions:
             relative = "/".join(f"{k}={v}" for k, v in zip(output.partition_by, partition, strict=True))
@@ -368,7 +379,7 @@ class FlowRun:
                 )
 
     @staticmethod
-    def _existing_partitions(storage: Storage, base: str, output: Output) -> set[Partition]:
+    def existing_partitions(storage: Storage, base: str, output: Output) -> set[Partition]:
         """The partitions the output has now, at its granularity."""
         found: set[Partition] = set()
         if not storage.exists(base):

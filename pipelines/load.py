@@ -30,6 +30,7 @@ from kafkalog.client import SimpleConsumer
 from pipelines import errors as errors_module
 from pipelines import faults
 from pipelines.errors import (
+    ConcurrentRunError,
     DataLossError,
     LoadError,
     PipelineError,
@@ -48,7 +49,7 @@ from pipelines.reconcile import (
 )
 from pipelines.source import KafkalogSource
 from pipelines.spec import PipelineSpec
-from pipelines.state import Manifest, OutputFile, PipelineState
+from pipelines.state import Manifest, OutputFile, PipelineState, generation_prefix
 from pipelines.storage import LocalStorage, Storage
 from pipelines.storage.local import local_path
 
@@ -133,6 +134,13 @@ class PipelineRun:
                 self.reporter.note(f"discarding the stored plan of run {pending.run_id} (#{pending.seq}): --replan")
                 self.state.discard_plan(pending.seq)
                 pending = None
+            if pending is not None and pending.kind == "replay":
+                raise ConcurrentRunError(
+                    f"pipeline {self.spec.name}: a replay ({pending.target or pending.run_id}, planned "
+                    f"{pending.created_at}) is in progress as run #{pending.seq}; this run stops without loading "
+                    "and the next one goes on from the committed offsets once the replay is done. If that replay "
+                    "died, run `pipelines rewind` again to finish it, or `pipelines rewind --abandon` to drop it"
+                )
             if pending is not None:
                 pending = self._still_valid(pending, consumer)
             if pending is not None:
@@ -172,7 +180,7 @@ class PipelineRun:
         attempt = uuid.uuid4().hex[:8]
         staging = self.state.staging_dir(plan.seq, attempt)
         try:
-            manifest = self._load_and_reconcile(plan, attempt, staging)
+            manifest = self.load_and_reconcile(plan, attempt, staging)
             self.state.commit(manifest)
         except BaseException:
             self._discard(staging)
@@ -213,7 +221,7 @@ class PipelineRun:
         except Exception as exc:  # Spark raises its own exception types; find our cause in them
             raise _cause_of(exc, what) from exc
 
-    def _load_and_reconcile(self, plan: Plan, attempt: str, staging: str) -> Manifest:
+    def load_and_reconcile(self, plan: Plan, attempt: str, staging: str) -> Manifest:
         splits = [s for s in plan.splits if s.size > 0]
         started = datetime.now(UTC)
         if self.spec.raw.tasks_write:
@@ -221,7 +229,8 @@ class PipelineRun:
         else:
             data, quarantine, coverage = self._stage_by_spark(plan, splits, staging)
         results = reconcile(plan, data, quarantine, coverage)
-        files = self._output_files(plan, staging, data, quarantine)
+        generation = plan.generation if plan.kind == "replay" else self.state.current_generation()
+        files = self._output_files(plan, staging, data, quarantine, generation_prefix(generation))
         stats: dict[str, Any] = {
             "seconds": round((datetime.now(UTC) - started).total_seconds(), 3),
             "bytes": sum(f.bytes for f in files if f.kind == "data"),
@@ -239,6 +248,8 @@ class PipelineRun:
             attempt=attempt,
             offsets=offsets,
             stats=stats,
+            kind=plan.kind,
+            generation=generation,
         )
 
     def _read_splits(self, plan: Plan, splits: list[Split], options: dict[str, str], progress_dir: str) -> Any:
@@ -327,7 +338,10 @@ class PipelineRun:
         staging: str,
         data: list[FileFacts],
         quarantine: list[FileFacts],
+        prefix: str = "",
     ) -> list[OutputFile]:
+        """The files of a staged attempt with their final paths, under ``prefix`` (the directory of
+        the generation they belong to, relative to the raw root)."""
         sizes = {self._relative(f.path): f.size for f in self.storage.walk_files(staging)}
         files = []
         for kind, facts in (("data", data), ("quarantine", quarantine)):
@@ -338,9 +352,9 @@ class PipelineRun:
                 name = f"part-{plan.seq:06d}-{fact.topic}-{fact.partition}-{fact.min_offset}.parquet"
                 if kind == "data":
                     partition_dirs = "/".join(p for p in staged.split("/") if p.startswith(("dt=", "hour=")))
-                    final = f"{partition_dirs}/{name}"
+                    final = f"{prefix}{partition_dirs}/{name}"
                 else:
-                    final = f"_quarantine/seq={plan.seq:06d}/{name}"
+                    final = f"{prefix}_quarantine/seq={plan.seq:06d}/{name}"
                 files.append(
                     OutputFile(
                         staged,

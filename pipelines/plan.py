@@ -64,6 +64,12 @@ class Plan:
     created_at: str
     spec_fingerprint: str
     splits: tuple[Split, ...] = field(default_factory=tuple)
+    kind: str = "load"
+    """load, or replay (pipelines.replay: the splits are the ranges reloaded into a new generation)."""
+    generation: int = 0
+    """The generation the run writes into (a replay: the one it creates)."""
+    target: str = ""
+    """A replay: what it rewinds to, as the operator gave it (for the history and the plan print)."""
 
     @property
     def total(self) -> int:
@@ -83,6 +89,9 @@ class Plan:
                 created_at=data["created_at"],
                 spec_fingerprint=data["spec_fingerprint"],
                 splits=splits,
+                kind=data.get("kind", "load"),
+                generation=int(data.get("generation", 0)),
+                target=data.get("target", ""),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise PlanError(f"a stored plan is malformed: {exc!r}") from exc

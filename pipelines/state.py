@@ -86,6 +86,13 @@ class Manifest:
     ends over the previous manifest's), so the newest manifest alone holds all offsets."""
     format: int = FORMAT_VERSION
     stats: dict[str, Any] = field(default_factory=dict)
+    kind: str = "load"
+    """load, or replay: a replay's ``files`` are every raw file of the generation it created."""
+    generation: int = 0
+    """The generation of the raw layer and outputs this run's files belong to; the newest
+    manifest's is the current one (see generation_dir)."""
+    rewind: dict[str, int] = field(default_factory=dict)
+    """A replay: "topic:partition" → the offset it reloaded from."""
 
     def end_offsets(self) -> dict[SplitKey, int]:
         out = {}
@@ -116,6 +123,9 @@ class Manifest:
                 attempt=data["attempt"],
                 offsets=data["offsets"],
                 stats=data.get("stats", {}),
+                kind=data.get("kind", "load"),
+                generation=int(data.get("generation", 0)),
+                rewind=data.get("rewind", {}),
             )
         except (ValueError, KeyError, TypeError, PlanError) as exc:
             raise CommitError(f"{where}: the manifest is unreadable: {exc}") from exc
@@ -123,6 +133,20 @@ class Manifest:
 
 def _seq_name(seq: int) -> str:
     return f"{seq:010d}"
+
+
+def generation_dir(root: str, generation: int) -> str:
+    """Where generation ``generation`` of a dataset (the raw layer, an output) rooted at ``root``
+    lives: the root itself for generation 0 (what runs write until the first replay), else
+    ``<root>/_generations/<g>`` (Spark, Hive and pyarrow skip ``_`` directories, so readers of the
+    root keep seeing generation 0, whole)."""
+    root = root.rstrip("/")
+    return root if generation == 0 else f"{root}/{generation_prefix(generation).rstrip('/')}"
+
+
+def generation_prefix(generation: int) -> str:
+    """The relative directory of a generation under its dataset's root ("" for generation 0)."""
+    return "" if generation == 0 else f"_generations/{generation:06d}/"
 
 
 class PipelineState:
@@ -164,6 +188,19 @@ class PipelineState:
     def latest(self) -> Manifest | None:
         seqs = self.committed_seqs()
         return self.manifest(seqs[-1]) if seqs else None
+
+    def current_generation(self) -> int:
+        """The generation readers and runs use: the newest manifest's (0 before any replay)."""
+        latest = self.latest()
+        return latest.generation if latest is not None else 0
+
+    def generation_manifests(self, generation: int | None = None) -> list[Manifest]:
+        """The manifests whose files make up ``generation`` (default: the current one), oldest
+        first: its replay's (which lists every file the generation started with) and the loads
+        after it."""
+        manifests = [self.manifest(seq) for seq in self.committed_seqs()]
+        wanted = manifests[-1].generation if generation is None and manifests else (generation or 0)
+        return [m for m in manifests if m.generation == wanted]
 
     def committed_offsets(self) -> dict[SplitKey, int]:
         """Split → the next offset to load: the end in the newest manifest that has the split."""

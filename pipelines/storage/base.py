@@ -77,6 +77,20 @@ class Storage(ABC):
             self.delete(temp)
             raise
 
+    def copy(self, src: str, dst: str) -> None:
+        """Give ``dst`` the content of file ``src`` (never over an existing file). For published
+        files, which are never changed in place, so a filesystem may share the bytes."""
+        self.write_bytes(dst, self.read_bytes(src))
+
+    def copy_tree(self, src: str, dst: str) -> int:
+        """``copy`` every file under directory ``src`` to the same place under ``dst``; returns
+        how many."""
+        count = 0
+        for item in self.walk_files(src):
+            self.copy(item.path, f"{dst.rstrip('/')}/{item.path[len(src.rstrip('/')) + 1 :]}")
+            count += 1
+        return count
+
     def rename_or_fail(self, src: str, dst: str) -> None:
         """``rename`` that treats False as the error it is, naming why."""
         try:

@@ -110,6 +110,18 @@ class LocalStorage(Storage):
         os.close(fd)
         _fsync_dir(os.path.dirname(target))
 
+    def copy(self, src: str, dst: str) -> None:
+        """A hard link where the filesystem allows it (published files are immutable: a later
+        delete of either name leaves the other whole), else a byte copy."""
+        source, target = local_path(src), local_path(dst)
+        try:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            os.link(source, target)
+        except FileExistsError as exc:
+            raise AlreadyExistsError(f"copying {src} to {dst} refused: {dst} already exists") from exc
+        except OSError:
+            super().copy(src, dst)
+
     def rename(self, src: str, dst: str) -> bool:
         source, target = local_path(src), local_path(dst)
         if not os.path.lexists(source):
