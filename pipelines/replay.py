@@ -376,6 +376,11 @@ class Replay:
             first = plan.failing[0]
             raise ReplayError(f"{first.name}: {first.note} (nothing was changed; see the plan with --dry-run)")
         stored = self.state.pending_plan()
+        if plan.total == 0 and stored is None:
+            latest = self.state.latest()
+            assert latest is not None  # plan() refuses a pipeline that never loaded
+            self.reporter.note(f"nothing to replay for {plan.target}: every split is kept as it is")
+            return latest
         if stored is not None and stored.kind != "replay":
             raise ReplayError(
                 f"pipeline {self.spec.name}: run {stored.run_id} (#{stored.seq}) was planned and not committed; "

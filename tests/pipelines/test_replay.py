@@ -14,18 +14,22 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
+from kafkalog.client import Admin, Producer, SimpleConsumer
+from pipelines.errors import ConcurrentRunError
 from pipelines.examples import page_views
 from pipelines.flow import FlowRun
 from pipelines.load import PipelineRun
-from pipelines.replay import Replay, RewindTarget, current_locations, garbage
+from pipelines.replay import Replay, ReplayError, RewindTarget, current_locations, garbage, plan_replay
 from pipelines.spec import load_spec
 from pipelines.state import PipelineState
 from pipelines.storage import LocalStorage
 from tests.brokers import BrokerProcess
 from tests.pipelines.flow_harness import example_spec, expected_hourly_pages, send, snapshot, table_rows
 from tests.pipelines.harness import run_cli
+from tests.pipelines.test_load import _delete_oldest_segments, _restart
 
 START = datetime(2026, 5, 4, 6, 0, tzinfo=UTC)
 BUGGY_SQL = (
@@ -33,11 +37,11 @@ BUGGY_SQL = (
 )
 
 
-def spec_file(tmp_path: Path, bootstrap: str, *, buggy: bool = False, root: str = "") -> Path:
+def spec_file(tmp_path: Path, bootstrap: str, *, buggy: bool = False, root: str = "", **changes: Any) -> Path:
     """page_views under ``tmp_path/root``; ``buggy``: hourly_pages counts one view too many."""
     base = tmp_path / root if root else tmp_path
     base.mkdir(parents=True, exist_ok=True)
-    path = example_spec(base, "page_views", bootstrap)
+    path = example_spec(base, "page_views", bootstrap, **changes)
     if buggy:
         data = yaml.safe_load(path.read_text())
         for step in data["transforms"]:
@@ -148,3 +152,132 @@ def test_a_transform_bug_fixed_by_a_replay_then_scheduled_runs_go_on(
     assert collected.returncode == 0, collected.stderr
     assert not any((tmp_path / "raw").glob("dt=*")) and not any((tmp_path / "warehouse" / "user_sessions").glob("dt=*"))
     assert hourly(current_rows(good, "hourly_page_views")) == expected_hourly_pages(events)
+
+
+def test_a_replay_killed_before_its_commit_leaves_the_old_generation_and_finishes_when_run_again(
+    tmp_path: Path, broker: BrokerProcess, spark: Any
+) -> None:
+    events = batch(0)
+    send(broker.bootstrap, "web.page_views", events)
+    good = spec_file(tmp_path, broker.bootstrap)
+    load_and_publish(good, spark)
+    rewind_to = int(time.time() * 1000)
+    time.sleep(0.01)
+    events += batch(1)
+    send(broker.bootstrap, "web.page_views", batch(1))
+    load_and_publish(good, spark)
+    published = generation_0(tmp_path / "warehouse")
+    rows = current_rows(good, "hourly_page_views")
+    moment = datetime.fromtimestamp(rewind_to / 1000, UTC).isoformat()
+
+    dry = run_cli("rewind", str(good), "--to-time", moment, "--dry-run", "--json")
+    assert dry.returncode == 0, dry.stderr
+    plan = json.loads(dry.stdout)
+    assert plan["messages"] == len(batch(1)) and plan["generation"] == 1
+    assert {s["action"] for s in plan["splits"]} == {"reload"}
+    assert plan["outputs"]["user_sessions"] == [["2026-05-04"]]
+
+    crashed = run_cli("rewind", str(good), "--to-time", moment, env={"PIPELINES_CRASH_AT": "replay.before_commit"})
+    assert crashed.returncode == 137, crashed.stderr[-2000:]
+    # the old generation: current, whole, readable; the new one invisible
+    assert generation_0(tmp_path / "warehouse") == published
+    assert current_rows(good, "hourly_page_views") == rows
+    status = run_cli("status", str(good))
+    assert "a replay to time" in status.stdout and "did not commit" in status.stdout, status.stdout
+    # a scheduled run waits for the replay (exit 3 in the CLI), loading nothing
+    events += batch(2)
+    send(broker.bootstrap, "web.page_views", batch(2))
+    with pytest.raises(ConcurrentRunError, match=r"a replay .* is in progress"):
+        PipelineRun(load_spec(good), spark).run()
+    # another target is refused while this replay is unfinished; the same one finishes it
+    with pytest.raises(ReplayError, match="did not finish"):
+        Replay(load_spec(good), spark).run(RewindTarget(offsets={("web.page_views", 0): 0}))
+    manifest = Replay(load_spec(good), spark).run(RewindTarget(time_ms=rewind_to))
+    assert manifest.generation == 1 and manifest.seq == 3
+    assert current_rows(good, "hourly_page_views") == rows, "same code, same rows: only the generation changed"
+    # the scheduled run now goes on from the committed offsets
+    load_and_publish(good, spark)
+    assert hourly(current_rows(good, "hourly_page_views")) == expected_hourly_pages(events)
+    offsets = raw_offsets(good)
+    assert set(offsets.values()) == {1} and len(offsets) == len(events)
+
+
+def test_abandoning_a_replay_that_died_drops_what_it_wrote(tmp_path: Path, broker: BrokerProcess, spark: Any) -> None:
+    send(broker.bootstrap, "web.page_views", batch(0))
+    good = spec_file(tmp_path, broker.bootstrap)
+    load_and_publish(good, spark)
+    first_run = PipelineState(LocalStorage(), str(tmp_path / "raw")).manifest(1).run_id
+    crashed = run_cli("rewind", str(good), "--to-run", first_run, env={"PIPELINES_CRASH_AT": "replay.before_commit"})
+    assert crashed.returncode == 137, crashed.stderr[-2000:]
+    assert (tmp_path / "raw" / "_generations" / "000001").exists()
+    dropped = run_cli("rewind", str(good), "--abandon")
+    assert dropped.returncode == 0 and "dropped the replay to run" in dropped.stdout, dropped.stderr
+    assert not (tmp_path / "raw" / "_generations" / "000001").exists()
+    assert not (tmp_path / "warehouse" / "hourly_page_views" / "_generations" / "000001").exists()
+    assert PipelineState(LocalStorage(), str(tmp_path / "raw")).pending_plan() is None
+    send(broker.bootstrap, "web.page_views", batch(1))
+    load_and_publish(good, spark)  # scheduled runs go on
+
+
+def test_a_time_resolves_to_the_offsets_a_scan_of_message_timestamps_finds(
+    tmp_path: Path, broker: BrokerProcess, spark: Any
+) -> None:
+    """ListOffsets by time, per split, against the first offset whose timestamp is at or after T
+    found by reading every message (timestamps not in order within a partition included)."""
+    base = int(time.time() * 1000) - 300_000  # recent: time retention keeps it
+    with Admin(broker.bootstrap) as admin:
+        admin.create_topic("web.page_views", 2)
+    views = list(page_views(START, 120))
+    with Producer(broker.bootstrap, linger_ms=0) as producer:
+        for i, view in enumerate(views):
+            stamp = base + 1000 * i + (5_500 if i % 7 == 3 else 0)  # every 7th message 5.5 s late
+            producer.send("web.page_views", json.dumps(view).encode(), partition=i % 2, timestamp=stamp).result()
+    good = spec_file(tmp_path, broker.bootstrap)
+    load_and_publish(good, spark)
+    spec = load_spec(good)
+    state = PipelineState(LocalStorage(), spec.raw.path)
+    with SimpleConsumer(broker.bootstrap) as consumer:
+        stamps = {p: [(m.offset, m.timestamp) for m in consumer.messages("web.page_views", p, 0, 60)] for p in (0, 1)}
+        for when in (base - 1, base, base + 3_000, base + 3_001, base + 59_999, base + 61_000, base + 200_000):
+            plan = plan_replay(spec, state, consumer, RewindTarget(time_ms=when))
+            for split in plan.splits:
+                scan = next((o for o, ts in stamps[split.partition] if ts >= when), 60)
+                assert split.wanted == scan, (when, split)
+                assert split.messages == 60 - scan
+
+
+@pytest.mark.parametrize("policy", ["fail", "earliest", "latest"])
+def test_a_rewind_into_deleted_offsets_follows_the_policy(tmp_path: Path, spark: Any, policy: str) -> None:
+
+    with BrokerProcess(tmp_path / "broker", log={"segment_bytes": 4096}) as broker:
+        with Admin(broker.bootstrap) as admin:
+            admin.create_topic("web.page_views", 1)
+        views = list(page_views(START, 300))
+        for first in range(0, 300, 25):  # small batches: the log rolls 4 KiB segments between them
+            send(broker.bootstrap, "web.page_views", views[first : first + 25], partitions=1)
+        good = spec_file(tmp_path, broker.bootstrap, on_offset_out_of_range=policy)
+        load_and_publish(good, spark)
+        before = current_rows(good, "hourly_page_views")
+        broker.stop()
+        earliest = _delete_oldest_segments(tmp_path / "broker" / "web.page_views-0", 150)
+        assert 0 < earliest <= 150
+        _restart(broker)
+        target = RewindTarget(offsets={("web.page_views", 0): 0})
+        replay = Replay(load_spec(good), spark)
+        (split,) = replay.plan(target).splits
+        if policy == "fail":
+            assert split.action == "fail" and f"earliest {earliest}" in split.note
+            with pytest.raises(ReplayError, match=rf"web.page_views-0: offsets 0..{earliest - 1} are no longer"):
+                replay.run(target)
+            assert PipelineState(LocalStorage(), str(tmp_path / "raw")).current_generation() == 0
+            return
+        manifest = replay.run(target)
+        if policy == "latest":  # the split is not replayed: nothing to do, no new generation
+            assert split.action == "not-replayed" and (manifest.kind, manifest.generation) == ("load", 0)
+        else:
+            assert split.action == "keep-deleted" and manifest.generation == 1
+            assert [(s.start, s.end) for s in manifest.splits] == [(earliest, 300)]
+        # nothing lost: the rows of the deleted offsets are kept from the old generation
+        offsets = raw_offsets(good)
+        assert set(offsets.values()) == {1} and len(offsets) == 300
+        assert current_rows(good, "hourly_page_views") == before
