@@ -1,5 +1,6 @@
-"""Airflow DAG of conf/pipelines/page_views.yaml (load, transforms, validate, publish): see pipelines.airflow_dag."""
+"""Airflow DAGs of conf/pipelines/page_views.yaml: the scheduled one and the manual replay (pipelines.airflow_dag)."""
 
-from pipelines.airflow_dag import dag_for
+from pipelines.airflow_dag import dag_for, replay_dag_for
 
 dag = dag_for("page_views.yaml")
+replay_dag = replay_dag_for("page_views.yaml")

@@ -39,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--rewind-to", default=None, metavar="TIME", help="replay from this time (ISO 8601, UTC unless it says)"
     )
+    parser.add_argument("--dry-run", action="store_true", help="with --rewind-to: print the replay's plan only")
     args = parser.parse_args(argv)
 
     from pipelines.cli import EXIT_BAD_SPEC, run_stage  # noqa: PLC0415 - after argparse: --help stays fast
@@ -53,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     from pipelines.cli import done_already  # noqa: PLC0415
 
     if args.rewind_to is not None:
-        return _replay(spec, args.rewind_to, args.quiet)
+        return _replay(spec, args.rewind_to, args.quiet, dry_run=args.dry_run)
     reason = done_already(spec, args.stage, args.run_id)
     if reason is not None:  # said even with --quiet: one line that explains a task taking no time
         print(f"nothing to do: {reason}", file=sys.stderr)
@@ -69,13 +70,19 @@ def main(argv: list[str] | None = None) -> int:
         spark.stop()
 
 
-def _replay(spec: PipelineSpec, when: str, quiet: bool) -> int:
+def _replay(spec: PipelineSpec, when: str, quiet: bool, *, dry_run: bool) -> int:
     from pipelines.cli import EXIT_FAILED, replay_job  # noqa: PLC0415
     from pipelines.errors import PipelineError  # noqa: PLC0415
-    from pipelines.replay import RewindTarget, parse_time  # noqa: PLC0415
+    from pipelines.replay import Replay, RewindTarget, parse_time, render  # noqa: PLC0415
 
     try:
         target = RewindTarget(time_ms=parse_time(when))
+        if dry_run:
+            from rich.console import Console  # noqa: PLC0415
+
+            plan = Replay(spec).plan(target)
+            render(plan, Console())
+            return EXIT_FAILED if plan.failing else 0
     except PipelineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED

@@ -121,3 +121,69 @@ def dag_for(name: str) -> Any:
             steps[transform.name] >> validate
         validate >> task("publish", "publish")
     return dag
+
+
+REWIND_TO_PATTERN = r"^[0-9][0-9T:.+Z -]*$"
+"""What the replay DAG accepts as ``rewind_to`` (ISO 8601 or milliseconds): nothing a shell would
+interpret reaches the command."""
+
+
+def replay_command(spec: PipelineSpec, pipeline_file: Path) -> str:
+    """The replay task's command: the spark-submit job with ``--rewind-to`` from the DAG run's
+    parameters (``--dry-run`` unless ``dry_run`` is false)."""
+    parts = [
+        _spark_submit(spec),
+        "--master",
+        spec.schedule.spark_master,
+        "--conf",
+        "spark.ui.enabled=false",
+        "--conf",
+        "spark.sql.sources.partitionColumnTypeInference.enabled=false",
+        str(PROJECT_DIR / "jobs" / "load_warehouse.py"),
+        "--pipeline",
+        str(pipeline_file),
+    ]
+    return (
+        " ".join(shlex.quote(p) for p in parts)
+        + ' --rewind-to "{{ params.rewind_to }}"{% if params.dry_run %} --dry-run{% endif %}'
+    )
+
+
+def replay_dag_for(name: str) -> Any:
+    """The manually triggered replay DAG of ``conf_dir()/name`` (``replay_<pipeline>``): one task
+    that rewinds the pipeline to the ``rewind_to`` parameter and replays (docs/replay.md). It runs
+    a dry run (the plan in the task log) unless triggered with ``dry_run: false``."""
+    from airflow.providers.standard.operators.bash import BashOperator  # noqa: PLC0415
+    from airflow.sdk import DAG, Param  # noqa: PLC0415
+
+    pipeline_file = (conf_dir() / name).resolve()
+    spec = load_spec(pipeline_file)
+    dag = DAG(
+        dag_id=f"replay_{spec.name}",
+        description=f"rewind and replay pipeline {spec.name} (manual)",
+        schedule=None,
+        start_date=datetime.fromisoformat(spec.schedule.start_date),
+        catchup=False,
+        max_active_runs=1,
+        tags=["pipelines", "replay", *spec.schedule.tags],
+        params={
+            "rewind_to": Param(
+                type="string", pattern=REWIND_TO_PATTERN, description="replay from this time (ISO 8601, UTC)"
+            ),
+            "dry_run": Param(True, type="boolean", description="only print the plan"),
+        },
+        doc_md=f"Replay of pipeline `{pipeline_file}`: see docs/replay.md.",
+    )
+    with dag:
+        BashOperator(
+            task_id="replay",
+            bash_command=replay_command(spec, pipeline_file),
+            env={
+                "PYSPARK_PYTHON": sys.executable,
+                "PYSPARK_DRIVER_PYTHON": sys.executable,
+                "SPARK_LOCAL_IP": "127.0.0.1",
+            },
+            append_env=True,
+            cwd=str(PROJECT_DIR),
+        )
+    return dag

@@ -3,6 +3,7 @@ own DAG, and `airflow dags test` runs a pipeline end to end (twice: the second c
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -47,7 +48,13 @@ def test_the_dag_folder_parses_into_one_dag_per_pipeline(airflow_home: Path, mon
     monkeypatch.setattr(socket.socket, "connect_ex", no_network)
     bag = DagBag(dag_folder=str(REPO / "airflow_dags"))
     assert bag.import_errors == {}
-    assert set(bag.dags) == {"pipeline_page_views", "pipeline_ops_metrics", "pipeline_demo_events"}
+    names = ("page_views", "ops_metrics", "demo_events")
+    assert set(bag.dags) == {f"{kind}_{name}" for name in names for kind in ("pipeline", "replay")}
+    replay = bag.dags["replay_page_views"]
+    assert replay.schedule is None and replay.max_active_runs == 1
+    assert replay.params["dry_run"] is True and "rewind_to" in replay.params
+    (task,) = replay.tasks
+    assert '--rewind-to "{{ params.rewind_to }}"{% if params.dry_run %} --dry-run{% endif %}' in task.bash_command
     dag = bag.dags["pipeline_page_views"]
     assert dag.max_active_runs == 1 and dag.catchup is False
     edges = {t.task_id: sorted(t.downstream_task_ids) for t in dag.tasks}
@@ -88,7 +95,9 @@ def test_a_broken_pipeline_file_breaks_only_its_own_dag(
     assert list(bag.import_errors) == [str(dags / "ops_metrics.py")]
     message = bag.import_errors[str(dags / "ops_metrics.py")]
     assert f"{broken}:outputs[0].source: unknown step 'service_hourlyy'" in message
-    assert set(bag.dags) == {"pipeline_page_views", "pipeline_demo_events"}
+    assert set(bag.dags) == {
+        f"{kind}_{name}" for name in ("page_views", "demo_events") for kind in ("pipeline", "replay")
+    }
 
 
 def test_airflow_dags_test_runs_a_pipeline_end_to_end_and_again_changes_nothing(
@@ -138,3 +147,19 @@ def test_airflow_dags_test_runs_a_pipeline_end_to_end_and_again_changes_nothing(
     assert snapshot(warehouse) == before
     # each task saw that from the state files, without starting Spark
     assert again.count(f"nothing to do: run {run.removesuffix('.json')}") == 5, again[-6000:]
+
+    # the manual replay DAG, triggered with its parameters: everything reloaded into generation 1
+    replayed = subprocess.run(
+        [AIRFLOW, "dags", "test", "replay_page_views", "-c", json.dumps({"rewind_to": "2026-01-01T00:00:00Z",
+                                                                           "dry_run": False})],
+        env=env, capture_output=True, text=True, timeout=1200, check=False,
+    )  # fmt: skip
+    assert replayed.returncode == 0, (replayed.stdout + replayed.stderr)[-6000:]
+    current = warehouse / "hourly_page_views" / "_generations" / "000001"
+    rows = table_rows(current)
+    assert {(r["dt"], r["hour"], r["page"]): (r["views"], r["users"]) for r in rows} == expected_hourly_pages(events)
+    assert snapshot(warehouse / "hourly_page_views" / "dt=2026-05-04") == {
+        k.removeprefix("hourly_page_views/dt=2026-05-04/"): v
+        for k, v in before.items()
+        if k.startswith("hourly_page_views/dt=2026-05-04/")
+    }, "generation 0 untouched"
