@@ -2,7 +2,8 @@
 
 Set ``PIPELINES_CRASH_AT=<point>`` (or ``<point>:<n>`` for the n-th occurrence of a numbered point)
 in the driver's environment. Points: plan.after_store, load.after_staging, commit.before_manifest,
-commit.after_manifest, publish.after_file:<n>, publish.after_files. Unset, this costs one dict lookup.
+commit.after_manifest, publish.after_file:<n>, publish.after_files, replay.after_plan,
+replay.before_commit. Unset, this costs one dict lookup.
 """
 
 from __future__ import annotations
