@@ -306,8 +306,8 @@ def test_two_concurrent_runs_one_commits_the_other_fails_clearly(
     outcomes: list[object] = []
 
     class Racing(PipelineRun):
-        def _load_and_reconcile(self, plan: Any, attempt: str, staging: str) -> Any:
-            manifest = super()._load_and_reconcile(plan, attempt, staging)
+        def load_and_reconcile(self, plan: Any, attempt: str, staging: str) -> Any:
+            manifest = super().load_and_reconcile(plan, attempt, staging)
             both_loaded.wait()  # both hold a loaded, reconciled run: only one may commit it
             return manifest
 
