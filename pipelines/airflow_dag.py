@@ -46,9 +46,14 @@ def _spark_submit(spec: PipelineSpec) -> str:
     return command
 
 
-def stage_command(spec: PipelineSpec, pipeline_file: Path, stage: str, step: str | None = None) -> str:
-    """The shell command of one task."""
-    parts = [
+def _task_env() -> dict[str, str]:
+    """Spark's Python is this environment's; the driver binds to loopback."""
+    return {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+
+
+def _job_command(spec: PipelineSpec, pipeline_file: Path) -> list[str]:
+    """spark-submit of jobs/load_warehouse.py on ``pipeline_file``: what every task runs."""
+    return [
         _spark_submit(spec),
         "--master",
         spec.schedule.spark_master,
@@ -59,10 +64,12 @@ def stage_command(spec: PipelineSpec, pipeline_file: Path, stage: str, step: str
         str(PROJECT_DIR / "jobs" / "load_warehouse.py"),
         "--pipeline",
         str(pipeline_file),
-        "--stage",
-        stage,
-        *(["--step", step] if step else []),
     ]
+
+
+def stage_command(spec: PipelineSpec, pipeline_file: Path, stage: str, step: str | None = None) -> str:
+    """The shell command of one task."""
+    parts = [*_job_command(spec, pipeline_file), "--stage", stage, *(["--step", step] if step else [])]
     # the run id is a Jinja template, quoted as a whole: Airflow renders it inside the quotes
     return " ".join(shlex.quote(p) for p in parts) + f' --run-id "{RUN_ID}" --quiet'
 
@@ -75,11 +82,7 @@ def dag_for(name: str) -> Any:
     pipeline_file = (conf_dir() / name).resolve()
     spec = load_spec(pipeline_file)
     schedule = spec.schedule
-    env = {
-        "PYSPARK_PYTHON": sys.executable,
-        "PYSPARK_DRIVER_PYTHON": sys.executable,
-        "SPARK_LOCAL_IP": "127.0.0.1",
-    }
+    env = _task_env()
     dag = DAG(
         dag_id=f"pipeline_{spec.name}",
         description=spec.description or f"pipeline {spec.name}",
@@ -131,18 +134,7 @@ interpret reaches the command."""
 def replay_command(spec: PipelineSpec, pipeline_file: Path) -> str:
     """The replay task's command: the spark-submit job with ``--rewind-to`` from the DAG run's
     parameters (``--dry-run`` unless ``dry_run`` is false)."""
-    parts = [
-        _spark_submit(spec),
-        "--master",
-        spec.schedule.spark_master,
-        "--conf",
-        "spark.ui.enabled=false",
-        "--conf",
-        "spark.sql.sources.partitionColumnTypeInference.enabled=false",
-        str(PROJECT_DIR / "jobs" / "load_warehouse.py"),
-        "--pipeline",
-        str(pipeline_file),
-    ]
+    parts = _job_command(spec, pipeline_file)
     return (
         " ".join(shlex.quote(p) for p in parts)
         + ' --rewind-to "{{ params.rewind_to }}"{% if params.dry_run %} --dry-run{% endif %}'
@@ -178,11 +170,7 @@ def replay_dag_for(name: str) -> Any:
         BashOperator(
             task_id="replay",
             bash_command=replay_command(spec, pipeline_file),
-            env={
-                "PYSPARK_PYTHON": sys.executable,
-                "PYSPARK_DRIVER_PYTHON": sys.executable,
-                "SPARK_LOCAL_IP": "127.0.0.1",
-            },
+            env=_task_env(),
             append_env=True,
             cwd=str(PROJECT_DIR),
         )

@@ -65,6 +65,15 @@ class Scope:
     def covers(self, dt: str, hour: str) -> bool:
         return ((dt,) if self.by_day else (dt, hour)) in self.partitions
 
+    def holds(self, partition: Partition) -> bool:
+        """Whether an output partition ((dt,) or (dt, hour)) was recomputed by this scope."""
+        return (partition[0],) in self.partitions if self.by_day else partition in self.partitions
+
+
+def partition_path(columns: tuple[str, ...], partition: Partition) -> str:
+    """``dt=X/hour=Y`` of an output partition."""
+    return "/".join(f"{k}={v}" for k, v in zip(columns, partition, strict=True))
+
 
 def published_marker(raw_root: str, seq: int, output: str) -> str:
     """The file that records that ``output`` was published for load #seq (read without Spark)."""
@@ -347,7 +356,7 @@ class FlowRun:
             # stored before the first rename: a retry after a crash finishes the same publish
             self.raw_storage.write_new(plan_path, json.dumps({"replace": replace, "remove": remove}).encode())
         for partition, has_rows in [*((p, True) for p in replace), *((p, False) for p in remove)]:
-            relative = "/".join(f"{k}={v}" for k, v in zip(output.partition_by, partition, strict=True))
+            relative = partition_path(output.partition_by, partition)
             final, new, old = f"{base}/{relative}", f"{staged_root}/{relative}", f"{trash_root}/{relative}"
             try:
                 if has_rows and storage.exists(new):  # not swapped yet (else an earlier attempt did)
@@ -368,11 +377,10 @@ class FlowRun:
     def check_partitions(output: Output, partitions: list[Partition], scope: Scope) -> None:
         """Staged rows may replace only partitions the flow recomputed, named as the raw layer names them."""
         for partition in partitions:
-            relative = "/".join(f"{k}={v}" for k, v in zip(output.partition_by, partition, strict=True))
+            relative = partition_path(output.partition_by, partition)
             if not _DT.match(partition[0]) or (len(partition) > 1 and not _HOUR.match(partition[1])):
                 raise FlowError(f"output {output.name}: partition {relative} is not dt=YYYY-MM-DD[/hour=HH]")
-            covered = (partition[0],) in scope.partitions if scope.by_day else partition in scope.partitions
-            if not covered:
+            if not scope.holds(partition):
                 raise FlowError(
                     f"output {output.name}: rows for partition {relative}, outside the partitions run "
                     f"#{scope.seq} recomputed; a step must keep the dt/hour of its raw rows"

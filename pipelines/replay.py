@@ -42,7 +42,7 @@ from kafkalog.client import SimpleConsumer
 from kafkalog.errors import KafkalogError, UnsupportedByBrokerError
 from pipelines import faults
 from pipelines.errors import PipelineError
-from pipelines.flow import Partition, Scope, partition_of, published_marker
+from pipelines.flow import Partition, Scope, partition_of, partition_path, published_marker
 from pipelines.plan import Plan, Split, SplitKey, discover_splits, open_consumer
 from pipelines.progress import Reporter
 from pipelines.spec import PipelineSpec
@@ -181,10 +181,6 @@ class ReplayPlan:
     @property
     def total(self) -> int:
         return sum(s.messages for s in self.splits)
-
-    def rewind_offsets(self) -> dict[SplitKey, int]:
-        """Per split, the first offset whose rows are replaced (NOT_REPLAYED: none)."""
-        return {(s.topic, s.partition): s.start if s.messages else NOT_REPLAYED for s in self.splits}
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "messages": self.total}
@@ -549,26 +545,18 @@ class Replay:
             staged_root = flow.staged_root(manifest.seq, output)
             old, new = generation_dir(output.path, current), generation_dir(output.path, manifest.generation)
             for partition in sorted(flow.existing_partitions(storage, old, output)):
-                if not _in_scope(scope, partition):
-                    relative = _relative(output.partition_by, partition)
+                if not scope.holds(partition):
+                    relative = partition_path(output.partition_by, partition)
                     storage.copy_tree(f"{old}/{relative}", f"{new}/{relative}")
             recomputed = sorted(flow.existing_partitions(storage, staged_root, output))
             flow.check_partitions(output, recomputed, scope)
             for partition in recomputed:
-                relative = _relative(output.partition_by, partition)
+                relative = partition_path(output.partition_by, partition)
                 storage.rename_or_fail(f"{staged_root}/{relative}", f"{new}/{relative}")
             storage.delete(staged_root, recursive=True)
             self.reporter.note(
                 f"output {output.name}: {len(recomputed)} partition(s) recomputed for the new generation"
             )
-
-
-def _in_scope(scope: Scope, partition: Partition) -> bool:
-    return (partition[0],) in scope.partitions if scope.by_day else partition in scope.partitions
-
-
-def _relative(columns: tuple[str, ...], partition: Partition) -> str:
-    return "/".join(f"{k}={v}" for k, v in zip(columns, partition, strict=True))
 
 
 # ---------------------------------------------------------------------- generations: where and gc
