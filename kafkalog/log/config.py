@@ -18,7 +18,7 @@ DAY_MS = 24 * 60 * 60 * 1000
 class LogConfig:
     """Settings of a partition log. Durations in milliseconds; ``None`` switches a limit off.
 
-    What an acknowledged append survives (see docs/durability.md): once ``Log.append`` returns, the
+    What an acknowledged append survives (see docs/log.md): once ``Log.append`` returns, the
     bytes are in the operating system's page cache, so they survive the broker process being killed.
     They survive a power loss or kernel crash only once fsynced: after at most ``flush_messages``
     further messages or ``flush_ms`` milliseconds, whichever comes first. ``flush_messages=1`` makes

@@ -29,8 +29,13 @@ class ClusterSpec:
     """One cluster: by brokers or by ZooKeeper (exactly one)."""
 
     name: str
+    """What errors, logs, metrics and the gap file call the cluster (each source a name of its own)."""
+
     bootstrap: str | None = None
+    """``host:port[,host:port]`` of one or more of its brokers; the rest are discovered from them."""
+
     zookeeper: str | None = None
+    """Instead of ``bootstrap``: the ZooKeeper it is registered in, ``host:port[,host:port...][/chroot]``."""
 
     def __post_init__(self) -> None:
         if (self.bootstrap is None) == (self.zookeeper is None):
@@ -64,12 +69,17 @@ class ClusterSpec:
 
 @dataclass(frozen=True, slots=True)
 class MirrorConfig:
+    """Everything one mirror process needs: the clusters it reads, the one it writes, and how."""
+
     sources: tuple[ClusterSpec, ...]
+    """The clusters to mirror from. In YAML each is a mapping (below) or, as on the command line,
+    a string: ``host:port[,host:port]`` or ``zk:host:port[/chroot]``."""
     target: ClusterSpec
+    """The aggregate cluster to mirror into: a mapping (below) or a string, as for a source."""
     whitelist: str | None = None
     """Topics to mirror (a full-match regex); default: every topic (but internal ones)."""
     blacklist: str | None = None
-    """Topics not to mirror (a full-match regex)."""
+    """Topics not to mirror (a full-match regex); not together with ``whitelist``."""
     group: str = "kafkalog-mirror"
     """The consumer group whose committed offsets record the mirror's progress in each source."""
     streams: int = 2
@@ -77,9 +87,10 @@ class MirrorConfig:
     start_from: str = "earliest"
     """Where a partition the group never committed starts: earliest (default: nothing is skipped) or latest."""
     on_gap: str = "fail"
-    """fail | continue: a source offset deleted before it was mirrored (see kafkalog.mirror.gaps)."""
+    """fail | continue: when a source offset was deleted before it was mirrored (docs/mirror.md, Gaps)."""
     gap_file: Path | None = None
-    """Where ``on_gap: continue`` records lost ranges (JSON lines); default: mirror-gaps.jsonl."""
+    """Where ``on_gap: continue`` appends each skipped range (a JSON line); None: the ranges are only
+    logged (a warning) and counted in the metrics file."""
     compression: str = "preserve"
     """preserve (message sets go as the source stored them) | none | gzip | snappy (re-encoded)."""
     create_topics: bool = True
@@ -89,6 +100,8 @@ class MirrorConfig:
     refresh_topics_ms: int = 5000
     """Without ZooKeeper: how often new matching topics are looked for."""
     acks: int = -1
+    """The acknowledgement the producer asks of the target: -1 (all in-sync replicas) or 1 (the
+    leader). A mirror never sends unacknowledged (0 is refused)."""
     status_interval_ms: int = 5000
     """How often a status line goes to stderr (0: never), and the metrics file is rewritten."""
     metrics_file: Path | None = None

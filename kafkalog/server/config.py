@@ -28,8 +28,13 @@ class BrokerAddress:
     """One broker of a static cluster."""
 
     id: int
+    """The broker's ``broker_id``."""
+
     host: str
+    """The host clients are told to connect to, to reach that broker."""
+
     port: int
+    """The port that broker listens on (and clients are told)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +42,10 @@ class TopicSpec:
     """A topic declared in the configuration (the static catalog of a multi-broker cluster)."""
 
     name: str
+    """The topic's name."""
+
     partitions: int = 1
+    """How many partitions it has (at least one)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,22 +74,39 @@ class BrokerConfig:
     (this one included); empty means a single broker, this one."""
 
     broker_id: int = 0
+    """This broker's id: its entry in ``cluster``, or its registration in ZooKeeper."""
     host: str = "127.0.0.1"
+    """The address to listen on (the metrics endpoint too)."""
     port: int = 9092
+    """The port to listen on; 0 picks a free one (and clients are told the real one)."""
     advertised_host: str | None = None
-    """The host clients are told to connect to (default: ``host``)."""
+    """The host clients are told to connect to (default: ``host``). With ``cluster`` given, clients
+    are told the ``cluster`` entries instead."""
     data_dirs: tuple[Path, ...] = (Path("data"),)
+    """Directories holding the partition logs, each locked while the broker runs (created if
+    missing); a new partition goes to the one holding the fewest. Without ZooKeeper the committed
+    group offsets live in the first (``.consumer_offsets/``)."""
     num_processors: int = 1
     """Network threads; each multiplexes its share of the connections with a selector. One is the
     default: under the GIL a second thread made no consistent difference (docs/benchmarks.md)."""
     cluster: tuple[BrokerAddress, ...] = ()
+    """Every broker of a static cluster, this one included; partition p of topic t is led by broker
+    number (crc32(t) + p) mod n, by id. Empty: this broker alone, or the brokers ZooKeeper knows."""
     topics: tuple[TopicSpec, ...] = ()
+    """Topics created at start-up: the catalog of a static multi-broker cluster (which creates none
+    at run time); with ZooKeeper, registered by the first broker that finds one missing."""
     auto_create_topics: bool = True
-    """Create an unknown topic when a client asks for its metadata (single-broker clusters only)."""
+    """Create an unknown topic when a client asks for its metadata: on a single broker or with
+    ZooKeeper (a static multi-broker cluster creates no topics at run time)."""
     default_partitions: int = 1
+    """How many partitions an auto-created topic gets."""
     cluster_id: str = "kafkalog"
+    """The cluster id Metadata v2 answers (give every broker of a cluster the same)."""
     log: LogConfig = field(default_factory=LogConfig)
+    """The settings of every partition log; a topic created with configs (CreateTopics'
+    ``retention.ms``, ...) overrides them for that topic."""
     limits: Limits = field(default_factory=Limits)
+    """Protections against clients that misbehave or lie."""
     metrics_port: int | None = None
     """Serve metrics (Prometheus text format) over HTTP on this port; None: off."""
     zookeeper: str | None = None

@@ -1,0 +1,71 @@
+"""The broker and mirror-maker configuration reference (docs/config-reference.md), generated.
+
+    python -m kafkalog.configdoc > docs/config-reference.md
+
+Role: one source of truth for the YAML of ``kafkalog broker --config FILE`` (BrokerConfig and what
+it nests) and ``kafkalog mirror --config FILE`` (MirrorConfig and ClusterSpec). Both loaders take
+exactly the dataclass fields as keys, so keys, types and defaults come from the classes and the
+descriptions from their docstrings (kafkalog.docgen); what only a loader knows (a default it fills
+in that the class cannot state) is listed here, and must name a real key. A test checks the file is
+up to date, every key is described, and the broker's loader accepts every key listed.
+
+Like the command line, this module sits above the server and the mirror: nothing imports it.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from kafkalog.docgen import Section, render, sections, with_defaults
+from kafkalog.mirror.config import MirrorConfig
+from kafkalog.server.config import BrokerConfig
+
+REGENERATE = "python -m kafkalog.configdoc > docs/config-reference.md"
+
+# load_mirror_config names a cluster given without a name (or as a command-line string) by where
+# it stands; the dataclass itself requires a name.
+_MIRROR_LOADER_DEFAULTS = {
+    "sources[].name": "`source<i>` (i: its position, from 0)",
+    "target.name": "`target`",
+}
+
+
+def broker_sections() -> list[Section]:
+    """The keys of ``kafkalog broker --config FILE``."""
+    return sections(BrokerConfig)
+
+
+def mirror_sections() -> list[Section]:
+    """The keys of ``kafkalog mirror --config FILE``."""
+    return with_defaults(sections(MirrorConfig), _MIRROR_LOADER_DEFAULTS)
+
+
+def reference() -> str:
+    out = [
+        "# Configuration reference: broker and mirror-maker",
+        "",
+        f"Generated from the config classes by `{REGENERATE}`; do not edit by hand.",
+        "",
+        "Each file is YAML. Keys left out take their default (those marked **required** must be",
+        "given); unknown keys are errors naming the file and the key; command-line flags override the",
+        "file. `None` in a description is YAML's `null`. Pipeline files have their own reference:",
+        "docs/spec-reference.md.",
+        "",
+        "## Broker: `kafkalog broker --config FILE`",
+        "",
+        "One broker process; example: conf/broker.yaml. Flags: `kafkalog broker --help`. Guides:",
+        "docs/broker.md, docs/log.md (the `log` settings), docs/registry.md (`zookeeper`).",
+        "",
+        *render(broker_sections(), level=3),
+        "## Mirror-maker: `kafkalog mirror --config FILE`",
+        "",
+        "One mirror process; example: conf/mirror.yaml. `sources` and `target` may come from the flags",
+        "instead (`--source`, `--target`; `kafkalog mirror --help`). Guide: docs/mirror.md.",
+        "",
+        *render(mirror_sections(), level=3),
+    ]
+    return "\n".join(out).rstrip() + "\n"
+
+
+if __name__ == "__main__":
+    sys.stdout.write(reference())
