@@ -50,7 +50,25 @@ def run_job(spec: PipelineSpec, spark: Any, *, run_id: str | None, replan: bool,
         return EXIT_FAILED
     if result.message:
         reporter.note(result.message)
+    report_runs(spec, [m.seq for m in result.completed], reporter)
     return 0
+
+
+def report_runs(spec: PipelineSpec, seqs: list[int], reporter: Any) -> None:
+    """(Re)write the run reports of ``seqs`` and say where they are; a report that cannot be
+    written is noted, never fatal (the run committed; ``pipelines report`` rebuilds it)."""
+    from pipelines.report import try_write_report  # noqa: PLC0415 - jinja2 only when reporting
+
+    if not seqs:
+        return
+    try:
+        state = _state(spec)
+    except PipelineError as exc:
+        reporter.note(f"warning: no run report written: {exc}")
+        return
+    for seq in sorted(set(seqs)):
+        written = try_write_report(spec, state, seq)
+        reporter.note(f"warning: {written}" if isinstance(written, str) else f"run report #{seq}: {written[1]}")
 
 
 STAGES = ("all", "load", "transforms", "validate", "publish")
@@ -77,12 +95,14 @@ def run_stage(
         if code or stage == "load" or not spec.outputs:
             return code
     reporter = Reporter(quiet=quiet)
+    reported: list[int] = []  # the loads whose reports this stage changes, even when it fails
     try:
         flow = FlowRun(spec, spark, reporter=reporter)
         seq = flow.seq_for(run_id)
         if seq is None:
             reporter.note(f"run {run_id} loaded nothing and nothing was loaded before it: nothing to do")
             return 0
+        reported = flow.covered(seq) or [seq]
         if stage == "all":
             flow.run_all(seq)
         elif stage == "transforms":
@@ -102,6 +122,8 @@ def run_stage(
     except PipelineError as exc:
         click.echo(f"error: {exc}", err=True)
         return EXIT_FAILED
+    finally:
+        report_runs(spec, reported, reporter)
     return 0
 
 
@@ -283,14 +305,16 @@ def replay_job(spec: PipelineSpec, spark: Any, target: Any, *, quiet: bool = Fal
     from pipelines.progress import Reporter  # noqa: PLC0415
     from pipelines.replay import Replay  # noqa: PLC0415
 
+    reporter = Reporter(quiet=quiet)
     try:
-        Replay(spec, spark, reporter=Reporter(quiet=quiet)).run(target)
+        manifest = Replay(spec, spark, reporter=reporter).run(target)
     except ConcurrentRunError as exc:
         click.echo(f"error: {exc}", err=True)
         return EXIT_CONCURRENT
     except PipelineError as exc:
         click.echo(f"error: {exc}", err=True)
         return EXIT_FAILED
+    report_runs(spec, [manifest.seq], reporter)
     return 0
 
 
@@ -379,6 +403,42 @@ def gc(pipeline: str, dry_run: bool) -> None:
         click.echo(f"{'would delete' if dry_run else 'deleted'} {path}")
     if not paths:
         click.echo(f"{spec.name}: nothing to collect (generation {state.current_generation()} is the only one)")
+
+
+@main.command()
+@click.argument("pipeline", type=click.Path(exists=True, dir_okay=False))
+@click.option("--run", "run", default=None, help="A run's number (#seq, e.g. 3) or run id; default: the latest.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report's JSON document instead of the paths.")
+def report(pipeline: str, run: str | None, as_json: bool) -> None:
+    """(Re)build a committed run's report from its state, without Spark: a JSON document and an
+    HTML page under <raw>/_pipeline/reports/ (per-split offsets, rows, quarantined, lag, timings,
+    the data-loss ledger, expectation results, rows per hour)."""
+    from pipelines.report import build_report, write_report  # noqa: PLC0415
+
+    spec = _spec(pipeline)
+    try:
+        state = _state(spec)
+        state.recover()
+        seqs = state.committed_seqs()
+        if run is None:
+            if not seqs:
+                raise PipelineError(f"pipeline {spec.name}: no committed run under {state.meta} yet")
+            seq = seqs[-1]
+        elif run.lstrip("#").isdigit():
+            seq = int(run.lstrip("#"))
+        else:
+            done = state.committed_run(run)
+            if done is None:
+                raise PipelineError(f"pipeline {spec.name}: no committed run with id {run!r}")
+            seq = done.seq
+        if as_json:
+            click.echo(json.dumps(build_report(spec, state, seq), indent=1, sort_keys=True))
+            return
+        json_path, html_path = write_report(spec, state, seq)
+    except PipelineError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_FAILED)
+    click.echo(f"{html_path}\n{json_path}")
 
 
 @main.command()

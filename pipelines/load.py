@@ -37,7 +37,7 @@ from pipelines.errors import (
     ReconciliationError,
 )
 from pipelines.plan import Plan, Split, check_still_valid, make_plan, new_run_id, open_consumer, task_brokers
-from pipelines.progress import Reporter
+from pipelines.progress import Reporter, read_progress
 from pipelines.reconcile import (
     FileFacts,
     OffsetCoverage,
@@ -224,16 +224,24 @@ class PipelineRun:
     def load_and_reconcile(self, plan: Plan, attempt: str, staging: str) -> Manifest:
         splits = [s for s in plan.splits if s.size > 0]
         started = datetime.now(UTC)
-        if self.spec.raw.tasks_write:
-            data, quarantine, coverage = self._stage_by_tasks(plan, splits, staging)
-        else:
-            data, quarantine, coverage = self._stage_by_spark(plan, splits, staging)
+        # the tasks' progress files (local runs): the live view while loading, the split timings after
+        with tempfile.TemporaryDirectory(prefix="pipelines-progress-") as progress_dir:
+            if self.spec.raw.tasks_write:
+                data, quarantine, coverage = self._stage_by_tasks(plan, splits, staging, progress_dir)
+            else:
+                data, quarantine, coverage = self._stage_by_spark(plan, splits, staging, progress_dir)
+            split_seconds = {
+                f"{splits[index].topic}:{splits[index].partition}": round(item["seconds"], 3)
+                for index, item in read_progress(progress_dir).items()
+                if item.get("done") and index < len(splits) and "seconds" in item
+            }
         results = reconcile(plan, data, quarantine, coverage)
         generation = plan.generation if plan.kind == "replay" else self.state.current_generation()
         files = self._output_files(plan, staging, data, quarantine, generation_prefix(generation))
         stats: dict[str, Any] = {
             "seconds": round((datetime.now(UTC) - started).total_seconds(), 3),
             "bytes": sum(f.bytes for f in files if f.kind == "data"),
+            "split_seconds": split_seconds,
         }
         offsets = {f"{t}:{p}": o for (t, p), o in self.state.committed_offsets().items()}
         offsets.update({f"{s.topic}:{s.partition}": s.end for s in plan.splits})
@@ -260,18 +268,17 @@ class PipelineRun:
             self._in_spark(f"loading run #{plan.seq}", lambda: rows.extend(frame.collect()))
         return rows
 
-    def _stage_by_tasks(self, plan: Plan, splits: list[Split], staging: str) -> _Staged:
+    def _stage_by_tasks(self, plan: Plan, splits: list[Split], staging: str, progress_dir: str) -> _Staged:
         """Each task writes its split's files itself (sink.py); the files that count are those the
         successful task attempts reported, checked by reading them back with Arrow."""
         reported: list[Any] = []
         if splits:
-            with tempfile.TemporaryDirectory(prefix="pipelines-progress-") as progress_dir:
-                options = {
-                    **self._options(splits, "files", progress_dir),
-                    "stage_dir": local_path(staging),
-                    "compression": self.spec.raw.compression,
-                }
-                reported = self._read_splits(plan, splits, options, progress_dir)
+            options = {
+                **self._options(splits, "files", progress_dir),
+                "stage_dir": local_path(staging),
+                "compression": self.spec.raw.compression,
+            }
+            reported = self._read_splits(plan, splits, options, progress_dir)
         faults.crash_point("load.after_staging")
         paths = {"data": [], "quarantine": []}  # type: dict[str, list[str]]
         for row in reported:
@@ -293,24 +300,23 @@ class PipelineRun:
             coverage,
         )
 
-    def _stage_by_spark(self, plan: Plan, splits: list[Split], staging: str) -> _Staged:
+    def _stage_by_spark(self, plan: Plan, splits: list[Split], staging: str, progress_dir: str) -> _Staged:
         """Spark's partitioned writer stages the rows (its commit protocol keeps failed task
         attempts out); a second pass quarantines bad records of the splits that were short."""
         data_dir, quarantine_dir = f"{staging}/data", f"{staging}/quarantine"
         compression = self.spec.raw.compression
         if splits:
-            with tempfile.TemporaryDirectory(prefix="pipelines-progress-") as progress_dir:
-                frame = self.spark.read.format("kafkalog").options(**self._options(splits, "data", progress_dir)).load()
-                with self.reporter.loading(plan, splits, progress_dir, self.spark):
-                    self._in_spark(
-                        f"loading run #{plan.seq}",
-                        lambda: (
-                            frame.write.partitionBy("dt", "hour")
-                            .option("compression", compression)
-                            .mode("errorifexists")
-                            .parquet(data_dir)
-                        ),
-                    )
+            frame = self.spark.read.format("kafkalog").options(**self._options(splits, "data", progress_dir)).load()
+            with self.reporter.loading(plan, splits, progress_dir, self.spark):
+                self._in_spark(
+                    f"loading run #{plan.seq}",
+                    lambda: (
+                        frame.write.partitionBy("dt", "hour")
+                        .option("compression", compression)
+                        .mode("errorifexists")
+                        .parquet(data_dir)
+                    ),
+                )
         faults.crash_point("load.after_staging")
         data = spark_file_facts(self.spark, data_dir) if self._has_parquet(data_dir) else []
         rows_by_split: dict[tuple[str, int], int] = {}

@@ -40,6 +40,9 @@ class Split:
     """With a skip policy: the first offset that retention deleted before it was loaded..."""
     lost_to: int | None = None
     """...and the offset after the last one lost (== start)."""
+    log_end: int | None = None
+    """The partition's log end when planned: ``log_end - end`` is what a limit left for the next
+    run (the lag the run report shows). None in plans stored before it was recorded."""
 
     @property
     def key(self) -> SplitKey:
@@ -225,7 +228,7 @@ def plan_split(
     """The uncapped split: from the committed offset (or the new-split policy) to the log end."""
     if committed is None:
         start = earliest if spec.new_split_start == "earliest" else latest
-        return Split(topic, partition, leader, start, latest)
+        return Split(topic, partition, leader, start, latest, log_end=latest)
     if committed > latest:
         raise PlanError(
             f"{topic}-{partition}: the committed offset {committed} is beyond the log end {latest}; the topic was "
@@ -237,8 +240,8 @@ def plan_split(
         if policy == "fail":
             raise DataLossError(topic, partition, committed, earliest, latest)
         start = earliest if policy == "earliest" else latest
-        return Split(topic, partition, leader, start, latest, lost_from=committed, lost_to=start)
-    return Split(topic, partition, leader, committed, latest)
+        return Split(topic, partition, leader, start, latest, lost_from=committed, lost_to=start, log_end=latest)
+    return Split(topic, partition, leader, committed, latest, log_end=latest)
 
 
 def _cap(spec: PipelineSpec, consumer: SimpleConsumer, split: Split) -> Split:

@@ -1,8 +1,9 @@
 """What a run shows while it works and when it ends: live progress per split, a summary table.
 
 Tasks report progress into a local directory (source.py); this side polls it in a thread while
-Spark runs. On a terminal the table is redrawn in place (rich); otherwise a line is logged every
-``interval`` seconds, which is what Airflow and spark-submit logs want.
+Spark runs. On a terminal each split has a progress bar redrawn in place (rich); otherwise a line
+is logged every ``interval`` seconds, which is what Airflow, spark-submit logs and CI want. The
+same two forms serve any long work a caller counts itself (``Reporter.work``: producing, copying).
 """
 
 from __future__ import annotations
@@ -12,12 +13,19 @@ import json
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
-from rich.live import Live
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 
 if TYPE_CHECKING:
@@ -26,7 +34,13 @@ if TYPE_CHECKING:
 
 
 def _rate(count: float, seconds: float) -> str:
-    return f"{count / seconds:,.0f}/s" if seconds > 0 else "-"
+    return f"{count / seconds:,.0f}/s" if seconds >= 0.1 else "-"  # shorter spans give absurd rates
+
+
+def log_console() -> Console:
+    """Stderr; wide when it is not a terminal (rich's default 80 columns would cut split names and
+    paths in logs, where nobody is reading in a narrow window)."""
+    return Console(file=sys.stderr, width=None if sys.stderr.isatty() else 200)
 
 
 class Reporter:
@@ -34,7 +48,7 @@ class Reporter:
 
     def __init__(self, *, quiet: bool = False, console: Console | None = None, interval: float = 10.0) -> None:
         self.quiet = quiet
-        self.console = console or Console(file=sys.stderr)
+        self.console = console or log_console()
         self.interval = interval
 
     def note(self, text: str) -> None:
@@ -43,54 +57,77 @@ class Reporter:
 
     @contextlib.contextmanager
     def loading(self, plan: Plan, splits: list[Split], progress_dir: str, spark: Any) -> Iterator[None]:
-        """Shows progress while the body (the Spark job) runs."""
+        """Shows progress while the body (the Spark job) runs: a bar per split on a terminal."""
         if self.quiet:
             yield
             return
         self.note(f"run {plan.run_id} (#{plan.seq}): loading {plan.total:,} messages from {len(splits)} splits")
         stop = threading.Event()
         started = time.monotonic()
-        live = Live(console=self.console, auto_refresh=False) if self.console.is_terminal else None
+        bars = _bars(self.console) if self.console.is_terminal else None
+        ids = [bars.add_task(s.name, total=max(s.size, 1), rate="") for s in splits] if bars else []
+
+        def refresh(bars: Progress) -> None:
+            progress = read_progress(progress_dir)
+            for index, task in enumerate(ids):
+                item = progress.get(index, {})
+                done = splits[index].size if item.get("done") else item.get("messages", 0)
+                bars.update(task, completed=done, rate=_rate(item.get("messages", 0), item.get("seconds", 0)))
 
         def poll() -> None:
             last_line = 0.0
-            while not stop.wait(0.5 if live else 1.0):
-                table = self._table(splits, _read_progress(progress_dir), time.monotonic() - started)
-                if live is not None:
-                    live.update(table, refresh=True)
+            while not stop.wait(0.5 if bars else 1.0):
+                if bars is not None:
+                    refresh(bars)
                 elif time.monotonic() - last_line >= self.interval:
                     last_line = time.monotonic()
-                    self.note(self._line(splits, _read_progress(progress_dir), time.monotonic() - started))
+                    self.note(self._line(splits, read_progress(progress_dir), time.monotonic() - started))
 
         thread = threading.Thread(target=poll, name="pipelines-progress", daemon=True)
-        if live is not None:
-            live.start()
+        if bars is not None:
+            bars.start()
         thread.start()
         try:
             yield
         finally:
             stop.set()
             thread.join()
-            if live is not None:
-                live.update(self._table(splits, _read_progress(progress_dir), time.monotonic() - started))
-                live.stop()
+            if bars is not None:
+                refresh(bars)
+                bars.stop()
 
-    def _table(self, splits: list[Split], progress: dict[int, dict[str, Any]], elapsed: float) -> Table:
-        table = Table(title=f"loading ({elapsed:.0f} s)", title_justify="left")
-        for column in ("split", "offsets", "messages", "MB", "rate", "done"):
-            table.add_column(column, justify="left" if column in ("split", "offsets") else "right")
-        for index, split in enumerate(splits):
-            item = progress.get(index, {})
-            messages = item.get("messages", 0)
-            table.add_row(
-                split.name,
-                f"{split.start}..{split.end}",
-                f"{messages:,}/{split.size:,}",
-                f"{item.get('bytes', 0) / 1e6:,.1f}",
-                _rate(messages, item.get("seconds", 0)),
-                "yes" if item.get("done") else f"{100 * messages / max(split.size, 1):.0f}%",
-            )
-        return table
+    @contextlib.contextmanager
+    def work(self, description: str, total: int, unit: str = "messages") -> Iterator[Callable[[int], None]]:
+        """Progress of one long piece of work the caller counts itself (producing, copying): yields
+        ``advance(n)``. A bar on a terminal; elsewhere a plain line every ``interval`` seconds and
+        one at the end, which is what logs and CI want."""
+        if self.quiet:
+            yield lambda n: None
+            return
+        started = time.monotonic()
+        if self.console.is_terminal:
+            with _bars(self.console) as bars:
+                task = bars.add_task(description, total=max(total, 1), rate="")
+
+                def advance_bar(n: int) -> None:
+                    bars.advance(task, n)
+                    bars.update(task, rate=_rate(bars.tasks[task].completed, time.monotonic() - started))
+
+                yield advance_bar
+            return
+        counted = [0, started]  # so far, and when the last line was printed
+
+        def advance_line(n: int) -> None:
+            counted[0] += n
+            now = time.monotonic()
+            if now - counted[1] >= self.interval:
+                counted[1] = now
+                share = 100 * counted[0] / max(total, 1)
+                self.note(f"{description}: {counted[0]:,}/{total:,} {unit} ({share:.0f}%)")
+
+        yield advance_line
+        elapsed = time.monotonic() - started
+        self.note(f"{description}: {counted[0]:,} {unit} in {elapsed:.1f} s ({_rate(counted[0], elapsed)})")
 
     def _line(self, splits: list[Split], progress: dict[int, dict[str, Any]], elapsed: float) -> str:
         messages = sum(p.get("messages", 0) for p in progress.values())
@@ -123,7 +160,22 @@ class Reporter:
         )
 
 
-def _read_progress(directory: str) -> dict[int, dict[str, Any]]:
+def _bars(console: Console) -> Progress:
+    """Rich progress bars: name, bar, done/total, percent, rate, elapsed."""
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TaskProgressColumn(),
+        TextColumn("{task.fields[rate]}"),
+        TimeElapsedColumn(),
+        console=console,
+        refresh_per_second=4,
+    )
+
+
+def read_progress(directory: str) -> dict[int, dict[str, Any]]:
+    """Split index → the last progress its task wrote (messages, bytes, seconds, done)."""
     out: dict[int, dict[str, Any]] = {}
     for path in Path(directory).glob("*.json"):
         with contextlib.suppress(OSError, ValueError):

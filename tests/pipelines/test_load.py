@@ -26,6 +26,7 @@ from pipelines.errors import (
 )
 from pipelines.load import PipelineRun, RunResult
 from pipelines.plan import make_plan
+from pipelines.report import build_report
 from pipelines.spec import PipelineSpec, load_spec
 from pipelines.state import PipelineState
 from pipelines.storage import LocalStorage
@@ -277,6 +278,15 @@ def test_offsets_deleted_by_retention_follow_the_policy_and_the_loss_is_recorded
         assert (split.start, split.end) == ((earliest, 500) if policy == "earliest" else (500, 500))
         totals = oracle(tmp_path / "raw", broker.bootstrap)
         assert totals["rows"] == 100 + (500 - earliest if policy == "earliest" else 0)
+        # the run report's data-loss ledger names the run, the split and the range
+        state = PipelineState(LocalStorage(), str(tmp_path / "raw"))
+        report = build_report(spec, state, result.manifest.seq)
+        lost_to = earliest if policy == "earliest" else 500
+        assert [(e["seq"], e["split"], e["from"], e["to"], e["messages"]) for e in report["data_loss"]] == [
+            (2, "events-0", 100, lost_to, lost_to - 100)
+        ]
+        assert report["totals"]["lost"] == lost_to - 100
+        assert build_report(spec, state, 1)["data_loss"] == []  # the ledger up to run #1 was clean
 
 
 def test_the_broker_restarting_during_a_load_costs_retries_not_rows(tmp_path: Path, spark: Any) -> None:
