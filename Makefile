@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install lint test bench fuzz demo clean native system-deps
+.PHONY: install lint test bench fuzz demo demo-zk clean native system-deps java zookeeper
 
 install: $(INSTALLED) $(NATIVE) system-deps
 
@@ -20,6 +20,10 @@ system-deps: $(KAFKA09)
 	@{ command -v kcat >/dev/null && test -f /usr/share/java/zookeeper.jar; } || { \
 	  echo "installing kcat and zookeeper from Debian"; \
 	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq kcat zookeeper >/dev/null; }
+
+zookeeper:
+	@test -f /usr/share/java/zookeeper.jar || { echo "installing zookeeper from Debian"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq zookeeper >/dev/null; }
 
 $(KAFKA09):
 	mkdir -p .cache/peers
@@ -60,9 +64,18 @@ bench: install
 fuzz: install
 	$(BIN)/python -m bench.protocol_fuzz $(FUZZ_ARGS)
 
-# The main job on the embedded default: a local kafkalog broker, Spark local[*], a local raw layer.
-demo: install
+# Spark (and ZooKeeper) run on Java 17: say so plainly before anything is installed.
+java:
+	@java -version >/dev/null 2>&1 || { echo "make demo needs Java 17 (Spark runs on it): sudo apt-get install -y openjdk-17-jre-headless (or set JAVA_HOME and PATH)"; exit 1; }
+
+# The whole deployment on the embedded default (no ZooKeeper): two data-center brokers and an
+# aggregate, a mirror-maker, the page_views pipeline on local Spark, a replay, a report. A few minutes;
+# every process it starts is stopped. demo-zk: the same with the clusters registered in ZooKeeper.
+demo: java $(INSTALLED) $(NATIVE)
 	$(BIN)/python -m pipelines.demo $(DEMO_ARGS)
+
+demo-zk: java $(INSTALLED) $(NATIVE) zookeeper
+	$(BIN)/python -m pipelines.demo --zookeeper $(DEMO_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis kafkalog/record/_speedups*.so

@@ -1,140 +1,378 @@
-"""``make demo``: the main job on the embedded default, end to end, on this machine.
+"""``make demo`` (``python -m pipelines.demo``): the whole deployment, end to end, on this machine.
 
-Starts a kafkalog broker on 127.0.0.1:29092 (data in .cache/demo/broker), produces click events
-(a few of them malformed, to show the quarantine), runs ``spark-submit jobs/load_warehouse.py
---pipeline conf/pipelines/demo_events.yaml --master local[*]``, then runs it again (nothing new: a
-no-op), and shows ``pipelines status`` and a sample of the loaded rows. Then the page_views example
-(conf/pipelines/page_views.yaml): page views loaded, sessions and hourly page counts computed,
-checked by expectations (one bad page quarantined) and published. Stops the broker at the end.
+1. Starts three kafkalog brokers: one per data center (us-east on 29101, eu-west on 29102) and the
+   aggregate (29100); with ``--zookeeper`` (``make demo-zk``) a ZooKeeper server too, where each
+   cluster registers under its own chroot. Then the mirror-maker, data centers → aggregate.
+2. Produces a day of web activity in both data centers and waits until the aggregate holds every
+   message (counted: nothing missing, nothing twice).
+3. Runs the page_views pipeline (conf/pipelines/page_views.yaml: load, transforms, expectations,
+   publish) with ``spark-submit jobs/load_warehouse.py`` on local Spark.
+4. Produces the next twenty minutes (and some late events), runs the pipeline again: it loads only
+   what is new.
+5. Rewinds to six hours ago and replays (dry run first), and checks that the warehouse tables
+   after the replay hold exactly the rows they held before.
+6. Prints a short report (and writes it as JSON to .cache/demo/demo-report.json) and stops every
+   process it started.
+
+Everything lives under .cache/demo/, which is emptied first: each demo starts from nothing.
 """
 
 from __future__ import annotations
 
+import heapq
 import json
 import os
-import random
+import shutil
 import subprocess
 import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import click
+import pyarrow.dataset as ds
+import yaml
+from rich.console import Console
+from rich.table import Table
 
-from kafkalog.client import Admin, Producer
+from kafkalog.client import Admin, Producer, SimpleConsumer
 from kafkalog.errors import KafkalogError
-from pipelines.examples import encode, page_views
-from pipelines.spec import load_spec
+from pipelines.demo.activity import DATA_CENTERS, activity
+from pipelines.demo.processes import (
+    DemoError,
+    Supervisor,
+    java_version,
+    port_is_free,
+    zookeeper_argv,
+    zookeeper_ready,
+)
+from pipelines.errors import PipelineError
+from pipelines.progress import Reporter
+from pipelines.spec import PipelineSpec, load_spec
 
-PIPELINE = Path("conf/pipelines/demo_events.yaml")
-PAGE_VIEWS = Path("conf/pipelines/page_views.yaml")
-BROKER_DIR = Path(".cache/demo/broker")
-COUNTRIES = ("DE", "FR", "US", "JP", "BR", "IN", "NG", "CA")
-EVENTS = ("view", "click", "add_to_cart", "purchase")
+REPO = Path(__file__).resolve().parents[2]
+HOME = Path(".cache/demo")
+PIPELINE = Path("conf/pipelines/page_views.yaml")
+TOPIC = "web.page_views"
+PARTITIONS = 3
+AGGREGATE_PORT = 29100  # the pipeline file's bootstrap
+DC_PORTS = {"us-east": 29101, "eu-west": 29102}
+ZOOKEEPER_PORT = 29181
 
 
 def _tool(name: str) -> str:
     return str(Path(sys.executable).with_name(name))
 
 
-def _start_broker(port: int) -> subprocess.Popen[bytes]:
-    BROKER_DIR.mkdir(parents=True, exist_ok=True)
-    log = (BROKER_DIR.parent / "broker.log").open("ab")
-    process = subprocess.Popen(
-        [_tool("kafkalog"), "broker", "--port", str(port), "--data-dir", str(BROKER_DIR)],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise click.ClickException(f"the broker exited with {process.returncode}; see {log.name}")
+class Demo:
+    """One demo run: the clusters, what was produced, what the pipeline made of it."""
+
+    def __init__(self, supervisor: Supervisor, console: Console, reporter: Reporter, zookeeper: bool) -> None:
+        self.supervisor = supervisor
+        self.console = console
+        self.reporter = reporter
+        self.zookeeper = zookeeper
+        self.produced: dict[str, int] = dict.fromkeys(DC_PORTS, 0)
+        self.facts: dict[str, Any] = {"mode": "zookeeper" if zookeeper else "embedded", "runs": []}
+        self.pipeline = PIPELINE
+        self.env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+
+    def say(self, text: str) -> None:
+        self.console.print(text, highlight=False)
+
+    def step(self, title: str) -> None:
+        self.console.rule(f"[bold]{title}", align="left")
+
+    # ------------------------------------------------------------------ clusters
+
+    def start_clusters(self) -> None:
+        self.step("1. three clusters and a mirror-maker")
+        ports = [AGGREGATE_PORT, *DC_PORTS.values()] + ([ZOOKEEPER_PORT] if self.zookeeper else [])
+        busy = [p for p in ports if not port_is_free(p)]
+        if busy:
+            raise DemoError(
+                f"port(s) {', '.join(map(str, busy))} on 127.0.0.1 are in use: is another demo running? "
+                "(`ss -ltnp` shows who holds them)"
+            )
+        if self.zookeeper:
+            self.supervisor.start(
+                "zookeeper", zookeeper_argv(HOME / "zookeeper", ZOOKEEPER_PORT), zookeeper_ready(ZOOKEEPER_PORT)
+            )
+            self.say(f"ZooKeeper on 127.0.0.1:{ZOOKEEPER_PORT}; each cluster registers under its own chroot")
+        for name, port in [("aggregate", AGGREGATE_PORT), *DC_PORTS.items()]:
+            self._start_broker(name, port)
+        for name in DC_PORTS:
+            with Admin(self._bootstrap(name)) as admin:
+                admin.create_topic(TOPIC, PARTITIONS)
+        sources = [self._mirror_address(name) for name in DC_PORTS]
+        argv = [_tool("kafkalog"), "mirror", "--target", self._mirror_address("aggregate")]
+        for source in sources:
+            argv += ["--source", source]
+        argv += ["--whitelist", r"web\..*", "--metrics-file", str(HOME / "mirror-metrics.json")]
+        argv += ["--commit-interval-ms", "1000", "--status-interval-ms", "5000"]
+        self.supervisor.start("mirror", argv, (HOME / "mirror-metrics.json").exists, grace=60)
+        self.say(f"mirror-maker: {' + '.join(DC_PORTS)} → aggregate ({' '.join(argv[1:6])} ...)")
+
+    def _start_broker(self, name: str, port: int) -> None:
+        config = {
+            "broker_id": 0,
+            "host": "127.0.0.1",
+            "port": port,
+            "data_dirs": [str(HOME / name / "data")],
+            # the aggregate gets its topics from the mirror, with the data centers' partition counts
+            "auto_create_topics": name != "aggregate",
+            "default_partitions": PARTITIONS,
+        }
+        if self.zookeeper:
+            config["zookeeper"] = f"127.0.0.1:{ZOOKEEPER_PORT}/{name}"
+        path = HOME / "conf" / f"{name}.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+
+        def ready() -> bool:
+            try:
+                with Admin(f"127.0.0.1:{port}") as admin:
+                    admin.list_topics()
+            except KafkalogError:
+                return False
+            return True
+
+        self.supervisor.start(name, [_tool("kafkalog"), "broker", "--config", str(path)], ready)
+        where = f", registered at 127.0.0.1:{ZOOKEEPER_PORT}/{name}" if self.zookeeper else ""
+        self.say(f"kafkalog broker {name:<9} on 127.0.0.1:{port} (data in {HOME / name / 'data'}{where})")
+
+    def _bootstrap(self, name: str) -> str:
+        return f"127.0.0.1:{AGGREGATE_PORT if name == 'aggregate' else DC_PORTS[name]}"
+
+    def _mirror_address(self, name: str) -> str:
+        return f"zk:127.0.0.1:{ZOOKEEPER_PORT}/{name}" if self.zookeeper else self._bootstrap(name)
+
+    def use_pipeline_through_zookeeper(self) -> None:
+        """``--zookeeper``: the same pipeline file, its source named by ZooKeeper instead of brokers."""
+        data = yaml.safe_load(PIPELINE.read_text())
+        data["source"] = {"zookeeper": f"127.0.0.1:{ZOOKEEPER_PORT}/aggregate"}
+        self.pipeline = HOME / "conf" / "page_views.yaml"
+        self.pipeline.write_text(
+            f"# {PIPELINE} with its source found in ZooKeeper (written by the demo)\n"
+            + yaml.safe_dump(data, sort_keys=False)
+        )
+        self.say(f"pipeline source: zookeeper 127.0.0.1:{ZOOKEEPER_PORT}/aggregate ({self.pipeline})")
+
+    # ------------------------------------------------------------------ producing and mirroring
+
+    def produce(self, title: str, start: datetime, end: datetime, per_center: int, seed: int) -> None:
+        batches = {c.name: activity(c, start, end, per_center, seed=seed) for c in DATA_CENTERS}
+        total = sum(len(b) for b in batches.values())
+        self.say(f"{title}: {total:,} page views from {start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M} UTC")
+        # both data centers at once, in time order, as their users act: the aggregate's log then
+        # follows the clock too, and a rewind to a time reloads about what came after it
+        timeline = heapq.merge(
+            *([(m.timestamp_ms, center, m) for m in messages] for center, messages in batches.items())
+        )
+        producers = {c: Producer(self._bootstrap(c), compression="snappy", linger_ms=20) for c in batches}
         try:
-            with Admin(f"127.0.0.1:{port}") as admin:
-                admin.list_topics()
-        except KafkalogError:  # not up yet: keep waiting until the deadline
-            time.sleep(0.2)
-        else:
-            return process
-    process.kill()
-    raise click.ClickException(f"the broker did not answer on 127.0.0.1:{port} within 30 s; see {log.name}")
+            with self.reporter.work("producing", total, "page views") as advance:
+                for index, (_, center, message) in enumerate(timeline, 1):
+                    producers[center].send(TOPIC, message.value, key=message.key, timestamp=message.timestamp_ms)
+                    if index % 1000 == 0:
+                        advance(1000)
+                advance(total % 1000)
+                for producer in producers.values():
+                    producer.flush()
+        finally:
+            for producer in producers.values():
+                producer.close()
+        for center, messages in batches.items():
+            self.produced[center] += len(messages)
+
+    def end_offsets(self, bootstrap: str) -> int:
+        with SimpleConsumer(bootstrap) as consumer:
+            return sum(consumer.latest_offset(TOPIC, p) for p in range(PARTITIONS))
+
+    def _aggregate_holds(self) -> int:
+        try:
+            return self.end_offsets(self._bootstrap("aggregate"))
+        except KafkalogError:  # the mirror has not created the topic yet
+            return 0
+
+    def wait_for_mirror(self, timeout: float = 180) -> int:
+        """Until the aggregate holds every message produced (the mirror never duplicates, so the
+        counts are equal exactly when nothing is missing)."""
+        wanted = sum(self.produced.values())
+        deadline = time.monotonic() + timeout
+        mirrored = self._aggregate_holds()
+        with self.reporter.work("mirroring into the aggregate", wanted - mirrored, "messages") as advance:
+            while True:
+                now = self._aggregate_holds()
+                advance(now - mirrored)
+                mirrored = now
+                if mirrored >= wanted or time.monotonic() > deadline:
+                    break
+                time.sleep(0.5)
+        if mirrored != wanted:
+            raise DemoError(
+                f"the aggregate holds {mirrored:,} of the {wanted:,} messages produced after {timeout:.0f} s; "
+                f"see {HOME / 'logs' / 'mirror.log'} and {HOME / 'mirror-metrics.json'}"
+            )
+        return mirrored
+
+    # ------------------------------------------------------------------ the pipeline
+
+    def spark_submit(self, *args: str) -> None:
+        command = [
+            _tool("spark-submit"), "--master", "local[2]",
+            "--conf", "spark.ui.enabled=false", "--conf", "spark.ui.showConsoleProgress=false",
+            "--conf", "spark.log.level=WARN", "--conf", "spark.driver.host=127.0.0.1",
+            "jobs/load_warehouse.py", "--pipeline", str(self.pipeline), *args,
+        ]  # fmt: skip
+        self.say(f"[dim]$ spark-submit --master local[2] jobs/load_warehouse.py --pipeline {self.pipeline} "
+                 f"{' '.join(args)}[/dim]")  # fmt: skip
+        code = subprocess.call(command, env=self.env)
+        if code != 0:
+            raise DemoError(f"spark-submit jobs/load_warehouse.py {' '.join(args)} exited with {code} (see above)")
+
+    def pipelines(self, *args: str) -> str:
+        done = subprocess.run([_tool("pipelines"), *args], env=self.env, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise DemoError(f"pipelines {' '.join(args)} exited with {done.returncode}: {done.stderr.strip()}")
+        return done.stdout
+
+    def latest_report(self, spec: PipelineSpec) -> dict[str, Any]:
+        report: dict[str, Any] = json.loads(self.pipelines("report", str(self.pipeline), "--json"))
+        html = sorted(Path(spec.raw.path, "_pipeline", "reports").glob("*.html"))[-1]
+        self.facts["runs"].append(
+            {
+                "seq": report["run"]["seq"],
+                "kind": report["run"]["kind"],
+                "messages": report["totals"]["messages"],
+                "rows": report["totals"]["rows"],
+                "quarantined": report["totals"]["quarantined"],
+                "outputs": {o["name"]: o["status"] for o in report["outputs"]},
+                "report": str(html.resolve()),
+            }
+        )
+        return report
+
+    def show_run(self, report: dict[str, Any]) -> None:
+        totals, run = report["totals"], report["run"]
+        outputs = ", ".join(f"{o['name']} {o['status']}" for o in report["outputs"])
+        self.say(
+            f"run #{run['seq']} ({run['kind']}): {totals['messages']:,} messages → {totals['rows']:,} rows, "
+            f"{totals['quarantined']:,} quarantined, lag {totals['lag']:,}; {outputs}"
+        )
 
 
-def _produce(bootstrap: str, topic: str, count: int) -> None:
-    with Admin(bootstrap) as admin:
-        if topic not in admin.list_topics():
-            admin.create_topic(topic, 4)
-    rng = random.Random(7)
-    start = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=3)
-    with Producer(bootstrap) as producer:
-        for i in range(count):
-            if i % 5000 == 4999:
-                value = b'{"user_id": "not a number", "event": "click"}'  # lands in the quarantine
-            else:
-                value = json.dumps(
-                    {
-                        "user_id": rng.randrange(1, 50_000),
-                        "session": f"s{rng.randrange(1 << 32):08x}",
-                        "event": rng.choice(EVENTS),
-                        "amount": round(rng.random() * 100, 2),
-                        "country": rng.choice(COUNTRIES),
-                        "ts": (start + timedelta(seconds=i * 3 * 3600 / count)).isoformat(),
-                    }
-                ).encode()
-            producer.send(topic, value, key=str(i).encode())
-        producer.flush()
+def table_rows(path: str) -> list[tuple[Any, ...]]:
+    """Every row of a published table, sorted (hive partition columns read as strings)."""
+    dataset = ds.dataset(path, format="parquet", partitioning="hive", ignore_prefixes=["_", "."])
+    table = dataset.to_table()
+    columns = sorted(table.column_names)
+    return sorted(tuple(str(row[c]) for c in columns) for row in table.to_pylist())
 
 
-def _page_views_flow(bootstrap: str, submit: list[str], env: dict[str, str]) -> None:
-    """The page_views example: load, transforms, expectations (one bad page quarantined), publish."""
-    flow_spec = load_spec(PAGE_VIEWS)
-    start = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=20)
-    events = list(page_views(start, 600, bad_page_every=599))  # about 16 hours of views
-    with Admin(bootstrap) as admin:
-        if flow_spec.topics[0] not in admin.list_topics():
-            admin.create_topic(flow_spec.topics[0], 2)
-    with Producer(bootstrap) as producer:
-        for value in encode(iter(events)):
-            producer.send(flow_spec.topics[0], value)
-        producer.flush()
-    command = [*submit, "jobs/load_warehouse.py", "--pipeline", str(PAGE_VIEWS)]
-    click.echo(f"\n{len(events):,} page views produced\n$ {' '.join(command)}    # load, transforms, validate, publish")
-    code = subprocess.call(command, env=env)
-    if code != 0:
-        raise click.ClickException(f"the page_views pipeline exited with {code}")
-    for output in flow_spec.outputs:
-        files = sorted(Path(output.path).glob("dt=*/**/*.parquet"))
-        click.echo(f"warehouse table {output.name}: {len(files)} Parquet files under {output.path}/")
+def story(demo: Demo, spec: PipelineSpec, events: int) -> None:
+    now = datetime.now(UTC).replace(second=0, microsecond=0)
+    demo.start_clusters()
+    if demo.zookeeper:
+        demo.use_pipeline_through_zookeeper()
+
+    demo.step("2. a day of web activity in two data centers, mirrored into the aggregate")
+    demo.produce("the last 24 hours", now - timedelta(hours=24), now - timedelta(minutes=20), events, seed=11)
+    mirrored = demo.wait_for_mirror()
+    demo.say(f"the aggregate holds {mirrored:,} messages: every one produced, once")
+
+    demo.step("3. the page_views pipeline: load → transforms → expectations → publish")
+    demo.spark_submit()
+    demo.show_run(demo.latest_report(spec))
+
+    demo.step("4. twenty minutes later: new views (and late ones); the next run loads only those")
+    demo.produce("new activity", now - timedelta(minutes=20), now, max(events // 12, 100), seed=12)
+    demo.produce("late events (6 hours old)", now - timedelta(hours=6, minutes=30), now - timedelta(hours=6),
+                 max(events // 100, 20), seed=13)  # fmt: skip
+    demo.wait_for_mirror()
+    demo.spark_submit()
+    demo.show_run(demo.latest_report(spec))
+
+    demo.step("5. rewind to six hours ago and replay")
+    tables = {o.name: demo.pipelines("location", str(demo.pipeline), "--output", o.name).strip() for o in spec.outputs}
+    before = {name: table_rows(path) for name, path in tables.items()}
+    rewind_to = (now - timedelta(hours=6)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    demo.say(f"[dim]$ pipelines rewind {demo.pipeline} --to-time {rewind_to} --dry-run[/dim]")
+    demo.say(demo.pipelines("rewind", str(demo.pipeline), "--to-time", rewind_to, "--dry-run").rstrip())
+    demo.spark_submit("--rewind-to", rewind_to)
+    demo.show_run(demo.latest_report(spec))
+    after_tables = {
+        o.name: demo.pipelines("location", str(demo.pipeline), "--output", o.name).strip() for o in spec.outputs
+    }
+    same = {name: table_rows(after_tables[name]) == before[name] for name in before}
+    if not all(same.values()):
+        raise DemoError(f"after the replay, these tables differ from before: {[n for n, s in same.items() if not s]}")
+    demo.say("after the replay every warehouse table holds exactly the rows it held before: none lost, none twice")
+    demo.facts["replay"] = {
+        "rewind_to": rewind_to,
+        "tables_identical": True,
+        "rows": {name: len(rows) for name, rows in before.items()},
+    }
+    demo.facts["tables"] = {
+        name: {"path": str(Path(path).resolve()), "rows": len(before[name])} for name, path in after_tables.items()
+    }
+    raw = demo.pipelines("location", str(demo.pipeline)).strip()
+    demo.facts["raw"] = str(Path(raw).resolve())
+    demo.facts["raw_rows"] = ds.dataset(raw, format="parquet", ignore_prefixes=["_", "."]).count_rows()
+
+
+def summary(demo: Demo, started: float) -> None:
+    demo.step("6. the report")
+    aggregate = demo.end_offsets(demo._bootstrap("aggregate"))
+    demo.facts["produced"] = demo.produced
+    demo.facts["aggregate_messages"] = aggregate
+    demo.facts["seconds"] = round(time.monotonic() - started, 1)
+    table = Table(show_header=True, header_style="bold")
+    table.add_column("what")
+    table.add_column("where", overflow="fold")
+    table.add_column("", justify="right")
+    for center, count in demo.produced.items():
+        table.add_row(f"data center {center}", demo._bootstrap(center), f"{count:,} page views")
+    table.add_row("aggregate cluster", demo._bootstrap("aggregate"), f"{aggregate:,} messages (mirrored)")
+    table.add_row("raw layer (Parquet, dt/hour)", demo.facts["raw"], f"{demo.facts['raw_rows']:,} rows")
+    for name, table_facts in demo.facts["tables"].items():
+        table.add_row(f"warehouse table {name}", table_facts["path"], f"{table_facts['rows']:,} rows")
+    for run in demo.facts["runs"]:
+        table.add_row(f"run report #{run['seq']} ({run['kind']})", run["report"], "")
+    demo.console.print(table)
+    path = HOME / "demo-report.json"
+    path.write_text(json.dumps(demo.facts, indent=1))
+    demo.say(
+        f"demo finished in {demo.facts['seconds']:.0f} s; this summary as JSON: {path}. "
+        "Open a run report in a browser; `pipelines status|offsets|report conf/pipelines/page_views.yaml` "
+        "read the state. Every process the demo started is stopped now."
+    )
 
 
 @click.command()
-@click.option("--messages", default=200_000, show_default=True, help="Events to produce before the load.")
-@click.option("--port", default=29092, show_default=True)
-def main(messages: int, port: int) -> None:
-    """Run the demo pipeline on an embedded broker and a local Spark."""
-    spec = load_spec(PIPELINE)
-    broker = _start_broker(port)
+@click.option("--zookeeper", is_flag=True, help="Register the clusters in a ZooKeeper the demo starts.")
+@click.option("--events", default=30_000, show_default=True, help="Page views per data center for the day.")
+def main(zookeeper: bool, events: int) -> None:
+    """Run the whole deployment on this machine: clusters, mirror, pipeline, replay, report."""
+    started = time.monotonic()
+    os.chdir(REPO)  # the pipeline file's paths are relative to the repository
+    # every child (brokers, mirror, spark-submit and its workers) runs this checkout's code, even
+    # where the virtualenv's installed package points at another one
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    console = Console(width=None if sys.stdout.isatty() else 160)
     try:
-        bootstrap = f"127.0.0.1:{port}"
-        click.echo(f"broker up on {bootstrap}; producing {messages:,} events to {spec.topics[0]} ...")
-        _produce(bootstrap, spec.topics[0], messages)
-        submit = [_tool("spark-submit"), "--master", "local[*]", "--conf", "spark.ui.enabled=false"]
-        submit += ["--conf", "spark.log.level=WARN", "--conf", "spark.ui.showConsoleProgress=false"]
-        submit += ["jobs/load_warehouse.py", "--pipeline", str(PIPELINE)]
-        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-        for attempt in ("load", "the same load again (nothing new: a no-op)"):
-            click.echo(f"\n$ {' '.join(submit)}    # {attempt}")
-            code = subprocess.call(submit, env=env)
-            if code != 0:
-                raise click.ClickException(f"the load exited with {code}")
-        subprocess.call([_tool("pipelines"), "status", str(PIPELINE)])
-        subprocess.call([_tool("pipelines"), "offsets", str(PIPELINE), "--lag"])
-        rows = sorted(Path(spec.raw.path).glob("dt=*/hour=*/*.parquet"))
-        click.echo(f"\nraw layer: {len(rows)} Parquet files under {spec.raw.path}/dt=*/hour=*/")
-        _page_views_flow(bootstrap, submit[:-3], env)
-    finally:
-        broker.terminate()
-        broker.wait(30)
+        if java_version() < 17:
+            raise DemoError("Spark needs Java 17 or newer; `java -version` says otherwise (set JAVA_HOME)")
+        shutil.rmtree(HOME, ignore_errors=True)  # every demo starts from nothing
+        spec = load_spec(PIPELINE)
+        with Supervisor(HOME / "logs") as supervisor:
+            demo = Demo(supervisor, console, Reporter(console=console, interval=5), zookeeper)
+            story(demo, spec, events)
+            summary(demo, started)
+    except (PipelineError, KafkalogError) as exc:
+        stopped = f"(the demo stopped every process it started; their logs are in {HOME / 'logs'})"
+        raise click.ClickException(f"{exc}\n{stopped}") from exc
 
 
 if __name__ == "__main__":
