@@ -75,6 +75,8 @@ def build_report(spec: PipelineSpec, state: PipelineState, seq: int) -> dict[str
         },
         "splits": splits,
         "rows_per_hour": rows_per_hour(manifest),
+        # a replay's manifest lists every raw file of the generation it made (state.Manifest.kind)
+        "rows_per_hour_scope": "generation" if manifest.kind == "replay" else "run",
         "data_loss": data_loss_ledger(state, seq),
         "outputs": outputs,
     }

@@ -67,6 +67,7 @@ def test_the_run_report_shows_what_the_run_did(tmp_path: Path, broker: BrokerPro
     assert split["seconds"] is not None and split["seconds"] > 0
     assert report["totals"] == {"messages": 300, "rows": 300, "quarantined": 0, "filtered": 0, "lost": 0, "lag": 100}
     assert {h["hour"]: h["rows"] for h in report["rows_per_hour"]} == Counter(_hour(e) for e in loaded)
+    assert report["rows_per_hour_scope"] == "run"
     assert report["data_loss"] == []
     assert report["run"]["seq"] == 1 and report["run"]["kind"] == "load"
 
