@@ -262,7 +262,7 @@ class FlowRun:
             )
         staged = f"{output.path.rstrip('/')}/_staging/{self._tag(seq)}"
         quarantine_dir = f"{output.path.rstrip('/')}/_quarantine/seq={seq:06d}"
-        storage = self._storage(output.path, None)
+        storage = self._storage(output.path, self.spec.webhdfs_url_for(output.path))
         # what an earlier validation of this run staged must not survive a failing one
         storage.delete(staged, recursive=True)
         storage.delete(quarantine_dir, recursive=True)
@@ -331,7 +331,7 @@ class FlowRun:
         return f"{output.path.rstrip('/')}/_staging/{self._tag(seq)}"
 
     def _publish_output(self, seq: int, output: Output, scope: Scope) -> list[Partition]:
-        storage = self._storage(output.path, None)
+        storage = self._storage(output.path, self.spec.webhdfs_url_for(output.path))
         # partitions are swapped in the output's current generation (its root until a replay)
         base = generation_dir(output.path, self.state.current_generation())
         staged_root = self.staged_root(seq, output)

@@ -446,7 +446,7 @@ class Replay:
             from pipelines.load import driver_storage  # noqa: PLC0415
 
             return driver_storage(self.spark, path)
-        return storage_for(path)
+        return storage_for(path, webhdfs_url=self.spec.webhdfs_url_for(path))
 
     # ------------------------------------------------------------------ building the new generation
 
@@ -579,7 +579,10 @@ def garbage(spec: PipelineSpec, state: PipelineState) -> list[str]:
     if pending is not None and pending.kind == "replay":
         raise ReplayError(f"a replay ({pending.target}) is in progress: finish or abandon it before gc")
     out = []
-    for root, storage in [(spec.raw.path, state.storage), *((o.path, storage_for(o.path)) for o in spec.outputs)]:
+    for root, storage in [
+        (spec.raw.path, state.storage),
+        *((o.path, _tool_storage(spec, o.path)) for o in spec.outputs),
+    ]:
         base = root.rstrip("/")
         for entry in storage.list(base):  # generation 0: the root's own partitions (and raw quarantine)
             if entry.is_dir and (
@@ -592,10 +595,15 @@ def garbage(spec: PipelineSpec, state: PipelineState) -> list[str]:
     return out
 
 
+def _tool_storage(spec: PipelineSpec, path: str) -> Storage:
+    """An output's storage for the tools (no Spark): over WebHDFS on the raw layer's cluster."""
+    return storage_for(path, webhdfs_url=spec.webhdfs_url_for(path))
+
+
 def collect_garbage(spec: PipelineSpec, state: PipelineState) -> list[str]:
     removed = []
     for path in garbage(spec, state):
-        storage = state.storage if path.startswith(spec.raw.path.rstrip("/")) else storage_for(path)
+        storage = state.storage if path.startswith(spec.raw.path.rstrip("/")) else _tool_storage(spec, path)
         storage.delete(path, recursive=True)
         removed.append(path)
     return removed

@@ -331,6 +331,20 @@ class PipelineSpec:
                     raise _fail(f"outputs[{i}].path", f"{output.path} overlaps outputs[{j}].path")
             seen[here] = i
 
+    def webhdfs_url_for(self, path: str) -> str | None:
+        """The WebHDFS address the tools use for ``path`` without Spark: ``raw.webhdfs_url`` when
+        ``path`` is on the raw layer's cluster (same scheme and NameNode), as outputs are in
+        practice; None otherwise (local paths need none)."""
+        raw = self.raw.path
+        if "://" not in path or "://" not in raw:
+            return None
+
+        def cluster(url: str) -> str:
+            scheme, _, rest = url.partition("://")
+            return f"{scheme}://{rest.split('/', 1)[0]}"
+
+        return self.raw.webhdfs_url if cluster(path) == cluster(raw) else None
+
     def fingerprint(self) -> str:
         """A short hash of everything that shapes the output (stored in plans: a plan made under a
         different spec is reported, since its rows would have another shape)."""
