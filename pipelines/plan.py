@@ -97,7 +97,8 @@ class Plan:
                 target=data.get("target", ""),
             )
         except (KeyError, TypeError, ValueError) as exc:
-            raise PlanError(f"a stored plan is malformed: {exc!r}") from exc
+            reason = f"key {exc.args[0]!r} is missing" if isinstance(exc, KeyError) and exc.args else repr(exc)
+            raise PlanError(f"a stored plan is malformed: {reason}") from exc
 
     def dumps(self) -> bytes:
         return json.dumps(self.to_json(), indent=1, sort_keys=True).encode()

@@ -29,6 +29,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from pipelines.errors import StorageError
+
 PARTITION_COLUMNS = ("dt", "hour")
 
 STAGED_FILE_DDL = (
@@ -139,6 +141,11 @@ class StagingWriter:
         self._quarantine: _OpenFile | None = None
         self._done: list[StagedFile] = []
 
+    def _failed(self, exc: Exception) -> StorageError:
+        """An I/O failure (a full disk, a directory that cannot be made) as an error naming the split
+        and the attempt's directory (it reaches the driver through Spark; see load.py _cause_of)."""
+        return StorageError(f"{self.topic}-{self.partition}: writing staged files under {self.root} failed: {exc}")
+
     def write_rows(self, table: pa.Table) -> None:
         """Rows in offset order, with dt and hour columns (which go into the path, not the file)."""
         if table.num_rows == 0:
@@ -146,17 +153,23 @@ class StagingWriter:
         keys = pc.binary_join_element_wise(table.column("dt"), table.column("hour"), "/")
         distinct = pc.unique(keys).to_pylist()
         body = table.drop_columns(list(PARTITION_COLUMNS))
-        for key in distinct:
-            part = body if len(distinct) == 1 else body.filter(pc.equal(keys, key))
-            self._file_for(key, part).add(part, self.row_group_bytes)
+        try:
+            for key in distinct:
+                part = body if len(distinct) == 1 else body.filter(pc.equal(keys, key))
+                self._file_for(key, part).add(part, self.row_group_bytes)
+        except OSError as exc:  # pyarrow's I/O errors are OSErrors too
+            raise self._failed(exc) from exc
 
     def write_quarantine(self, table: pa.Table) -> None:
         if table.num_rows == 0:
             return
-        if self._quarantine is None:
-            first = table.column("offset")[0].as_py()
-            self._quarantine = _OpenFile(self.root, self._name("", first), table.schema, self.compression)
-        self._quarantine.add(table, self.row_group_bytes)
+        try:
+            if self._quarantine is None:
+                first = table.column("offset")[0].as_py()
+                self._quarantine = _OpenFile(self.root, self._name("", first), table.schema, self.compression)
+            self._quarantine.add(table, self.row_group_bytes)
+        except OSError as exc:
+            raise self._failed(exc) from exc
 
     def _file_for(self, key: str, rows: pa.Table) -> _OpenFile:
         found = self._open.get(key)
@@ -184,12 +197,15 @@ class StagingWriter:
 
     def close(self) -> list[StagedFile]:
         """Finish every file; returns all files written, in the order they were completed."""
-        while self._open:
-            _, item = self._open.popitem(last=False)
-            self._finish(item, "data")
-        if self._quarantine is not None:
-            self._finish(self._quarantine, "quarantine")
-            self._quarantine = None
+        try:
+            while self._open:
+                _, item = self._open.popitem(last=False)
+                self._finish(item, "data")
+            if self._quarantine is not None:
+                self._finish(self._quarantine, "quarantine")
+                self._quarantine = None
+        except OSError as exc:
+            raise self._failed(exc) from exc
         return list(self._done)
 
     def abort(self) -> None:

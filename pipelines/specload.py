@@ -54,6 +54,10 @@ def read_yaml(text: str, source: str) -> dict[str, Any]:
     except SpecError as exc:
         raise SpecError(f"{source}:{exc}") from exc
     except yaml.YAMLError as exc:
+        if isinstance(exc, yaml.MarkedYAMLError):
+            for mark in (exc.context_mark, exc.problem_mark):
+                if mark is not None:
+                    mark.name = source  # not "<unicode string>"
         raise SpecError(f"{source}: not valid YAML: {exc}") from exc
     if not isinstance(loaded, dict):
         raise SpecError(f"{source}: the top level must be a mapping of keys to values")

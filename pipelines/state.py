@@ -6,6 +6,7 @@ Layout under the raw layer's root (``_pipeline`` is skipped by Spark and Hive re
     _pipeline/staging/<seq>-<attempt>/    Spark's output of one attempt to execute plan <seq>
     _pipeline/manifests/<seq>.json        committed runs: THE commit point, and the only offset store
     _pipeline/runs/<run id>.json          run id -> seq, so a re-run of a committed run is a no-op
+    _pipeline/reports/<seq>.json|.html    the run report: derived from the rest (report.py)
     dt=YYYY-MM-DD/hour=HH/*.parquet       published data
     _quarantine/seq=<seq>/*.parquet       published bad records (raw bytes + reason)
 
@@ -216,7 +217,7 @@ class PipelineState:
             return None
         try:
             return Plan.from_json(json.loads(self.storage.read_bytes(path)))
-        except ValueError as exc:
+        except (ValueError, PlanError) as exc:  # not JSON, or JSON that is not a plan
             raise PlanError(f"{path}: the stored plan is unreadable: {exc}") from exc
 
     def run_record(self, run_id: str) -> tuple[bool, int | None]:

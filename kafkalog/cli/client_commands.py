@@ -184,9 +184,18 @@ def _start_offset(consumer: SimpleConsumer, topic: str, partition: int, offset: 
     if offset == "end":
         return consumer.latest_offset(topic, partition)
     if offset.startswith("@"):  # a time in milliseconds since the epoch
-        found = consumer.offset_for_timestamp(topic, partition, int(offset[1:]))
+        found = consumer.offset_for_timestamp(topic, partition, _number(offset[1:], offset))
         return consumer.latest_offset(topic, partition) if found is None else found[0]
-    return int(offset)
+    return _number(offset, offset)
+
+
+def _number(text: str, given: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise click.BadParameter(
+            f"{given!r} is not beginning, end, an offset or @<ms since epoch>", param_hint="'-o' / '--offset'"
+        ) from None
 
 
 @main.command("consume")
@@ -260,6 +269,8 @@ def consume(
         return
     if topic is None:
         raise click.UsageError("give TOPIC (or --group with --topic/--whitelist/--blacklist)")
+    if offset not in ("beginning", "end"):
+        _number(offset.removeprefix("@"), offset)  # a bad --offset is a usage error, before connecting
     try:
         with SimpleConsumer(**cluster) as consumer:
             wanted = list(partitions) or sorted(Admin(client=consumer.client).describe_topic(topic).leaders)

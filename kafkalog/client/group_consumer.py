@@ -144,6 +144,15 @@ class Stream:
                 yield chunk
 
 
+def _pattern(what: str, value: str | None) -> re.Pattern[str] | None:
+    if not value:
+        return None
+    try:
+        return re.compile(value)
+    except re.error as exc:
+        raise ClientError(f"{what} {value!r} is not a regular expression: {exc}") from exc
+
+
 class GroupConsumer:
     """A member of consumer group ``group`` (see the module doc)."""
 
@@ -257,11 +266,7 @@ class GroupConsumer:
         if (whitelist is None) == (blacklist is None):
             raise ClientError("give a whitelist or a blacklist (one of them)")
         with self._lock:
-            self._filter = (
-                re.compile(whitelist) if whitelist else None,
-                re.compile(blacklist) if blacklist else None,
-                streams,
-            )
+            self._filter = (_pattern("whitelist", whitelist), _pattern("blacklist", blacklist), streams)
             self._subscription = self._matching_topics()
             out = [self._stream(ThreadId(self.consumer_id, i)) for i in range(streams)]
         self._start()

@@ -8,6 +8,7 @@ takes every partition and commits through the source brokers.
 
 from __future__ import annotations
 
+import inspect
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 import yaml
 
 from kafkalog.client.client import parse_bootstrap
+from kafkalog.client.producer import Producer
 from kafkalog.errors import ClientError, KafkalogError, RegistryError
 from kafkalog.registry.connect import check_connect_string
 
@@ -142,6 +144,12 @@ class MirrorConfig:
                 raise MirrorConfigError(f"{key}: must be at least 1, not {getattr(self, key)}")
         if self.status_interval_ms < 0:
             raise MirrorConfigError("status_interval_ms: must be >= 0")
+        known = _producer_settings()
+        for key, value in self.producer.items():
+            if key not in known:
+                raise MirrorConfigError(f"producer.{key}: unknown key (known: {', '.join(known)})")
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise MirrorConfigError(f"producer.{key}: expected an integer, got {value!r}")
 
     def wants(self, topic: str) -> bool:
         if topic.startswith("__"):  # internal topics (__consumer_offsets) are never mirrored
@@ -153,15 +161,52 @@ class MirrorConfig:
         return True
 
 
-def _cluster(value: Any, where: str) -> ClusterSpec:
+def _producer_settings() -> list[str]:
+    """The Producer settings ``producer:`` may give: its integer ones, but acks (the mirror's own)."""
+    parameters = inspect.signature(Producer.__init__).parameters.values()
+    return [p.name for p in parameters if type(p.default) is int and p.name != "acks"]
+
+
+def _cluster(value: Any, name: str, where: str) -> ClusterSpec:
+    """A cluster from YAML or a flag; ``name``: its default name, ``where``: its key path."""
     if isinstance(value, str):
-        return ClusterSpec.parse(value, where)
+        return ClusterSpec.parse(value, name)
     if not isinstance(value, dict):
         raise MirrorConfigError(f"{where}: expected a mapping (name, bootstrap or zookeeper) or a string")
     unknown = sorted(set(value) - {"name", "bootstrap", "zookeeper"})
     if unknown:
         raise MirrorConfigError(f"{where}.{unknown[0]}: unknown key (known: name, bootstrap, zookeeper)")
-    return ClusterSpec(str(value.get("name", where)), value.get("bootstrap"), value.get("zookeeper"))
+    for key in ("bootstrap", "zookeeper"):
+        if value.get(key) is not None and not isinstance(value[key], str):
+            raise MirrorConfigError(f"{where}.{key}: expected a string, got {value[key]!r}")
+    return ClusterSpec(str(value.get("name", name)), value.get("bootstrap"), value.get("zookeeper"))
+
+
+_EXPECTED = {int: "an integer", str: "a string", bool: "true or false", dict: "a mapping"}
+
+
+def _check_type(key: str, value: Any) -> None:
+    """A scalar setting of MirrorConfig has the type its field declares (YAML gives any type)."""
+    kind = str(MirrorConfig.__dataclass_fields__[key].type)  # a string: annotations are postponed
+    if value is None and "None" in kind:
+        return
+    if kind.startswith("Path"):
+        kind = "str"  # a path is written as a string
+    expected = next((k for k in _EXPECTED if kind.startswith(k.__name__)), None)
+    if expected is None:
+        return
+    fits = isinstance(value, expected) and not (expected is int and isinstance(value, bool))
+    if not fits:
+        raise MirrorConfigError(f"{key}: expected {_EXPECTED[expected]}, got {value!r}")
+
+
+def _located(exc: Exception, source: str) -> Exception:
+    """``exc``, a YAML error naming ``source`` where it would say ``<unicode string>``."""
+    if isinstance(exc, yaml.MarkedYAMLError):
+        for mark in (exc.context_mark, exc.problem_mark):
+            if mark is not None:
+                mark.name = source
+    return exc
 
 
 def load_mirror_config(path: Path | None, overrides: dict[str, Any]) -> MirrorConfig:
@@ -170,8 +215,8 @@ def load_mirror_config(path: Path | None, overrides: dict[str, Any]) -> MirrorCo
     if path is not None:
         try:
             loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError) as exc:
-            raise MirrorConfigError(f"{path}: {exc}") from exc
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            raise MirrorConfigError(f"{path}: {_located(exc, str(path))}") from exc
         if loaded is not None and not isinstance(loaded, dict):
             raise MirrorConfigError(f"{path}: the top level must be a mapping")
         values = dict(loaded or {})
@@ -185,10 +230,13 @@ def load_mirror_config(path: Path | None, overrides: dict[str, Any]) -> MirrorCo
         sources = values.get("sources")
         if not isinstance(sources, list | tuple) or not sources:
             raise MirrorConfigError("sources: a list of clusters is needed (--source)")
-        values["sources"] = tuple(_cluster(s, f"source{i}") for i, s in enumerate(sources))
+        values["sources"] = tuple(_cluster(s, f"source{i}", f"sources[{i}]") for i, s in enumerate(sources))
         if "target" not in values:
             raise MirrorConfigError("target: the aggregate cluster is needed (--target)")
-        values["target"] = _cluster(values["target"], "target")
+        values["target"] = _cluster(values["target"], "target", "target")
+        for key, value in values.items():
+            if key not in ("sources", "target"):
+                _check_type(key, value)
         for key in ("gap_file", "metrics_file"):
             if values.get(key) is not None:
                 values[key] = Path(values[key])

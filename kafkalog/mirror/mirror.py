@@ -405,14 +405,22 @@ class Mirror:
     def __init__(self, config: MirrorConfig, status: Callable[[str], None] | None = None) -> None:
         self.config = config
         self.status = status
-        self.writer = TargetWriter(config)
+        try:
+            self.writer = TargetWriter(config)
+        except KafkalogError as exc:  # e.g. the target's ZooKeeper is unreachable
+            raise MirrorError(f"target {config.target}: {exc}") from exc
         self.sources: list[Source] = []
         self._previous: dict[tuple[str, str], tuple[int, float]] = {}
         gap_file = config.gap_file or None
         for spec in config.sources:
             gaps = GapPolicy(spec.name, config.on_gap, gap_file)
             kind = GroupSource if spec.zookeeper is not None else AssignedSource
-            self.sources.append(kind(spec, config, self.writer, gaps))
+            try:
+                self.sources.append(kind(spec, config, self.writer, gaps))
+            except MirrorError:
+                raise
+            except KafkalogError as exc:
+                raise MirrorError(f"source {spec}: {exc}") from exc
 
     def failure(self) -> str | None:
         for source in self.sources:
@@ -431,7 +439,12 @@ class Mirror:
         """Mirror until ``stop``; raises MirrorError (after committing what is safe) on a failure."""
         started = time.monotonic()
         for source in self.sources:
-            source.start()
+            try:
+                source.start()
+            except MirrorError:
+                raise
+            except KafkalogError as exc:  # e.g. none of its brokers answers
+                raise MirrorError(f"source {source.name}: {exc}") from exc
         last_status = time.monotonic()
         last_sent = 0
         failure = None

@@ -236,7 +236,11 @@ def load_config(path: Path | None = None, overrides: dict[str, Any] | None = Non
     if path is not None:
         try:
             loaded = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
-        except (OSError, yaml.YAMLError, BrokerConfigError) as exc:
+        except (OSError, UnicodeDecodeError, yaml.YAMLError, BrokerConfigError) as exc:
+            if isinstance(exc, yaml.MarkedYAMLError):
+                for mark in (exc.context_mark, exc.problem_mark):
+                    if mark is not None:
+                        mark.name = source  # not "<unicode string>"
             raise BrokerConfigError(f"{source}: {exc}") from exc
         if loaded is not None and not isinstance(loaded, dict):
             raise BrokerConfigError(f"{source}: the top level must be a mapping")

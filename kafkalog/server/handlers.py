@@ -328,7 +328,7 @@ class RequestHandlers:
             entries = {e["config_name"]: e["config_value"] for e in request["config_entries"] or []}
             config = topic_log_config(self.config.log, entries)
         except (KeyError, ValueError, KafkalogError) as exc:
-            return ErrorCode.INVALID_CONFIG, str(exc)
+            return ErrorCode.INVALID_CONFIG, str(exc.args[0] if isinstance(exc, KeyError) and exc.args else exc)
         if validate_only:
             return ErrorCode.NONE, None
         try:

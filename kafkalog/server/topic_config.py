@@ -36,6 +36,7 @@ def topic_log_config(base: LogConfig, entries: Mapping[str, str]) -> LogConfig |
         field, parse = TOPIC_CONFIGS[name]
         try:
             values[field] = parse(value)
-        except KeyError:
-            raise ValueError(f"{name}={value!r} is not a valid value") from None
+        except (KeyError, ValueError, TypeError):
+            expected = "CreateTime or LogAppendTime" if name == "message.timestamp.type" else "an integer"
+            raise ValueError(f"{name}={value!r} is not a valid value (expected {expected})") from None
     return LogConfig(**{**{f: getattr(base, f) for f in base.__dataclass_fields__}, **values})

@@ -102,7 +102,8 @@ class WebHdfsStorage(Storage):
             if parts.scheme == "hdfs":
                 raise StorageError(
                     f"{url}: hdfs:// is Hadoop RPC, which this tool does not speak; pass the namenode's "
-                    "WebHDFS address as webhdfs_url (e.g. http://namenode:9870), or use a webhdfs:// URL"
+                    "WebHDFS address as webhdfs_url (raw.webhdfs_url in a pipeline file, e.g. "
+                    "http://namenode:9870), or use a webhdfs:// URL"
                 )
             host = parts.hostname
             if not host:

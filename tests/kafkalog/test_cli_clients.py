@@ -65,3 +65,19 @@ def test_errors_are_one_clear_line(broker: BrokerProcess) -> None:
     assert missing.returncode == 1 and b"UNKNOWN_TOPIC" in missing.stderr
     exists = kafkalog(broker, "topics", "create", "nums")
     assert exists.returncode == 1 and b"already exists" in exists.stderr
+
+
+def test_bad_arguments_name_the_option_or_the_config_key(broker: BrokerProcess) -> None:
+    for offset in ("foo", "@yesterday"):
+        bad_offset = kafkalog(broker, "consume", "nums", "-o", offset)
+        assert bad_offset.returncode == 2, bad_offset.stderr  # a usage error, not a traceback
+        assert f"'-o' / '--offset': '{offset}' is not beginning, end".encode() in bad_offset.stderr
+        assert b"Traceback" not in bad_offset.stderr
+    bad_value = kafkalog(broker, "topics", "create", "configured", "--config", "retention.ms=a week")
+    assert bad_value.returncode == 1
+    assert b"creating topic 'configured': retention.ms='a week' is not a valid value (expected an integer)" in (
+        bad_value.stderr
+    )
+    unknown = kafkalog(broker, "topics", "create", "configured", "--config", "retention=1")
+    assert unknown.returncode == 1
+    assert b": unsupported topic config 'retention' (supported: flush.messages," in unknown.stderr  # not quoted

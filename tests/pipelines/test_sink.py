@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipelines.decode import BadRecord, ChunkDecoder, Message
-from pipelines.errors import ReconciliationError
+from pipelines.errors import ReconciliationError, StorageError
 from pipelines.plan import Plan, Split
 from pipelines.reconcile import FileFacts, OffsetCoverage, inspect_local, reconcile
 from pipelines.sink import StagedFile, StagingWriter, staged_files_batch
@@ -95,6 +96,17 @@ def test_an_aborted_writer_reports_nothing(tmp_path: Path) -> None:
     sink.write_rows(rows(0, [0, 70]))
     sink.abort()
     assert sink.close() == []
+
+
+def test_a_write_that_fails_names_the_split_and_the_directory(tmp_path: Path) -> None:
+    # the task's error reaches the driver through Spark: it must say which split and where
+    blocked = tmp_path / "stage"
+    blocked.write_text("a file where the attempt directory should be")
+    where = re.escape(str(blocked / "tasks" / "0-abc"))
+    sink = writer(blocked / "tasks" / "0-abc")
+    with pytest.raises(StorageError, match=rf"^events-3: writing staged files under {where} failed: "):
+        sink.write_rows(rows(100, [0]))
+    sink.abort()
 
 
 def test_reports_travel_as_one_arrow_batch() -> None:

@@ -720,6 +720,8 @@ def test_top_level_must_be_a_mapping(tmp_path: Path, text: str) -> None:
 def test_invalid_yaml(tmp_path: Path, text: str) -> None:
     message = error(tmp_path, text)
     assert message.startswith(" not valid YAML:"), message
+    # the place in the text names the file, not PyYAML's "<unicode string>"
+    assert f'in "{tmp_path / "pipeline.yaml"}", line ' in message and "<unicode string>" not in message, message
 
 
 def test_python_tags_are_refused_not_executed(tmp_path: Path) -> None:

@@ -15,13 +15,15 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import hdfs
 import pytest
 from hdfs.util import HdfsError
 
 import pipelines.storage.local as local_module
-from pipelines.errors import AlreadyExistsError, StorageError
+from pipelines.errors import AlreadyExistsError, PlanError, StorageError
+from pipelines.state import PipelineState
 from pipelines.storage import FileStatus, LocalStorage, Storage, storage_for
 from pipelines.storage.webhdfs import WebHdfsStorage
 from tests.webhdfs_server import WebHdfsServer
@@ -389,8 +391,21 @@ def test_storage_for_an_unknown_scheme_fails() -> None:
 
 
 def test_storage_for_hdfs_needs_the_webhdfs_address() -> None:
-    with pytest.raises(StorageError, match="webhdfs_url"):
+    # names the path and the key of the pipeline file to set
+    with pytest.raises(StorageError, match=r"^hdfs://namenode:8020/data: .*\(raw\.webhdfs_url in a pipeline file"):
         storage_for("hdfs://namenode:8020/data")
+
+
+@pytest.mark.parametrize("stored", [b"not json", b"[1, 2]", b'{"pipeline": "p", "seq": 1}'])
+def test_an_unreadable_stored_plan_names_its_file(tmp_path: Path, stored: bytes) -> None:
+    state = PipelineState(LocalStorage(), str(tmp_path / "raw"))
+    plan = Path(state.plan_path(1))
+    plan.parent.mkdir(parents=True)
+    plan.write_bytes(stored)
+    with pytest.raises(PlanError, match=rf"^{re.escape(str(plan))}: the stored plan is unreadable: ") as info:
+        state.pending_plan()
+    if stored.startswith(b"{"):
+        assert "key 'splits' is missing" in str(info.value)
 
 
 def test_hdfs_urls_go_through_the_given_webhdfs_address() -> None:

@@ -323,3 +323,14 @@ def test_a_new_group_with_largest_starts_at_the_end(
     finally:
         consumer.close()
     assert [fetch_offset(zk, "latecomers", "events", p) for p in range(PARTITIONS)] == [20] * PARTITIONS
+
+
+def test_a_filter_that_is_not_a_regular_expression_names_itself(zk_factory: Callable[..., Any]) -> None:
+    consumer = GroupConsumer(zk_factory(), "g", consumer_id="filtered")
+    try:
+        with pytest.raises(ClientError, match=r"^whitelist '\(events' is not a regular expression: missing \)"):
+            consumer.create_message_streams_by_filter(whitelist="(events")
+        with pytest.raises(ClientError, match=r"^blacklist '\[' is not a regular expression"):
+            consumer.create_message_streams_by_filter(blacklist="[")
+    finally:
+        consumer.close()

@@ -4,6 +4,7 @@ graceful SIGTERM that leaves a clean shutdown."""
 
 from __future__ import annotations
 
+import re
 import socket
 import threading
 import time
@@ -166,6 +167,13 @@ def test_configuration_errors_name_the_file_and_key(tmp_path: Path) -> None:
         load_config(path)
     path.write_text("limits:\n  idle_timeout_ms: soon\n")
     with pytest.raises(BrokerConfigError, match=r"broker.yaml:limits.idle_timeout_ms: expected an integer"):
+        load_config(path)
+    path.write_text("port: [9092\n")  # not YAML: the place is in the file, not in "<unicode string>"
+    where = re.escape(str(path))
+    with pytest.raises(BrokerConfigError, match=rf'^{where}: while parsing a flow sequence\n  in "{where}", line 1'):
+        load_config(path)
+    path.write_bytes(b"port: \xff\n")
+    with pytest.raises(BrokerConfigError, match=rf"^{re.escape(str(path))}: 'utf-8' codec can't decode"):
         load_config(path)
     config = load_config(None, {"port": 1234, "data_dirs": [str(tmp_path)]})
     assert config.port == 1234 and config.data_dirs == (tmp_path,)
