@@ -41,7 +41,8 @@ def run_job(spec: PipelineSpec, spark: Any, *, run_id: str | None, replan: bool,
 
     reporter = Reporter(quiet=quiet)
     try:
-        result = PipelineRun(spec, spark, reporter=reporter).run(run_id=run_id, replan=replan)
+        job = PipelineRun(spec, spark, reporter=reporter)
+        result = job.run(run_id=run_id, replan=replan)
     except ConcurrentRunError as exc:
         click.echo(f"error: {exc}", err=True)
         return EXIT_CONCURRENT
@@ -50,22 +51,24 @@ def run_job(spec: PipelineSpec, spark: Any, *, run_id: str | None, replan: bool,
         return EXIT_FAILED
     if result.message:
         reporter.note(result.message)
-    report_runs(spec, [m.seq for m in result.completed], reporter)
+    report_runs(spec, [m.seq for m in result.completed], reporter, job.state)
     return 0
 
 
-def report_runs(spec: PipelineSpec, seqs: list[int], reporter: Any) -> None:
+def report_runs(spec: PipelineSpec, seqs: list[int], reporter: Any, state: PipelineState | None = None) -> None:
     """(Re)write the run reports of ``seqs`` and say where they are; a report that cannot be
-    written is noted, never fatal (the run committed; ``pipelines report`` rebuilds it)."""
+    written is noted, never fatal (the run committed; ``pipelines report`` rebuilds it). ``state``:
+    the job's own (in a Spark job, through the driver's Hadoop filesystem: no WebHDFS needed)."""
     from pipelines.report import try_write_report  # noqa: PLC0415 - jinja2 only when reporting
 
     if not seqs:
         return
-    try:
-        state = _state(spec)
-    except PipelineError as exc:
-        reporter.note(f"warning: no run report written: {exc}")
-        return
+    if state is None:
+        try:
+            state = _state(spec)
+        except PipelineError as exc:
+            reporter.note(f"warning: no run report written: {exc}")
+            return
     for seq in sorted(set(seqs)):
         written = try_write_report(spec, state, seq)
         reporter.note(f"warning: {written}" if isinstance(written, str) else f"run report #{seq}: {written[1]}")
@@ -96,6 +99,7 @@ def run_stage(
             return code
     reporter = Reporter(quiet=quiet)
     reported: list[int] = []  # the loads whose reports this stage changes, even when it fails
+    flow: FlowRun | None = None
     try:
         flow = FlowRun(spec, spark, reporter=reporter)
         seq = flow.seq_for(run_id)
@@ -123,7 +127,7 @@ def run_stage(
         click.echo(f"error: {exc}", err=True)
         return EXIT_FAILED
     finally:
-        report_runs(spec, reported, reporter)
+        report_runs(spec, reported, reporter, None if flow is None else flow.state)
     return 0
 
 
@@ -307,14 +311,15 @@ def replay_job(spec: PipelineSpec, spark: Any, target: Any, *, quiet: bool = Fal
 
     reporter = Reporter(quiet=quiet)
     try:
-        manifest = Replay(spec, spark, reporter=reporter).run(target)
+        replay = Replay(spec, spark, reporter=reporter)
+        manifest = replay.run(target)
     except ConcurrentRunError as exc:
         click.echo(f"error: {exc}", err=True)
         return EXIT_CONCURRENT
     except PipelineError as exc:
         click.echo(f"error: {exc}", err=True)
         return EXIT_FAILED
-    report_runs(spec, [manifest.seq], reporter)
+    report_runs(spec, [manifest.seq], reporter, replay.state)
     return 0
 
 
