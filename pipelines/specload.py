@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from kafkalog.yamlfile import YamlKeyError, parse_strict
 from pipelines.errors import SpecError
 
 _ENV_REFERENCE = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -25,39 +26,13 @@ _URL_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/@\s:]+:([^/@\s]+)@")
 """``scheme://user:password@``: the password group must be an environment reference."""
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """A YAML loader that refuses duplicate keys instead of silently keeping the last."""
-
-
-def _mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-    seen: set[Any] = set()
-    for key_node, _ in node.value:
-        if key_node.tag == "tag:yaml.org,2002:merge":
-            continue  # `<<: *defaults`: keys written here override merged ones, as in safe_load
-        key = loader.construct_object(key_node, deep=deep)
-        if not isinstance(key, str | int | float | bool) and key is not None:
-            raise SpecError(f"line {key_node.start_mark.line + 1}: a key must be a plain value, not {key!r}")
-        if key in seen:
-            raise SpecError(f"line {key_node.start_mark.line + 1}: duplicate key {key!r}")
-        seen.add(key)
-    loader.flatten_mapping(node)
-    return loader.construct_mapping(node, deep=deep)
-
-
-_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
-
-
 def read_yaml(text: str, source: str) -> dict[str, Any]:
     """Parse ``text`` (named ``source`` in errors); the top level must be a mapping."""
     try:
-        loaded = yaml.load(text, Loader=_UniqueKeyLoader)
-    except SpecError as exc:
+        loaded = parse_strict(text, source)
+    except YamlKeyError as exc:
         raise SpecError(f"{source}:{exc}") from exc
     except yaml.YAMLError as exc:
-        if isinstance(exc, yaml.MarkedYAMLError):
-            for mark in (exc.context_mark, exc.problem_mark):
-                if mark is not None:
-                    mark.name = source  # not "<unicode string>"
         raise SpecError(f"{source}: not valid YAML: {exc}") from exc
     if not isinstance(loaded, dict):
         raise SpecError(f"{source}: the top level must be a mapping of keys to values")

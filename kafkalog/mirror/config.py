@@ -20,6 +20,7 @@ from kafkalog.client.client import parse_bootstrap
 from kafkalog.client.producer import Producer
 from kafkalog.errors import ClientError, KafkalogError, RegistryError
 from kafkalog.registry.connect import check_connect_string
+from kafkalog.yamlfile import YamlKeyError, parse_strict
 
 
 class MirrorConfigError(KafkalogError):
@@ -200,23 +201,14 @@ def _check_type(key: str, value: Any) -> None:
         raise MirrorConfigError(f"{key}: expected {_EXPECTED[expected]}, got {value!r}")
 
 
-def _located(exc: Exception, source: str) -> Exception:
-    """``exc``, a YAML error naming ``source`` where it would say ``<unicode string>``."""
-    if isinstance(exc, yaml.MarkedYAMLError):
-        for mark in (exc.context_mark, exc.problem_mark):
-            if mark is not None:
-                mark.name = source
-    return exc
-
-
 def load_mirror_config(path: Path | None, overrides: dict[str, Any]) -> MirrorConfig:
     """The YAML file (if any) with the flags' ``overrides`` (None values ignored) applied."""
     values: dict[str, Any] = {}
     if path is not None:
         try:
-            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            raise MirrorConfigError(f"{path}: {_located(exc, str(path))}") from exc
+            loaded = parse_strict(path.read_text(encoding="utf-8"), str(path))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError, YamlKeyError) as exc:
+            raise MirrorConfigError(f"{path}: {exc}") from exc
         if loaded is not None and not isinstance(loaded, dict):
             raise MirrorConfigError(f"{path}: the top level must be a mapping")
         values = dict(loaded or {})

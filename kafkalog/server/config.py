@@ -17,6 +17,7 @@ import yaml
 from kafkalog.errors import KafkalogError, RegistryError
 from kafkalog.log import LogConfig
 from kafkalog.registry.connect import check_connect_string
+from kafkalog.yamlfile import YamlKeyError, parse_strict
 
 
 class BrokerConfigError(KafkalogError):
@@ -212,35 +213,14 @@ def _build(cls: Any, values: dict[str, Any], where: str) -> Any:
         raise BrokerConfigError(f"{where or 'config'}: {exc}") from exc
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """A YAML loader that refuses duplicate keys instead of silently keeping the last."""
-
-
-def _mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-    seen: set[Any] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if key in seen:
-            raise BrokerConfigError(f"line {key_node.start_mark.line + 1}: duplicate key {key!r}")
-        seen.add(key)
-    return loader.construct_mapping(node, deep=deep)
-
-
-_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
-
-
 def load_config(path: Path | None = None, overrides: dict[str, Any] | None = None) -> BrokerConfig:
     """Read ``path`` (YAML) if given, apply ``overrides`` (from flags), validate, return the config."""
     values: dict[str, Any] = {}
     source = str(path) if path else "flags"
     if path is not None:
         try:
-            loaded = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
-        except (OSError, UnicodeDecodeError, yaml.YAMLError, BrokerConfigError) as exc:
-            if isinstance(exc, yaml.MarkedYAMLError):
-                for mark in (exc.context_mark, exc.problem_mark):
-                    if mark is not None:
-                        mark.name = source  # not "<unicode string>"
+            loaded = parse_strict(path.read_text(encoding="utf-8"), source)
+        except (OSError, UnicodeDecodeError, yaml.YAMLError, YamlKeyError) as exc:
             raise BrokerConfigError(f"{source}: {exc}") from exc
         if loaded is not None and not isinstance(loaded, dict):
             raise BrokerConfigError(f"{source}: the top level must be a mapping")

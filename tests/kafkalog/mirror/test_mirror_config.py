@@ -28,6 +28,9 @@ VALID = "sources: [h1:9092]\ntarget: h9:9092\n"
         (VALID + "producer: {linger_ms: soon}\n", "producer.linger_ms: expected an integer, got 'soon'"),
         ("sources: [{bootstrap: 9092}]\ntarget: h9:9092\n", "sources[0].bootstrap: expected a string, got 9092"),
         ("sources: [h1:9092, {bootstrap: h2:1, port: 2}]\ntarget: h9:9092\n", "sources[1].port: unknown key"),
+        # a setting written twice is refused (the last one silently won before), as in every config file
+        (VALID + "group: a\ngroup: b\n", "line 4: duplicate key 'group'"),
+        (VALID + "producer: {linger_ms: 5, linger_ms: 50}\n", "line 3: duplicate key 'linger_ms'"),
     ],
 )
 def test_a_bad_value_names_the_file_and_the_key(tmp_path: Path, text: str, message: str) -> None:

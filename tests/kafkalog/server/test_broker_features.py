@@ -172,6 +172,9 @@ def test_configuration_errors_name_the_file_and_key(tmp_path: Path) -> None:
     where = re.escape(str(path))
     with pytest.raises(BrokerConfigError, match=rf'^{where}: while parsing a flow sequence\n  in "{where}", line 1'):
         load_config(path)
+    path.write_text("port: 9092\nlog:\n  retention_ms: 1\n  retention_ms: 2\n")  # the second would have won
+    with pytest.raises(BrokerConfigError, match=rf"^{where}: line 4: duplicate key 'retention_ms'$"):
+        load_config(path)
     path.write_bytes(b"port: \xff\n")
     with pytest.raises(BrokerConfigError, match=rf"^{re.escape(str(path))}: 'utf-8' codec can't decode"):
         load_config(path)
