@@ -107,6 +107,8 @@ class Source:
 
 @dataclass(frozen=True, slots=True)
 class CsvOptions:
+    """How a ``format: csv`` message is split: one record per message, fields in schema order."""
+
     delimiter: str = ","
     """One character between fields."""
     quote: str = '"'
