@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 NATIVE := kafkalog/record/_speedups$(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
-PYTEST_ARGS ?=
+PYTEST_ARGS ?= --durations=25
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 

@@ -58,15 +58,17 @@ def run_job(spec: PipelineSpec, spark: Any, *, run_id: str | None, replan: bool,
 def report_runs(spec: PipelineSpec, seqs: list[int], reporter: Any, state: PipelineState | None = None) -> None:
     """(Re)write the run reports of ``seqs`` and say where they are; a report that cannot be
     written is noted, never fatal (the run committed; ``pipelines report`` rebuilds it). ``state``:
-    the job's own (in a Spark job, through the driver's Hadoop filesystem: no WebHDFS needed)."""
+    the job's own, used when the tools' storage cannot reach the raw layer (hdfs:// without a
+    WebHDFS address); otherwise local files or WebHDFS are read directly, since the job's (the
+    driver's Hadoop filesystem) costs a JVM round trip per file and a report reads every manifest."""
     from pipelines.report import try_write_report  # noqa: PLC0415 - jinja2 only when reporting
 
     if not seqs:
         return
-    if state is None:
-        try:
-            state = _state(spec)
-        except PipelineError as exc:
+    try:
+        state = _state(spec)
+    except PipelineError as exc:
+        if state is None:
             reporter.note(f"warning: no run report written: {exc}")
             return
     for seq in sorted(set(seqs)):
