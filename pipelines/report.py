@@ -117,13 +117,13 @@ def _splits(manifest: Manifest) -> list[dict[str, Any]]:
 
 def rows_per_hour(manifest: Manifest) -> list[dict[str, Any]]:
     """Rows the run's data files hold per event-time hour (``dt=…/hour=…``), oldest first."""
+    from pipelines.flow import partition_of  # noqa: PLC0415 - the flow's paths; it imports Spark-side code
+
     counts: Counter[str] = Counter()
     for item in manifest.files:
-        if item.kind != "data":
-            continue
-        parts = dict(p.split("=", 1) for p in item.path.split("/")[:-1] if p.startswith(("dt=", "hour=")))
-        if "dt" in parts and "hour" in parts:
-            counts[f"{parts['dt']}T{parts['hour']}:00"] += item.rows
+        where = partition_of(item.path) if item.kind == "data" else None
+        if where is not None:
+            counts[f"{where[0]}T{where[1]}:00"] += item.rows
     return [{"hour": hour, "rows": counts[hour]} for hour in sorted(counts)]
 
 
