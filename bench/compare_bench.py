@@ -21,8 +21,9 @@ from bench.results import print_results, result
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.broker_bench import cpu_seconds, fetch_rate, produce_rate
 from kafkalog.client import Producer, SimpleConsumer
-from tests.brokers import BrokerProcess
-from tests.peers import Kafka09Process, ZooKeeperProcess
+from tests.support.kafka09 import Kafka09Process
+from tests.support.kafkalog import BrokerProcess
+from tests.support.zookeeper import ZooKeeperProcess
 
 MESSAGE = b"x" * 200
 FALLBACK_09 = {"api.version.request": False, "broker.version.fallback": "0.9.0"}

@@ -39,8 +39,8 @@ from kafkalog.client.group_consumer import GroupConsumer, Stream
 from kafkalog.registry.connect import connect
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tests.brokers import BrokerProcess
-from tests.peers import ZooKeeperProcess
+from tests.support.kafkalog import BrokerProcess
+from tests.support.zookeeper import ZooKeeperProcess
 
 CHROOT = "/bench"
 TICKS = os.sysconf("SC_CLK_TCK")

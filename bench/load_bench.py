@@ -572,7 +572,7 @@ def main(argv: list[str] | None = None) -> int:
         return memory_child(Path(args.memory_child))
 
     from pipelines.session import local_session
-    from tests.brokers import BrokerProcess
+    from tests.support.kafkalog import BrokerProcess
 
     count = args.messages
     root = Path(tempfile.mkdtemp(prefix="pipelines-load-bench-"))

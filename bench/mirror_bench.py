@@ -56,8 +56,10 @@ from bench.results import print_results, result
 from kafkalog.client import Admin, Producer, SimpleConsumer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tests.brokers import KAFKALOG, BrokerProcess
-from tests.peers import KAFKA_HOME, ZooKeeperProcess, free_port
+from tests.support.installed import KAFKA09_HOME as KAFKA_HOME
+from tests.support.kafkalog import KAFKALOG, BrokerProcess
+from tests.support.ports import free_port
+from tests.support.zookeeper import ZooKeeperProcess
 
 PARTITIONS = 4
 VALUE_BYTES = 100

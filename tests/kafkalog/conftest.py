@@ -1,25 +1,17 @@
-"""A real ZooKeeper server (Debian's package) for the registry and mirror tests, and clients chrooted per test."""
+"""Clients of the shared ZooKeeper (tests.support.fixtures), chrooted per test."""
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
 
-from tests.peers import ZooKeeperProcess
+from tests.support.zookeeper import ZooKeeperProcess
 
 _chroots = itertools.count()
-
-
-@pytest.fixture(scope="session")
-def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperProcess]:
-    server = ZooKeeperProcess(Path(tmp_path_factory.mktemp("zookeeper"))).start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture

@@ -7,8 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from kafkalog.log import Log, LogConfig, LogManager
 from tests.kafkalog.log.helpers import fill, flip_bit, message_set
+
+pytestmark = pytest.mark.integration  # every test runs the kafkalog command
 
 KAFKALOG = Path(sys.executable).with_name("kafkalog")
 CONFIG = LogConfig(segment_bytes=2048, retention_ms=None)

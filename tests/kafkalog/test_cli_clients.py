@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.brokers import KAFKALOG, BrokerProcess
+from tests.support.kafkalog import KAFKALOG, BrokerProcess
 
 
 @pytest.fixture(scope="module")

@@ -17,8 +17,8 @@ import pytest
 
 from pipelines.airflow_dag import RUN_ID
 from pipelines.examples import page_views
-from tests.brokers import BrokerProcess
 from tests.pipelines.flow_harness import REPO, example_spec, expected_hourly_pages, send, snapshot, table_rows
+from tests.support.kafkalog import BrokerProcess
 
 AIRFLOW = str(Path(sys.executable).with_name("airflow"))
 

@@ -18,8 +18,8 @@ from pipelines.load import PipelineRun
 from pipelines.spec import load_spec
 from pipelines.state import PipelineState
 from pipelines.storage import LocalStorage
-from tests.brokers import BrokerProcess
 from tests.pipelines.harness import PIPELINES, oracle, produce, run_cli, write_spec
+from tests.support.kafkalog import BrokerProcess
 
 pytestmark = pytest.mark.slow
 
@@ -114,6 +114,7 @@ def test_run_status_and_offsets_commands(tmp_path: Path, broker: BrokerProcess) 
     assert "already committed" in again.stderr
 
 
+@pytest.mark.integration
 def test_an_invalid_pipeline_file_exits_2_naming_file_and_key(tmp_path: Path) -> None:
     path = write_spec(tmp_path, "127.0.0.1:1", tmp_path / "raw", limits={"max_messages_per_split": "many"})
     result = run_cli("run", str(path))
@@ -121,6 +122,7 @@ def test_an_invalid_pipeline_file_exits_2_naming_file_and_key(tmp_path: Path) ->
     assert f"{path}:limits.max_messages_per_split: expected an integer" in result.stderr
 
 
+@pytest.mark.integration
 def test_an_unreachable_broker_fails_the_run_with_its_address(tmp_path: Path) -> None:
     path = write_spec(tmp_path, "127.0.0.1:1", tmp_path / "raw")
     result = run_cli("run", str(path), "--master", "local[1]")

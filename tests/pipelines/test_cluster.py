@@ -25,9 +25,9 @@ from pathlib import Path
 import pytest
 
 from pipelines.ship import build_zip
-from tests.brokers import BrokerProcess
 from tests.pipelines.harness import REPO, oracle, produce, write_spec
-from tests.pipelines.spark_cluster import SPARK_HOME, spark_cluster, spark_submit, worker_dir
+from tests.support.kafkalog import BrokerProcess
+from tests.support.spark import SPARK_HOME, spark_cluster, spark_submit, worker_dir
 
 EVENTS = 20_000
 SUBMIT_TIMEOUT = 180.0
@@ -143,6 +143,7 @@ def explain(stdout: str, stderr: str) -> str:
     return f"stdout:\n{stdout[-3000:]}\nstderr:\n" + "\n".join(stderr.splitlines()[-60:])
 
 
+@pytest.mark.integration
 def test_the_zip_is_deterministic_and_self_sufficient(tmp_path: Path) -> None:
     first = build_zip(tmp_path / "a" / "pipelines.zip")
     second = build_zip(tmp_path / "b" / "pipelines.zip")

@@ -334,12 +334,14 @@ def _decode_in_subprocess(values: list[bytes]) -> subprocess.CompletedProcess[st
     )
 
 
+@pytest.mark.integration
 def test_json_null_literal_alone_is_a_bad_record() -> None:
     result = _decode_in_subprocess([b"null"])
     assert result.returncode == 0, f"the decoder process died (returncode {result.returncode})"
     assert result.stdout.strip() == "[] [0]"
 
 
+@pytest.mark.integration
 def test_json_null_literal_after_an_object_is_a_bad_record() -> None:
     result = _decode_in_subprocess([b'{"a": 1}', b"null"])
     assert result.returncode == 0, f"the decoder process died (returncode {result.returncode})"

@@ -21,6 +21,7 @@ from pipelines.demo.processes import DemoError, Supervisor, java_version
 REPO = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.integration
 def test_java_missing_is_said_plainly(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("JAVA_HOME", str(tmp_path / "no-jdk"))
     with pytest.raises(DemoError, match=r"Java is not installed .*openjdk-17-jre-headless.*JAVA_HOME"):
@@ -49,6 +50,7 @@ def _alive(pid: int) -> bool:
     return stat.split(") ", 1)[1][0] != "Z"  # a zombie is dead, only not reaped yet
 
 
+@pytest.mark.integration
 def test_the_supervisor_stops_everything_even_on_error(tmp_path: Path) -> None:
     # a child that ignores SIGTERM and has a child of its own (in its process group)
     stubborn = (
@@ -69,6 +71,7 @@ def test_the_supervisor_stops_everything_even_on_error(tmp_path: Path) -> None:
     assert not any(_alive(pid) for pid in pids), "a process survived the supervisor"
 
 
+@pytest.mark.integration
 def test_a_child_that_dies_while_starting_names_its_log(tmp_path: Path) -> None:
     with Supervisor(tmp_path / "logs") as supervisor, pytest.raises(DemoError) as failure:
         supervisor.start("broker", [sys.executable, "-c", "print('port taken'); raise SystemExit(3)"], lambda: False)

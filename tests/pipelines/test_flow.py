@@ -18,7 +18,6 @@ from pipelines.flow import FlowRun
 from pipelines.load import PipelineRun
 from pipelines.spec import load_spec
 from pipelines.storage import LocalStorage
-from tests.brokers import BrokerProcess
 from tests.pipelines.flow_harness import (
     example_spec,
     expected_hourly_pages,
@@ -27,6 +26,7 @@ from tests.pipelines.flow_harness import (
     snapshot,
     table_rows,
 )
+from tests.support.kafkalog import BrokerProcess
 
 START = datetime(2026, 5, 4, 21, 10, tzinfo=UTC)  # the views run past midnight into the next day
 

@@ -182,6 +182,7 @@ def test_a_literal_secret_never_appears_in_an_error(tmp_path: Path, monkeypatch:
 # pipelines lint
 
 
+@pytest.mark.integration
 def test_lint_passes_the_examples_and_names_every_broken_file(tmp_path: Path) -> None:
     examples = sorted(str(p) for p in (REPO / "conf" / "pipelines").glob("*.yaml"))
     assert len(examples) >= 3

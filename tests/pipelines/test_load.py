@@ -30,8 +30,8 @@ from pipelines.report import build_report
 from pipelines.spec import PipelineSpec, load_spec
 from pipelines.state import PipelineState
 from pipelines.storage import LocalStorage
-from tests.brokers import BrokerProcess
 from tests.pipelines.harness import event, oracle, produce, write_spec
+from tests.support.kafkalog import BrokerProcess
 
 pytestmark = pytest.mark.slow
 

@@ -26,10 +26,10 @@ from pipelines.replay import Replay, ReplayError, RewindTarget, current_location
 from pipelines.spec import load_spec
 from pipelines.state import PipelineState
 from pipelines.storage import LocalStorage
-from tests.brokers import BrokerProcess
 from tests.pipelines.flow_harness import example_spec, expected_hourly_pages, send, snapshot, table_rows
 from tests.pipelines.harness import run_cli
 from tests.pipelines.test_load import _delete_oldest_segments, _restart
+from tests.support.kafkalog import BrokerProcess
 
 START = datetime(2026, 5, 4, 6, 0, tzinfo=UTC)
 BUGGY_SQL = (
@@ -291,7 +291,7 @@ def test_gc_reaches_outputs_on_hdfs_through_the_raw_layers_webhdfs_address(tmp_p
     from pipelines.replay import collect_garbage
     from pipelines.state import Manifest
     from pipelines.storage import storage_for
-    from tests.webhdfs_server import WebHdfsServer
+    from tests.support.webhdfs_server import WebHdfsServer
 
     with WebHdfsServer() as server:
         data = yaml.safe_load(spec_file(tmp_path, "127.0.0.1:1").read_text())

@@ -17,9 +17,9 @@ from pipelines.report import report_paths
 from pipelines.spec import load_spec
 from pipelines.state import PipelineState
 from pipelines.storage import LocalStorage
-from tests.brokers import BrokerProcess
 from tests.pipelines.flow_harness import example_spec, send
 from tests.pipelines.harness import run_cli
+from tests.support.kafkalog import BrokerProcess
 
 START = datetime(2026, 6, 1, 5, 0, tzinfo=UTC)
 

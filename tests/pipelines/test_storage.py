@@ -1,7 +1,7 @@
 """The storage contract (HDFS semantics) checked against every implementation.
 
 Each contract test runs on local files (plain paths, file:// URLs, and the fallback used where
-renameat2 is missing) and on WebHDFS (``tests.webhdfs_server``, the REST semantics of a namenode over
+renameat2 is missing) and on WebHDFS (``tests.support.webhdfs_server``, the REST semantics of a namenode over
 a temporary directory). The refusals are the point: a rename never replaces an existing file or
 directory, where POSIX rename(2) would replace a file or an empty directory without a word.
 """
@@ -26,7 +26,7 @@ from pipelines.errors import AlreadyExistsError, PlanError, StorageError
 from pipelines.state import PipelineState
 from pipelines.storage import FileStatus, LocalStorage, Storage, storage_for
 from pipelines.storage.webhdfs import WebHdfsStorage
-from tests.webhdfs_server import WebHdfsServer
+from tests.support.webhdfs_server import WebHdfsServer
 
 DATA = bytes(range(256)) * 41  # not a round size, every byte value
 

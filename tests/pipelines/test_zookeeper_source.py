@@ -23,9 +23,10 @@ from pipelines.load import PipelineRun
 from pipelines.plan import discover_splits, make_plan, open_consumer, task_brokers
 from pipelines.source import SplitTask
 from pipelines.spec import PipelineSpec, Source, load_spec
-from tests.brokers import BrokerProcess, roundtrip
-from tests.peers import ZooKeeperProcess, free_port
 from tests.pipelines.harness import REPO, event, oracle, run_cli, write_spec
+from tests.support.kafkalog import BrokerProcess, roundtrip
+from tests.support.ports import free_port
+from tests.support.zookeeper import ZooKeeperProcess
 
 # ---------------------------------------------------------------------------------------------
 # the spec

@@ -13,8 +13,8 @@ import pytest
 
 from kafkalog.client import Admin, Producer, SimpleConsumer, murmur2
 from kafkalog.errors import UnsupportedByBrokerError
-from tests.brokers import BrokerProcess
-from tests.peers import Kafka09Process, ZooKeeperProcess
+from tests.support.kafka09 import Kafka09Process
+from tests.support.kafkalog import BrokerProcess
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -25,19 +25,12 @@ PARTITIONS = 3
 
 @pytest.fixture(scope="module", params=["kafkalog", "kafka-0.9"])
 def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    root = tmp_path_factory.mktemp(request.param)
     if request.param == "kafkalog":
-        with BrokerProcess(root / "data", default_partitions=PARTITIONS) as running:
+        with BrokerProcess(tmp_path_factory.mktemp(request.param) / "data", default_partitions=PARTITIONS) as running:
             yield request.param, running.bootstrap
         return
-    zookeeper = ZooKeeperProcess(root / "zk").start()
-    peer = Kafka09Process(root / "kafka", zookeeper, **{"num.partitions": PARTITIONS})
-    try:
-        peer.start()
-        yield request.param, peer.bootstrap
-    finally:
-        peer.stop()  # before its ZooKeeper, or a restart would find its old registration
-        zookeeper.stop()
+    peer: Kafka09Process = request.getfixturevalue("kafka09")  # shared, 3 partitions per topic
+    yield request.param, peer.bootstrap
 
 
 @pytest.mark.slow

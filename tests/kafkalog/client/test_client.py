@@ -14,7 +14,7 @@ import pytest
 
 from kafkalog.client import Admin, Producer, SimpleConsumer, murmur2
 from kafkalog.errors import BrokerResponseError, BufferFullError, ClientError, OffsetOutOfRangeError
-from tests.brokers import BrokerProcess
+from tests.support.kafkalog import BrokerProcess
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -75,6 +75,7 @@ def test_acks_0_sends_without_waiting(broker: BrokerProcess) -> None:
         assert consumer.latest_offset("fire", 0) == 10
 
 
+@pytest.mark.integration
 def test_a_full_buffer_blocks_then_fails_clearly(tmp_path: Path) -> None:
     with (
         BrokerProcess(tmp_path / "data", default_partitions=1) as running,
@@ -91,6 +92,7 @@ def test_a_full_buffer_blocks_then_fails_clearly(tmp_path: Path) -> None:
             running.process.send_signal(18)  # SIGCONT
 
 
+@pytest.mark.integration
 def test_retries_carry_messages_over_a_broker_restart(tmp_path: Path) -> None:
     running = BrokerProcess(tmp_path / "data", default_partitions=1)
     running.start()

@@ -56,6 +56,7 @@ def run_child(data_dir: Path, crash_at: str | None) -> tuple[int, list[tuple[int
     return done.returncode, acks
 
 
+@pytest.mark.integration
 @pytest.mark.slow
 @pytest.mark.parametrize("crash_at", POINTS)
 def test_a_crash_at_any_point_loses_no_acknowledged_message(
@@ -89,6 +90,7 @@ def test_a_crash_at_any_point_loses_no_acknowledged_message(
         assert log.append(builder.build()).first_offset == end
 
 
+@pytest.mark.integration
 def test_clean_shutdown_marker_skips_recovery_and_is_removed_before_writes(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -310,6 +310,7 @@ def test_a_bad_checkpoint_means_full_recovery_and_nothing_lost(tmp_path: Path, d
     assert (tmp_path / RECOVERY_POINT_FILE).read_text() == "0\n1\norders 0 80\n"
 
 
+@pytest.mark.integration
 def test_two_log_managers_cannot_share_a_data_dir(tmp_path: Path) -> None:
     with LogManager([tmp_path / "a", tmp_path / "b"]) as first:
         log = first.get_or_create_log("t", 0)

@@ -23,8 +23,8 @@ from kafkalog.client import Admin, Producer, SimpleConsumer
 from kafkalog.client.offsets import OffsetsClient
 from kafkalog.client.partitioner import default_partitioner
 from kafkalog.record import Codec
-from tests.brokers import KAFKALOG, BrokerProcess
-from tests.peers import free_port
+from tests.support.kafkalog import KAFKALOG, BrokerProcess
+from tests.support.ports import free_port
 
 PARTITIONS = 4
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from kafkalog.mirror.config import MirrorConfigError, load_mirror_config
-from tests.brokers import KAFKALOG
-from tests.peers import free_port
+from tests.support.kafkalog import KAFKALOG
+from tests.support.ports import free_port
 
 VALID = "sources: [h1:9092]\ntarget: h9:9092\n"
 
@@ -56,6 +56,7 @@ def test_the_defaults_of_the_sources_names_stay_source_i(tmp_path: Path) -> None
     assert config.producer == {"linger_ms": 5}
 
 
+@pytest.mark.integration
 def test_an_unreachable_source_is_named(tmp_path: Path) -> None:
     source, target = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"  # nobody listens there
     done = subprocess.run(

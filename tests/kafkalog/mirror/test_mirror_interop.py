@@ -30,7 +30,7 @@ import signal
 import subprocess
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -40,8 +40,10 @@ from kafkalog.client import Admin, Client, Producer, SimpleConsumer, murmur2
 from kafkalog.client.offsets import OffsetsClient
 from kafkalog.protocol import ApiKey
 from kafkalog.record.format import Codec
-from tests.brokers import KAFKALOG, BrokerProcess, roundtrip
-from tests.peers import KAFKA_HOME, Kafka09Process, ZooKeeperProcess
+from tests.support.installed import KAFKA09_HOME as KAFKA_HOME
+from tests.support.kafka09 import Kafka09Process
+from tests.support.kafkalog import KAFKALOG, BrokerProcess, roundtrip
+from tests.support.zookeeper import ZooKeeperProcess
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)  # kafka-python uses a deprecated importlib API
@@ -54,25 +56,7 @@ CODECS = ("none", "gzip", "snappy")
 Contents = dict[int, list[tuple[bytes | None, bytes | None]]]
 
 
-# ---------------------------------------------------------------------- peers
-
-
-@pytest.fixture(scope="module")
-def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperProcess]:
-    server = ZooKeeperProcess(tmp_path_factory.mktemp("zookeeper"))
-    try:
-        yield server.start()
-    finally:
-        server.stop()
-
-
-@pytest.fixture(scope="module")
-def kafka09(zookeeper: ZooKeeperProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kafka09Process]:
-    peer = Kafka09Process(tmp_path_factory.mktemp("kafka09"), zookeeper)
-    try:
-        yield peer.start()
-    finally:
-        peer.stop()  # before its ZooKeeper (the zookeeper fixture is torn down after this one)
+# ------------------------------------------ peers: ZooKeeper and Kafka 0.9 are tests.support.fixtures
 
 
 class MirrorProcess:

@@ -233,6 +233,7 @@ _HUGE_SNAPPY = textwrap.dedent(
 )
 
 
+@pytest.mark.integration
 def test_a_raw_snappy_block_stating_a_huge_length_is_refused_without_allocating_it() -> None:
     result = subprocess.run(
         [sys.executable, "-c", _HUGE_SNAPPY], capture_output=True, text=True, timeout=120, check=False

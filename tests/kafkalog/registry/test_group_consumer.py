@@ -16,8 +16,8 @@ from kafkalog.client import Admin, Producer
 from kafkalog.client.group_consumer import GroupConsumer
 from kafkalog.errors import ClientError
 from kafkalog.registry.offsets import fetch_offset
-from tests.brokers import BrokerProcess
-from tests.proxy import TcpProxy
+from tests.support.kafkalog import BrokerProcess
+from tests.support.proxy import TcpProxy
 
 PARTITIONS = 12
 

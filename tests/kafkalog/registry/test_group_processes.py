@@ -19,7 +19,7 @@ import pytest
 from kafkalog.client import Admin, Producer
 from kafkalog.registry.groups import owners
 from kafkalog.registry.offsets import fetch_offset
-from tests.brokers import KAFKALOG, BrokerProcess
+from tests.support.kafkalog import KAFKALOG, BrokerProcess
 
 PARTITIONS = 12
 BATCH = 1200
@@ -179,6 +179,7 @@ def test_a_member_frozen_past_its_session_never_hands_out_what_another_member_to
         (["--zookeeper", "127.0.0.1:port", "events"], "'127.0.0.1:port' is not host:port"),
     ],
 )
+@pytest.mark.integration
 def test_consume_explains_wrong_combinations(args: list[str], message: str) -> None:
     done = subprocess.run([str(KAFKALOG), "consume", *args], capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode != 0

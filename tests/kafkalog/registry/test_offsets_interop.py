@@ -18,7 +18,7 @@ import pytest
 from kafkalog.client import Admin, Producer
 from kafkalog.client.group_consumer import GroupConsumer
 from kafkalog.registry.offsets import fetch_offset
-from tests.brokers import BrokerProcess
+from tests.support.kafkalog import BrokerProcess
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)  # kafka-python uses a deprecated importlib API

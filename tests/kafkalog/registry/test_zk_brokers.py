@@ -18,9 +18,10 @@ from kazoo.client import KazooClient
 from kafkalog.client import Admin, Client, Producer, SimpleConsumer
 from kafkalog.errors import BrokerResponseError
 from kafkalog.registry.offsets import fetch_offset
-from tests.brokers import BrokerProcess, roundtrip
-from tests.peers import ZooKeeperProcess, free_port
-from tests.proxy import TcpProxy
+from tests.support.kafkalog import BrokerProcess, roundtrip
+from tests.support.ports import free_port
+from tests.support.proxy import TcpProxy
+from tests.support.zookeeper import ZooKeeperProcess
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)  # kafka-python uses a deprecated importlib API
@@ -213,6 +214,7 @@ def created(admin: Admin, topic: str) -> bool:
     return True
 
 
+@pytest.mark.integration
 def test_state_converges_after_zookeeper_is_killed_and_restarted(tmp_path: Path) -> None:
     zookeeper = ZooKeeperProcess(tmp_path / "zk").start()
     connect = f"{zookeeper.connect}/cluster"

@@ -17,7 +17,7 @@ import pytest
 
 from kafkalog.protocol import VERSION_RANGES, ApiKey, decode_response, encode_request, lookup
 from kafkalog.record import MessageSetBuilder, decode_all
-from tests.brokers import BrokerProcess, recv_exact
+from tests.support.kafkalog import BrokerProcess, recv_exact
 
 MAX_REQUEST = 1024 * 1024
 MAX_CONNECTIONS = 24

@@ -18,7 +18,7 @@ from kafkalog.log.manager import CLEAN_SHUTDOWN_FILE
 from kafkalog.protocol import ApiKey, encode_request, lookup
 from kafkalog.record import MessageSetBuilder, decode_all
 from kafkalog.server import Broker, BrokerConfig, BrokerConfigError, load_config
-from tests.brokers import BrokerProcess, roundtrip
+from tests.support.kafkalog import BrokerProcess, roundtrip
 
 
 @pytest.fixture
@@ -182,6 +182,7 @@ def test_configuration_errors_name_the_file_and_key(tmp_path: Path) -> None:
     assert config.port == 1234 and config.data_dirs == (tmp_path,)
 
 
+@pytest.mark.integration
 def test_sigterm_stops_cleanly_and_restart_skips_recovery(tmp_path: Path) -> None:
     running = BrokerProcess(tmp_path / "data", default_partitions=1).start()
     call(running.port, ApiKey.METADATA, 1, {"topics": ["t"]})

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.brokers import BrokerProcess
+from tests.support.kafkalog import BrokerProcess
 
 from .clients import CLIENTS, CODECS, MODES, Read
 
@@ -104,6 +104,7 @@ def test_group_offsets_are_committed_and_fetched(broker: BrokerProcess, client: 
     assert CLIENTS[other](broker.bootstrap, "default").commit_and_fetch(group, topic, 2, 9) == 9
 
 
+@pytest.mark.integration
 def test_group_offsets_survive_a_broker_restart(tmp_path: Path) -> None:
     with BrokerProcess(tmp_path / "data", default_partitions=1) as running:
         client = CLIENTS["kafka-python"](running.bootstrap, "default")

@@ -11,7 +11,7 @@ import pytest
 
 from kafkalog.protocol import ApiKey
 from kafkalog.record import MessageSetBuilder
-from tests.brokers import BrokerProcess, roundtrip
+from tests.support.kafkalog import BrokerProcess, roundtrip
 
 from .clients import CLIENTS
 

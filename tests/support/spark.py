@@ -1,4 +1,5 @@
-"""A real Spark standalone cluster on loopback for tests: one master and one worker, from the pip package.
+"""Spark for tests and benchmarks: the installed pyspark's ``spark-submit``, the jars of Spark's Kafka
+source, and a real Spark standalone cluster on loopback (one master, one worker, from the pip package):
 
     with spark_cluster(tmp_path / "spark") as master_url:
         subprocess.run([spark_submit(), "--master", master_url, ...])
@@ -14,16 +15,19 @@ from __future__ import annotations
 
 import os
 import re
-import signal
-import socket
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import Any
 
 import pyspark
+
+from tests.support.installed import SPARK_KAFKA_LIBS, jars, require
+from tests.support.ports import free_port
+from tests.support.processes import spawn, stop_group, tail
 
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
@@ -43,6 +47,35 @@ def spark_submit() -> Path:
     return beside if beside.exists() else SPARK_HOME / "bin" / "spark-submit"
 
 
+def spark_kafka_jars() -> list[Path]:
+    """Spark's own Kafka source and its kafka-clients (Maven Central, `make peers`), for
+    ``spark.jars``: ``spark.read.format("kafka")``."""
+    require(SPARK_KAFKA_LIBS, "Spark's Kafka source (Maven Central)", "make peers")
+    return jars(SPARK_KAFKA_LIBS)
+
+
+def stop_spark(session: Any) -> None:
+    """Stop a local session and its JVM: ``SparkSession.stop`` leaves the py4j gateway's JVM running
+    until this interpreter exits; closing the JVM's stdin is pyspark's own signal for it to exit."""
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    session.stop()
+    if gateway is None:
+        return
+    gateway.shutdown()
+    process = getattr(gateway, "proc", None)
+    if process is not None:
+        if process.stdin is not None:
+            process.stdin.close()
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            stop_group(process, grace=5)
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+
+
 def worker_dir(base: Path) -> Path:
     """Where the worker runs its executors: ``<app id>/<executor id>/`` (their cwd, files, stderr)."""
     return base / "work"
@@ -51,21 +84,6 @@ def worker_dir(base: Path) -> Path:
 def log_dir(base: Path) -> Path:
     """The daemons' logs: ``master.log`` and ``worker.log`` (stdout and stderr of each)."""
     return base / "logs"
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def tail(path: Path, lines: int = 40) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except FileNotFoundError:
-        return f"--- {path}: (no log)"
-    return f"--- last {lines} lines of {path}:\n" + "\n".join(text.splitlines()[-lines:])
 
 
 def daemon_env(base: Path, python: str) -> dict[str, str]:
@@ -91,44 +109,12 @@ def daemon_env(base: Path, python: str) -> dict[str, str]:
 
 @contextmanager
 def _daemon(args: list[str], env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """Run ``spark-class <args>`` in its own process group; on exit, kill the group (TERM, then KILL)."""
-    with log.open("ab") as stream:
-        process = subprocess.Popen(
-            [str(SPARK_HOME / "bin" / "spark-class"), *args],
-            stdin=subprocess.DEVNULL,
-            stdout=stream,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-        )
+    """Run ``spark-class <args>`` in its own session; on exit, end the whole group (TERM, then KILL)."""
+    process = spawn([str(SPARK_HOME / "bin" / "spark-class"), *args], log=log, env=env)
     try:
         yield process
     finally:
-        _kill_group(process)
-
-
-def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    pgid = process.pid  # start_new_session: the leader's pid is the group id
-    for sig, grace in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(pgid, sig)
-        except ProcessLookupError:
-            break
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline and _group_alive(process):
-            time.sleep(0.1)
-        if not _group_alive(process):
-            break
-    process.wait(timeout=5)
-
-
-def _group_alive(process: subprocess.Popen[bytes]) -> bool:
-    process.poll()  # reap the leader: a zombie would still count as a member of its group
-    try:
-        os.killpg(process.pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
+        stop_group(process, grace=10)
 
 
 def _wait_for(

@@ -1,5 +1,5 @@
-"""Test fixtures that run real brokers as processes: ``kafkalog broker`` (ours), on loopback, in
-temporary directories, stopped (or killed) by the test."""
+"""``kafkalog broker`` (ours) as a child process on loopback in a temporary directory, stopped,
+killed, paused or resumed by the test; and one raw request/response round trip for protocol tests."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from kafkalog.protocol import decode_response, encode_request, lookup
+from tests.support.processes import stop_group
 
 KAFKALOG = Path(sys.executable).with_name("kafkalog")
 _LISTENING = re.compile(r"listening on (?P<host>[\d.]+):(?P<port>\d+)")
@@ -51,6 +52,7 @@ class BrokerProcess:
                 stderr=subprocess.STDOUT,
                 text=True,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                start_new_session=True,  # see tests.support.processes: nothing it forks outlives it
             )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -105,7 +107,7 @@ class BrokerProcess:
             try:
                 self.stop()
             except subprocess.TimeoutExpired:
-                self.kill()
+                stop_group(self.process, grace=0)
 
 
 def recv_exact(sock: socket.socket, count: int) -> bytes:

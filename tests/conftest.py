@@ -1,0 +1,102 @@
+"""The test tiers, and the rule that no test run leaves a process behind.
+
+Every test belongs to one tier (docs/testing.md):
+- ``unit``: no process, no Spark, no peer: milliseconds each; ``make test-fast`` runs them.
+- ``integration``: real processes (our broker, ZooKeeper, Kafka 0.9 and 4.x, Spark, Hadoop's mini
+  clusters, Airflow).
+- ``e2e``: the whole product from a fresh clone (``make demo``).
+A test's tier is its own marker (or its module's ``pytestmark``); a test without one is
+``integration`` when it uses a fixture that starts a process, else ``unit``. A unit test that starts
+a process anyway fails at once, naming the tier it belongs to: the tier is a contract, not a label.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.support.processes import descendants
+
+pytest_plugins = ["tests.support.fixtures"]
+
+TIERS = ("unit", "integration", "e2e")
+
+# Fixtures that start processes (peers, brokers, Spark): a test that uses one is an integration test.
+PROCESS_FIXTURES = frozenset(
+    {
+        "spark",
+        "broker",
+        "two_brokers",
+        "cluster",
+        "zookeeper",
+        "zk_factory",
+        "kafka09",
+        "kafka4",
+        "kafka4_pair",
+        "hadoop",
+        "webhdfs",
+        "dcs",
+        "airflow_home",
+        "clone",
+        "backend",
+        "setup",
+        "edges",
+        "dirty",
+        "edges_validation",
+        "dirty_validation",
+    }
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        tiers = [tier for tier in TIERS if item.get_closest_marker(tier) is not None]
+        if len(tiers) > 1:
+            raise pytest.UsageError(f"{item.nodeid} is marked {' and '.join(tiers)}: a test has one tier")
+        if not tiers:
+            uses_process = bool(PROCESS_FIXTURES.intersection(getattr(item, "fixturenames", ())))
+            item.add_marker("integration" if uses_process else "unit")
+
+
+class _UnitTierViolation(RuntimeError):
+    pass
+
+
+@pytest.fixture(autouse=True)
+def _unit_tier_starts_no_process(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a unit test, starting a process (a peer, a JVM for Spark, a command) raises."""
+    if request.node.get_closest_marker("unit") is None:
+        return
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise _UnitTierViolation(
+            f"{request.node.nodeid} is in the unit tier but started a process ({args[1] if len(args) > 1 else args}):"
+            " mark it @pytest.mark.integration"
+        )
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
+    monkeypatch.setattr(os, "fork", refuse)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_process_left_behind() -> Iterator[None]:
+    """After the whole run, nothing the tests started may still run (every peer, broker, Spark
+    daemon and command stopped). Leftovers are killed and reported as an error of the run."""
+    yield
+    deadline = time.monotonic() + 15
+    left = descendants()
+    while left and time.monotonic() < deadline:  # a stop may still be reaping its children
+        time.sleep(0.5)
+        left = descendants()
+    if left:
+        for pid, _ in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, 9)
+        listing = "\n".join(f"  {pid}: {command[:300]}" for pid, command in left)
+        raise AssertionError(f"the test run left {len(left)} process(es) running (now killed):\n{listing}")

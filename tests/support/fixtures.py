@@ -1,0 +1,59 @@
+"""The peers shared by the whole test run, started once on first use (session scope) and stopped at
+its end: one Spark session, one ZooKeeper, one Apache Kafka 0.9.0.1 broker, one Apache Kafka 4.x
+broker, one set of Hadoop mini clusters (HDFS and YARN). Loaded by the root conftest
+(``pytest_plugins``). Tests that need a peer of their own (to crash it, or two at once) construct it
+from tests.support directly."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.hadoop import HadoopCluster
+from tests.support.kafka09 import Kafka09Process
+from tests.support.kafka4 import Kafka4Process
+from tests.support.spark import spark_kafka_jars, stop_spark
+from tests.support.zookeeper import ZooKeeperProcess
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One local Spark session for the run (a JVM start costs seconds): ``local[2,4]``, two cores
+    and failed tasks retried (plain local[N] never retries); Spark's Kafka source on its class path."""
+    from pipelines.session import local_session
+
+    jars = ",".join(str(jar) for jar in spark_kafka_jars())
+    session = local_session("local[2,4]", "pipelines-tests", {"spark.jars": jars})
+    yield session
+    stop_spark(session)
+
+
+@pytest.fixture(scope="session")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperProcess]:
+    with ZooKeeperProcess(Path(tmp_path_factory.mktemp("zookeeper"))) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def kafka09(zookeeper: ZooKeeperProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kafka09Process]:
+    """An Apache Kafka 0.9.0.1 broker (3 partitions per new topic, topics created on first use),
+    registered under a chroot of the shared ZooKeeper; stopped before it."""
+    with Kafka09Process(Path(tmp_path_factory.mktemp("kafka09")), zookeeper) as broker:
+        yield broker
+
+
+@pytest.fixture(scope="session")
+def kafka4(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kafka4Process]:
+    """An Apache Kafka 4.x broker (KRaft, broker and controller in one process)."""
+    with Kafka4Process(Path(tmp_path_factory.mktemp("kafka4"))) as broker:
+        yield broker
+
+
+@pytest.fixture(scope="session")
+def hadoop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HadoopCluster]:
+    """A real HDFS (NameNode with WebHDFS, one DataNode) and YARN (ResourceManager, NodeManager)."""
+    with HadoopCluster(Path(tmp_path_factory.mktemp("hadoop")), yarn=True) as cluster:
+        yield cluster

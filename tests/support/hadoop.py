@@ -1,0 +1,164 @@
+"""Hadoop's mini clusters (Maven Central, `make peers`): a real HDFS (NameNode with WebHDFS, DataNodes)
+and optionally a real YARN (ResourceManager, one NodeManager), in one JVM on loopback.
+
+The launcher is peers/MiniClusters.java. It writes a Hadoop configuration directory
+(``conf_dir``: core-site.xml with ``fs.defaultFS``, hdfs-site.xml, yarn-site.xml) and takes fault
+commands on its stdin: the NameNode stopped, started or restarted (same ports, same namespace), a
+DataNode stopped and started. When its stdin closes (this object stopped, or the test process gone)
+it shuts everything down.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import IO
+
+import pyspark
+
+from tests.support.installed import HADOOP_LAUNCHER, HADOOP_LIBS, classpath, java_home, require
+from tests.support.processes import PeerError, spawn, stop_group, tail
+
+SPARK_HOME = Path(pyspark.__file__).resolve().parent
+# The daemons' own log (stderr, into hadoop.log): warnings and errors, with times.
+LOG4J = """\
+log4j.rootLogger=WARN, err
+log4j.appender.err=org.apache.log4j.ConsoleAppender
+log4j.appender.err.target=System.err
+log4j.appender.err.layout=org.apache.log4j.PatternLayout
+log4j.appender.err.layout.ConversionPattern=%d{ISO8601} %p %c{1}: %m%n
+"""
+
+
+class HadoopCluster:
+    """The mini clusters under ``root``: HDFS with ``datanodes`` DataNodes, YARN if ``yarn``."""
+
+    def __init__(
+        self, root: Path, *, yarn: bool = False, datanodes: int = 1, nodemanager_memory_mb: int = 6144
+    ) -> None:
+        require(HADOOP_LAUNCHER / "MiniClusters.class", "Hadoop's mini clusters (Maven Central)", "make peers")
+        self.root = root
+        self.yarn = yarn
+        self.datanodes = datanodes
+        self.nodemanager_memory_mb = nodemanager_memory_mb
+        self.log = root / "hadoop.log"
+        self.process: subprocess.Popen[bytes] | None = None
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        self.addresses: dict[str, str] = {}
+
+    @property
+    def hdfs_url(self) -> str:
+        """``hdfs://localhost:<port>``: the NameNode (``fs.defaultFS``)."""
+        return self.addresses["hdfs"]
+
+    @property
+    def webhdfs_url(self) -> str:
+        """``http://localhost:<port>``: the NameNode's WebHDFS (for the ``hdfs`` package)."""
+        return self.addresses["webhdfs"]
+
+    @property
+    def conf_dir(self) -> Path:
+        """The Hadoop configuration directory for clients (HADOOP_CONF_DIR)."""
+        return Path(self.addresses["conf_dir"])
+
+    def start(self, timeout: float = 180) -> HadoopCluster:
+        self.root.mkdir(parents=True, exist_ok=True)
+        log4j = self.root / "log4j.properties"
+        log4j.write_text(LOG4J)
+        argv = [
+            "java", "-Xmx1g", "-Djava.net.preferIPv4Stack=true", f"-Dlog4j.configuration=file:{log4j}",
+            "-cp", classpath(HADOOP_LAUNCHER, HADOOP_LIBS), "MiniClusters",
+            "--base", str(self.root), "--datanodes", str(self.datanodes),
+            "--nm-memory-mb", str(self.nodemanager_memory_mb),
+        ]  # fmt: skip
+        if self.yarn:
+            argv.append("--yarn")
+        env = {**os.environ, "JAVA_HOME": str(java_home())}
+        # cwd: MiniYARNCluster keeps its work directories under ./target
+        self.process = spawn(argv, log=self.log, env=env, cwd=self.root, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        assert self.process.stdout is not None
+        threading.Thread(target=self._read, args=(self.process.stdout,), daemon=True).start()
+        line = self._next_line(timeout, "the mini clusters to start")
+        if not line.startswith("READY "):
+            self.stop()
+            raise PeerError(f"Hadoop mini clusters: unexpected first line {line!r}\n{tail(self.log)}")
+        self.addresses = json.loads(line.removeprefix("READY "))
+        return self
+
+    def _read(self, stream: IO[bytes]) -> None:
+        for raw in stream:
+            self._lines.put(raw.decode(errors="replace").rstrip("\n"))
+        self._lines.put(None)
+
+    def _next_line(self, timeout: float, what: str) -> str:
+        try:
+            line = self._lines.get(timeout=timeout)
+        except queue.Empty:
+            self.stop()
+            raise PeerError(f"Hadoop mini clusters: waited {timeout:.0f} s for {what}\n{tail(self.log)}") from None
+        if line is None:
+            code = self.process.wait(10) if self.process is not None else None
+            raise PeerError(f"Hadoop mini clusters exited ({code}) while waiting for {what}\n{tail(self.log)}")
+        return line
+
+    def command(self, command: str, timeout: float = 120) -> None:
+        """One fault command (``namenode stop|start|restart``, ``datanode stop|start I``); returns
+        once the launcher has carried it out, PeerError if it could not."""
+        assert self.process is not None and self.process.stdin is not None, "not started"
+        self.process.stdin.write(command.encode() + b"\n")
+        self.process.stdin.flush()
+        answer = self._next_line(timeout, command)
+        if answer != f"OK {command}":
+            raise PeerError(f"Hadoop mini clusters: {answer}")
+
+    def stop(self) -> None:
+        """Close the launcher's stdin (it shuts the clusters down), then end its process group."""
+        if self.process is None:
+            return
+        if self.process.stdin is not None and not self.process.stdin.closed:
+            with contextlib.suppress(BrokenPipeError):
+                self.process.stdin.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(60)
+        stop_group(self.process, grace=5)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+
+    def client_env(self) -> dict[str, str]:
+        """Environment for Hadoop clients and spark-submit against these clusters."""
+        return {
+            "HADOOP_CONF_DIR": str(self.conf_dir),
+            "JAVA_HOME": str(java_home()),
+            "SPARK_LOCAL_IP": "127.0.0.1",
+            "PYSPARK_PYTHON": sys.executable,
+            "SPARK_HOME": str(SPARK_HOME),
+            # pyspark from pip has no python/lib/pyspark.zip to ship to YARN containers: they run
+            # this interpreter, which imports pyspark from its own site-packages (local: = in place)
+            "PYSPARK_ARCHIVES_PATH": f"local:{SPARK_HOME.parent}",
+        }
+
+    def yarn_submit_conf(self) -> dict[str, str]:
+        """``--conf`` settings for ``spark-submit --master yarn`` on this machine: the containers use
+        the installed pyspark's jars in place (``local:``, nothing uploaded) and this interpreter."""
+        return {
+            "spark.yarn.jars": f"local:{SPARK_HOME}/jars/*",
+            "spark.yarn.am.memory": "512m",
+            "spark.executor.memory": "512m",
+            "spark.executor.instances": "1",
+            "spark.driver.host": "127.0.0.1",
+            "spark.ui.enabled": "false",
+            "spark.yarn.appMasterEnv.PYSPARK_PYTHON": sys.executable,
+            "spark.executorEnv.PYSPARK_PYTHON": sys.executable,
+        }
+
+    def __enter__(self) -> HadoopCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

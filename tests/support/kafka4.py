@@ -1,0 +1,176 @@
+"""Apache Kafka 4.x (Maven Central, `make peers`): a KRaft broker+controller on loopback, and its
+Java tools (topics, console producer and consumer, consumer groups, ACLs, perf tools).
+
+Each broker formats its own storage under ``root`` (a fresh cluster id), listens on two free ports
+(clients, controller) and logs to ``root/kafka.log``. Several can run at once.
+"""
+
+from __future__ import annotations
+
+import base64
+import subprocess
+import uuid
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from tests.support.installed import KAFKA4_LIBS, require
+from tests.support.ports import free_port
+from tests.support.processes import PeerError, spawn, stop_group, wait_until
+
+BROKER_LOG4J = """\
+rootLogger.level = INFO
+rootLogger.appenderRef.out.ref = out
+appender.out.type = Console
+appender.out.name = out
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+logger.state.name = state.change.logger
+logger.state.level = WARN
+"""
+TOOL_LOG4J = """\
+rootLogger.level = WARN
+rootLogger.appenderRef.err.ref = err
+appender.err.type = Console
+appender.err.name = err
+appender.err.target = SYSTEM_ERR
+appender.err.layout.type = PatternLayout
+appender.err.layout.pattern = %p %m (%c)%n
+"""
+STARTED = "Kafka Server started"
+
+TOPICS = "org.apache.kafka.tools.TopicCommand"
+CONSOLE_PRODUCER = "org.apache.kafka.tools.ConsoleProducer"
+CONSOLE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleConsumer"
+CONSUMER_GROUPS = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
+
+
+def cluster_id() -> str:
+    """A random cluster id in Kafka's form (16 bytes, URL-safe base64, never starting with '-')."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not text.startswith("-"):
+            return text
+
+
+class Kafka4Process:
+    """One combined broker and controller (process.roles=broker,controller, node 1) under ``root``;
+    ``properties`` override its server.properties."""
+
+    def __init__(self, root: Path, **properties: object) -> None:
+        require(KAFKA4_LIBS / "kafka-tools-4.3.1.jar", "Apache Kafka 4.x (Maven Central)", "make peers")
+        self.root = root
+        self.port = free_port()
+        self.controller_port = free_port()
+        self.data = root / "data"
+        root.mkdir(parents=True, exist_ok=True)
+        settings: dict[str, object] = {
+            "process.roles": "broker,controller",
+            "node.id": 1,
+            "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "log.dirs": self.data,
+            "num.partitions": 1,
+            "offsets.topic.replication.factor": 1,
+            "offsets.topic.num.partitions": 4,
+            "transaction.state.log.replication.factor": 1,
+            "transaction.state.log.min.isr": 1,
+            "share.coordinator.state.topic.replication.factor": 1,
+            "share.coordinator.state.topic.min.isr": 1,
+            "group.initial.rebalance.delay.ms": 0,
+            **properties,
+        }
+        self.config = root / "server.properties"
+        self.config.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
+        (root / "log4j2.properties").write_text(BROKER_LOG4J)
+        (root / "tools-log4j2.properties").write_text(TOOL_LOG4J)
+        self.log = root / "kafka.log"
+        self.process: subprocess.Popen[bytes] | None = None
+        self._formatted = False
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def _java(self, log4j: str, heap: str = "256m") -> list[str]:
+        return ["java", f"-Xmx{heap}", f"-Dlog4j2.configurationFile={self.root / log4j}", "-cp", f"{KAFKA4_LIBS}/*"]
+
+    def start(self, timeout: float = 90) -> Kafka4Process:
+        """Format the storage (first start only), start the broker, wait until it serves clients."""
+        if not self._formatted:
+            self.tool("kafka.tools.StorageTool", "format", "-t", cluster_id(), "-c", str(self.config))
+            self._formatted = True
+        since = self.log.stat().st_size if self.log.exists() else 0
+        self.process = spawn([*self._java("log4j2.properties", "768m"), "kafka.Kafka", self.config], log=self.log)
+
+        def started() -> bool | None:
+            return True if STARTED in self.log.read_bytes()[since:].decode(errors="replace") else None
+
+        wait_until("Apache Kafka 4.x", started, process=self.process, log=self.log, timeout=timeout)
+        return self
+
+    def stop(self) -> None:
+        """SIGTERM (a controlled shutdown), SIGKILL after 30 s."""
+        stop_group(self.process, grace=30)
+
+    def kill(self) -> None:
+        """SIGKILL: a crash (the data stays; ``start`` recovers it)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+
+    def tool(
+        self, main: str, *args: str, input: bytes | None = None, timeout: float = 120
+    ) -> subprocess.CompletedProcess[bytes]:
+        """Run one of Kafka's Java tools (its main class) against this broker's installation;
+        PeerError with its stderr if it exits non-zero."""
+        result = subprocess.run(
+            [*self._java("tools-log4j2.properties"), main, *args],
+            input=input,
+            capture_output=True,
+            timeout=timeout,
+            check=False,
+        )
+        if result.returncode != 0:
+            raise PeerError(
+                f"{main} {' '.join(args)} exited with {result.returncode}:\n"
+                f"{result.stderr.decode(errors='replace')[-3000:]}"
+            )
+        return result
+
+    def create_topic(self, name: str, partitions: int = 1, **config: object) -> None:
+        settings = [arg for key, value in config.items() for arg in ("--config", f"{key.replace('_', '.')}={value}")]
+        self.tool(TOPICS, "--bootstrap-server", self.bootstrap, "--create", "--topic", name,
+                  "--partitions", str(partitions), *settings)  # fmt: skip
+
+    def console_produce(self, topic: str, records: Iterable[tuple[dict[str, str], str, str]]) -> None:
+        """Send (headers, key, value) records with Kafka's console producer (headers parsed from
+        its ``h1:v1,h2:v2<TAB>key<TAB>value`` lines)."""
+        lines = "".join(
+            f"{','.join(f'{k}:{v}' for k, v in headers.items()) or ''}\t{key}\t{value}\n"
+            for headers, key, value in records
+        )
+        self.tool(
+            CONSOLE_PRODUCER, "--bootstrap-server", self.bootstrap, "--topic", topic,
+            "--reader-property", "parse.key=true", "--reader-property", "parse.headers=true",
+            "--reader-property", "null.marker=", input=lines.encode(),
+        )  # fmt: skip
+
+    def console_consume(self, topic: str, count: int, *, extra: Sequence[str] = ()) -> list[str]:
+        """The first ``count`` records of ``topic`` as Kafka's console consumer prints them
+        (``headers<TAB>key<TAB>value``, ``NO_HEADERS`` when a record has none)."""
+        result = self.tool(
+            CONSOLE_CONSUMER, "--bootstrap-server", self.bootstrap, "--topic", topic, "--from-beginning",
+            "--max-messages", str(count), "--timeout-ms", "20000",
+            "--formatter-property", "print.headers=true", "--formatter-property", "print.key=true", *extra,
+        )  # fmt: skip
+        return result.stdout.decode().splitlines()
+
+    def __enter__(self) -> Kafka4Process:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
