@@ -1,12 +1,14 @@
 """``make demo`` (``python -m pipelines.demo``): the whole deployment, end to end, on this machine.
 
-1. Starts three kafkalog brokers: one per data center (us-east on 29101, eu-west on 29102) and the
-   aggregate (29100); with ``--zookeeper`` (``make demo-zk``) a ZooKeeper server too, where each
-   cluster registers under its own chroot. Then the mirror-maker, data centers → aggregate.
+1. Starts three kafkalog brokers: one per data center (us-east, eu-west) and the aggregate; with
+   ``--zookeeper`` (``make demo-zk``) a ZooKeeper server too, where each cluster registers under its
+   own chroot. Then the mirror-maker, data centers → aggregate. Every server listens on a free
+   loopback port (or on ``--port-base`` and the three after it), so demos never collide.
 2. Produces a day of web activity in both data centers and waits until the aggregate holds every
    message (counted: nothing missing, nothing twice).
-3. Runs the page_views pipeline (conf/pipelines/page_views.yaml: load, transforms, expectations,
-   publish) with ``spark-submit jobs/load_warehouse.py`` on local Spark.
+3. Runs the page_views pipeline (conf/pipelines/page_views.yaml, with its source pointed at this
+   demo's aggregate in a copy under .cache/demo/conf: load, transforms, expectations, publish) with
+   ``spark-submit jobs/load_warehouse.py`` on local Spark.
 4. Produces the next twenty minutes (and some late events), runs the pipeline again: it loads only
    what is new.
 5. Rewinds to six hours ago and replays (dry run first), and checks that the warehouse tables
@@ -42,6 +44,7 @@ from pipelines.demo.activity import DATA_CENTERS, activity
 from pipelines.demo.processes import (
     DemoError,
     Supervisor,
+    free_port,
     java_version,
     port_is_free,
     zookeeper_argv,
@@ -56,9 +59,19 @@ HOME = Path(".cache/demo")
 PIPELINE = Path("conf/pipelines/page_views.yaml")
 TOPIC = "web.page_views"
 PARTITIONS = 3
-AGGREGATE_PORT = 29100  # the pipeline file's bootstrap
-DC_PORTS = {"us-east": 29101, "eu-west": 29102}
-ZOOKEEPER_PORT = 29181
+DATA_CENTER_NAMES = tuple(center.name for center in DATA_CENTERS)
+SERVERS = ("aggregate", *DATA_CENTER_NAMES, "zookeeper")
+
+
+def pick_ports(base: int | None) -> dict[str, int]:
+    """A loopback port per server (aggregate, each data center, ZooKeeper): ``base`` and the ports
+    after it, or free ports the kernel hands out (two demos on one machine then never collide)."""
+    if base is not None:
+        return {name: base + offset for offset, name in enumerate(SERVERS)}
+    ports: dict[str, int] = {}
+    while len(set(ports.values())) < len(SERVERS):
+        ports = {name: free_port() for name in SERVERS}
+    return ports
 
 
 def _tool(name: str) -> str:
@@ -68,13 +81,16 @@ def _tool(name: str) -> str:
 class Demo:
     """One demo run: the clusters, what was produced, what the pipeline made of it."""
 
-    def __init__(self, supervisor: Supervisor, console: Console, reporter: Reporter, zookeeper: bool) -> None:
+    def __init__(
+        self, supervisor: Supervisor, console: Console, reporter: Reporter, zookeeper: bool, ports: dict[str, int]
+    ) -> None:
         self.supervisor = supervisor
         self.console = console
         self.reporter = reporter
         self.zookeeper = zookeeper
-        self.produced: dict[str, int] = dict.fromkeys(DC_PORTS, 0)
-        self.facts: dict[str, Any] = {"mode": "zookeeper" if zookeeper else "embedded", "runs": []}
+        self.ports = ports
+        self.produced: dict[str, int] = dict.fromkeys(DATA_CENTER_NAMES, 0)
+        self.facts: dict[str, Any] = {"mode": "zookeeper" if zookeeper else "embedded", "ports": ports, "runs": []}
         self.pipeline = PIPELINE
         self.env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
 
@@ -88,7 +104,7 @@ class Demo:
 
     def start_clusters(self) -> None:
         self.step("1. three clusters and a mirror-maker")
-        ports = [AGGREGATE_PORT, *DC_PORTS.values()] + ([ZOOKEEPER_PORT] if self.zookeeper else [])
+        ports = [self.ports[name] for name in SERVERS if name != "zookeeper" or self.zookeeper]
         busy = [p for p in ports if not port_is_free(p)]
         if busy:
             raise DemoError(
@@ -96,23 +112,22 @@ class Demo:
                 "(`ss -ltnp` shows who holds them)"
             )
         if self.zookeeper:
-            self.supervisor.start(
-                "zookeeper", zookeeper_argv(HOME / "zookeeper", ZOOKEEPER_PORT), zookeeper_ready(ZOOKEEPER_PORT)
-            )
-            self.say(f"ZooKeeper on 127.0.0.1:{ZOOKEEPER_PORT}; each cluster registers under its own chroot")
-        for name, port in [("aggregate", AGGREGATE_PORT), *DC_PORTS.items()]:
-            self._start_broker(name, port)
-        for name in DC_PORTS:
+            port = self.ports["zookeeper"]
+            self.supervisor.start("zookeeper", zookeeper_argv(HOME / "zookeeper", port), zookeeper_ready(port))
+            self.say(f"ZooKeeper on 127.0.0.1:{port}; each cluster registers under its own chroot")
+        for name in ("aggregate", *DATA_CENTER_NAMES):
+            self._start_broker(name, self.ports[name])
+        for name in DATA_CENTER_NAMES:
             with Admin(self._bootstrap(name)) as admin:
                 admin.create_topic(TOPIC, PARTITIONS)
-        sources = [self._mirror_address(name) for name in DC_PORTS]
+        sources = [self._mirror_address(name) for name in DATA_CENTER_NAMES]
         argv = [_tool("kafkalog"), "mirror", "--target", self._mirror_address("aggregate")]
         for source in sources:
             argv += ["--source", source]
         argv += ["--whitelist", r"web\..*", "--metrics-file", str(HOME / "mirror-metrics.json")]
         argv += ["--commit-interval-ms", "1000", "--status-interval-ms", "5000"]
         self.supervisor.start("mirror", argv, (HOME / "mirror-metrics.json").exists, grace=60)
-        self.say(f"mirror-maker: {' + '.join(DC_PORTS)} → aggregate ({' '.join(argv[1:6])} ...)")
+        self.say(f"mirror-maker: {' + '.join(DATA_CENTER_NAMES)} → aggregate ({' '.join(argv[1:6])} ...)")
 
     def _start_broker(self, name: str, port: int) -> None:
         config = {
@@ -125,7 +140,7 @@ class Demo:
             "default_partitions": PARTITIONS,
         }
         if self.zookeeper:
-            config["zookeeper"] = f"127.0.0.1:{ZOOKEEPER_PORT}/{name}"
+            config["zookeeper"] = f"127.0.0.1:{self.ports['zookeeper']}/{name}"
         path = HOME / "conf" / f"{name}.yaml"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(yaml.safe_dump(config, sort_keys=False))
@@ -139,25 +154,31 @@ class Demo:
             return True
 
         self.supervisor.start(name, [_tool("kafkalog"), "broker", "--config", str(path)], ready)
-        where = f", registered at 127.0.0.1:{ZOOKEEPER_PORT}/{name}" if self.zookeeper else ""
+        where = f", registered at 127.0.0.1:{self.ports['zookeeper']}/{name}" if self.zookeeper else ""
         self.say(f"kafkalog broker {name:<9} on 127.0.0.1:{port} (data in {HOME / name / 'data'}{where})")
 
     def _bootstrap(self, name: str) -> str:
-        return f"127.0.0.1:{AGGREGATE_PORT if name == 'aggregate' else DC_PORTS[name]}"
+        return f"127.0.0.1:{self.ports[name]}"
 
     def _mirror_address(self, name: str) -> str:
-        return f"zk:127.0.0.1:{ZOOKEEPER_PORT}/{name}" if self.zookeeper else self._bootstrap(name)
+        return f"zk:127.0.0.1:{self.ports['zookeeper']}/{name}" if self.zookeeper else self._bootstrap(name)
 
-    def use_pipeline_through_zookeeper(self) -> None:
-        """``--zookeeper``: the same pipeline file, its source named by ZooKeeper instead of brokers."""
+    def point_pipeline_at_the_aggregate(self) -> None:
+        """The pipeline file, copied under .cache/demo/conf with its source set to this demo's
+        aggregate: its brokers (the port of this run), or with ``--zookeeper`` its ZooKeeper chroot."""
         data = yaml.safe_load(PIPELINE.read_text())
-        data["source"] = {"zookeeper": f"127.0.0.1:{ZOOKEEPER_PORT}/aggregate"}
+        if self.zookeeper:
+            data["source"] = {"zookeeper": f"127.0.0.1:{self.ports['zookeeper']}/aggregate"}
+            how = f"zookeeper 127.0.0.1:{self.ports['zookeeper']}/aggregate"
+        else:
+            data["source"] = {**data["source"], "bootstrap": self._bootstrap("aggregate")}
+            how = f"the aggregate's brokers, {self._bootstrap('aggregate')}"
         self.pipeline = HOME / "conf" / "page_views.yaml"
         self.pipeline.write_text(
-            f"# {PIPELINE} with its source found in ZooKeeper (written by the demo)\n"
+            f"# {PIPELINE} with its source set to this demo's aggregate cluster (written by the demo)\n"
             + yaml.safe_dump(data, sort_keys=False)
         )
-        self.say(f"pipeline source: zookeeper 127.0.0.1:{ZOOKEEPER_PORT}/aggregate ({self.pipeline})")
+        self.say(f"pipeline source: {how} ({self.pipeline})")
 
     # ------------------------------------------------------------------ producing and mirroring
 
@@ -274,8 +295,7 @@ def table_rows(path: str) -> list[tuple[Any, ...]]:
 def story(demo: Demo, spec: PipelineSpec, events: int) -> None:
     now = datetime.now(UTC).replace(second=0, microsecond=0)
     demo.start_clusters()
-    if demo.zookeeper:
-        demo.use_pipeline_through_zookeeper()
+    demo.point_pipeline_at_the_aggregate()
 
     demo.step("2. a day of web activity in two data centers, mirrored into the aggregate")
     demo.produce("the last 24 hours", now - timedelta(hours=24), now - timedelta(minutes=20), events, seed=11)
@@ -345,7 +365,7 @@ def summary(demo: Demo, started: float) -> None:
     path.write_text(json.dumps(demo.facts, indent=1))
     demo.say(
         f"demo finished in {demo.facts['seconds']:.0f} s; this summary as JSON: {path}. "
-        "Open a run report in a browser; `pipelines status|offsets|report conf/pipelines/page_views.yaml` "
+        f"Open a run report in a browser; `pipelines status|offsets|report {demo.pipeline}` "
         "read the state. Every process the demo started is stopped now."
     )
 
@@ -353,7 +373,13 @@ def summary(demo: Demo, started: float) -> None:
 @click.command()
 @click.option("--zookeeper", is_flag=True, help="Register the clusters in a ZooKeeper the demo starts.")
 @click.option("--events", default=30_000, show_default=True, help="Page views per data center for the day.")
-def main(zookeeper: bool, events: int) -> None:
+@click.option(
+    "--port-base",
+    type=click.IntRange(1024, 65531),
+    default=None,
+    help="Listen on this port and the three after it (aggregate, us-east, eu-west, ZooKeeper) instead of free ports.",
+)
+def main(zookeeper: bool, events: int, port_base: int | None) -> None:
     """Run the whole deployment on this machine: clusters, mirror, pipeline, replay, report."""
     started = time.monotonic()
     os.chdir(REPO)  # the pipeline file's paths are relative to the repository
@@ -367,7 +393,8 @@ def main(zookeeper: bool, events: int) -> None:
         shutil.rmtree(HOME, ignore_errors=True)  # every demo starts from nothing
         spec = load_spec(PIPELINE)
         with Supervisor(HOME / "logs") as supervisor:
-            demo = Demo(supervisor, console, Reporter(console=console, interval=5), zookeeper)
+            reporter = Reporter(console=console, interval=5)
+            demo = Demo(supervisor, console, reporter, zookeeper, pick_ports(port_base))
             story(demo, spec, events)
             summary(demo, started)
     except (PipelineError, KafkalogError) as exc:

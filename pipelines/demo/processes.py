@@ -57,6 +57,13 @@ def java_version() -> int:
     return int(found.group(2) or 0) if major == 1 else major  # "1.8" is Java 8
 
 
+def free_port() -> int:
+    """A loopback port nothing listens on now (the kernel's choice)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 def port_is_free(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
