@@ -115,7 +115,7 @@ def test_make_demo_in_a_fresh_clone(clone: Path) -> None:
 
 def test_make_demo_zk_in_a_fresh_clone(clone: Path) -> None:
     base = _free_port_run(4)
-    done = _make(clone, "demo-zk", f"DEMO_ARGS=--events 4000 --port-base {base}")
+    done = _make(clone, "demo-zk", f"DEMO_ARGS=--events 8000 --port-base {base}")
     report = _check_demo(clone, done, "zookeeper")
     assert report["ports"] == {"aggregate": base, "us-east": base + 1, "eu-west": base + 2, "zookeeper": base + 3}
     assert f"ZooKeeper on 127.0.0.1:{base + 3}" in done.stdout
