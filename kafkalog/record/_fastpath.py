@@ -99,7 +99,7 @@ def decode_plain(
             key = None if key_length == -1 else bytes(view[key_pos : key_pos + key_length])
             value = None if value_length == -1 else bytes(view[value_pos:end])
             ts_type = _log_append_time if magic == 1 and attributes & _TS_TYPE_BIT else _create_time
-            out.append(tuple.__new__(make, (offset, timestamp, ts_type, key, value)))
+            out.append(tuple.__new__(make, (offset, timestamp, ts_type, key, value, ())))
         count += 1
         pos = end
     return out, pos, None
@@ -297,3 +297,150 @@ def assign_plain(
         next_offset += 1
         pos = end
     return pos, next_offset, max_timestamp, offset_of_max, points, bytes_since_index, None
+
+
+# --------------------------------------------------------------------------- magic 2 records
+# The records of one record batch (kafkalog.record.batch has the layout): decoded into messages
+# with headers, or encoded from (key, value, timestamp, headers) items.
+
+_MAX_VARINT_BYTES = 10
+_INT64_MIN = -(2**63)
+_INT64_MAX = 2**63 - 1
+
+
+def _varint(view: memoryview, pos: int, end: int) -> tuple[int, int]:
+    """(value, next position) of the zigzag varint at ``pos``; (0, -1) if it runs past ``end`` or
+    is longer than a varlong can be."""
+    shift = 0
+    result = 0
+    limit = min(end, pos + _MAX_VARINT_BYTES)
+    while pos < limit:
+        byte = view[pos]
+        pos += 1
+        if shift == 63 and byte > 1:  # beyond 64 bits
+            return 0, -1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+    return 0, -1
+
+
+def decode_records(
+    buf: Any,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    last_offset_delta: int,
+    log_append_time: bool,
+) -> tuple[list[Any], ErrorTriple | None]:
+    """Decode exactly ``count`` records filling ``buf``; (messages, None) or ([], error triple).
+
+    Offset deltas must increase and stay within ``last_offset_delta``; with ``log_append_time``
+    every message reports ``max_timestamp``.
+    """
+    view = memoryview(buf)
+    end = len(view)
+    make = _message_type
+    ts_type = _log_append_time if log_append_time else _create_time
+    out: list[Any] = []
+    pos = 0
+    previous_delta = -1
+    for _ in range(count):
+        start = pos
+        length, pos = _varint(view, pos, end)
+        if pos < 0 or length < 0 or length > end - pos:
+            return [], ("corrupt", start, "a record's length runs past the batch")
+        record_end = pos + length
+        if pos >= record_end:
+            return [], ("corrupt", start, "a record is empty")
+        pos += 1  # attributes: unused
+        timestamp_delta, pos = _varint(view, pos, record_end)
+        if pos < 0:
+            return [], ("corrupt", start, "a record's timestamp delta runs past the record")
+        offset_delta, pos = _varint(view, pos, record_end)
+        if pos < 0 or not previous_delta < offset_delta <= last_offset_delta:
+            return [], ("corrupt", start, f"a record's offset delta is out of order or range ({offset_delta})")
+        previous_delta = offset_delta
+        fields: list[bytes | None] = []
+        for what in ("key", "value"):
+            size, pos = _varint(view, pos, record_end)
+            if pos < 0 or size < -1 or size > record_end - pos:
+                return [], ("corrupt", start, f"a record's {what} length does not fit in the record")
+            if size == -1:
+                fields.append(None)
+            else:
+                fields.append(bytes(view[pos : pos + size]))
+                pos += size
+        header_count, pos = _varint(view, pos, record_end)
+        if pos < 0 or header_count < 0 or header_count > record_end - pos:
+            return [], ("corrupt", start, "a record's header count does not fit in the record")
+        headers: list[tuple[str, bytes | None]] = []
+        for _ in range(header_count):
+            key_size, pos = _varint(view, pos, record_end)
+            if pos < 0 or key_size < 0 or key_size > record_end - pos:
+                return [], ("corrupt", start, "a header key length does not fit in the record")
+            try:
+                key = str(view[pos : pos + key_size], "utf-8")
+            except UnicodeDecodeError:
+                return [], ("corrupt", start, "a header key is not UTF-8")
+            pos += key_size
+            value_size, pos = _varint(view, pos, record_end)
+            if pos < 0 or value_size < -1 or value_size > record_end - pos:
+                return [], ("corrupt", start, "a header value length does not fit in the record")
+            if value_size == -1:
+                headers.append((key, None))
+            else:
+                headers.append((key, bytes(view[pos : pos + value_size])))
+                pos += value_size
+        if pos != record_end:
+            return [], ("corrupt", start, "a record's fields do not add up to its length")
+        timestamp = max_timestamp if log_append_time else base_timestamp + timestamp_delta
+        if not _INT64_MIN <= timestamp <= _INT64_MAX:
+            return [], ("corrupt", start, "a record's timestamp is out of range")
+        out.append(
+            tuple.__new__(make, (base_offset + offset_delta, timestamp, ts_type, fields[0], fields[1], tuple(headers)))
+        )
+    if pos != end:
+        return [], ("corrupt", pos, f"{end - pos} bytes follow the last of {count} records")
+    return out, None
+
+
+def _append_varint(out: bytearray, value: int) -> None:
+    zigzag = (value << 1) ^ (value >> 63)
+    while zigzag >= 0x80:
+        out.append((zigzag & 0x7F) | 0x80)
+        zigzag >>= 7
+    out.append(zigzag)
+
+
+def encode_records(items: Any, base_timestamp: int) -> bytearray:
+    """The Records bytes of ``items`` (key, value, timestamp, headers), offset deltas 0, 1, ...;
+    a timestamp of -1 is stored as ``base_timestamp``."""
+    out = bytearray()
+    body = bytearray()
+    for offset_delta, (key, value, timestamp, headers) in enumerate(items):
+        body.clear()
+        body.append(0)  # attributes
+        _append_varint(body, (base_timestamp if timestamp == -1 else timestamp) - base_timestamp)
+        _append_varint(body, offset_delta)
+        for field in (key, value):
+            if field is None:
+                body.append(1)  # zigzag(-1)
+            else:
+                _append_varint(body, len(field))
+                body += field
+        _append_varint(body, len(headers))
+        for header_key, header_value in headers:
+            encoded = header_key.encode()
+            _append_varint(body, len(encoded))
+            body += encoded
+            if header_value is None:
+                body.append(1)
+            else:
+                _append_varint(body, len(header_value))
+                body += header_value
+        _append_varint(out, len(body))
+        out += body
+    return out

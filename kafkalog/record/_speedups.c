@@ -1,5 +1,6 @@
 /*
- * C versions of the three per-message kernels of kafkalog.record (see _fastpath.py, the reference).
+ * C versions of the per-message kernels of kafkalog.record (see _fastpath.py, the reference): three
+ * for message format v0/v1 entries, two for the records of a magic 2 batch.
  *
  * Every function here takes the same arguments and returns the same values as its Python twin;
  * tests compare the two on the same bytes. Kernels never raise for bad data: they return an error
@@ -8,6 +9,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 #include <zlib.h>
 
 #define V0_MIN 26
@@ -97,13 +99,14 @@ static PyObject *make_message(int64_t offset, int64_t ts, PyObject *ts_type, con
     PyObject *v = value_len < 0 ? Py_NewRef(Py_None) : PyBytes_FromStringAndSize((const char *)value, value_len);
     if (!o || !t || !k || !v) goto fail;
     PyTypeObject *type = (PyTypeObject *)(message_type ? message_type : (PyObject *)&PyTuple_Type);
-    PyObject *m = type->tp_alloc(type, 5);
+    PyObject *m = type->tp_alloc(type, 6);
     if (!m) goto fail;
     PyTuple_SET_ITEM(m, 0, o);
     PyTuple_SET_ITEM(m, 1, t);
     PyTuple_SET_ITEM(m, 2, Py_NewRef(ts_type));
     PyTuple_SET_ITEM(m, 3, k);
     PyTuple_SET_ITEM(m, 4, v);
+    PyTuple_SET_ITEM(m, 5, PyTuple_New(0)); /* headers: none before magic 2 (the shared empty tuple) */
     /* A message holds only ints, bytes, None and an enum member: it can never be part of a
      * reference cycle, so the cyclic GC need not track it (CPython untracks such tuples too,
      * lazily). Untracking here keeps decoding large fetches from triggering costly collections. */
@@ -112,6 +115,15 @@ static PyObject *make_message(int64_t offset, int64_t ts, PyObject *ts_type, con
 fail:
     Py_XDECREF(o); Py_XDECREF(t); Py_XDECREF(k); Py_XDECREF(v);
     return NULL;
+}
+
+/* A magic 2 record: a message whose headers tuple is given (stolen). */
+static PyObject *make_record(int64_t offset, int64_t ts, PyObject *ts_type, const unsigned char *key, int32_t key_len,
+                             const unsigned char *value, int32_t value_len, PyObject *headers) {
+    PyObject *m = make_message(offset, ts, ts_type, key, key_len, value, value_len);
+    if (!m) { Py_DECREF(headers); return NULL; }
+    Py_SETREF(((PyTupleObject *)m)->ob_item[5], headers);
+    return m;
 }
 
 /* decode_plain(buf, pos, stop, verify_crc, min_offset, required_magic, max_count) -> (list, pos, error) */
@@ -371,11 +383,276 @@ fail:
     return NULL;
 }
 
+/* ------------------------------------------------------------------ magic 2 records */
+
+/* A zigzag varint at b[*pos] before end: 1 and the value, or 0 when it runs past end, is longer
+ * than 10 bytes or holds more than 64 bits (as _fastpath._varint). */
+static inline int rd_varint(const unsigned char *b, Py_ssize_t *pos, Py_ssize_t end, int64_t *out) {
+    uint64_t result = 0;
+    int shift = 0;
+    Py_ssize_t p = *pos, limit = end < p + 10 ? end : p + 10;
+    while (p < limit) {
+        unsigned char byte = b[p++];
+        if (shift == 63 && byte > 1) return 0;
+        result |= (uint64_t)(byte & 0x7F) << shift;
+        if (byte < 0x80) {
+            *out = (int64_t)(result >> 1) ^ -(int64_t)(result & 1);
+            *pos = p;
+            return 1;
+        }
+        shift += 7;
+    }
+    return 0;
+}
+
+static PyObject *record_error(Py_ssize_t pos, const char *reason) {
+    return Py_BuildValue("([](snN))", "corrupt", pos, PyUnicode_FromString(reason));
+}
+
+/* decode_records(buf, count, base_offset, base_timestamp, max_timestamp, last_offset_delta,
+ *                log_append_time) -> (messages, None) | ([], error) */
+static PyObject *py_decode_records(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t count;
+    long long base_offset, base_ts, max_ts, last_delta;
+    int log_append;
+    if (!PyArg_ParseTuple(args, "y*nLLLLp", &view, &count, &base_offset, &base_ts, &max_ts, &last_delta,
+                          &log_append))
+        return NULL;
+    const unsigned char *b = (const unsigned char *)view.buf;
+    Py_ssize_t end = view.len, pos = 0;
+    PyObject *out = PyList_New(0);
+    PyObject *result = NULL;
+    PyObject *ts_type = log_append ? log_append_time : create_time;
+    int64_t previous_delta = -1;
+    if (!out) goto done;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Py_ssize_t start = pos;
+        int64_t length, ts_delta, offset_delta = 0, sizes[2], header_count; /* 0: as _fastpath on a bad varint */
+        if (!rd_varint(b, &pos, end, &length) || length < 0 || length > end - pos) {
+            result = record_error(start, "a record's length runs past the batch");
+            goto done;
+        }
+        Py_ssize_t record_end = pos + (Py_ssize_t)length;
+        if (pos >= record_end) { result = record_error(start, "a record is empty"); goto done; }
+        pos += 1; /* attributes: unused */
+        if (!rd_varint(b, &pos, record_end, &ts_delta)) {
+            result = record_error(start, "a record's timestamp delta runs past the record");
+            goto done;
+        }
+        if (!rd_varint(b, &pos, record_end, &offset_delta) || !(previous_delta < offset_delta && offset_delta <= last_delta)) {
+            PyObject *reason = PyUnicode_FromFormat("a record's offset delta is out of order or range (%lld)",
+                                                    (long long)offset_delta);
+            result = reason ? Py_BuildValue("([](snN))", "corrupt", start, reason) : NULL;
+            goto done;
+        }
+        previous_delta = offset_delta;
+        Py_ssize_t field_pos[2];
+        static const char *const what[2] = {"a record's key length does not fit in the record",
+                                            "a record's value length does not fit in the record"};
+        for (int f = 0; f < 2; f++) {
+            if (!rd_varint(b, &pos, record_end, &sizes[f]) || sizes[f] < -1 || sizes[f] > record_end - pos) {
+                result = record_error(start, what[f]);
+                goto done;
+            }
+            field_pos[f] = pos;
+            if (sizes[f] > 0) pos += (Py_ssize_t)sizes[f];
+        }
+        if (!rd_varint(b, &pos, record_end, &header_count) || header_count < 0 || header_count > record_end - pos) {
+            result = record_error(start, "a record's header count does not fit in the record");
+            goto done;
+        }
+        PyObject *headers = PyTuple_New((Py_ssize_t)header_count);
+        if (!headers) goto done;
+        for (Py_ssize_t h = 0; h < (Py_ssize_t)header_count; h++) {
+            int64_t key_size, value_size;
+            const char *bad = NULL;
+            PyObject *key = NULL, *value = NULL;
+            if (!rd_varint(b, &pos, record_end, &key_size) || key_size < 0 || key_size > record_end - pos) {
+                bad = "a header key length does not fit in the record";
+            } else {
+                key = PyUnicode_DecodeUTF8((const char *)b + pos, (Py_ssize_t)key_size, "strict");
+                if (!key) {
+                    if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) { Py_DECREF(headers); goto done; }
+                    PyErr_Clear();
+                    bad = "a header key is not UTF-8";
+                } else {
+                    pos += (Py_ssize_t)key_size;
+                    if (!rd_varint(b, &pos, record_end, &value_size) || value_size < -1 || value_size > record_end - pos) {
+                        bad = "a header value length does not fit in the record";
+                    } else if (value_size == -1) {
+                        value = Py_NewRef(Py_None);
+                    } else {
+                        value = PyBytes_FromStringAndSize((const char *)b + pos, (Py_ssize_t)value_size);
+                        pos += (Py_ssize_t)value_size;
+                    }
+                }
+            }
+            if (bad) {
+                Py_XDECREF(key);
+                Py_DECREF(headers);
+                result = record_error(start, bad);
+                goto done;
+            }
+            if (!value) { Py_DECREF(key); Py_DECREF(headers); goto done; }
+            PyObject *pair = PyTuple_Pack(2, key, value);
+            Py_DECREF(key); Py_DECREF(value);
+            if (!pair) { Py_DECREF(headers); goto done; }
+            PyTuple_SET_ITEM(headers, h, pair);
+        }
+        if (pos != record_end) {
+            Py_DECREF(headers);
+            result = record_error(start, "a record's fields do not add up to its length");
+            goto done;
+        }
+        int64_t timestamp;
+        if (log_append) {
+            timestamp = max_ts;
+        } else if (__builtin_add_overflow((int64_t)base_ts, ts_delta, &timestamp)) {
+            Py_DECREF(headers);
+            result = record_error(start, "a record's timestamp is out of range");
+            goto done;
+        }
+        PyObject *m = make_record((int64_t)base_offset + offset_delta, timestamp, ts_type, b + field_pos[0],
+                                  (int32_t)(sizes[0] < 0 ? -1 : sizes[0]), b + field_pos[1],
+                                  (int32_t)(sizes[1] < 0 ? -1 : sizes[1]), headers);
+        if (!m) goto done;
+        int appended = PyList_Append(out, m);
+        Py_DECREF(m);
+        if (appended < 0) goto done;
+    }
+    if (pos != end) {
+        PyObject *reason = PyUnicode_FromFormat("%zd bytes follow the last of %zd records", end - pos, count);
+        result = reason ? Py_BuildValue("([](snN))", "corrupt", pos, reason) : NULL;
+        goto done;
+    }
+    result = Py_BuildValue("(OO)", out, Py_None);
+done:
+    Py_XDECREF(out);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static inline Py_ssize_t varint_size(int64_t value) {
+    uint64_t z = ((uint64_t)value << 1) ^ (uint64_t)(value >> 63);
+    Py_ssize_t n = 1;
+    while (z >= 0x80) { z >>= 7; n++; }
+    return n;
+}
+static inline unsigned char *wr_varint(unsigned char *p, int64_t value) {
+    uint64_t z = ((uint64_t)value << 1) ^ (uint64_t)(value >> 63);
+    while (z >= 0x80) { *p++ = (unsigned char)((z & 0x7F) | 0x80); z >>= 7; }
+    *p++ = (unsigned char)z;
+    return p;
+}
+
+/* One field of a record to encode: bytes-like or None (length -1). */
+typedef struct { Py_buffer view; int present; } field_t;
+
+static int get_field(PyObject *obj, field_t *f) {
+    f->present = 0;
+    if (obj == Py_None) return 0;
+    if (PyObject_GetBuffer(obj, &f->view, PyBUF_SIMPLE) < 0) return -1;
+    f->present = 1;
+    return 0;
+}
+static void release_field(field_t *f) { if (f->present) PyBuffer_Release(&f->view); f->present = 0; }
+static inline Py_ssize_t field_len(const field_t *f) { return f->present ? f->view.len : -1; }
+
+/* encode_records(items, base_timestamp) -> bytearray; items: (key, value, timestamp, headers) */
+static PyObject *py_encode_records(PyObject *self, PyObject *args) {
+    PyObject *items_obj;
+    long long base_ts;
+    if (!PyArg_ParseTuple(args, "OL", &items_obj, &base_ts)) return NULL;
+    PyObject *items = PySequence_Fast(items_obj, "items must be a sequence");
+    if (!items) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(items);
+    PyObject *out = PyByteArray_FromStringAndSize(NULL, 0);
+    if (!out) { Py_DECREF(items); return NULL; }
+    Py_ssize_t used = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(items, i);
+        PyObject *key_obj, *value_obj, *ts_obj, *headers_obj;
+        if (!PyArg_ParseTuple(item, "OOOO", &key_obj, &value_obj, &ts_obj, &headers_obj)) goto fail;
+        long long ts = PyLong_AsLongLong(ts_obj);
+        if (ts == -1 && PyErr_Occurred()) goto fail;
+        PyObject *headers = PySequence_Fast(headers_obj, "headers must be a sequence");
+        if (!headers) goto fail;
+        Py_ssize_t hn = PySequence_Fast_GET_SIZE(headers);
+        field_t key, value;
+        key.present = value.present = 0;
+        if (get_field(key_obj, &key) < 0 || get_field(value_obj, &value) < 0) {
+            release_field(&key); Py_DECREF(headers); goto fail;
+        }
+        int64_t ts_delta = (ts == -1 ? base_ts : ts) - base_ts;
+        Py_ssize_t body = 1 + varint_size(ts_delta) + varint_size(i) + varint_size(field_len(&key)) +
+                          (key.present ? key.view.len : 0) + varint_size(field_len(&value)) +
+                          (value.present ? value.view.len : 0) + varint_size(hn);
+        /* header keys encoded once, kept for the second pass */
+        PyObject *encoded_keys = PyTuple_New(hn);
+        field_t *hvalues = hn ? PyMem_Calloc((size_t)hn, sizeof(field_t)) : NULL;
+        int bad = !encoded_keys || (hn && !hvalues);
+        for (Py_ssize_t h = 0; !bad && h < hn; h++) {
+            PyObject *pair = PySequence_Fast_GET_ITEM(headers, h);
+            PyObject *hkey, *hvalue;
+            if (!PyArg_ParseTuple(pair, "OO", &hkey, &hvalue)) { bad = 1; break; }
+            PyObject *k = PyUnicode_AsUTF8String(hkey);
+            if (!k) { bad = 1; break; }
+            PyTuple_SET_ITEM(encoded_keys, h, k);
+            if (get_field(hvalue, &hvalues[h]) < 0) { bad = 1; break; }
+            body += varint_size(PyBytes_GET_SIZE(k)) + PyBytes_GET_SIZE(k) + varint_size(field_len(&hvalues[h])) +
+                    (hvalues[h].present ? hvalues[h].view.len : 0);
+        }
+        if (!bad) {
+            Py_ssize_t need = varint_size(body) + body;
+            if (PyByteArray_Resize(out, used + need) < 0) {
+                bad = 1;
+            } else {
+                unsigned char *p = (unsigned char *)PyByteArray_AS_STRING(out) + used;
+                p = wr_varint(p, body);
+                *p++ = 0;
+                p = wr_varint(p, ts_delta);
+                p = wr_varint(p, i);
+                field_t *fields[2] = {&key, &value};
+                for (int f = 0; f < 2; f++) {
+                    p = wr_varint(p, field_len(fields[f]));
+                    if (fields[f]->present) { memcpy(p, fields[f]->view.buf, (size_t)fields[f]->view.len); p += fields[f]->view.len; }
+                }
+                p = wr_varint(p, hn);
+                for (Py_ssize_t h = 0; h < hn; h++) {
+                    PyObject *k = PyTuple_GET_ITEM(encoded_keys, h);
+                    p = wr_varint(p, PyBytes_GET_SIZE(k));
+                    memcpy(p, PyBytes_AS_STRING(k), (size_t)PyBytes_GET_SIZE(k));
+                    p += PyBytes_GET_SIZE(k);
+                    p = wr_varint(p, field_len(&hvalues[h]));
+                    if (hvalues[h].present) { memcpy(p, hvalues[h].view.buf, (size_t)hvalues[h].view.len); p += hvalues[h].view.len; }
+                }
+                used += need;
+            }
+        }
+        for (Py_ssize_t h = 0; hvalues && h < hn; h++) release_field(&hvalues[h]);
+        PyMem_Free(hvalues);
+        Py_XDECREF(encoded_keys);
+        release_field(&key);
+        release_field(&value);
+        Py_DECREF(headers);
+        if (bad) goto fail;
+    }
+    Py_DECREF(items);
+    return out;
+fail:
+    Py_DECREF(items);
+    Py_DECREF(out);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"configure", py_configure, METH_VARARGS, "Set the message tuple type and the timestamp-type values."},
     {"decode_plain", py_decode_plain, METH_VARARGS, "See kafkalog.record._fastpath.decode_plain."},
     {"scan_entries", py_scan_entries, METH_VARARGS, "See kafkalog.record._fastpath.scan_entries."},
     {"assign_plain", py_assign_plain, METH_VARARGS, "See kafkalog.record._fastpath.assign_plain."},
+    {"decode_records", py_decode_records, METH_VARARGS, "See kafkalog.record._fastpath.decode_records."},
+    {"encode_records", py_encode_records, METH_VARARGS, "See kafkalog.record._fastpath.encode_records."},
     {NULL, NULL, 0, NULL},
 };
 

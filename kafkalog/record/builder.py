@@ -5,12 +5,13 @@ from __future__ import annotations
 import zlib
 from collections.abc import Iterable
 
-from kafkalog.errors import InvalidTimestampError
+from kafkalog.errors import InvalidTimestampError, UnsupportedCodecError
 from kafkalog.record.codec import compress
 from kafkalog.record.format import (
     CODEC_MASK,
     ENTRY_HEADER,
     INT32,
+    LEGACY_CODECS,
     LOG_OVERHEAD,
     MAGIC_ATTRIBUTES,
     MAGIC_ATTRIBUTES_TIMESTAMP,
@@ -83,6 +84,8 @@ class MessageSetBuilder:
             raise ValueError("magic 0 messages have no timestamp type")
         self.magic = magic
         self.codec = Codec(codec)
+        if self.codec not in LEGACY_CODECS:
+            raise UnsupportedCodecError(f"{self.codec.name.lower()} needs message format v2 (record batches)")
         self.base_offset = base_offset
         self.timestamp_type = timestamp_type
         self._messages: list[tuple[bytes | None, bytes | None, int]] = []

@@ -1,4 +1,4 @@
-"""Batch compression codecs as Kafka clients frame them: gzip, snappy (xerial-framed), lz4.
+"""Batch compression codecs as Kafka clients frame them: gzip, snappy (xerial-framed), lz4, zstd.
 
 Decompression is bounded: a payload may never expand beyond ``max_size`` bytes, so a small
 malicious message cannot make us allocate gigabytes (a "decompression bomb").
@@ -12,7 +12,10 @@ Framings that real clients use and that we must read and write byte-compatibly:
 - lz4: an LZ4 frame with independent blocks and no content size (Kafka's Java reader rejects
   dependent blocks and content sizes). Before KIP-57, magic 0 producers computed the frame header
   checksum over the 4 magic bytes as well as the descriptor; magic 0 payloads use that broken
-  checksum both ways, magic 1 payloads use the correct one.
+  checksum both ways, magic 1 and 2 payloads use the correct one.
+- zstd (magic 2 only, KIP-110): zstd frames. The Java clients' ZstdOutputStream states no content
+  size in the frame header, librdkafka does; we read both (and frames back to back, as Java does)
+  and write one frame with its content size.
 """
 
 from __future__ import annotations
@@ -39,6 +42,9 @@ _LZ4_MAGIC = b"\x04\x22\x4d\x18"
 _LZ4_CONTENT_SIZE_FLAG = 0x08
 _GZIP_WBITS = 16 + zlib.MAX_WBITS  # gzip container
 _GZIP_OR_ZLIB_WBITS = 32 + zlib.MAX_WBITS  # auto-detect on input
+_ZSTD_LEVEL = 3  # zstd's and the Java clients' default
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+_ZSTD_FIRST_GUESS = 64 * 1024
 
 
 def compress(codec: Codec, data: bytes | bytearray | memoryview, *, magic: int = 1) -> bytes:
@@ -57,6 +63,8 @@ def compress(codec: Codec, data: bytes | bytearray | memoryview, *, magic: int =
             store_size=False,
         )
         return _lz4_set_header_checksum(frame, legacy=(magic == 0))
+    if codec == Codec.ZSTD:
+        return bytes(cramjam.zstd.compress(bytes(data), level=_ZSTD_LEVEL))
     raise UnsupportedCodecError(f"cannot compress with codec {codec!r}")
 
 
@@ -79,6 +87,8 @@ def decompress(
             return _snappy_decompress(bytes(data), max_size)
         if codec == Codec.LZ4:
             return _lz4_decompress(bytes(data), magic, max_size)
+        if codec == Codec.ZSTD:
+            return _zstd_decompress(data, max_size)
     except (RecordTooLargeError, CorruptRecordError):
         raise
     except Exception as exc:  # each library raises its own types for bad input
@@ -174,3 +184,45 @@ def _lz4_decompress(data: bytes, magic: int, max_size: int) -> bytes:
     if not decompressor.eof:
         raise CorruptRecordError("lz4 frame is truncated")
     return out
+
+
+def _zstd_content_size(data: bytes) -> int | None:
+    """The decompressed size the first frame's header states, or None when it states none."""
+    if len(data) < 6 or not data.startswith(_ZSTD_MAGIC):
+        raise CorruptRecordError("zstd payload does not start with a zstd frame")
+    descriptor = data[4]
+    size_flag, single_segment, dictionary_flag = descriptor >> 6, (descriptor >> 5) & 1, descriptor & 3
+    field = (1 if single_segment else 0, 2, 4, 8)[size_flag]
+    if field == 0:
+        return None
+    start = 5 + (0 if single_segment else 1) + (0, 1, 2, 4)[dictionary_flag]
+    if len(data) < start + field:
+        raise CorruptRecordError("zstd frame header is truncated")
+    size = int.from_bytes(data[start : start + field], "little")
+    return size + 256 if field == 2 else size
+
+
+def _zstd_decompress(data: bytes | bytearray | memoryview, max_size: int) -> bytes:
+    # Into a buffer of bounded size: the stated content size when there is one (never believed
+    # beyond max_size), else a guess doubled until the frames fit or the limit is reached. The
+    # buffer holds one byte more than allowed, so "fits exactly at the limit" is told from "larger".
+    payload = bytes(data)
+    stated = _zstd_content_size(payload)
+    if stated is not None and stated > max_size:
+        raise _too_large(max_size)
+    capacity = min(max_size, stated if stated is not None else max(_ZSTD_FIRST_GUESS, 4 * len(payload)))
+    while True:
+        out = bytearray(capacity + 1)
+        try:
+            written = cramjam.zstd.decompress_into(payload, out)
+        except cramjam.DecompressionError as exc:
+            if "whole buffer" not in str(exc):
+                raise CorruptRecordError(f"zstd payload does not decompress: {exc}") from exc
+            if capacity >= max_size:
+                raise _too_large(max_size) from None
+            capacity = min(max_size, capacity * 4)
+            continue
+        if written > max_size:
+            raise _too_large(max_size)
+        del out[written:]
+        return bytes(out)

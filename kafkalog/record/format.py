@@ -85,12 +85,17 @@ MAGIC_VALUES = (0, 1)
 
 
 class Codec(IntEnum):
-    """Compression codec of a message, stored in attribute bits 0-2."""
+    """Compression codec of a message or record batch, stored in attribute bits 0-2 (zstd: magic 2 only)."""
 
     NONE = 0
     GZIP = 1
     SNAPPY = 2
     LZ4 = 3
+    ZSTD = 4
+
+
+LEGACY_CODECS = (Codec.NONE, Codec.GZIP, Codec.SNAPPY, Codec.LZ4)
+"""The codecs of message format v0/v1 (zstd came with v2)."""
 
 
 class TimestampType(IntEnum):
@@ -100,11 +105,16 @@ class TimestampType(IntEnum):
     LOG_APPEND_TIME = 1
 
 
+Header = tuple[str, bytes | None]
+"""A record header (magic 2): a UTF-8 key and a value that may be null."""
+
+
 class Message(NamedTuple):
-    """One logical message, decoded (compressed wrappers already opened).
+    """One logical message (a "record" in magic 2), decoded (compressed wrappers and batches opened).
 
     ``offset`` is absolute; ``timestamp`` is -1 for magic 0 messages; for the inner messages of a
-    log-append-time wrapper it is the wrapper's timestamp, as every Kafka client reports it.
+    log-append-time wrapper (or batch) it is the wrapper's (the batch's max) timestamp, as every
+    Kafka client reports it. ``headers`` are always empty before magic 2.
     """
 
     offset: int
@@ -112,6 +122,7 @@ class Message(NamedTuple):
     timestamp_type: TimestampType
     key: bytes | None
     value: bytes | None
+    headers: tuple[Header, ...] = ()
 
 
 class Entry(NamedTuple):

@@ -31,3 +31,6 @@ for _module in {implementation, _fastpath}:
 decode_plain = implementation.decode_plain
 scan_entries = implementation.scan_entries
 assign_plain = implementation.assign_plain
+# magic 2 records (kafkalog.record.batch)
+decode_records = getattr(implementation, "decode_records", _fastpath.decode_records)
+encode_records = getattr(implementation, "encode_records", _fastpath.encode_records)

@@ -14,6 +14,7 @@ import lz4.frame
 import pytest
 import snappy
 import xxhash
+import zstandard
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -140,7 +141,7 @@ def test_compress_then_decompress_is_the_identity(data: bytes, codec: Codec, mag
 
 
 def test_unknown_codecs_are_unsupported() -> None:
-    for codec in (0, 4, 5, 7):
+    for codec in (0, 5, 6, 7):
         with pytest.raises(UnsupportedCodecError):
             decompress(codec, hand.gzip(b"x"))  # type: ignore[arg-type]
     with pytest.raises(UnsupportedCodecError):
@@ -240,3 +241,26 @@ def test_a_raw_snappy_block_stating_a_huge_length_is_refused_without_allocating_
     )
     assert result.returncode == 0, f"the process died (allocated the stated length?): {result.stderr[-2000:]}"
     assert result.stdout.split() == ["refused"] * 4, result.stdout + result.stderr
+
+
+def test_zstd_frames_with_and_without_a_stated_size_back_to_back_and_bounded() -> None:
+
+    data = bytes(range(256)) * 400
+    java_style = zstandard.ZstdCompressor(write_content_size=False).compress(data)  # ZstdOutputStream: no size
+    ours = compress(Codec.ZSTD, data, magic=2)
+    assert zstandard.ZstdDecompressor().decompress(ours) == data
+    for payload in (java_style, ours):
+        assert decompress(Codec.ZSTD, payload, magic=2) == data
+        assert decompress(Codec.ZSTD, payload, magic=2, max_size=len(data)) == data
+        with pytest.raises(RecordTooLargeError):
+            decompress(Codec.ZSTD, payload, magic=2, max_size=len(data) - 1)
+        with pytest.raises(CorruptRecordError, match="zstd"):
+            decompress(Codec.ZSTD, payload[:-4], magic=2)
+    assert decompress(Codec.ZSTD, java_style + ours, magic=2) == data + data  # frames concatenate
+    with pytest.raises(CorruptRecordError, match="zstd frame"):
+        decompress(Codec.ZSTD, b"not zstd at all", magic=2)
+    # a frame header stating 2**40 bytes (size field of 8 bytes, single segment) is refused before
+    # anything is allocated
+    lying = b"\x28\xb5\x2f\xfd" + bytes([0xE0]) + (2**40).to_bytes(8, "little") + ours[6:]
+    with pytest.raises(RecordTooLargeError):
+        decompress(Codec.ZSTD, lying, magic=2)

@@ -1,0 +1,184 @@
+"""Message format v2 (record batches): encode and decode agree for every codec, kafka-python's own v2
+code reads what we write and we read what it writes (byte for byte where both choose the same
+fields), the header bits are reported, and mutated batches only ever raise our errors."""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+
+from kafkalog.errors import CorruptRecordError, RecordTooLargeError
+from kafkalog.record import _fastpath, kernels
+from kafkalog.record.batch import (
+    BATCH_OVERHEAD,
+    CRC_POS,
+    RecordInput,
+    check_crc,
+    decode_batch,
+    decode_batches,
+    encode_batch,
+    iter_headers,
+    read_header,
+    set_base_offset,
+)
+from kafkalog.record.format import Codec, Message, TimestampType
+
+CODECS = list(Codec)
+BASE_TS = 1_700_000_000_000
+
+keys = st.one_of(st.none(), st.binary(max_size=40))
+values = st.one_of(st.none(), st.binary(max_size=300))
+header_lists = st.lists(st.tuples(st.text(max_size=12), st.one_of(st.none(), st.binary(max_size=20))), max_size=4)
+timestamps = st.one_of(st.just(-1), st.integers(min_value=0, max_value=2**42))
+record_lists = st.lists(st.builds(RecordInput, keys, values, timestamps, header_lists), min_size=1, max_size=30)
+
+
+def _expected(records: list[RecordInput], base_offset: int) -> list[Message]:
+    given_ts = [r.timestamp for r in records if r.timestamp != -1]
+    base = given_ts[0] if given_ts else -1
+    return [
+        Message(
+            base_offset + i,
+            base if r.timestamp == -1 else r.timestamp,
+            TimestampType.CREATE_TIME,
+            r.key,
+            r.value,
+            tuple(r.headers),
+        )
+        for i, r in enumerate(records)
+    ]
+
+
+@settings(max_examples=60, deadline=None)
+@given(records=record_lists, codec=st.sampled_from(CODECS), base_offset=st.integers(0, 2**40))
+def test_decode_returns_what_was_encoded(records: list[RecordInput], codec: Codec, base_offset: int) -> None:
+    data = encode_batch(records, base_offset=base_offset, codec=codec)
+    header, messages = decode_batch(data)
+    assert messages == _expected(records, base_offset)
+    assert header.codec == codec and header.records_count == len(records) and header.size == len(data)
+    assert header.last_offset == base_offset + len(records) - 1
+    given_ts = [r.timestamp for r in records if r.timestamp != -1]
+    assert header.max_timestamp == (max(given_ts) if given_ts else -1)
+    assert (header.producer_id, header.producer_epoch, header.base_sequence) == (-1, -1, -1)
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_kafka_python_reads_our_batches(codec: Codec) -> None:
+    records = [
+        RecordInput(b"k%d" % i, b"v" * i, BASE_TS + i, [("trace", b"t%d" % i), ("none", None)]) for i in range(20)
+    ]
+    data = encode_batch(records, base_offset=500, codec=codec, producer_id=77, producer_epoch=3, base_sequence=10)
+    theirs = DefaultRecordBatch(bytearray(data))
+    assert theirs.validate_crc()
+    assert (theirs.producer_id, theirs.producer_epoch, theirs.base_sequence) == (77, 3, 10)
+    read = [(r.offset, r.timestamp, r.key, r.value, list(r.headers)) for r in theirs]
+    assert read == [(500 + i, BASE_TS + i, r.key, r.value, list(r.headers)) for i, r in enumerate(records)]
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_we_read_kafka_python_batches_byte_for_byte(codec: Codec) -> None:
+    records = [RecordInput(None if i % 3 == 0 else b"key-%d" % i, b"x" * (i * 7), BASE_TS + 2 * i, [("h", b"%d" % i)])
+               for i in range(25)]  # fmt: skip
+    builder = DefaultRecordBatchBuilder(
+        magic=2, compression_type=int(codec), is_transactional=False,
+        producer_id=-1, producer_epoch=-1, base_sequence=-1, batch_size=1 << 20,
+    )  # fmt: skip
+    for i, record in enumerate(records):
+        assert builder.append(i, record.timestamp, record.key, record.value, list(record.headers)) is not None
+    theirs = bytes(builder.build())
+    header, messages = decode_batch(theirs)
+    assert messages == _expected(records, 0)
+    assert header.codec == codec
+    if codec == Codec.NONE:  # the same choices of every field: the same bytes
+        ours = bytearray(encode_batch(records))
+        struct.pack_into(">i", ours, 12, header.partition_leader_epoch)  # the one field producers differ on
+        ours[CRC_POS : CRC_POS + 4] = theirs[CRC_POS : CRC_POS + 4]  # ... which the CRC does not cover
+        assert bytes(ours) == theirs
+
+
+def test_header_bits_and_log_append_time_are_reported() -> None:
+    records = [RecordInput(b"a", b"1", BASE_TS + 5), RecordInput(b"b", b"2", BASE_TS + 1)]
+    data = encode_batch(records, timestamp_type=TimestampType.LOG_APPEND_TIME, transactional=True, control=True)
+    header, messages = decode_batch(data)
+    assert header.transactional and header.control
+    assert header.timestamp_type == TimestampType.LOG_APPEND_TIME
+    # log-append time: every record reports the batch's max timestamp
+    assert [(m.timestamp, m.timestamp_type) for m in messages] == [(BASE_TS + 5, TimestampType.LOG_APPEND_TIME)] * 2
+
+
+def test_offsets_are_given_per_batch_outside_the_crc() -> None:
+    data = bytearray(encode_batch([RecordInput(b"k", b"v", BASE_TS)] * 3 + [RecordInput(None, None, BASE_TS)]))
+    set_base_offset(data, 0, 9000)
+    header, messages = decode_batch(data)  # the CRC still holds
+    assert [m.offset for m in messages] == [9000, 9001, 9002, 9003] and header.next_offset == 9004
+    two = bytes(data) + encode_batch([RecordInput(b"x", b"y", BASE_TS)], base_offset=9004)
+    assert [m.offset for _, batch in decode_batches(two) for m in batch] == [9000, 9001, 9002, 9003, 9004]
+    assert [h.base_offset for h in iter_headers(two)] == [9000, 9004]
+
+
+def test_bad_header_fields_are_named() -> None:
+    good = encode_batch([RecordInput(b"k", b"v", BASE_TS)])
+    with pytest.raises(CorruptRecordError, match="truncated"):
+        read_header(good[:-1])
+    with pytest.raises(CorruptRecordError, match="magic 1, not 2"):
+        read_header(good[:16] + b"\x01" + good[17:])
+    flipped = bytearray(good)
+    flipped[-1] ^= 0x40
+    with pytest.raises(CorruptRecordError, match="CRC-32C"):
+        check_crc(flipped, read_header(flipped))
+    unknown_codec = bytearray(good)
+    unknown_codec[22] |= 0x07
+    with pytest.raises(CorruptRecordError, match="unknown codec 7"):
+        decode_batch(unknown_codec, verify_crc=False)
+    with pytest.raises(ValueError, match="at least one record"):
+        encode_batch([])
+    with pytest.raises(TypeError, match="header key must be a str"):
+        encode_batch([RecordInput(b"k", b"v", BASE_TS, [(b"bytes-key", b"v")])])  # type: ignore[list-item]
+
+
+def test_a_zstd_bomb_is_refused_without_inflating_it() -> None:
+    records = [RecordInput(None, bytes(1 << 20), BASE_TS)] * 40  # 40 MiB of zeros, a few KiB compressed
+    data = encode_batch(records, codec=Codec.ZSTD)
+    assert len(data) < 64 * 1024
+    with pytest.raises(RecordTooLargeError):
+        decode_batch(data, max_decompressed=8 << 20)
+
+
+@settings(max_examples=300, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), codec=st.sampled_from(CODECS))
+def test_mutated_batches_only_raise_our_errors(seed: int, codec: Codec) -> None:
+    rng = random.Random(seed)
+    records = [RecordInput(b"k%d" % i, rng.randbytes(rng.randrange(30)), BASE_TS + i, [("h", b"v")]) for i in range(8)]
+    data = bytearray(encode_batch(records, codec=codec))
+    for _ in range(rng.randrange(1, 4)):
+        kind = rng.randrange(3)
+        if kind == 0 and data:
+            data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
+        elif kind == 1 and data:
+            del data[rng.randrange(len(data)) :]
+        else:
+            position = rng.randrange(min(BATCH_OVERHEAD, len(data)), len(data) + 1)
+            data[position:position] = rng.randbytes(rng.randrange(1, 6))
+    for verify in (True, False):  # without the CRC, the record parser itself meets the damage
+        with contextlib.suppress(CorruptRecordError, RecordTooLargeError):
+            decode_batch(data, verify_crc=verify)
+
+
+@settings(max_examples=200, deadline=None)
+@given(payload=st.binary(max_size=200), count=st.integers(0, 20), last=st.integers(0, 40))
+def test_record_kernels_agree_and_never_raise(payload: bytes, count: int, last: int) -> None:
+    expected = _fastpath.decode_records(payload, count, 0, BASE_TS, BASE_TS, last, False)
+    assert kernels.decode_records(payload, count, 0, BASE_TS, BASE_TS, last, False) == expected
+
+
+@settings(max_examples=100, deadline=None)
+@given(records=record_lists)
+def test_record_encoders_agree(records: list[RecordInput]) -> None:
+    items = [tuple(r) for r in records]
+    assert bytes(kernels.encode_records(items, BASE_TS)) == bytes(_fastpath.encode_records(items, BASE_TS))
