@@ -23,3 +23,13 @@ def assign_plain(
     index_interval: int,
     bytes_since_index: int,
 ) -> tuple[int, int, int, int, IndexPoints, int, ErrorTriple | None]: ...
+def decode_records(
+    buf: Any,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    last_offset_delta: int,
+    log_append_time: bool,
+) -> tuple[list[Any], ErrorTriple | None]: ...
+def encode_records(items: Any, base_timestamp: int) -> bytearray: ...

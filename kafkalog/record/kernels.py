@@ -32,5 +32,5 @@ decode_plain = implementation.decode_plain
 scan_entries = implementation.scan_entries
 assign_plain = implementation.assign_plain
 # magic 2 records (kafkalog.record.batch)
-decode_records = getattr(implementation, "decode_records", _fastpath.decode_records)
-encode_records = getattr(implementation, "encode_records", _fastpath.encode_records)
+decode_records = implementation.decode_records
+encode_records = implementation.encode_records
