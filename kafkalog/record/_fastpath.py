@@ -16,6 +16,8 @@ import struct
 import zlib
 from typing import Any
 
+from crc32c import crc32c as _crc32c
+
 ErrorTriple = tuple[str, int, str]
 IndexPoints = list[tuple[int, int, int, int]]
 
@@ -28,6 +30,11 @@ _U32 = struct.Struct(">I")
 _ATTR_TS = struct.Struct(">bq")
 
 _V0_MIN = 26  # smallest complete entry of magic 0 (null key, null value)
+_BATCH_MIN_LENGTH = 49  # magic 2: a batch's length field counts at least its own header's rest
+_BATCH_CRC_POS = 17
+_BATCH_ATTRIBUTES_POS = 21
+_BATCH_LAST_DELTA_POS = 23
+_BATCH_MAX_TS_POS = 35
 _V1_MIN = 34
 _MAGIC_POS = 16
 _CODEC_MASK = 0x07
@@ -36,6 +43,11 @@ _TS_TYPE_BIT = 0x08
 _message_type: Any = tuple
 _create_time: Any = 0
 _log_append_time: Any = 1
+
+
+def crc32c(data: Any) -> int:
+    """The CRC-32C (Castagnoli) of a bytes-like object: magic 2 batches carry it."""
+    return int(_crc32c(data))
 
 
 def configure(message_type: Any, create_time: Any, log_append_time: Any) -> None:
@@ -90,7 +102,7 @@ def decode_plain(
         end = pos + 12 + size
         if end > stop or key_pos + 4 > end or attributes & _CODEC_MASK:
             break
-        if verify_crc and crc32(view[pos + _MAGIC_POS : end]) != crc:
+        if magic < 2 and verify_crc and crc32(view[pos + _MAGIC_POS : end]) != crc:
             return out, pos, ("corrupt", pos, "CRC mismatch")
         value_pos, value_length, reason = _check_lengths(view, key_pos, end, key_length)
         if reason:
@@ -147,7 +159,46 @@ def scan_entries(
         if end > stop:
             break
         _, _, crc, magic, _ = _PREFIX.unpack_from(view, pos)
-        if magic == 1:
+        last = offset  # a magic 2 batch counts by its last offset, as a v0/v1 wrapper stores it
+        if magic == 2:
+            if size < _BATCH_MIN_LENGTH:
+                return (
+                    pos,
+                    entries,
+                    last_offset,
+                    max_timestamp,
+                    offset_of_max,
+                    points,
+                    bytes_since_index,
+                    ("corrupt", pos, f"record batch length {size} is below the magic 2 minimum"),
+                )
+            last_delta = _I32.unpack_from(view, pos + _BATCH_LAST_DELTA_POS)[0]
+            if last_delta < 0:
+                return (
+                    pos,
+                    entries,
+                    last_offset,
+                    max_timestamp,
+                    offset_of_max,
+                    points,
+                    bytes_since_index,
+                    ("corrupt", pos, f"record batch last offset delta {last_delta} is negative"),
+                )
+            stored_crc = _U32.unpack_from(view, pos + _BATCH_CRC_POS)[0]
+            if verify_crc and crc32c(view[pos + _BATCH_ATTRIBUTES_POS : end]) != stored_crc:
+                return (
+                    pos,
+                    entries,
+                    last_offset,
+                    max_timestamp,
+                    offset_of_max,
+                    points,
+                    bytes_since_index,
+                    ("corrupt", pos, "CRC-32C mismatch"),
+                )
+            timestamp = _I64.unpack_from(view, pos + _BATCH_MAX_TS_POS)[0]
+            last = offset + last_delta
+        elif magic == 1:
             if size < _V1_MIN - 12:
                 return (
                     pos,
@@ -173,7 +224,7 @@ def scan_entries(
                 bytes_since_index,
                 ("corrupt", pos, f"unknown magic byte {magic}"),
             )
-        if verify_crc and crc32(view[pos + _MAGIC_POS : end]) != crc:
+        if magic < 2 and verify_crc and crc32(view[pos + _MAGIC_POS : end]) != crc:
             return (
                 pos,
                 entries,
@@ -196,14 +247,14 @@ def scan_entries(
                 ("corrupt", pos, f"offset {offset} is not above the previous offset {floor - 1}"),
             )
         if timestamp > max_timestamp:
-            max_timestamp, offset_of_max = timestamp, offset
+            max_timestamp, offset_of_max = timestamp, last
         if bytes_since_index >= index_interval:
-            points.append((pos, offset, max_timestamp, offset_of_max))
+            points.append((pos, last, max_timestamp, offset_of_max))
             bytes_since_index = 0
         bytes_since_index += end - pos
         entries += 1
-        last_offset = offset
-        floor = offset + 1
+        last_offset = last
+        floor = last + 1
         pos = end
     return pos, entries, last_offset, max_timestamp, offset_of_max, points, bytes_since_index, None
 

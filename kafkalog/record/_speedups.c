@@ -17,6 +17,12 @@
 #define MAGIC_POS 16
 #define CODEC_MASK 0x07
 #define TS_TYPE_BIT 0x08
+/* magic 2 record batches (kafkalog/record/batch.py has the layout) */
+#define BATCH_MIN_LENGTH 49
+#define BATCH_CRC_POS 17
+#define BATCH_ATTRIBUTES_POS 21
+#define BATCH_LAST_DELTA_POS 23
+#define BATCH_MAX_TS_POS 35
 
 static PyObject *message_type = NULL; /* a tuple subclass (kafkalog.record.Message) */
 static PyObject *create_time = NULL;
@@ -48,6 +54,73 @@ static inline uint32_t crc_of(const unsigned char *p, Py_ssize_t n) {
         p += chunk; n -= chunk;
     }
     return (uint32_t)crc;
+}
+
+/* CRC-32C (Castagnoli, reflected polynomial 0x82F63B78) of magic 2 batches: SSE4.2's crc32
+ * instruction where the processor has it, else slicing-by-8 tables. */
+static uint32_t crc32c_table[8][256];
+static int crc32c_hardware = 0;
+
+static void crc32c_init(void) {
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++) c = c & 1 ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+        crc32c_table[0][i] = c;
+    }
+    for (uint32_t i = 0; i < 256; i++)
+        for (int t = 1; t < 8; t++)
+            crc32c_table[t][i] = (crc32c_table[t - 1][i] >> 8) ^ crc32c_table[0][crc32c_table[t - 1][i] & 0xFF];
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    __builtin_cpu_init();
+    crc32c_hardware = __builtin_cpu_supports("sse4.2");
+#endif
+}
+
+static uint32_t crc32c_software(uint32_t crc, const unsigned char *p, Py_ssize_t n) {
+    while (n >= 8) {
+        uint32_t lo = crc ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
+        uint32_t hi = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 | (uint32_t)p[7] << 24;
+        crc = crc32c_table[7][lo & 0xFF] ^ crc32c_table[6][(lo >> 8) & 0xFF] ^ crc32c_table[5][(lo >> 16) & 0xFF] ^
+              crc32c_table[4][lo >> 24] ^ crc32c_table[3][hi & 0xFF] ^ crc32c_table[2][(hi >> 8) & 0xFF] ^
+              crc32c_table[1][(hi >> 16) & 0xFF] ^ crc32c_table[0][hi >> 24];
+        p += 8; n -= 8;
+    }
+    while (n-- > 0) crc = (crc >> 8) ^ crc32c_table[0][(crc ^ *p++) & 0xFF];
+    return crc;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+__attribute__((target("sse4.2"))) static uint32_t crc32c_sse42(uint32_t crc, const unsigned char *p, Py_ssize_t n) {
+    uint64_t c = crc;
+    while (n >= 8) {
+        uint64_t word;
+        memcpy(&word, p, 8);
+        c = __builtin_ia32_crc32di(c, word);
+        p += 8; n -= 8;
+    }
+    uint32_t c32 = (uint32_t)c;
+    while (n-- > 0) c32 = __builtin_ia32_crc32qi(c32, *p++);
+    return c32;
+}
+#endif
+
+static uint32_t crc32c_of(const unsigned char *p, Py_ssize_t n) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    if (crc32c_hardware) return crc32c_sse42(0xFFFFFFFFu, p, n) ^ 0xFFFFFFFFu;
+#endif
+    return crc32c_software(0xFFFFFFFFu, p, n) ^ 0xFFFFFFFFu;
+}
+
+/* crc32c(data) -> int: the CRC-32C of a bytes-like object. */
+static PyObject *py_crc32c(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    if (!PyArg_ParseTuple(args, "y*", &view)) return NULL;
+    uint32_t crc;
+    Py_BEGIN_ALLOW_THREADS
+    crc = crc32c_of((const unsigned char *)view.buf, view.len);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLong(crc);
 }
 
 static PyObject *error_triple(const char *kind, Py_ssize_t pos, PyObject *reason) {
@@ -172,7 +245,7 @@ static PyObject *py_decode_plain(PyObject *self, PyObject *args) {
         }
         Py_ssize_t end = pos + 12 + (Py_ssize_t)size;
         if (end > stop || key_pos + 4 > end || (attributes & CODEC_MASK)) break;
-        if (verify_crc && crc_of(b + pos + MAGIC_POS, end - pos - MAGIC_POS) != crc) {
+        if (magic < 2 && verify_crc && crc_of(b + pos + MAGIC_POS, end - pos - MAGIC_POS) != crc) {
             error = error_triple("corrupt", pos, PyUnicode_FromString("CRC mismatch"));
             if (!error) goto fail;
             break;
@@ -246,8 +319,30 @@ static PyObject *py_scan_entries(PyObject *self, PyObject *args) {
         if (end > stop) break;
         uint32_t crc = rd_u32(b + pos + 12);
         signed char magic = (signed char)b[pos + MAGIC_POS];
-        int64_t ts;
-        if (magic == 1) {
+        int64_t ts, last = offset;
+        if (magic == 2) {
+            if (size < BATCH_MIN_LENGTH) {
+                error = error_triple("corrupt", pos,
+                    PyUnicode_FromFormat("record batch length %d is below the magic 2 minimum", (int)size));
+                if (!error) goto fail;
+                break;
+            }
+            int32_t last_delta = rd_i32(b + pos + BATCH_LAST_DELTA_POS);
+            if (last_delta < 0) {
+                error = error_triple("corrupt", pos,
+                    PyUnicode_FromFormat("record batch last offset delta %d is negative", (int)last_delta));
+                if (!error) goto fail;
+                break;
+            }
+            if (verify_crc &&
+                crc32c_of(b + pos + BATCH_ATTRIBUTES_POS, end - pos - BATCH_ATTRIBUTES_POS) != rd_u32(b + pos + BATCH_CRC_POS)) {
+                error = error_triple("corrupt", pos, PyUnicode_FromString("CRC-32C mismatch"));
+                if (!error) goto fail;
+                break;
+            }
+            ts = rd_i64(b + pos + BATCH_MAX_TS_POS);
+            last = offset + last_delta;
+        } else if (magic == 1) {
             if (size < V1_MIN - 12) {
                 error = error_triple("corrupt", pos,
                     PyUnicode_FromFormat("message size %d is below the magic 1 minimum", (int)size));
@@ -262,7 +357,7 @@ static PyObject *py_scan_entries(PyObject *self, PyObject *args) {
             if (!error) goto fail;
             break;
         }
-        if (verify_crc && crc_of(b + pos + MAGIC_POS, end - pos - MAGIC_POS) != crc) {
+        if (magic < 2 && verify_crc && crc_of(b + pos + MAGIC_POS, end - pos - MAGIC_POS) != crc) {
             error = error_triple("corrupt", pos, PyUnicode_FromString("CRC mismatch"));
             if (!error) goto fail;
             break;
@@ -274,15 +369,16 @@ static PyObject *py_scan_entries(PyObject *self, PyObject *args) {
             if (!error) goto fail;
             break;
         }
-        if (ts > max_ts) { max_ts = ts; offset_of_max = offset; }
+        /* a magic 2 batch counts by its last offset, as a v0/v1 wrapper stores it */
+        if (ts > max_ts) { max_ts = ts; offset_of_max = last; }
         if (since >= index_interval) {
-            if (add_point(points, pos, offset, max_ts, offset_of_max) < 0) goto fail;
+            if (add_point(points, pos, last, max_ts, offset_of_max) < 0) goto fail;
             since = 0;
         }
         since += end - pos;
         entries++;
-        last_offset = offset;
-        floor = offset + 1;
+        last_offset = last;
+        floor = last + 1;
         pos = end;
     }
     PyBuffer_Release(&view);
@@ -651,6 +747,7 @@ static PyMethodDef methods[] = {
     {"decode_plain", py_decode_plain, METH_VARARGS, "See kafkalog.record._fastpath.decode_plain."},
     {"scan_entries", py_scan_entries, METH_VARARGS, "See kafkalog.record._fastpath.scan_entries."},
     {"assign_plain", py_assign_plain, METH_VARARGS, "See kafkalog.record._fastpath.assign_plain."},
+    {"crc32c", py_crc32c, METH_VARARGS, "See kafkalog.record._fastpath.crc32c."},
     {"decode_records", py_decode_records, METH_VARARGS, "See kafkalog.record._fastpath.decode_records."},
     {"encode_records", py_encode_records, METH_VARARGS, "See kafkalog.record._fastpath.encode_records."},
     {NULL, NULL, 0, NULL},
@@ -658,4 +755,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_speedups", "C kernels of kafkalog.record.", -1, methods};
 
-PyMODINIT_FUNC PyInit__speedups(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__speedups(void) {
+    crc32c_init();
+    return PyModule_Create(&module);
+}

@@ -23,6 +23,7 @@ def assign_plain(
     index_interval: int,
     bytes_since_index: int,
 ) -> tuple[int, int, int, int, IndexPoints, int, ErrorTriple | None]: ...
+def crc32c(data: Any) -> int: ...
 def decode_records(
     buf: Any,
     count: int,

@@ -46,8 +46,6 @@ import struct
 from collections.abc import Iterable, Iterator, Sequence
 from typing import NamedTuple
 
-import crc32c
-
 from kafkalog.errors import CorruptRecordError
 from kafkalog.record import kernels
 from kafkalog.record.codec import DEFAULT_MAX_DECOMPRESSED_BYTES, compress, decompress
@@ -195,7 +193,7 @@ def read_header(buf: Buffer, pos: int = 0, end: int | None = None) -> BatchHeade
 def batch_crc(buf: Buffer, header: BatchHeader) -> int:
     """The CRC-32C the batch's bytes have (compare with ``header.crc``)."""
     view = memoryview(buf)
-    return int(crc32c.crc32c(view[header.position + ATTRIBUTES_POS : header.end]))
+    return kernels.crc32c(view[header.position + ATTRIBUTES_POS : header.end])
 
 
 def check_crc(buf: Buffer, header: BatchHeader) -> None:
@@ -347,9 +345,9 @@ def encode_batch(
             len(items),
         )
     )
-    crc = crc32c.crc32c(body, crc32c.crc32c(memoryview(head)[ATTRIBUTES_POS:]))
-    _CRC_STRUCT.pack_into(head, CRC_POS, crc)
-    return bytes(head) + bytes(body)
+    out = head + body
+    _CRC_STRUCT.pack_into(out, CRC_POS, kernels.crc32c(memoryview(out)[ATTRIBUTES_POS:]))
+    return bytes(out)
 
 
 def set_base_offset(buf: bytearray, pos: int, base_offset: int) -> None:

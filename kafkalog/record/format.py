@@ -126,9 +126,13 @@ class Message(NamedTuple):
 
 
 class Entry(NamedTuple):
-    """A shallow view of one MessageSetEntry: its header fields and where it lies in its buffer.
+    """A shallow view of one MessageSetEntry or record batch: its header fields and where it lies.
 
     ``size`` counts the whole entry (LOG_OVERHEAD included); ``timestamp`` is -1 for magic 0.
+    ``offset`` is the offset of the entry's last message: the stored offset of a v0/v1 entry (a
+    compressed wrapper stores its last), a batch's base offset + last offset delta. For a magic 2
+    batch, ``crc`` is its CRC-32C, ``attributes`` its 16-bit attributes and ``timestamp`` its
+    max timestamp.
     """
 
     offset: int

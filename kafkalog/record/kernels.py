@@ -31,6 +31,7 @@ for _module in {implementation, _fastpath}:
 decode_plain = implementation.decode_plain
 scan_entries = implementation.scan_entries
 assign_plain = implementation.assign_plain
-# magic 2 records (kafkalog.record.batch)
+# magic 2 batches and records (kafkalog.record.batch)
+crc32c = implementation.crc32c
 decode_records = implementation.decode_records
 encode_records = implementation.encode_records

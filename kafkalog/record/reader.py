@@ -1,4 +1,6 @@
-"""Reading message sets: shallow entries (headers only) and deep decoding into Messages.
+"""Reading message sets and record batches: shallow entries (headers only) and deep decoding into
+Messages. A stream may mix magic 0/1 entries and magic 2 batches (a partition written before and
+after its format changed): every reader here takes each entry as its magic says.
 
 A message set read from a log or a fetch response may end inside a message (reads are cut at a
 byte limit): both readers stop cleanly before such a partial trailing entry. Anything else that is
@@ -10,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from kafkalog.errors import CorruptRecordError, UnsupportedCodecError
-from kafkalog.record import kernels
+from kafkalog.record import batch, kernels
 from kafkalog.record.codec import DEFAULT_MAX_DECOMPRESSED_BYTES, decompress
 from kafkalog.record.format import (
     CODEC_MASK,
@@ -73,6 +75,9 @@ def iter_entries(buf: Buffer, *, start: int = 0, end: int | None = None, verify_
 
 def _entry(buf: Buffer, pos: int, end: int) -> Entry:
     offset, _, crc, magic, attributes = MESSAGE_PREFIX.unpack_from(buf, pos)
+    if magic == batch.MAGIC:
+        header = batch.read_header(buf, pos, end)
+        return Entry(header.last_offset, pos, end - pos, header.crc, magic, header.attributes, header.max_timestamp)
     timestamp = _INT64.unpack_from(buf, pos + 18)[0] if magic == 1 else NO_TIMESTAMP
     return Entry(offset, pos, end - pos, crc, magic, attributes, timestamp)
 
@@ -136,6 +141,17 @@ def decode_batches(
         entry = _entry_at(view, pos, verify_crc)
         if entry is None:
             return  # the end, or a partial trailing entry
+        if entry.magic == batch.MAGIC:
+            _, records = batch.decode_batch(
+                view, pos, end=entry.end, verify_crc=False, max_decompressed=max_decompressed_bytes
+            )  # the CRC was checked by the shallow scan
+            yield (
+                [record for record in records if record.offset >= min_offset]
+                if records and records[0].offset < min_offset
+                else records
+            )
+            pos = entry.end
+            continue
         if entry.attributes & CODEC_MASK == 0:
             raise CorruptRecordError("message cannot be decoded", offset=entry.offset, position=pos)
         yield list(_decode_wrapper(view, entry, verify_crc, min_offset, max_decompressed_bytes))

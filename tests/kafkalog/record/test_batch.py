@@ -182,3 +182,25 @@ def test_record_kernels_agree_and_never_raise(payload: bytes, count: int, last: 
 def test_record_encoders_agree(records: list[RecordInput]) -> None:
     items = [tuple(r) for r in records]
     assert bytes(kernels.encode_records(items, BASE_TS)) == bytes(_fastpath.encode_records(items, BASE_TS))
+
+
+def test_a_stream_mixing_formats_reads_in_order_and_stops_before_a_cut_batch() -> None:
+    from kafkalog.record import MessageSetBuilder, decode_messages, iter_entries
+
+    old = MessageSetBuilder(magic=1, codec=Codec.GZIP, base_offset=2)
+    old.extend([(b"old-1", b"a", BASE_TS + 2), (b"old-2", b"b", BASE_TS + 3)])
+    stream = (
+        encode_batch([RecordInput(b"v2-0", b"x", BASE_TS, [("h", b"0")]), RecordInput(b"v2-1", b"y", BASE_TS + 1)])
+        + old.build()
+        + encode_batch([RecordInput(b"v2-4", b"z", BASE_TS + 4)] * 3, base_offset=4, codec=Codec.ZSTD)
+    )
+    messages = list(decode_messages(stream))
+    assert [m.offset for m in messages] == [0, 1, 2, 3, 4, 5, 6]
+    assert [m.key for m in messages[:4]] == [b"v2-0", b"v2-1", b"old-1", b"old-2"]
+    assert messages[0].headers == (("h", b"0"),) and messages[2].headers == ()
+    # entries count by their last offset, whatever their magic
+    assert [(e.magic, e.offset) for e in iter_entries(stream)] == [(2, 1), (1, 3), (2, 6)]
+    # a read that starts inside a batch gets the batch whole; decoding skips what lies before
+    assert [m.offset for m in decode_messages(stream, min_offset=5)] == [5, 6]
+    # a read cut inside the last batch stops cleanly before it
+    assert [m.offset for m in decode_messages(stream[:-10])] == [0, 1, 2, 3]

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from kafkalog.record import (
     LEGACY_CODECS,
+    Codec,
     Message,
     MessageSetBuilder,
     TimestampType,
@@ -19,6 +20,7 @@ from kafkalog.record import (
     decode_messages,
     kernels,
 )
+from kafkalog.record.batch import RecordInput, encode_batch
 from kafkalog.record.validate import validate_for_append
 
 from . import hand
@@ -113,22 +115,31 @@ def valid_sets() -> list[bytes]:
     return [*sets, log_append.build(), refused, mixed, b""]
 
 
+# magic 2 batches around a magic 1 entry: a partition written before and after its format changed
+MIXED_V2 = (
+    encode_batch([RecordInput(b"k", b"v", 5, [("h", b"1")]), RecordInput(None, None, 7)], base_offset=0)
+    + hand.entry(2, hand.message(1, b"old", b"format", timestamp=8))
+    + encode_batch([RecordInput(b"z", b"s" * 200, 9)] * 3, base_offset=3, codec=Codec.ZSTD)
+    + encode_batch([RecordInput(b"a", b"b", 10)], base_offset=6, timestamp_type=TimestampType.LOG_APPEND_TIME)
+)
+
+
 VALID = valid_sets()
 
 
 def test_valid_sets() -> None:
     c = native()
-    for buf in VALID:
+    for buf in [*VALID, MIXED_V2]:
         same_everything(c, buf)
         assert _fastpath.decode_plain(buf, 0, len(buf), True, 0, -1, 1 << 20)[2] is None
 
 
 def test_every_truncation() -> None:
     c = native()
-    buf = VALID[-2]  # the mixed set
-    for cut in range(len(buf) + 1):
-        same_everything(c, buf[:cut])
-        same_everything(c, buf, 0, cut)
+    for buf in (VALID[-2], MIXED_V2):  # the mixed sets
+        for cut in range(len(buf) + 1):
+            same_everything(c, buf[:cut])
+            same_everything(c, buf, 0, cut)
 
 
 def test_every_single_bit_flip() -> None:
@@ -187,7 +198,7 @@ def any_buffer(draw: st.DrawFn) -> bytes:
         return draw(st.binary(max_size=300))
     if kind == "plausible":
         return draw(plausible_entries())
-    buf = draw(st.sampled_from(VALID[:-1]))
+    buf = draw(st.sampled_from([*VALID[:-1], MIXED_V2]))
     if kind == "flipped":
         buf = flips(buf, draw(st.lists(st.integers(min_value=0, max_value=1 << 20), min_size=1, max_size=4)))
     return buf
