@@ -193,7 +193,7 @@ def read_header(buf: Buffer, pos: int = 0, end: int | None = None) -> BatchHeade
 def batch_crc(buf: Buffer, header: BatchHeader) -> int:
     """The CRC-32C the batch's bytes have (compare with ``header.crc``)."""
     view = memoryview(buf)
-    return kernels.crc32c(view[header.position + ATTRIBUTES_POS : header.end])
+    return int(kernels.crc32c(view[header.position + ATTRIBUTES_POS : header.end]))
 
 
 def check_crc(buf: Buffer, header: BatchHeader) -> None:
