@@ -51,6 +51,12 @@ class RecordTooLargeError(KafkalogError):
     error_code = 10  # MESSAGE_TOO_LARGE
 
 
+class UnsupportedForMessageFormatError(KafkalogError):
+    """What was produced cannot be stored in the topic's message format (headers in a v1 topic)."""
+
+    error_code = 43  # UNSUPPORTED_FOR_MESSAGE_FORMAT
+
+
 class InvalidTimestampError(KafkalogError):
     """A message carries a timestamp that is neither -1 (none) nor a non-negative epoch time."""
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from kafkalog.errors import CorruptRecordError, UnsupportedCodecError
-from kafkalog.record import batch, kernels
+from kafkalog.record import batch as batches
+from kafkalog.record import kernels
 from kafkalog.record.codec import DEFAULT_MAX_DECOMPRESSED_BYTES, decompress
 from kafkalog.record.format import (
     CODEC_MASK,
@@ -75,8 +76,8 @@ def iter_entries(buf: Buffer, *, start: int = 0, end: int | None = None, verify_
 
 def _entry(buf: Buffer, pos: int, end: int) -> Entry:
     offset, _, crc, magic, attributes = MESSAGE_PREFIX.unpack_from(buf, pos)
-    if magic == batch.MAGIC:
-        header = batch.read_header(buf, pos, end)
+    if magic == batches.MAGIC:
+        header = batches.read_header(buf, pos, end)
         return Entry(header.last_offset, pos, end - pos, header.crc, magic, header.attributes, header.max_timestamp)
     timestamp = _INT64.unpack_from(buf, pos + 18)[0] if magic == 1 else NO_TIMESTAMP
     return Entry(offset, pos, end - pos, crc, magic, attributes, timestamp)
@@ -141,8 +142,8 @@ def decode_batches(
         entry = _entry_at(view, pos, verify_crc)
         if entry is None:
             return  # the end, or a partial trailing entry
-        if entry.magic == batch.MAGIC:
-            _, records = batch.decode_batch(
+        if entry.magic == batches.MAGIC:
+            _, records = batches.decode_batch(
                 view, pos, end=entry.end, verify_crc=False, max_decompressed=max_decompressed_bytes
             )  # the CRC was checked by the shallow scan
             yield (

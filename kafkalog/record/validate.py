@@ -1,7 +1,10 @@
 """Checking a producer's message set and assigning its offsets, before it is appended to a log.
 
-What a log stores is always magic 1 with a timestamp on every message, so that time lookups and
-time retention work for every message:
+A log stores one message format (a topic setting): magic 2 record batches (the default; see
+``kafkalog.record.validate_batches``), or magic 1 message sets, described here.
+
+What a magic 1 log stores is always magic 1 with a timestamp on every message, so that time lookups
+and time retention work for every message:
 - uncompressed magic 1 entries are checked (size, CRC, key/value lengths, timestamp) and get their
   offsets in place; a message without a timestamp (-1), or every message when the log uses
   log-append time, is stamped with the append time and marked LogAppendTime (CRC rewritten);
@@ -9,15 +12,24 @@ time retention work for every message:
 - a compressed wrapper is opened and every inner message checked. When its inner offsets are
   already 0..n-1 (what magic 1 producers send) only the wrapper header changes: its offset becomes
   that of the last inner message and its timestamp the largest inner one (or the append time).
-  Otherwise (magic 0 wrappers, odd inner offsets) the inner set is rebuilt and recompressed.
+  Otherwise (magic 0 wrappers, odd inner offsets) the inner set is rebuilt and recompressed;
+- a magic 2 batch (a current client) is down-converted: to plain entries, or one wrapper of its
+  codec. Headers and zstd have no place in magic 1: such a batch is refused
+  (UNSUPPORTED_FOR_MESSAGE_FORMAT, UNSUPPORTED_COMPRESSION_TYPE), as Kafka refuses them.
 """
 
 from __future__ import annotations
 
 import zlib
-from typing import NamedTuple
 
-from kafkalog.errors import CorruptRecordError, InvalidTimestampError, RecordTooLargeError
+from kafkalog.errors import (
+    CorruptRecordError,
+    InvalidTimestampError,
+    RecordTooLargeError,
+    UnsupportedCodecError,
+    UnsupportedForMessageFormatError,
+)
+from kafkalog.record import batch as batches
 from kafkalog.record import kernels
 from kafkalog.record.builder import MessageSetBuilder, encode_message, frame
 from kafkalog.record.codec import DEFAULT_MAX_DECOMPRESSED_BYTES
@@ -31,34 +43,17 @@ from kafkalog.record.format import (
     TIMESTAMP_POS,
     TIMESTAMP_TYPE_MASK,
     UINT32,
+    Codec,
     Entry,
     Message,
     TimestampType,
 )
 from kafkalog.record.reader import corrupt_at, decode_inner, iter_entries, open_wrapper
+from kafkalog.record.validate_batches import validate_batches_for_append
+from kafkalog.record.validated import ValidatedSet
 
-
-class ValidatedSet(NamedTuple):
-    """A message set checked and given offsets, ready to be written as is.
-
-    ``index_points`` are (position in ``data``, offset, max timestamp so far, offset of that max)
-    where sparse offset and time indexes should point, per ``index_interval_bytes`` ("so far" is
-    within this set); ``bytes_since_index`` carries the byte count on to the next append.
-    ``max_timestamp``/``offset_of_max_timestamp`` use shallow offsets (a wrapper's last offset).
-    """
-
-    data: bytes | bytearray
-    first_offset: int
-    next_offset: int
-    max_timestamp: int
-    offset_of_max_timestamp: int
-    index_points: list[tuple[int, int, int, int]]
-    bytes_since_index: int
-
-    @property
-    def message_count(self) -> int:
-        """Number of logical messages (inner messages of wrappers counted one by one)."""
-        return self.next_offset - self.first_offset
+MESSAGE_FORMATS = (1, 2)
+"""What a log may store: magic 1 message sets, or magic 2 record batches (the default)."""
 
 
 def validate_for_append(
@@ -71,14 +66,24 @@ def validate_for_append(
     index_interval_bytes: int = 4096,
     bytes_since_index: int = 0,
     max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+    message_format: int = 1,
 ) -> ValidatedSet:
-    """Check every message of ``data`` and assign offsets from ``next_offset``.
+    """Check every message of ``data`` and assign offsets from ``next_offset``, for a log that
+    stores ``message_format`` (1 or 2).
 
     Raises CorruptRecordError (bad size, CRC, magic, lengths, codec payload, a partial trailing
     message), RecordTooLargeError (an entry over ``max_message_bytes``, or a payload expanding
     beyond ``max_decompressed_bytes``) or InvalidTimestampError. Nothing is half-applied: on error
     the caller appends nothing.
     """
+    if message_format == batches.MAGIC:
+        return validate_batches_for_append(
+            data, next_offset, now_ms=now_ms, log_append_time=log_append_time, max_message_bytes=max_message_bytes,
+            index_interval_bytes=index_interval_bytes, bytes_since_index=bytes_since_index,
+            max_decompressed_bytes=max_decompressed_bytes,
+        )  # fmt: skip
+    if message_format != 1:
+        raise ValueError(f"message format must be one of {MESSAGE_FORMATS}, not {message_format}")
     buf = bytearray(data)
     if not buf:
         raise CorruptRecordError("message set is empty")
@@ -102,7 +107,12 @@ def validate_for_append(
             raise RecordTooLargeError(
                 f"message of {entry.size} bytes at offset {next_offset} is larger than the limit of {max_message_bytes}"
             )
-        if entry.attributes & CODEC_MASK:
+        rewritten: bytes | memoryview
+        if entry.magic == batches.MAGIC:
+            rewritten, count, entry_ts = _batch_as_magic_1(
+                view, entry, next_offset, now_ms, log_append_time, max_decompressed_bytes
+            )
+        elif entry.attributes & CODEC_MASK:
             rewritten, count, entry_ts = _wrapper_for_log(
                 view, entry, next_offset, now_ms, log_append_time, max_decompressed_bytes
             )
@@ -201,3 +211,32 @@ def _wrapper_for_log(
     for message in inner:
         builder.append(message.value, message.key, now_ms if stamp else message.timestamp)
     return builder.build(), count, wrapper_ts
+
+
+def _batch_as_magic_1(
+    view: memoryview, entry: Entry, first_offset: int, now_ms: int, log_append_time: bool, max_decompressed: int
+) -> tuple[bytes, int, int]:
+    """A produced magic 2 batch, for a magic 1 log: (bytes, record count, largest timestamp)."""
+    header, records = batches.decode_batch(view, entry.position, end=entry.end, max_decompressed=max_decompressed)
+    if any(record.headers for record in records):
+        raise UnsupportedForMessageFormatError(
+            "records with headers need message format v2; this topic stores v1 (message.format.version)"
+        )
+    if header.codec == Codec.ZSTD:
+        raise UnsupportedCodecError("zstd needs message format v2; this topic stores v1")
+    _check_timestamps(records, entry)
+    stamp = log_append_time or header.timestamp_type == TimestampType.LOG_APPEND_TIME
+    stamp = stamp or any(record.timestamp == NO_TIMESTAMP for record in records)
+    builder = MessageSetBuilder(
+        magic=1,
+        codec=header.codec,
+        base_offset=first_offset,
+        timestamp_type=TimestampType.LOG_APPEND_TIME if stamp else TimestampType.CREATE_TIME,
+    )
+    for record in records:
+        builder.append(record.value, record.key, now_ms if stamp else record.timestamp)
+    largest = now_ms if stamp else max(record.timestamp for record in records)
+    return builder.build(), len(records), largest
+
+
+__all__ = ["MESSAGE_FORMATS", "ValidatedSet", "validate_for_append"]
