@@ -56,6 +56,12 @@ class LogConfig:
     max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES
     """Largest decompressed payload of one compressed wrapper an append accepts."""
 
+    message_format: Literal[1, 2] = 1
+    """What the log stores: message format v2 (record batches: headers, zstd, producer ids) or v1
+    (message sets, for clients of the 0.10 era). Whatever a producer sends is converted to it;
+    a partition may hold both (written before and after a change), and readers take each entry as
+    its magic says."""
+
     message_timestamp_type: Literal["create_time", "log_append_time"] = "create_time"
     """Keep producers' timestamps, or stamp every message with the broker's append time. Messages
     without a timestamp (magic 0, or -1) are stamped with the append time either way."""
@@ -94,6 +100,7 @@ class LogConfig:
             "must be create_time or log_append_time",
         )
         need(self.on_corruption in ("quarantine", "fail"), "on_corruption", "must be quarantine or fail")
+        need(self.message_format in (1, 2), "message_format", "must be 1 or 2")
 
     @property
     def log_append_time(self) -> bool:

@@ -232,6 +232,7 @@ class Log:
                 index_interval_bytes=self.config.index_interval_bytes,
                 bytes_since_index=active.bytes_since_index,
                 max_decompressed_bytes=self.config.max_decompressed_bytes,
+                message_format=self.config.message_format,
             )
             count = batch.next_offset - batch.first_offset
             if active.should_roll(len(batch.data), count, now):

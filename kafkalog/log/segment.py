@@ -21,11 +21,16 @@ from kafkalog.log.files import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_IN
 from kafkalog.log.index import CorruptIndexError, OffsetIndex, TimeIndex
 from kafkalog.log.region import FileRegion
 from kafkalog.log.scan import ScanResult, scan_file
+from kafkalog.record import batch as batches
 from kafkalog.record.validate import ValidatedSet
 
 logger = logging.getLogger(__name__)
 
 _HEADER = 12
+_MAGIC_POS = batches.MAGIC_POS
+_BATCH_MAGIC = batches.MAGIC
+_LAST_DELTA_POS = batches.LAST_OFFSET_DELTA_POS
+_BATCH_HEADER = _LAST_DELTA_POS + 4  # the bytes of a batch up to its last offset delta
 _WALK_CHUNK = 64 * 1024
 _MAX_RELATIVE_OFFSET = 2**31 - 1
 _UNKNOWN_END = 1 << 62
@@ -190,7 +195,8 @@ class LogSegment:
                 self._open_indexes_writable()
             offset_index, time_index = self._indexes()
             last_offset, position = offset_index.last()
-            if offset_index.entries and self._stored_offset_at(position) != last_offset:
+            at_index = self._entry_offsets_at(position)
+            if offset_index.entries and (at_index is None or at_index[1] != last_offset):
                 logger.warning(
                     "rebuilding the indexes of %s: its last entry points at the wrong message", self.log_path
                 )
@@ -198,11 +204,14 @@ class LogSegment:
                 self._open_indexes_writable()
                 offset_index, time_index = self._indexes()
                 last_offset, position = offset_index.last()
+                at_index = self._entry_offsets_at(position)
+            # the scan starts with the indexed entry itself: a batch there begins at its base offset
+            floor = at_index[0] if offset_index.entries and at_index is not None else self.base_offset
             result = scan_file(
                 self._fd,
                 position,
                 self.size,
-                min_next_offset=last_offset if offset_index.entries else self.base_offset,
+                min_next_offset=floor,
                 index_interval=self.config.index_interval_bytes,
                 bytes_since_index=0,
             )
@@ -220,9 +229,16 @@ class LogSegment:
                 self.rebuild_indexes()
                 self._open_indexes_writable()
 
-    def _stored_offset_at(self, position: int) -> int | None:
-        header = os.pread(self._fd, 8, position)
-        return int.from_bytes(header, "big", signed=True) if len(header) == 8 else None
+    def _entry_offsets_at(self, position: int) -> tuple[int, int] | None:
+        """(first, last) offset of the entry at ``position``: the stored offset twice for a v0/v1
+        entry (a wrapper stores its last), base and base + last delta for a magic 2 batch."""
+        header = os.pread(self._fd, _BATCH_HEADER, position)
+        if len(header) < _HEADER:
+            return None
+        stored = int.from_bytes(header[:8], "big", signed=True)
+        if len(header) == _BATCH_HEADER and header[_MAGIC_POS] == _BATCH_MAGIC:
+            return stored, stored + int.from_bytes(header[_LAST_DELTA_POS:_BATCH_HEADER], "big")
+        return stored, stored
 
     def recover(self, *, flushed_offset: int) -> int:
         """Validate the whole segment after an unclean shutdown and rebuild its indexes.
@@ -386,14 +402,19 @@ class LogSegment:
         buffer = b""
         buffer_start = position
         while position + _HEADER <= size:
-            if position + _HEADER > buffer_start + len(buffer):
+            # enough of the entry to know its last offset: a magic 2 batch states it at byte 23
+            need = min(_BATCH_HEADER, size - position)
+            if position + need > buffer_start + len(buffer):
                 buffer_start = position
-                buffer = os.pread(fd, min(_WALK_CHUNK, size - position), position)
+                buffer = os.pread(fd, min(max(_WALK_CHUNK, need), size - position), position)
                 if len(buffer) < _HEADER:
                     return None
             at = position - buffer_start
             stored_offset = int.from_bytes(buffer[at : at + 8], "big", signed=True)
             entry_size = _HEADER + int.from_bytes(buffer[at + 8 : at + 12], "big", signed=True)
+            if len(buffer) - at >= _BATCH_HEADER and buffer[at + _MAGIC_POS] == _BATCH_MAGIC:
+                # a batch stores its base offset: it is found, indexed and cut by its last one
+                stored_offset += int.from_bytes(buffer[at + _LAST_DELTA_POS : at + _LAST_DELTA_POS + 4], "big")
             if not checked:
                 checked = True
                 if stored_offset != index_offset:
