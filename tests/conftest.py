@@ -5,8 +5,9 @@ Every test belongs to one tier (docs/testing.md):
 - ``integration``: real processes (our broker, ZooKeeper, Kafka 0.9 and 4.x, Spark, Hadoop's mini
   clusters, Airflow).
 - ``e2e``: the whole product from a fresh clone (``make demo``).
-A test's tier is its own marker (or its module's ``pytestmark``); a test without one is
-``integration`` when it uses a fixture that starts a process, else ``unit``. A unit test that starts
+A test's tier is its own marker (or its module's ``pytestmark``); a test without one is ``unit``
+when it uses no fixture but pytest's own (tmp_path, monkeypatch, ...) and its parameters, else
+``integration``. A unit test that starts
 a process anyway fails at once, naming the tier it belongs to: the tier is a contract, not a label.
 """
 
@@ -27,29 +28,26 @@ pytest_plugins = ["tests.support.fixtures"]
 
 TIERS = ("unit", "integration", "e2e")
 
-# Fixtures that start processes (peers, brokers, Spark): a test that uses one is an integration test.
-PROCESS_FIXTURES = frozenset(
+# Fixtures that start no process: a test that uses only these (and its parameters) is a unit test.
+# Any other fixture may start one, so a test using it is an integration test unless marked unit.
+PURE_FIXTURES = frozenset(
     {
-        "spark",
-        "broker",
-        "two_brokers",
-        "cluster",
-        "zookeeper",
-        "zk_factory",
-        "kafka09",
-        "kafka4",
-        "kafka4_pair",
-        "hadoop",
-        "webhdfs",
-        "dcs",
-        "airflow_home",
-        "clone",
-        "backend",
-        "setup",
-        "edges",
-        "dirty",
-        "edges_validation",
-        "dirty_validation",
+        "tmp_path",
+        "tmp_path_factory",
+        "tmpdir",
+        "tmpdir_factory",
+        "monkeypatch",
+        "caplog",
+        "capsys",
+        "capsysbinary",
+        "capfd",
+        "recwarn",
+        "request",
+        "pytestconfig",
+        "record_property",
+        "cache",
+        "_unit_tier_starts_no_process",
+        "_no_process_left_behind",
     }
 )
 
@@ -60,8 +58,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if len(tiers) > 1:
             raise pytest.UsageError(f"{item.nodeid} is marked {' and '.join(tiers)}: a test has one tier")
         if not tiers:
-            uses_process = bool(PROCESS_FIXTURES.intersection(getattr(item, "fixturenames", ())))
-            item.add_marker("integration" if uses_process else "unit")
+            parameters = set(getattr(getattr(item, "callspec", None), "params", {}))
+            fixtures = set(getattr(item, "fixturenames", ())) - parameters - PURE_FIXTURES
+            item.add_marker("integration" if fixtures else "unit")
 
 
 class _UnitTierViolation(RuntimeError):

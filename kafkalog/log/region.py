@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from types import TracebackType
 
+_MAGIC_POS = 16  # in every message format, an entry's magic byte sits at byte 16
+
 
 class FileRegion:
     """``length`` bytes of a segment file from byte ``position``, through a descriptor of its own.
@@ -37,6 +39,11 @@ class FileRegion:
             parts.append(chunk)
             done += len(chunk)
         return b"".join(parts)
+
+    def first_magic(self) -> int | None:
+        """The magic byte of the region's first entry (None if the region is shorter than that)."""
+        byte = os.pread(self.fd, 1, self.position + _MAGIC_POS) if self.length > _MAGIC_POS else b""
+        return byte[0] if byte else None
 
     def close(self) -> None:
         if self.fd >= 0:

@@ -7,7 +7,9 @@ retried when any partition gets new data or its ``max_wait_ms`` runs out.
 The first partition that has data gets its first message whole even when it is larger than the
 requested size (Kafka's rule for Fetch v3, applied to every version), so a consumer whose fetch
 size is too small still makes progress instead of stalling silently. Clients on Fetch v0/v1 predate
-timestamps: their data is converted to magic 0 (which costs a copy; newer clients get regions).
+timestamps and get magic 0; clients on v2/v3 predate record batches and get magic 1: their data is
+converted (which costs a copy) where the log holds anything newer. Everyone else gets regions, sent
+with sendfile.
 """
 
 from __future__ import annotations
@@ -19,7 +21,10 @@ from kafkalog.errors import CorruptSegmentError, KafkalogError, OffsetOutOfRange
 from kafkalog.log import FileRegion
 from kafkalog.protocol import ErrorCode
 from kafkalog.protocol.types import Struct
-from kafkalog.record.convert import to_magic_0
+from kafkalog.record.convert import to_magic
+
+# the newest message format each Fetch version may carry: v0/v1 predate timestamps, v2/v3 headers
+_FORMAT_OF_FETCH = {0: 0, 1: 0, 2: 1, 3: 1}
 
 if TYPE_CHECKING:
     from kafkalog.server.handlers import RequestHandlers
@@ -99,13 +104,12 @@ def read_fetch(handlers: RequestHandlers, request: FetchRequest) -> FetchRead:
                         info = log.read(offset, limit, min_one_message=(total == 0))
                         answer["high_watermark"] = info.log_end_offset
                         if info.region is not None:
-                            if request.version < 2:
-                                with info.region as region:
-                                    answer["record_set"] = to_magic_0(region.read())
-                            else:
+                            answer["record_set"] = _for_version(info.region, request.version, log.config.message_format)
+                            if answer["record_set"] is info.region:
                                 regions.append(info.region)
-                                answer["record_set"] = info.region
-                            total += len(answer["record_set"]) if request.version < 2 else info.region.length
+                                total += info.region.length
+                            else:
+                                total += len(answer["record_set"])
                     except OffsetOutOfRangeError as exc:
                         answer["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
                         answer["high_watermark"] = exc.log_end_offset
@@ -122,3 +126,18 @@ def read_fetch(handlers: RequestHandlers, request: FetchRequest) -> FetchRead:
             region.close()
         raise
     return FetchRead({"throttle_time_ms": 0, "responses": responses}, total, has_error, regions)
+
+
+def _for_version(region: FileRegion, version: int, log_format: int) -> FileRegion | bytes:
+    """The region itself when the fetch version can carry what it holds, else its converted bytes
+    (the region is then closed). What it holds is judged by the log's format and the region's first
+    entry, without reading the rest: a v1 log's regions go by sendfile to v2/v3 fetchers."""
+    newest = _FORMAT_OF_FETCH.get(version)
+    if newest is None:
+        return region
+    first = region.first_magic()
+    if log_format <= newest and (first is None or first <= newest):
+        return region
+    with region:
+        data = region.read()
+    return to_magic(data, newest)

@@ -8,6 +8,16 @@ from typing import Any
 
 from kafkalog.log import LogConfig
 
+
+def _message_format(version: str) -> int:
+    """Kafka's ``message.format.version`` ("0.10.2", "2.8", "3.0-IV1"...) as the format it means:
+    1 (message sets) before 0.11, 2 (record batches) from 0.11 on."""
+    major, minor = (int(part) for part in version.split("-", maxsplit=1)[0].split(".")[:2])
+    if major < 0 or minor < 0:
+        raise ValueError(version)
+    return 1 if (major, minor) < (0, 11) else 2
+
+
 # Topic-level configs accepted, and the LogConfig field each one sets.
 TOPIC_CONFIGS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "retention.ms": ("retention_ms", lambda v: None if int(v) < 0 else int(v)),
@@ -17,6 +27,7 @@ TOPIC_CONFIGS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "max.message.bytes": ("max_message_bytes", int),
     "flush.messages": ("flush_messages", int),
     "flush.ms": ("flush_ms", int),
+    "message.format.version": ("message_format", _message_format),
     "message.timestamp.type": (
         "message_timestamp_type",
         lambda v: {"CreateTime": "create_time", "LogAppendTime": "log_append_time"}[v],
@@ -37,6 +48,9 @@ def topic_log_config(base: LogConfig, entries: Mapping[str, str]) -> LogConfig |
         try:
             values[field] = parse(value)
         except (KeyError, ValueError, TypeError):
-            expected = "CreateTime or LogAppendTime" if name == "message.timestamp.type" else "an integer"
+            expected = {
+                "message.timestamp.type": "CreateTime or LogAppendTime",
+                "message.format.version": "a Kafka version such as 0.10.2 (message sets) or 3.0 (record batches)",
+            }.get(name, "an integer")
             raise ValueError(f"{name}={value!r} is not a valid value (expected {expected})") from None
     return LogConfig(**{**{f: getattr(base, f) for f in base.__dataclass_fields__}, **values})

@@ -148,6 +148,13 @@ def test_create_topics_with_configs_and_errors(broker: Broker) -> None:
     assert bad_config["error_code"] == 40 and "cleanup.policy" in bad_config["error_message"]  # type: ignore[operator]
     assert create(broker.port, "dry", 2, validate_only=True)["error_code"] == 0
     assert broker.cluster.partition_count("dry") is None, "validate_only creates nothing"
+    # the message format by Kafka's version names: record batches from 0.11 on, message sets before
+    for name, version, expected in (("batches", "3.0-IV1", 2), ("sets", "0.10.2", 1)):
+        assert create(broker.port, name, 1, {"message.format.version": version})["error_code"] == 0
+        stored = broker.logs.get_log(name, 0)
+        assert stored is not None and stored.config.message_format == expected
+    wrong = create(broker.port, "fmt", 1, {"message.format.version": "latest"})
+    assert wrong["error_code"] == 40 and "message.format.version" in wrong["error_message"]  # type: ignore[operator]
 
 
 def test_metrics_are_served(broker: Broker) -> None:
