@@ -195,8 +195,8 @@ class Processor(threading.Thread):
             if api_key == ApiKey.API_VERSIONS and (api_key, api_version) not in REGISTRY:
                 # Answer in v0 with our ranges, so a client that opened too high can retry lower.
                 chunks, _ = unsupported_api_versions_response(correlation_id)
-                self._send(conn, chunks)
                 metrics.record_request("ApiVersions", time.perf_counter() - started)
+                self._send(conn, chunks)
                 return
             header, api, body = decode_request(frame)
         except ProtocolError as exc:
@@ -213,8 +213,9 @@ class Processor(threading.Thread):
             self._parked.add(conn)
             return
         chunks, _ = encode_response(api, header.correlation_id, result)  # type: ignore[arg-type]
-        self._send(conn, chunks)
+        # counted before the response leaves: a client that got it then reads the metrics sees it
         metrics.record_request(api.key.name, time.perf_counter() - started)
+        self._send(conn, chunks)
 
     def _retry_parked(self, now: float) -> None:
         data_arrived, self._data_arrived = self._data_arrived, False
