@@ -69,6 +69,7 @@ test-fast: $(INSTALLED) $(NATIVE)
 
 bench: install
 	$(BIN)/python -m bench $(BENCH_ARGS)
+	$(BIN)/python -m bench.batch_bench $(BENCH_ARGS)
 	$(BIN)/python -m bench.broker_bench $(BENCH_ARGS)
 	$(BIN)/python -m bench.compare_bench $(BENCH_ARGS)
 	$(BIN)/python -m bench.load_bench $(BENCH_ARGS)
