@@ -20,6 +20,7 @@ from kafkalog.protocol.types import (
     RECORDS,
     STRING,
     Array,
+    FlexibleSchema,
     Schema,
 )
 
@@ -38,12 +39,17 @@ class ApiKey(IntEnum):
 
 @dataclass(frozen=True)
 class Api:
-    """One (API, version): its request and response schemas."""
+    """One (API, version): its request and response schemas. A flexible version (KIP-482) has
+    FlexibleSchema bodies, request header v2 and (but for ApiVersions) response header v1."""
 
     key: ApiKey
     version: int
     request: Schema
     response: Schema
+
+    @property
+    def flexible(self) -> bool:
+        return isinstance(self.request, FlexibleSchema)
 
 
 # ------------------------------------------------------------------------------------------ Produce

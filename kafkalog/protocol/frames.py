@@ -1,13 +1,16 @@
 """Request and response frames: a 4-byte size, a header, a body.
 
-    Request  => Size RequestHeader Body     RequestHeader (v1) => api_key int16, api_version int16,
-                                                                  correlation_id int32, client_id nullable string
-    Response => Size ResponseHeader Body    ResponseHeader (v0) => correlation_id int32
+    Request  => Size RequestHeader Body     RequestHeader v1 => api_key int16, api_version int16,
+                                                                correlation_id int32, client_id nullable string
+                                            RequestHeader v2 => the same, then tagged fields
+    Response => Size ResponseHeader Body    ResponseHeader v0 => correlation_id int32
+                                            ResponseHeader v1 => correlation_id int32, tagged fields
 
-Every API we serve uses request header v1 and response header v0 (flexible versions, with tagged
-fields, came later). A request for an ApiVersions version we do not serve is still answered, with a
-v0 body carrying UNSUPPORTED_VERSION and our version ranges, as Kafka does, so clients that open
-with a newer ApiVersions fall back.
+A flexible version of an API (KIP-482) uses request header v2 and response header v1; every other
+version header v1 and v0. ApiVersions responses always use header v0 (a client must be able to
+read the answer before it knows which versions the broker has). A request for an ApiVersions
+version we do not serve is still answered, with a v0 body carrying UNSUPPORTED_VERSION and our
+version ranges, as Kafka does, so clients that open with a newer ApiVersions fall back.
 """
 
 from __future__ import annotations
@@ -18,7 +21,17 @@ from typing import Any, NamedTuple
 from kafkalog.errors import ProtocolError
 from kafkalog.protocol.apis import REGISTRY, VERSION_RANGES, Api, ApiKey, lookup
 from kafkalog.protocol.error_codes import ErrorCode
-from kafkalog.protocol.types import INT16, INT32, NULLABLE_STRING, Reader, Region, Schema, Struct, Writer
+from kafkalog.protocol.types import (
+    INT16,
+    INT32,
+    NULLABLE_STRING,
+    FlexibleSchema,
+    Reader,
+    Region,
+    Schema,
+    Struct,
+    Writer,
+)
 
 _SIZE = struct.Struct(">i")
 _PEEK = struct.Struct(">hhi")
@@ -26,6 +39,19 @@ REQUEST_HEADER = Schema(
     ("api_key", INT16), ("api_version", INT16), ("correlation_id", INT32), ("client_id", NULLABLE_STRING)
 )
 RESPONSE_HEADER = Schema(("correlation_id", INT32))
+REQUEST_HEADER_V2 = FlexibleSchema(
+    ("api_key", INT16), ("api_version", INT16), ("correlation_id", INT32), ("client_id", NULLABLE_STRING)
+)
+RESPONSE_HEADER_V1 = FlexibleSchema(("correlation_id", INT32))
+
+
+def _request_header(api: Api) -> Schema:
+    return REQUEST_HEADER_V2 if api.flexible else REQUEST_HEADER
+
+
+def _response_header(api: Api) -> Schema:
+    return RESPONSE_HEADER_V1 if api.flexible and api.key != ApiKey.API_VERSIONS else RESPONSE_HEADER
+
 
 Chunk = bytes | memoryview | Region
 
@@ -47,9 +73,11 @@ def peek_header(frame: bytes | bytearray | memoryview) -> tuple[int, int, int]:
 
 def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader, Api, Struct]:
     """Header, API and body of a request frame (without its size prefix); ProtocolError if invalid."""
+    api_key, api_version, _ = peek_header(frame)
+    api = lookup(api_key, api_version)
     reader = Reader(frame)
-    header = RequestHeader(**REQUEST_HEADER.decode(reader))
-    api = lookup(header.api_key, header.api_version)
+    fields = _request_header(api).decode(reader)
+    header = RequestHeader(fields["api_key"], fields["api_version"], fields["correlation_id"], fields["client_id"])
     body = api.request.decode(reader)
     if reader.remaining:
         raise ProtocolError(f"{reader.remaining} bytes left over after a {api.key.name} v{api.version} request")
@@ -59,7 +87,7 @@ def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader
 def encode_request(api: Api, correlation_id: int, client_id: str | None, body: Struct) -> bytes:
     """A whole request frame, size prefix included."""
     out = Writer()
-    REQUEST_HEADER.encode(
+    _request_header(api).encode(
         {"api_key": api.key, "api_version": api.version, "correlation_id": correlation_id, "client_id": client_id},
         out,
     )
@@ -72,7 +100,7 @@ def encode_response(api: Api, correlation_id: int, body: Struct) -> tuple[list[C
     """A whole response frame as chunks (regions of log files stay separate) and its total size."""
     out = Writer()
     out.write(_SIZE.pack(0))  # patched below, once the size is known
-    RESPONSE_HEADER.encode({"correlation_id": correlation_id}, out)
+    _response_header(api).encode({"correlation_id": correlation_id}, out)
     api.response.encode(body, out)
     chunks = out.finish()
     if out.size - _SIZE.size > 2**31 - 1:
@@ -86,7 +114,7 @@ def encode_response(api: Api, correlation_id: int, body: Struct) -> tuple[list[C
 def decode_response(api: Api, frame: bytes | bytearray | memoryview) -> tuple[int, Struct]:
     """Correlation id and body of a response frame (without its size prefix)."""
     reader = Reader(frame)
-    correlation_id: int = RESPONSE_HEADER.decode(reader)["correlation_id"]
+    correlation_id: int = _response_header(api).decode(reader)["correlation_id"]
     body = api.response.decode(reader)
     if reader.remaining:
         raise ProtocolError(f"{reader.remaining} bytes left over after a {api.key.name} v{api.version} response")
