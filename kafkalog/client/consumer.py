@@ -23,11 +23,10 @@ from kafkalog.errors import (
 )
 from kafkalog.protocol import ApiKey, ErrorCode, lookup
 from kafkalog.record import Message, decode_all, stored_entries
-from kafkalog.record.format import CODEC_MASK
+from kafkalog.record.reader import first_codec
 
 LATEST = -1
 EARLIEST = -2
-_ATTRIBUTES_POS = 8 + 4 + 4 + 1
 
 
 @dataclass(frozen=True)
@@ -117,6 +116,7 @@ class SimpleConsumer(UsesClient):
             "max_wait_ms": self.max_wait_ms,
             "min_bytes": self.min_bytes,
             "max_bytes": size * max(1, len(wanted)),
+            "isolation_level": 0,  # read uncommitted (v4+): every record the log holds
             "topics": [{"topic": t, "partitions": p} for t, p in topics.items()],
         }
         response = connection.request(api, body)
@@ -142,8 +142,7 @@ class SimpleConsumer(UsesClient):
                 if last_offset < 0 and len(data) > 0 and answer["high_watermark"] > offset:
                     out[tp] = None  # a partial message only
                 else:
-                    # the first entry's attributes byte (after offset, size, crc, magic) holds its codec
-                    codec = data[_ATTRIBUTES_POS] & CODEC_MASK if len(data) > _ATTRIBUTES_POS else 0
+                    codec = first_codec(data)
                     out[tp] = FetchResult(messages, answer["high_watermark"], codec, record_set, last_offset)
         return out
 

@@ -23,10 +23,19 @@ from typing import Any
 
 from kafkalog.client.client import Client, UsesClient, check, error_name
 from kafkalog.client.partitioner import Partitioner, default_partitioner
-from kafkalog.errors import BrokerResponseError, BufferFullError, ClientError
+from kafkalog.errors import BrokerResponseError, BufferFullError, ClientError, UnsupportedByBrokerError
 from kafkalog.protocol import ApiKey
-from kafkalog.record import Codec, MessageSetBuilder, TimestampType, entry_size
-from kafkalog.record.convert import to_magic_0
+from kafkalog.record import (
+    Codec,
+    Header,
+    MessageSetBuilder,
+    RecordInput,
+    TimestampType,
+    encode_batch,
+    entry_size,
+    iter_entries,
+)
+from kafkalog.record.convert import needs_conversion, to_batches, to_magic
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +57,7 @@ class _Batch:
     topic: str
     partition: int
     created: float
-    messages: list[tuple[bytes | None, bytes | None, int]] = field(default_factory=list)
+    messages: list[tuple[bytes | None, bytes | None, int, tuple[Header, ...]]] = field(default_factory=list)
     stored: bytes | memoryview | None = None
     """A message set given already encoded (``send_set``), sent instead of ``messages``."""
     count: int = 0
@@ -132,7 +141,7 @@ class Producer(UsesClient):
         try:
             self.codec = Codec[compression.upper()]
         except KeyError:
-            raise ClientError(f"unknown compression {compression!r} (none, gzip, snappy, lz4)") from None
+            raise ClientError(f"unknown compression {compression!r} (none, gzip, snappy, lz4, zstd)") from None
         super().__init__(
             bootstrap, client, zookeeper=zookeeper, request_timeout_ms=request_timeout_ms, broker_version=broker_version
         )
@@ -170,8 +179,11 @@ class Producer(UsesClient):
         *,
         partition: int | None = None,
         timestamp: int | None = None,
+        headers: Sequence[tuple[str, bytes | None]] = (),
     ) -> SendFuture:
-        """Queue a message; the returned future resolves to its RecordMetadata or the error."""
+        """Queue a message; the returned future resolves to its RecordMetadata or the error.
+        ``headers`` need a broker that takes record batches (Produce v3, Kafka 0.11+); sent to an
+        older one, the message fails with UnsupportedByBrokerError."""
         if self._closed:
             raise ClientError("the producer is closed")
         key_bytes = self.key_serializer(key) if self.key_serializer else key
@@ -180,7 +192,8 @@ class Producer(UsesClient):
             partitions = len(self.client.topic(topic, wait_ms=int(self.max_block * 1000)).leaders)
             partition = self.partitioner(key_bytes, partitions)
         stamp = int(time.time() * 1000) if timestamp is None else timestamp
-        size = entry_size(1, key_bytes, value_bytes)
+        header_tuple = tuple(headers)
+        size = entry_size(1, key_bytes, value_bytes) + sum(len(k) + len(v or b"") + 2 for k, v in header_tuple)
         with self._cond:
             self._wait_for_room(size)
             batch = self._batches.get((topic, partition))
@@ -193,7 +206,7 @@ class Producer(UsesClient):
             if batch is None:
                 batch = self._batches[(topic, partition)] = _Batch(topic, partition, time.monotonic())
             future = SendFuture(batch, len(batch.messages))
-            batch.messages.append((key_bytes, value_bytes, stamp))
+            batch.messages.append((key_bytes, value_bytes, stamp, header_tuple))
             batch.count += 1
             batch.size += size
             self._buffered += size
@@ -209,8 +222,9 @@ class Producer(UsesClient):
         """Queue a message set already encoded (``count`` messages, e.g. fetched from another
         cluster) to go as it is, as one batch of its partition after everything sent to it before;
         the broker assigns the offsets. The future resolves to the first message's RecordMetadata.
-        This producer's compression does not apply; a broker older than magic 1 (Produce v0/v1)
-        gets the set converted to magic 0."""
+        This producer's compression does not apply. The set goes in the newest format the broker
+        takes: record batches to a broker of Produce v3+ (a v0/v1 set is up-converted), message
+        sets to an older one (batches down-converted: magic 1 for Produce v2, magic 0 before)."""
         if self._closed:
             raise ClientError("the producer is closed")
         size = len(record_set)
@@ -325,8 +339,9 @@ class Producer(UsesClient):
         for connection, group in by_broker.items():
             try:
                 api = connection.api(ApiKey.PRODUCE)
-                magic = 1 if api.version >= 2 else 0
+                magic = 2 if api.version >= 3 else 1 if api.version >= 2 else 0
                 body = {
+                    "transactional_id": None,
                     "acks": self.acks,
                     "timeout_ms": int(self.request_timeout * 1000),
                     "topic_data": _topic_data(group, magic, self.codec),
@@ -361,7 +376,7 @@ class Producer(UsesClient):
                     batch,
                     [
                         RecordMetadata(batch.topic, batch.partition, base + i, append_time if append_time >= 0 else ts)
-                        for i, (_, _, ts) in enumerate(batch.messages)
+                        for i, (_, _, ts, _) in enumerate(batch.messages)
                     ],
                 )
 
@@ -400,18 +415,35 @@ class Producer(UsesClient):
 
 
 def _topic_data(batches: list[_Batch], magic: int, codec: Codec) -> list[dict[str, Any]]:
+    """Each batch encoded in format ``magic`` (what the connection's Produce version carries)."""
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for batch in batches:
         record_set: bytes | memoryview
         if batch.stored is not None:
-            record_set = batch.stored if magic == 1 else to_magic_0(batch.stored)
+            record_set = _stored_as(batch.stored, magic)
+        elif magic == 2:
+            record_set = encode_batch(
+                [RecordInput(key, value, timestamp, headers) for key, value, timestamp, headers in batch.messages],
+                codec=codec,
+            )
         else:
+            if codec == Codec.ZSTD:
+                raise UnsupportedByBrokerError("zstd needs a broker that takes record batches (Kafka 0.11+)")
+            if any(headers for *_, headers in batch.messages):
+                raise UnsupportedByBrokerError("headers need a broker that takes record batches (Kafka 0.11+)")
             builder = MessageSetBuilder(magic=magic, codec=codec, timestamp_type=TimestampType.CREATE_TIME)
-            for key, value, timestamp in batch.messages:
+            for key, value, timestamp, _ in batch.messages:
                 builder.append(value, key, timestamp if magic == 1 else None)
             record_set = builder.build()
         by_topic.setdefault(batch.topic, []).append({"partition": batch.partition, "record_set": record_set})
     return [{"topic": topic, "data": data} for topic, data in by_topic.items()]
+
+
+def _stored_as(data: bytes | memoryview, magic: int) -> bytes | memoryview:
+    """A set given already encoded, in format ``magic``: as it is when it is that already."""
+    if magic == 2:
+        return data if all(e.magic == 2 for e in iter_entries(data, verify_crc=False)) else to_batches(data)
+    return to_magic(data, magic) if needs_conversion(data, magic) else data
 
 
 __all__ = ["Producer", "RecordMetadata", "SendFuture", "error_name"]

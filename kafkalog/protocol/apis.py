@@ -13,6 +13,7 @@ from enum import IntEnum
 from kafkalog.errors import ProtocolError
 from kafkalog.protocol.types import (
     BOOLEAN,
+    INT8,
     INT16,
     INT32,
     INT64,
@@ -60,6 +61,8 @@ _PRODUCE_REQUEST = Schema(
 )
 _PRODUCE_PARTITION_V0 = [("partition", INT32), ("error_code", INT16), ("base_offset", INT64)]
 _PRODUCE_PARTITION_V2 = [*_PRODUCE_PARTITION_V0, ("log_append_time", INT64)]
+# v3 (Kafka 0.11, KIP-98): a transactional id first; the records are message format v2 batches
+_PRODUCE_REQUEST_V3 = Schema(("transactional_id", NULLABLE_STRING), *_PRODUCE_REQUEST.fields)
 PRODUCE = {
     0: (_PRODUCE_REQUEST, Schema(("responses", [("topic", STRING), ("partition_responses", _PRODUCE_PARTITION_V0)]))),
     1: (
@@ -71,6 +74,13 @@ PRODUCE = {
     ),
     2: (
         _PRODUCE_REQUEST,
+        Schema(
+            ("responses", [("topic", STRING), ("partition_responses", _PRODUCE_PARTITION_V2)]),
+            ("throttle_time_ms", INT32),
+        ),
+    ),
+    3: (
+        _PRODUCE_REQUEST_V3,
         Schema(
             ("responses", [("topic", STRING), ("partition_responses", _PRODUCE_PARTITION_V2)]),
             ("throttle_time_ms", INT32),
@@ -98,11 +108,35 @@ _FETCH_RESPONSES = (
     ],
 )
 _FETCH_RESPONSE_V1 = Schema(("throttle_time_ms", INT32), _FETCH_RESPONSES)
+# v4 (Kafka 0.11, KIP-98): the isolation level asked; the last stable offset and aborted
+# transactions answered per partition (record batches may come back)
+_FETCH_REQUEST_V4 = Schema(*_FETCH_REQUEST_V3.fields[:4], ("isolation_level", INT8), _FETCH_TOPICS)
+_FETCH_RESPONSE_V4 = Schema(
+    ("throttle_time_ms", INT32),
+    (
+        "responses",
+        [
+            ("topic", STRING),
+            (
+                "partition_responses",
+                [
+                    ("partition", INT32),
+                    ("error_code", INT16),
+                    ("high_watermark", INT64),
+                    ("last_stable_offset", INT64),
+                    ("aborted_transactions", Array([("producer_id", INT64), ("first_offset", INT64)], nullable=True)),
+                    ("record_set", RECORDS),
+                ],
+            ),
+        ],
+    ),
+)
 FETCH = {
     0: (_FETCH_REQUEST_V0, Schema(_FETCH_RESPONSES)),
     1: (_FETCH_REQUEST_V0, _FETCH_RESPONSE_V1),
     2: (_FETCH_REQUEST_V0, _FETCH_RESPONSE_V1),
     3: (_FETCH_REQUEST_V3, _FETCH_RESPONSE_V1),
+    4: (_FETCH_REQUEST_V4, _FETCH_RESPONSE_V4),
 }
 
 # -------------------------------------------------------------------------------------- ListOffsets

@@ -1,18 +1,23 @@
-"""Converting stored data down to an older message format, for clients that predate it: magic 2
+"""Converting data between message formats. Down, for clients that predate a format: magic 2
 batches to magic 1 for Fetch v2/v3 (no headers: they are dropped), anything to magic 0 for Fetch
 v0/v1 (no timestamps). Compressed entries are recompressed with the same codec, except zstd, which
 no older format has: its records go uncompressed. Offsets are kept. Data already in the target
-format (or older) is copied as it is."""
+format (or older) is copied as it is. Up (``to_batches``), for brokers that take only record
+batches (Kafka 4.x): message sets become batches."""
 
 from __future__ import annotations
 
 from kafkalog.record import batch as batches
+from kafkalog.record.batch import RecordInput
 from kafkalog.record.builder import MessageSetBuilder, encode_message, frame
 from kafkalog.record.codec import compress
 from kafkalog.record.format import CODEC_MASK, LEGACY_CODECS, Codec, Entry, TimestampType
 from kafkalog.record.reader import Buffer, decode_all, iter_entries, open_wrapper
 
 _ALL = -(1 << 63)
+DEFAULT_MAX_BATCH_BYTES = 256 * 1024
+"""Up-converted runs of plain messages are cut into batches of about this size: well under the
+1 MB that brokers accept per batch by default (max.message.bytes)."""
 
 
 def needs_conversion(data: Buffer, magic: int) -> bool:
@@ -34,6 +39,45 @@ def to_magic(data: Buffer, magic: int) -> bytes:
             out.append(_batch_as(view, entry, magic))
         else:
             out.append(_magic_1_as_0(view, entry))
+    return b"".join(out)
+
+
+def to_batches(data: Buffer, *, max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES) -> bytes:
+    """The complete entries of ``data`` as record batches (magic 2), for a broker that takes only
+    those: each v0/v1 compressed wrapper becomes one batch of its codec, each run of plain
+    messages batches of about ``max_batch_bytes`` at most (a broker limits the size of a batch as
+    it did that of a message); batches pass unchanged. Offsets start at 0 (the broker assigns its
+    own); a message without a timestamp (magic 0) keeps none (-1)."""
+    view = memoryview(data)
+    out: list[bytes] = []
+    plain: list[RecordInput] = []
+    plain_bytes = 0
+
+    def flush_plain() -> None:
+        nonlocal plain_bytes
+        if plain:
+            out.append(batches.encode_batch(plain))
+            plain.clear()
+            plain_bytes = 0
+
+    for entry in iter_entries(view):
+        if entry.magic == batches.MAGIC:
+            flush_plain()
+            out.append(bytes(view[entry.position : entry.end]))
+            continue
+        records = [
+            RecordInput(m.key, m.value, m.timestamp)
+            for m in decode_all(view[entry.position : entry.end], min_offset=_ALL)
+        ]
+        if entry.attributes & CODEC_MASK:
+            flush_plain()
+            out.append(batches.encode_batch(records, codec=entry.codec))
+            continue
+        if plain and plain_bytes + entry.size > max_batch_bytes:
+            flush_plain()
+        plain.extend(records)
+        plain_bytes += entry.size
+    flush_plain()
     return b"".join(out)
 
 

@@ -5,15 +5,17 @@ again only to send the same bytes on costs a mirror most of its time. ``stored_e
 set shallowly instead (sizes, magic, every entry's CRC, rising offsets: a compressed wrapper's CRC
 covers its compressed payload) and returns the complete entries to forward.
 
-The one case that cannot go as it is: a read that starts inside a compressed wrapper gets the
-wrapper's earlier messages too. That first wrapper is opened and its messages from the requested
-offset on are returned decoded (``head``); the entries after it still go as stored.
+The one case that cannot go as it is: a read that starts inside a compressed wrapper (or inside a
+record batch, compressed or not) gets its earlier messages too. That first entry is opened and its
+messages from the requested offset on are returned decoded (``head``); the entries after it still
+go as stored.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
+from kafkalog.record import batch as batches
 from kafkalog.record import kernels
 from kafkalog.record.codec import DEFAULT_MAX_DECOMPRESSED_BYTES
 from kafkalog.record.format import ATTRIBUTES_POS, CODEC_MASK, INT32, INT64, LOG_OVERHEAD, SIZE_POS, Message
@@ -43,17 +45,29 @@ def stored_entries(
     if error is not None:
         raise corrupt_at(view, error)
     pos = 0
-    # Entries wholly before ``start`` (a wrapper's offset is its last message's): skipped.
-    while pos < stop and INT64.unpack_from(view, pos)[0] < start:
+    # Entries wholly before ``start`` (counted by their last offset: a wrapper stores its last
+    # message's, a batch its base): skipped.
+    while pos < stop and _last_offset(view, pos) < start:
         pos = _entry_end(view, pos)
     head: list[Message] = []
-    if pos < stop and view[pos + ATTRIBUTES_POS] & CODEC_MASK:
+    if pos < stop:
         end = _entry_end(view, pos)
-        opened = decode_all(view[pos:end], min_offset=_NO_FLOOR, max_decompressed_bytes=max_decompressed_bytes)
-        if opened[0].offset < start:
-            head = [message for message in opened if message.offset >= start]
-            pos = end
+        is_batch = view[pos + batches.MAGIC_POS] == batches.MAGIC
+        # a batch starting before ``start``, or (v0/v1) a compressed wrapper, may hold earlier messages
+        if (INT64.unpack_from(view, pos)[0] < start) if is_batch else bool(view[pos + ATTRIBUTES_POS] & CODEC_MASK):
+            opened = decode_all(view[pos:end], min_offset=_NO_FLOOR, max_decompressed_bytes=max_decompressed_bytes)
+            if opened and opened[0].offset < start:
+                head = [message for message in opened if message.offset >= start]
+                pos = end
     return StoredEntries(head, view[pos:stop], last_offset if (head or pos < stop) else -1)
+
+
+def _last_offset(view: memoryview, pos: int) -> int:
+    stored: int = INT64.unpack_from(view, pos)[0]
+    if view[pos + batches.MAGIC_POS] == batches.MAGIC:
+        delta: int = INT32.unpack_from(view, pos + batches.LAST_OFFSET_DELTA_POS)[0]
+        return stored + delta
+    return stored
 
 
 def _entry_end(view: memoryview, pos: int) -> int:

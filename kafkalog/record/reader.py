@@ -74,6 +74,16 @@ def iter_entries(buf: Buffer, *, start: int = 0, end: int | None = None, verify_
         pos = entry_end
 
 
+def first_codec(buf: Buffer) -> int:
+    """The codec of the first entry of ``buf`` (0 when too little of it is there to tell): a v0/v1
+    entry's attributes byte follows its magic, a batch's 16-bit attributes follow its CRC."""
+    if len(buf) <= batches.ATTRIBUTES_POS + 1:
+        return 0
+    if buf[batches.MAGIC_POS] == batches.MAGIC:
+        return int(buf[batches.ATTRIBUTES_POS + 1]) & CODEC_MASK
+    return int(buf[17]) & CODEC_MASK
+
+
 def _entry(buf: Buffer, pos: int, end: int) -> Entry:
     offset, _, crc, magic, attributes = MESSAGE_PREFIX.unpack_from(buf, pos)
     if magic == batches.MAGIC:
@@ -251,6 +261,7 @@ __all__ = [
     "decode_batches",
     "decode_inner",
     "decode_messages",
+    "first_codec",
     "iter_entries",
     "open_wrapper",
     "wrapper_payload",

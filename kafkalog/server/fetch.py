@@ -92,6 +92,8 @@ def read_fetch(handlers: RequestHandlers, request: FetchRequest) -> FetchRead:
                     "partition": partition,
                     "error_code": ErrorCode.NONE,
                     "high_watermark": -1,
+                    "last_stable_offset": -1,  # v4+: no transactions, so the high watermark (set below)
+                    "aborted_transactions": None,
                     "record_set": b"",
                 }
                 problem = handlers.cluster.partition_error(topic, partition)
@@ -102,7 +104,7 @@ def read_fetch(handlers: RequestHandlers, request: FetchRequest) -> FetchRead:
                     limit = max(0, min(partition_max, request.max_bytes - total))
                     try:
                         info = log.read(offset, limit, min_one_message=(total == 0))
-                        answer["high_watermark"] = info.log_end_offset
+                        answer["high_watermark"] = answer["last_stable_offset"] = info.log_end_offset
                         if info.region is not None:
                             answer["record_set"] = _for_version(info.region, request.version, log.config.message_format)
                             if answer["record_set"] is info.region:
@@ -112,7 +114,7 @@ def read_fetch(handlers: RequestHandlers, request: FetchRequest) -> FetchRead:
                                 total += len(answer["record_set"])
                     except OffsetOutOfRangeError as exc:
                         answer["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
-                        answer["high_watermark"] = exc.log_end_offset
+                        answer["high_watermark"] = answer["last_stable_offset"] = exc.log_end_offset
                     except CorruptSegmentError:
                         answer["error_code"] = ErrorCode.CORRUPT_MESSAGE
                     except KafkalogError as exc:

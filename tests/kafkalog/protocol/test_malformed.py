@@ -261,9 +261,9 @@ def test_unknown_api_key(api_key: int) -> None:
     ("api_key", "version"),
     [
         (ApiKey.PRODUCE, 9),
-        (ApiKey.PRODUCE, 3),
+        (ApiKey.PRODUCE, 4),
         (ApiKey.PRODUCE, -1),
-        (ApiKey.FETCH, 4),
+        (ApiKey.FETCH, 5),
         (ApiKey.METADATA, 3),
         (ApiKey.API_VERSIONS, 3),
         (ApiKey.CREATE_TOPICS, 2),
