@@ -25,6 +25,7 @@ from kafkalog.client.client import Client, UsesClient, check, error_name
 from kafkalog.client.partitioner import Partitioner, default_partitioner
 from kafkalog.errors import BrokerResponseError, BufferFullError, ClientError, UnsupportedByBrokerError
 from kafkalog.protocol import ApiKey
+from kafkalog.protocol.apis import ZSTD_PRODUCE_VERSION
 from kafkalog.record import (
     Codec,
     Header,
@@ -339,6 +340,11 @@ class Producer(UsesClient):
         for connection, group in by_broker.items():
             try:
                 api = connection.api(ApiKey.PRODUCE)
+                if self.codec == Codec.ZSTD and api.version < ZSTD_PRODUCE_VERSION:
+                    raise UnsupportedByBrokerError(
+                        f"zstd needs Produce v{ZSTD_PRODUCE_VERSION} (Kafka 2.1+); {connection.host}:{connection.port} "
+                        f"speaks v{api.version}"
+                    )
                 magic = 2 if api.version >= 3 else 1 if api.version >= 2 else 0
                 body = {
                     "transactional_id": None,

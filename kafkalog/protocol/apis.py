@@ -7,8 +7,10 @@ written out in full: each version reads top to bottom exactly as it is on the wi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import Any
 
 from kafkalog.errors import ProtocolError
 from kafkalog.protocol.types import (
@@ -87,6 +89,23 @@ PRODUCE = {
         ),
     ),
 }
+# v4 (Kafka 1.0) adds an error code only; v5 (1.0) answers the log start offset too; v6 (2.0) changes
+# nothing on the wire; v7 (2.1, KIP-110) may carry zstd batches (a broker refuses zstd below v7).
+_PRODUCE_RESPONSE_V5 = Schema(
+    (
+        "responses",
+        [("topic", STRING), ("partition_responses", [*_PRODUCE_PARTITION_V2, ("log_start_offset", INT64)])],
+    ),
+    ("throttle_time_ms", INT32),
+)
+PRODUCE |= {
+    4: PRODUCE[3],
+    5: (_PRODUCE_REQUEST_V3, _PRODUCE_RESPONSE_V5),
+    6: (_PRODUCE_REQUEST_V3, _PRODUCE_RESPONSE_V5),
+    7: (_PRODUCE_REQUEST_V3, _PRODUCE_RESPONSE_V5),
+}
+ZSTD_PRODUCE_VERSION = 7
+"""The first Produce version that may carry zstd (KIP-110)."""
 
 # -------------------------------------------------------------------------------------------- Fetch
 _FETCH_TOPICS = (
@@ -238,6 +257,32 @@ METADATA = {
     ),
 }
 
+
+def _metadata_response_v3(partition: Sequence[tuple[str, Any]]) -> Schema:
+    return Schema(
+        ("throttle_time_ms", INT32),
+        *METADATA[2][1].fields[:3],  # brokers, cluster_id, controller_id
+        (
+            "topic_metadata",
+            [
+                ("error_code", INT16),
+                ("topic", STRING),
+                ("is_internal", BOOLEAN),
+                ("partition_metadata", list(partition)),
+            ],
+        ),
+    )
+
+
+# v3 (Kafka 0.11): throttle time first; v4 (0.11): the client says whether a metadata request may
+# create topics; v5 (1.0): offline replicas per partition.
+_METADATA_REQUEST_V4 = Schema(("topics", Array(STRING, nullable=True)), ("allow_auto_topic_creation", BOOLEAN))
+METADATA |= {
+    3: (METADATA[2][0], _metadata_response_v3(_PARTITION_METADATA)),
+    4: (_METADATA_REQUEST_V4, _metadata_response_v3(_PARTITION_METADATA)),
+    5: (_METADATA_REQUEST_V4, _metadata_response_v3([*_PARTITION_METADATA, ("offline_replicas", Array(INT32))])),
+}
+
 # ------------------------------------------------------------------------- OffsetCommit/OffsetFetch
 _COMMIT_RESPONSE = Schema(
     ("responses", [("topic", STRING), ("partition_responses", [("partition", INT32), ("error_code", INT16)])])
@@ -341,6 +386,16 @@ CREATE_TOPICS = {
         Schema(("topic_errors", [("topic", STRING), ("error_code", INT16), ("error_message", NULLABLE_STRING)])),
     ),
 }
+# v2 (Kafka 1.0): the response starts with throttle_time_ms; v3 (2.0) and v4 (2.4, KIP-464: -1 for
+# the broker's default partitions or replication) change nothing on the wire. Kafka 4.x serves 2+.
+_CREATE_TOPICS_V2 = (
+    CREATE_TOPICS[1][0],
+    Schema(
+        ("throttle_time_ms", INT32),
+        ("topic_errors", [("topic", STRING), ("error_code", INT16), ("error_message", NULLABLE_STRING)]),
+    ),
+)
+CREATE_TOPICS |= {2: _CREATE_TOPICS_V2, 3: _CREATE_TOPICS_V2, 4: _CREATE_TOPICS_V2}
 
 # ----------------------------------------------------------------------------------------- registry
 _BY_KEY = {

@@ -12,10 +12,19 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kafkalog.errors import CorruptSegmentError, KafkalogError, OffsetOutOfRangeError, RegistryError
+from kafkalog.errors import (
+    CorruptSegmentError,
+    KafkalogError,
+    OffsetOutOfRangeError,
+    RegistryError,
+    UnsupportedCodecError,
+)
 from kafkalog.log import EARLIEST_TIME, LATEST_TIME, LogManager
 from kafkalog.protocol import Api, ApiKey, ErrorCode, RequestHeader, api_versions_body
+from kafkalog.protocol.apis import ZSTD_PRODUCE_VERSION
 from kafkalog.protocol.types import Struct
+from kafkalog.record import Codec
+from kafkalog.record.reader import first_codec
 from kafkalog.server.cluster import ClusterView, TopicExistsError
 from kafkalog.server.config import BrokerConfig
 from kafkalog.server.fetch import FetchRequest, ParkedFetch, read_fetch
@@ -81,7 +90,7 @@ class RequestHandlers:
             for data in topic_data["data"]:
                 partition = data["partition"]
                 error: int = ErrorCode.NONE
-                base_offset, log_append_time = -1, -1
+                base_offset, log_append_time, log_start_offset = -1, -1, -1
                 problem = ErrorCode.INVALID_REQUIRED_ACKS if acks not in (0, 1, -1) else None
                 problem = problem or self.cluster.partition_error(topic, partition)
                 log = self.logs.get_log(topic, partition)
@@ -93,8 +102,11 @@ class RequestHandlers:
                     error = ErrorCode.CORRUPT_MESSAGE
                 else:
                     try:
+                        if api.version < ZSTD_PRODUCE_VERSION and first_codec(data["record_set"]) == Codec.ZSTD:
+                            raise UnsupportedCodecError(f"zstd needs Produce v{ZSTD_PRODUCE_VERSION} or later")
                         info = log.append(data["record_set"])
                         base_offset, log_append_time = info.first_offset, info.log_append_time
+                        log_start_offset = log.log_start_offset
                         appended = True
                     except CorruptSegmentError:
                         error = ErrorCode.KAFKA_STORAGE_ERROR  # the partition is quarantined read-only
@@ -106,6 +118,7 @@ class RequestHandlers:
                         "error_code": error,
                         "base_offset": base_offset,
                         "log_append_time": log_append_time,
+                        "log_start_offset": log_start_offset,
                     }
                 )
             responses.append({"topic": topic, "partition_responses": partitions})
@@ -179,7 +192,8 @@ class RequestHandlers:
             names = list(dict.fromkeys(requested))
         topic_metadata = []
         for topic in names:
-            if topic not in known and self.config.auto_create_topics and self.cluster.can_create_topics():
+            may_create = self.config.auto_create_topics and body.get("allow_auto_topic_creation", True)
+            if topic not in known and may_create and self.cluster.can_create_topics():
                 try:
                     self.cluster.create_topic(topic, self.config.default_partitions)
                     logger.info("auto-created topic %s with %d partition(s)", topic, self.config.default_partitions)
@@ -194,6 +208,7 @@ class RequestHandlers:
             else:
                 topic_metadata.append(self._topic_metadata(topic, ErrorCode.NONE, known[topic]))
         return {
+            "throttle_time_ms": 0,
             "brokers": [{"node_id": b.id, "host": b.host, "port": b.port, "rack": None} for b in self.cluster.brokers],
             "cluster_id": self.config.cluster_id,
             "controller_id": self.cluster.controller_id,
@@ -210,6 +225,7 @@ class RequestHandlers:
                     "partition": partition,
                     "leader": leader,
                     "replicas": [replica],
+                    "offline_replicas": [],
                     "isr": [leader] if leader >= 0 else [],
                 }
             )

@@ -52,12 +52,33 @@ def cluster_id() -> str:
             return text
 
 
+def run_tool(
+    main: str, *args: str, log4j: Path, input: bytes | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[bytes]:
+    """Run one of Apache Kafka 4.x's Java tools (its main class) against any broker (ours too);
+    PeerError with its stderr if it exits non-zero. ``log4j``: a log4j2 file (written if missing)."""
+    require(KAFKA4_LIBS, "Apache Kafka 4.x (Maven Central)", "make peers")
+    if not log4j.exists():
+        log4j.write_text(TOOL_LOG4J)
+    result = subprocess.run(
+        ["java", "-Xmx256m", f"-Dlog4j2.configurationFile={log4j}", "-cp", f"{KAFKA4_LIBS}/*", main, *args],
+        input=input,
+        capture_output=True,
+        timeout=timeout,
+        check=False,
+    )
+    if result.returncode != 0:
+        stderr = result.stderr.decode(errors="replace")[-3000:]
+        raise PeerError(f"{main} {' '.join(args)} exited with {result.returncode}:\n{stderr}")
+    return result
+
+
 class Kafka4Process:
     """One combined broker and controller (process.roles=broker,controller, node 1) under ``root``;
     ``properties`` override its server.properties."""
 
     def __init__(self, root: Path, **properties: object) -> None:
-        require(KAFKA4_LIBS / "kafka-tools-4.3.1.jar", "Apache Kafka 4.x (Maven Central)", "make peers")
+        require(KAFKA4_LIBS, "Apache Kafka 4.x (Maven Central)", "make peers")
         self.root = root
         self.port = free_port()
         self.controller_port = free_port()
@@ -125,21 +146,9 @@ class Kafka4Process:
     def tool(
         self, main: str, *args: str, input: bytes | None = None, timeout: float = 120
     ) -> subprocess.CompletedProcess[bytes]:
-        """Run one of Kafka's Java tools (its main class) against this broker's installation;
+        """Run one of Kafka's Java tools (its main class) with this broker's logging settings;
         PeerError with its stderr if it exits non-zero."""
-        result = subprocess.run(
-            [*self._java("tools-log4j2.properties"), main, *args],
-            input=input,
-            capture_output=True,
-            timeout=timeout,
-            check=False,
-        )
-        if result.returncode != 0:
-            raise PeerError(
-                f"{main} {' '.join(args)} exited with {result.returncode}:\n"
-                f"{result.stderr.decode(errors='replace')[-3000:]}"
-            )
-        return result
+        return run_tool(main, *args, log4j=self.root / "tools-log4j2.properties", input=input, timeout=timeout)
 
     def create_topic(self, name: str, partitions: int = 1, **config: object) -> None:
         settings = [arg for key, value in config.items() for arg in ("--config", f"{key.replace('_', '.')}={value}")]

@@ -99,7 +99,8 @@ def test_every_api_we_serve_is_known_to_kafka_python() -> None:
     assert set(OLD) == set(NEW) == {key for key, _ in REGISTRY}
     for key, version in REGISTRY:
         old_request, old_response = OLD[key]
-        for cls in (old_request[version], old_response[version]):
+        # kafka-python's hand-written classes stop at some version of each API; its JSON layer has all
+        for cls in (old_request[version], old_response[version]) if version < len(old_request) else ():
             assert key == cls.API_KEY
             assert version == cls.API_VERSION
         new_request, new_response = NEW[key]
@@ -210,9 +211,10 @@ def test_requests_from_kafka_python(api: Api, data: st.DataObject, header: tuple
     correlation_id, client_id = header
     tree = positional(api.request, body)
 
-    old = OLD[api.key][0][api.version](*tree)
-    old.with_header(correlation_id=correlation_id, client_id=client_id)
-    _check_our_decoding(api, old.encode(header=True, framed=True), correlation_id, client_id, body)
+    if api.version < len(OLD[api.key][0]):  # kafka-python's hand-written classes, where they go that far
+        old = OLD[api.key][0][api.version](*tree)
+        old.with_header(correlation_id=correlation_id, client_id=client_id)
+        _check_our_decoding(api, old.encode(header=True, framed=True), correlation_id, client_id, body)
 
     cls = NEW[api.key][0]
     new = _build_new(cls, cls._struct, tree, api.version)
@@ -237,9 +239,10 @@ def test_responses_to_kafka_python(api: Api, data: st.DataObject, header: tuple[
     else:
         version = api.version
 
-    old = OLD[api.key][1][api.version].decode(frame[4:], header=True)
-    assert old.header.correlation_id == correlation_id
-    assert flatten(_old_tree(old)) == wanted
+    if api.version < len(OLD[api.key][1]):
+        old = OLD[api.key][1][api.version].decode(frame[4:], header=True)
+        assert old.header.correlation_id == correlation_id
+        assert flatten(_old_tree(old)) == wanted
 
     cls = NEW[api.key][1]
     new = cls.decode(frame[4:], version=api.version, header=True)

@@ -261,12 +261,12 @@ def test_unknown_api_key(api_key: int) -> None:
     ("api_key", "version"),
     [
         (ApiKey.PRODUCE, 9),
-        (ApiKey.PRODUCE, 4),
+        (ApiKey.PRODUCE, 8),
         (ApiKey.PRODUCE, -1),
         (ApiKey.FETCH, 5),
-        (ApiKey.METADATA, 3),
+        (ApiKey.METADATA, 6),
         (ApiKey.API_VERSIONS, 3),
-        (ApiKey.CREATE_TOPICS, 2),
+        (ApiKey.CREATE_TOPICS, 5),
         (ApiKey.FIND_COORDINATOR, 32767),
     ],
 )
