@@ -139,7 +139,7 @@ class Client:
         wanted = None if topics is None else list(topics)
         body = {
             "topics": ([] if api.version == 0 else None) if wanted is None else wanted,
-            "allow_auto_topic_creation": True,  # v4+: as every earlier version behaves
+            "allow_auto_topic_creation": True,  # v4+ (Kafka's): as every earlier version behaves
         }
         response = connection.request(api, body)
         found: dict[str, TopicMetadata] = {}

@@ -274,14 +274,9 @@ def _metadata_response_v3(partition: Sequence[tuple[str, Any]]) -> Schema:
     )
 
 
-# v3 (Kafka 0.11): throttle time first; v4 (0.11): the client says whether a metadata request may
-# create topics; v5 (1.0): offline replicas per partition.
-_METADATA_REQUEST_V4 = Schema(("topics", Array(STRING, nullable=True)), ("allow_auto_topic_creation", BOOLEAN))
-METADATA |= {
-    3: (METADATA[2][0], _metadata_response_v3(_PARTITION_METADATA)),
-    4: (_METADATA_REQUEST_V4, _metadata_response_v3(_PARTITION_METADATA)),
-    5: (_METADATA_REQUEST_V4, _metadata_response_v3([*_PARTITION_METADATA, ("offline_replicas", Array(INT32))])),
-}
+# v3 (Kafka 0.11): throttle time first. Not v4 yet: kafka-python infers a broker of 0.11 or later from
+# Metadata v4 and then turns its idempotent producer on, which needs InitProducerId (not served yet).
+METADATA[3] = (METADATA[2][0], _metadata_response_v3(_PARTITION_METADATA))
 
 # ------------------------------------------------------------------------- OffsetCommit/OffsetFetch
 _COMMIT_RESPONSE = Schema(

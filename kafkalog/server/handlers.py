@@ -225,7 +225,6 @@ class RequestHandlers:
                     "partition": partition,
                     "leader": leader,
                     "replicas": [replica],
-                    "offline_replicas": [],
                     "isr": [leader] if leader >= 0 else [],
                 }
             )
@@ -316,7 +315,7 @@ class RequestHandlers:
             topic = request["topic"]
             error, message = self._create_topic(request, validate_only)
             results.append({"topic": topic, "error_code": error, "error_message": message})
-        return {"topic_errors": results}
+        return {"throttle_time_ms": 0, "topic_errors": results}
 
     def _create_topic(self, request: Struct, validate_only: bool) -> tuple[int, str | None]:
         topic = request["topic"]

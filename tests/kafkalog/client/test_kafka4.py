@@ -1,11 +1,10 @@
 """The clients of today and kafkalog, both ways, byte for byte (keys, values, headers, offsets):
 our Admin, Producer and SimpleConsumer against Apache Kafka 4.x (which refuses anything older than
-the Kafka 2.1 protocol), and Kafka 4.x's own console producer and consumer (Java clients), and
-kafka-python, against a kafkalog broker storing record batches."""
+the Kafka 2.1 protocol), and Kafka 4.x's own console producer and consumer (Java clients) against a
+kafkalog broker storing record batches, and librdkafka with headers."""
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,10 +14,6 @@ from kafkalog.client import Admin, Producer, SimpleConsumer
 from kafkalog.record import Codec, iter_entries
 from tests.support.kafka4 import CONSOLE_CONSUMER, CONSOLE_PRODUCER, Kafka4Process, run_tool
 from tests.support.kafkalog import BrokerProcess
-
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore", DeprecationWarning)  # kafka-python uses a deprecated importlib API
-    import kafka
 
 pytestmark = pytest.mark.integration
 
@@ -81,20 +76,26 @@ def test_kafka4_java_clients_against_kafkalog(kafkalog_v2: BrokerProcess, tmp_pa
     assert stored and {(e.magic, e.codec) for e in stored} == {(2, Codec.ZSTD)}  # the producer's batches, as sent
 
 
-def test_kafka_python_headers_against_kafkalog(kafkalog_v2: BrokerProcess) -> None:
-    # kafka-python 3 turns idempotence on where the broker looks new enough; InitProducerId is not served yet
-    producer = kafka.KafkaProducer(
-        bootstrap_servers=kafkalog_v2.bootstrap, compression_type="gzip", enable_idempotence=False
-    )
+def test_librdkafka_headers_against_kafkalog(kafkalog_v2: BrokerProcess) -> None:
+    import confluent_kafka
+
+    producer = confluent_kafka.Producer({"bootstrap.servers": kafkalog_v2.bootstrap, "compression.codec": "lz4"})
+    errors: list[object] = []
     for key, value, headers in RECORDS:
-        producer.send("kp", value=value, key=key, headers=[(k, v) for k, v in headers if v is not None], partition=0)
-    producer.flush(20)
-    producer.close()
-    consumer = kafka.KafkaConsumer(bootstrap_servers=kafkalog_v2.bootstrap, consumer_timeout_ms=5000)
-    consumer.assign([kafka.TopicPartition("kp", 0)])
-    consumer.seek_to_beginning()
-    got = [(m.offset, m.key, m.value, m.headers) for m in consumer]
+        producer.produce(
+            "rdk", value=value, key=key, headers=headers, partition=0, on_delivery=lambda e, _: errors.append(e)
+        )
+    assert producer.flush(20) == 0 and errors == [None] * len(RECORDS)
+    consumer = confluent_kafka.Consumer(
+        {"bootstrap.servers": kafkalog_v2.bootstrap, "group.id": "rdk", "enable.auto.commit": False}
+    )
+    consumer.assign([confluent_kafka.TopicPartition("rdk", 0, confluent_kafka.OFFSET_BEGINNING)])
+    got = []
+    while len(got) < len(RECORDS):
+        message = consumer.poll(10)
+        assert message is not None and message.error() is None, message and message.error()
+        got.append((message.offset(), message.key(), message.value(), message.headers()))
     consumer.close()
-    assert got == [
-        (i, key, value, [(k, v) for k, v in h if v is not None]) for i, (key, value, h) in enumerate(RECORDS)
-    ]
+    assert got == [(i, key, value, headers) for i, (key, value, headers) in enumerate(RECORDS)]
+    stored = [e for path in kafkalog_v2.data_dir.glob("rdk-0/*.log") for e in iter_entries(path.read_bytes())]
+    assert {(e.magic, e.codec) for e in stored} == {(2, Codec.LZ4)}

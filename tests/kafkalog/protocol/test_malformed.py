@@ -264,7 +264,7 @@ def test_unknown_api_key(api_key: int) -> None:
         (ApiKey.PRODUCE, 8),
         (ApiKey.PRODUCE, -1),
         (ApiKey.FETCH, 5),
-        (ApiKey.METADATA, 6),
+        (ApiKey.METADATA, 4),
         (ApiKey.API_VERSIONS, 3),
         (ApiKey.CREATE_TOPICS, 5),
         (ApiKey.FIND_COORDINATOR, 32767),
