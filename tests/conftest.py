@@ -58,7 +58,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if len(tiers) > 1:
             raise pytest.UsageError(f"{item.nodeid} is marked {' and '.join(tiers)}: a test has one tier")
         if not tiers:
-            parameters = set(getattr(getattr(item, "callspec", None), "params", {}))
+            # the test's own parameters (not a parametrized fixture's: that fixture may start a process)
+            parameters = {
+                name.strip()
+                for marker in item.iter_markers("parametrize")
+                for name in (marker.args[0].split(",") if isinstance(marker.args[0], str) else marker.args[0])
+            }
             fixtures = set(getattr(item, "fixturenames", ())) - parameters - PURE_FIXTURES
             item.add_marker("integration" if fixtures else "unit")
 
