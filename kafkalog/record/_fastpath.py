@@ -142,19 +142,16 @@ def scan_entries(
     points: IndexPoints = []
     floor = min_next_offset
     crc32 = zlib.crc32
+
+    def stopped(reason: str) -> tuple[int, int, int, int, int, IndexPoints, int, ErrorTriple]:
+        """The result of a scan that stops at ``pos`` on an invalid entry."""
+        error = ("corrupt", pos, reason)
+        return pos, entries, last_offset, max_timestamp, offset_of_max, points, bytes_since_index, error
+
     while stop - pos >= 12:
         offset, size = _I64.unpack_from(view, pos)[0], _I32.unpack_from(view, pos + 8)[0]
         if size < 14:
-            return (
-                pos,
-                entries,
-                last_offset,
-                max_timestamp,
-                offset_of_max,
-                points,
-                bytes_since_index,
-                ("corrupt", pos, f"message size {size} is below the minimum"),
-            )
+            return stopped(f"message size {size} is below the minimum")
         end = pos + 12 + size
         if end > stop:
             break
@@ -162,90 +159,27 @@ def scan_entries(
         last = offset  # a magic 2 batch counts by its last offset, as a v0/v1 wrapper stores it
         if magic == 2:
             if size < _BATCH_MIN_LENGTH:
-                return (
-                    pos,
-                    entries,
-                    last_offset,
-                    max_timestamp,
-                    offset_of_max,
-                    points,
-                    bytes_since_index,
-                    ("corrupt", pos, f"record batch length {size} is below the magic 2 minimum"),
-                )
+                return stopped(f"record batch length {size} is below the magic 2 minimum")
             last_delta = _I32.unpack_from(view, pos + _BATCH_LAST_DELTA_POS)[0]
             if last_delta < 0:
-                return (
-                    pos,
-                    entries,
-                    last_offset,
-                    max_timestamp,
-                    offset_of_max,
-                    points,
-                    bytes_since_index,
-                    ("corrupt", pos, f"record batch last offset delta {last_delta} is negative"),
-                )
+                return stopped(f"record batch last offset delta {last_delta} is negative")
             stored_crc = _U32.unpack_from(view, pos + _BATCH_CRC_POS)[0]
             if verify_crc and crc32c(view[pos + _BATCH_ATTRIBUTES_POS : end]) != stored_crc:
-                return (
-                    pos,
-                    entries,
-                    last_offset,
-                    max_timestamp,
-                    offset_of_max,
-                    points,
-                    bytes_since_index,
-                    ("corrupt", pos, "CRC-32C mismatch"),
-                )
+                return stopped("CRC-32C mismatch")
             timestamp = _I64.unpack_from(view, pos + _BATCH_MAX_TS_POS)[0]
             last = offset + last_delta
         elif magic == 1:
             if size < _V1_MIN - 12:
-                return (
-                    pos,
-                    entries,
-                    last_offset,
-                    max_timestamp,
-                    offset_of_max,
-                    points,
-                    bytes_since_index,
-                    ("corrupt", pos, f"message size {size} is below the magic 1 minimum"),
-                )
+                return stopped(f"message size {size} is below the magic 1 minimum")
             timestamp = _I64.unpack_from(view, pos + 18)[0]
         elif magic == 0:
             timestamp = -1
         else:
-            return (
-                pos,
-                entries,
-                last_offset,
-                max_timestamp,
-                offset_of_max,
-                points,
-                bytes_since_index,
-                ("corrupt", pos, f"unknown magic byte {magic}"),
-            )
+            return stopped(f"unknown magic byte {magic}")
         if magic < 2 and verify_crc and crc32(view[pos + _MAGIC_POS : end]) != crc:
-            return (
-                pos,
-                entries,
-                last_offset,
-                max_timestamp,
-                offset_of_max,
-                points,
-                bytes_since_index,
-                ("corrupt", pos, "CRC mismatch"),
-            )
+            return stopped("CRC mismatch")
         if offset < floor:
-            return (
-                pos,
-                entries,
-                last_offset,
-                max_timestamp,
-                offset_of_max,
-                points,
-                bytes_since_index,
-                ("corrupt", pos, f"offset {offset} is not above the previous offset {floor - 1}"),
-            )
+            return stopped(f"offset {offset} is not above the previous offset {floor - 1}")
         if timestamp > max_timestamp:
             max_timestamp, offset_of_max = timestamp, last
         if bytes_since_index >= index_interval:
