@@ -137,10 +137,7 @@ class Client:
         connection = self.any_broker()
         api = connection.api(ApiKey.METADATA)
         wanted = None if topics is None else list(topics)
-        body = {
-            "topics": ([] if api.version == 0 else None) if wanted is None else wanted,
-            "allow_auto_topic_creation": True,  # v4+ (Kafka's): as every earlier version behaves
-        }
+        body = {"topics": ([] if api.version == 0 else None) if wanted is None else wanted}
         response = connection.request(api, body)
         found: dict[str, TopicMetadata] = {}
         with self._lock:

@@ -465,7 +465,6 @@ class _Uuid(Type):
 
 
 UUID = _Uuid()
-ZERO_UUID = bytes(16)
 
 
 class CompactArray(Array):
@@ -553,7 +552,3 @@ class FlexibleSchema(Schema):
             if inner.remaining:
                 raise ProtocolError(f"tagged field {field.name} leaves {inner.remaining} of its {size} bytes unread")
         return value
-
-
-EMPTY_TAGS = FlexibleSchema()
-"""A structure with no fields but its (empty) tagged-field section: a flexible header's tail."""

@@ -91,7 +91,6 @@ NO_SEQUENCE = -1
 NO_PARTITION_LEADER_EPOCH = -1
 
 _CRC_STRUCT = struct.Struct(">I")
-_LEADER_EPOCH = struct.Struct(">i")
 
 
 class BatchHeader(NamedTuple):
@@ -354,8 +353,3 @@ def encode_batch(
 def set_base_offset(buf: bytearray, pos: int, base_offset: int) -> None:
     """Give the batch at ``pos`` its offsets (the broker's assignment); the CRC does not cover them."""
     struct.pack_into(">q", buf, pos, base_offset)
-
-
-def set_partition_leader_epoch(buf: bytearray, pos: int, epoch: int) -> None:
-    """Stamp the leader epoch (not covered by the CRC either)."""
-    _LEADER_EPOCH.pack_into(buf, pos + LEADER_EPOCH_POS, epoch)

@@ -81,11 +81,6 @@ def to_batches(data: Buffer, *, max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES) 
     return b"".join(out)
 
 
-def to_magic_0(data: Buffer) -> bytes:
-    """The complete entries of ``data`` as magic 0 (a partial trailing entry is dropped)."""
-    return to_magic(data, 0)
-
-
 def _batch_as(view: memoryview, entry: Entry, magic: int) -> bytes:
     header, records = batches.decode_batch(view, entry.position, end=entry.end, verify_crc=False)
     if not records:

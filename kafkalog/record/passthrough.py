@@ -52,9 +52,12 @@ def stored_entries(
     head: list[Message] = []
     if pos < stop:
         end = _entry_end(view, pos)
-        is_batch = view[pos + batches.MAGIC_POS] == batches.MAGIC
         # a batch starting before ``start``, or (v0/v1) a compressed wrapper, may hold earlier messages
-        if (INT64.unpack_from(view, pos)[0] < start) if is_batch else bool(view[pos + ATTRIBUTES_POS] & CODEC_MASK):
+        if batches.is_batch(view, pos):
+            holds_earlier = INT64.unpack_from(view, pos)[0] < start
+        else:
+            holds_earlier = bool(view[pos + ATTRIBUTES_POS] & CODEC_MASK)
+        if holds_earlier:
             opened = decode_all(view[pos:end], min_offset=_NO_FLOOR, max_decompressed_bytes=max_decompressed_bytes)
             if opened and opened[0].offset < start:
                 head = [message for message in opened if message.offset >= start]
@@ -64,7 +67,7 @@ def stored_entries(
 
 def _last_offset(view: memoryview, pos: int) -> int:
     stored: int = INT64.unpack_from(view, pos)[0]
-    if view[pos + batches.MAGIC_POS] == batches.MAGIC:
+    if batches.is_batch(view, pos):
         delta: int = INT32.unpack_from(view, pos + batches.LAST_OFFSET_DELTA_POS)[0]
         return stored + delta
     return stored

@@ -192,8 +192,7 @@ class RequestHandlers:
             names = list(dict.fromkeys(requested))
         topic_metadata = []
         for topic in names:
-            may_create = self.config.auto_create_topics and body.get("allow_auto_topic_creation", True)
-            if topic not in known and may_create and self.cluster.can_create_topics():
+            if topic not in known and self.config.auto_create_topics and self.cluster.can_create_topics():
                 try:
                     self.cluster.create_topic(topic, self.config.default_partitions)
                     logger.info("auto-created topic %s with %d partition(s)", topic, self.config.default_partitions)
