@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     sock = socket.create_connection(("127.0.0.1", args.port))
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     metadata = lookup(ApiKey.METADATA, 1)
-    sock.sendall(encode_request(metadata, 0, "load-generator", {"topics": [args.topic]}))  # creates it
+    sock.sendall(encode_request(metadata, 0, "load-generator", {"topics": [{"name": args.topic}]}))  # creates it
     inbox = bytearray()
 
     def next_response() -> bytes:

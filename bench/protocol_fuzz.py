@@ -26,6 +26,11 @@ from kafkalog.protocol import REGISTRY, decode_request, encode_request
 from kafkalog.protocol.types import (
     BOOLEAN,
     BYTES,
+    COMPACT_BYTES,
+    COMPACT_NULLABLE_BYTES,
+    COMPACT_NULLABLE_STRING,
+    COMPACT_RECORDS,
+    COMPACT_STRING,
     INT8,
     INT16,
     INT32,
@@ -33,6 +38,7 @@ from kafkalog.protocol.types import (
     NULLABLE_STRING,
     RECORDS,
     STRING,
+    UUID,
     Array,
     Schema,
     Type,
@@ -64,12 +70,16 @@ def random_value(kind: Type, rng: random.Random) -> Any:
         if rng.random() < 0.2:
             return rng.choice([-1, 0, -(1 << (bits - 1)), (1 << (bits - 1)) - 1])
         return rng.randrange(-(1 << (bits - 1)), 1 << (bits - 1)) if rng.random() < 0.5 else rng.randrange(100)
-    if kind is STRING:
+    if kind is STRING or kind is COMPACT_STRING:
         return rng.choice(TEXTS)
-    if kind is NULLABLE_STRING:
+    if kind is NULLABLE_STRING or kind is COMPACT_NULLABLE_STRING:
         return None if rng.random() < 0.3 else rng.choice(TEXTS)
-    if kind is BYTES or kind is RECORDS:
+    if kind in (BYTES, RECORDS, COMPACT_NULLABLE_BYTES, COMPACT_RECORDS):
         return None if rng.random() < 0.2 else rng.randbytes(rng.randrange(12))
+    if kind is COMPACT_BYTES:
+        return rng.randbytes(rng.randrange(12))
+    if kind is UUID:
+        return rng.randbytes(16)
     if isinstance(kind, Array):
         if kind.nullable and rng.random() < 0.2:
             return None

@@ -137,7 +137,7 @@ class Client:
         connection = self.any_broker()
         api = connection.api(ApiKey.METADATA)
         wanted = None if topics is None else list(topics)
-        body = {"topics": ([] if api.version == 0 else None) if wanted is None else wanted}
+        body = {"topics": ([] if api.version == 0 else None) if wanted is None else [{"name": t} for t in wanted]}
         response = connection.request(api, body)
         found: dict[str, TopicMetadata] = {}
         with self._lock:

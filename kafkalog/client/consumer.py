@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kafkalog.client.client import Client, UsesClient, check
+from kafkalog.client.client import Client, UsesClient, check, error_name
 from kafkalog.errors import (
     BrokerResponseError,
     OffsetOutOfRangeError,
@@ -27,6 +27,8 @@ from kafkalog.record.reader import first_codec
 
 LATEST = -1
 EARLIEST = -2
+MAX_TIMESTAMP = -3  # ListOffsets v7+ (KIP-734)
+_MAX_TIMESTAMP_VERSION = 7
 
 
 @dataclass(frozen=True)
@@ -120,6 +122,9 @@ class SimpleConsumer(UsesClient):
             "topics": [{"topic": t, "partitions": p} for t, p in topics.items()],
         }
         response = connection.request(api, body)
+        if response.get("error_code"):  # v7+: the request as a whole failed (fetch sessions)
+            code = response["error_code"]
+            raise BrokerResponseError(code, error_name(code), f"fetch from {connection.host}:{connection.port}")
         out: dict[tuple[str, int], FetchResult | None] = {}
         for topic_response in response["responses"]:
             topic = topic_response["topic"]
@@ -198,6 +203,20 @@ class SimpleConsumer(UsesClient):
         }
         answer = connection.request(api, body)["responses"][0]["partition_responses"][0]
         check(answer["error_code"], f"offset for time in {topic}-{partition}")
+        return None if answer["offset"] < 0 else (answer["offset"], answer["timestamp"])
+
+    def offset_of_max_timestamp(self, topic: str, partition: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the message with the largest timestamp, None for an empty log.
+        Needs ListOffsets v7 (Kafka 3.0+); older brokers raise UnsupportedByBrokerError."""
+        connection = self.client.leader(topic, partition)
+        api = connection.api(ApiKey.LIST_OFFSETS)
+        if api.version < _MAX_TIMESTAMP_VERSION:
+            raise UnsupportedByBrokerError(
+                f"{connection.host}:{connection.port} cannot find the largest timestamp (ListOffsets v7, Kafka 3.0+)"
+            )
+        body = {"topics": [{"topic": topic, "partitions": [{"partition": partition, "timestamp": MAX_TIMESTAMP}]}]}
+        answer = connection.request(api, body)["responses"][0]["partition_responses"][0]
+        check(answer["error_code"], f"largest timestamp in {topic}-{partition}")
         return None if answer["offset"] < 0 else (answer["offset"], answer["timestamp"])
 
     def earliest_offset(self, topic: str, partition: int) -> int:

@@ -18,6 +18,8 @@ from kafkalog.protocol import ApiKey
 
 TopicPartition = tuple[str, int]
 
+_BATCHED_FIND_COORDINATOR = 4  # KIP-699: several keys in one request
+_BATCHED_OFFSET_FETCH = 8  # KIP-709: several groups in one request
 _COORDINATOR_MOVED = frozenset({14, 15, 16})
 """COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR: ask again."""
 
@@ -42,7 +44,10 @@ class OffsetsClient(UsesClient):
     def _coordinator(self, group: str) -> BrokerConnection:
         connection = self.client.any_broker()
         api = connection.api(ApiKey.FIND_COORDINATOR)
-        answer = connection.request(api, {"group_id": group})
+        if api.version >= _BATCHED_FIND_COORDINATOR:
+            answer = connection.request(api, {"coordinator_keys": [group]})["coordinators"][0]
+        else:
+            answer = connection.request(api, {"key": group})
         if answer["error_code"]:
             raise BrokerResponseError(answer["error_code"], error_name(answer["error_code"]), f"coordinator of {group}")
         return self.client.connection_to(answer["host"], answer["port"])
@@ -58,17 +63,9 @@ class OffsetsClient(UsesClient):
         topics = [{"topic": t, "partitions": p} for t, p in by_topic.items()]
 
         def once(connection: BrokerConnection) -> list[tuple[str, int, int]]:
-            api = connection.api(ApiKey.OFFSET_COMMIT)
-            body: dict[str, object] = {"group_id": group, "topics": topics}
-            if api.version >= 1:
-                body |= {"generation_id": -1, "member_id": ""}
-            if api.version == 1:
-                for entries in by_topic.values():
-                    for entry in entries:
-                        entry["timestamp"] = -1
-            if api.version >= 2:
-                body["retention_time_ms"] = -1
-            answer = connection.request(api, body)
+            # a "simple" commit: the generation, member, timestamps and retention of later versions
+            # take their defaults (-1, "", -1, -1: no group membership, the broker's retention)
+            answer = connection.request(connection.api(ApiKey.OFFSET_COMMIT), {"group_id": group, "topics": topics})
             return [
                 (t["topic"], p["partition"], p["error_code"])
                 for t in answer["responses"]
@@ -90,8 +87,14 @@ class OffsetsClient(UsesClient):
 
         def once(connection: BrokerConnection) -> list[tuple[str, int, int]]:
             api = connection.api(ApiKey.OFFSET_FETCH)
-            body = {"group_id": group, "topics": [{"topic": t, "partitions": p} for t, p in by_topic.items()]}
-            answer = connection.request(api, body)
+            topics = [{"topic": t, "partitions": p} for t, p in by_topic.items()]
+            if api.version >= _BATCHED_OFFSET_FETCH:
+                answer = connection.request(api, {"groups": [{"group_id": group, "topics": topics}]})["groups"][0]
+            else:
+                answer = connection.request(api, {"group_id": group, "topics": topics})
+            if answer.get("error_code"):  # v2+: the group's own error (not coordinator, loading ...)
+                code = answer["error_code"]
+                raise BrokerResponseError(code, error_name(code), f"fetching offsets of group {group}")
             errors = []
             for t in answer["responses"]:
                 for p in t["partition_responses"]:

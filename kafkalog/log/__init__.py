@@ -4,7 +4,7 @@ Knows nothing of the network or of ZooKeeper; imports only kafkalog.record and k
 """
 
 from kafkalog.log.config import LogConfig
-from kafkalog.log.log import EARLIEST_TIME, LATEST_TIME, AppendInfo, Log, OffsetAndTimestamp, ReadInfo
+from kafkalog.log.log import EARLIEST_TIME, LATEST_TIME, MAX_TIMESTAMP, AppendInfo, Log, OffsetAndTimestamp, ReadInfo
 from kafkalog.log.manager import LogManager, validate_topic
 from kafkalog.log.region import FileRegion
 from kafkalog.log.segment import LogSegment
@@ -12,6 +12,7 @@ from kafkalog.log.segment import LogSegment
 __all__ = [
     "EARLIEST_TIME",
     "LATEST_TIME",
+    "MAX_TIMESTAMP",
     "AppendInfo",
     "FileRegion",
     "Log",

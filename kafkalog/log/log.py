@@ -33,6 +33,7 @@ logger = logging.getLogger(__name__)
 Clock = Callable[[], int]
 LATEST_TIME = -1
 EARLIEST_TIME = -2
+MAX_TIMESTAMP = -3
 _TIME_SEARCH_READ_BYTES = 1024 * 1024
 
 
@@ -371,6 +372,33 @@ class Log:
             if found is not None:
                 return found
         return None
+
+    def offset_of_max_timestamp(self) -> OffsetAndTimestamp | None:
+        """The message with the largest timestamp (the first of them, where several share it), as
+        ListOffsets v7's MAX_TIMESTAMP asks (KIP-734); None for a log with no timestamped message.
+        Each segment keeps its largest timestamp and the entry that holds it (a batch or wrapper,
+        known by its last offset), so only that one entry is read, to find the record inside it."""
+        best: tuple[int, int, LogSegment] | None = None
+        for segment in self.segments:
+            try:
+                timestamp, offset = segment.max_timestamp, segment.offset_of_max_timestamp
+            except SegmentDeletedError:
+                continue
+            if timestamp >= 0 and offset >= 0 and (best is None or timestamp > best[0]):
+                best = (timestamp, offset, segment)
+        if best is None:
+            return None
+        timestamp, offset, segment = best
+        try:
+            region = segment.read(offset, _TIME_SEARCH_READ_BYTES, min_one_message=True)
+        except SegmentDeletedError:
+            return None  # retention removed it meanwhile: asked again, the next largest answers
+        if region is not None:
+            with region:
+                for message in decode_all(region.read()):
+                    if message.timestamp == timestamp:
+                        return OffsetAndTimestamp(message.offset, timestamp)
+        return OffsetAndTimestamp(offset, timestamp)  # the entry's own offset (an uncompressed v0/v1 message)
 
     def _search_timestamp(self, segment: LogSegment, offset: int, timestamp: int) -> OffsetAndTimestamp | None:
         # Start at the entry holding ``offset``: with compressed wrappers that may be earlier.

@@ -1,8 +1,16 @@
-"""Every request and response we speak, per API and version, declared as schemas; and the registry.
+"""Every request and response we speak, per API, declared once with each field's versions; and the
+registry of (API, version) we serve.
 
-Versions are those of the message-format v0/v1 era (no flexible versions, no tagged fields). Field
-names follow Kafka's protocol guide. Where versions differ only by a field, the later schema is
-written out in full: each version reads top to bottom exactly as it is on the wire.
+Each declaration follows Apache Kafka's JSON message definition of the API field by field, in its
+order (our field names are the snake_case names the handlers and clients use); ``served`` is the
+range of versions we speak, ``flexible`` the first flexible version (KIP-482). kafkalog.protocol.declare
+resolves a declaration into one schema per version. The tests check every served version against
+Kafka's definitions, type by type.
+
+What is left out on purpose: tagged fields we neither send nor read (a reader skips unknown tags),
+and versions that need something kafkalog does not have: topic ids (Fetch 13+, Metadata 10+,
+CreateTopics 7+), KIP-848's consumer groups (OffsetCommit 9+, OffsetFetch 9+), share groups
+(FindCoordinator 6). A client negotiates down to what ApiVersions lists.
 """
 
 from __future__ import annotations
@@ -10,22 +18,25 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any
 
 from kafkalog.errors import ProtocolError
+from kafkalog.protocol.declare import Field, field, schema_for
 from kafkalog.protocol.types import (
     BOOLEAN,
+    BYTES,
     INT8,
     INT16,
     INT32,
     INT64,
-    NULLABLE_STRING,
     RECORDS,
     STRING,
     Array,
     FlexibleSchema,
     Schema,
 )
+
+_NO_OPERATIONS = -(2**31)
+"""Authorized operations not asked for (Kafka's INT32_MIN)."""
 
 
 class ApiKey(IntEnum):
@@ -36,8 +47,13 @@ class ApiKey(IntEnum):
     OFFSET_COMMIT = 8
     OFFSET_FETCH = 9
     FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
     API_VERSIONS = 18
     CREATE_TOPICS = 19
+    INIT_PRODUCER_ID = 22
 
 
 @dataclass(frozen=True)
@@ -55,366 +71,550 @@ class Api:
         return isinstance(self.request, FlexibleSchema)
 
 
+@dataclass(frozen=True)
+class Declaration:
+    """An API's request and response fields over all versions, the versions we serve (lowest and
+    highest, both included, as Kafka writes "0-11"), and the first flexible one (None: none of those we
+    serve is flexible)."""
+
+    key: ApiKey
+    served: tuple[int, int]
+    flexible: int | None
+    request: Sequence[Field]
+    response: Sequence[Field]
+
+    def api(self, version: int) -> Api:
+        flexible = self.flexible is not None and version >= self.flexible
+        return Api(
+            self.key,
+            version,
+            schema_for(self.request, version, flexible=flexible),
+            schema_for(self.response, version, flexible=flexible),
+        )
+
+
 # ------------------------------------------------------------------------------------------ Produce
-_PRODUCE_REQUEST = Schema(
-    ("acks", INT16),
-    ("timeout_ms", INT32),
-    ("topic_data", [("topic", STRING), ("data", [("partition", INT32), ("record_set", RECORDS)])]),
+# v2 (0.10): log-append time; v3 (0.11, KIP-98): transactional id, record batches; v5: log start
+# offset; v7 (2.1, KIP-110): zstd; v8 (2.4, KIP-467): which records failed; v9: flexible; v10-v11 add
+# only tagged fields and error codes of features we do not serve (KIP-951, KIP-890).
+PRODUCE = Declaration(
+    ApiKey.PRODUCE,
+    served=(0, 11),
+    flexible=9,
+    request=[
+        field("transactional_id", STRING, 3, nullable=3, default=None),
+        field("acks", INT16),
+        field("timeout_ms", INT32),
+        field(
+            "topic_data",
+            [
+                field("topic", STRING),
+                field("data", [field("partition", INT32), field("record_set", RECORDS, nullable=0)]),
+            ],
+        ),
+    ],
+    response=[
+        field(
+            "responses",
+            [
+                field("topic", STRING),
+                field(
+                    "partition_responses",
+                    [
+                        field("partition", INT32),
+                        field("error_code", INT16),
+                        field("base_offset", INT64),
+                        field("log_append_time", INT64, 2, default=-1),
+                        field("log_start_offset", INT64, 5, default=-1),
+                        field(
+                            "record_errors",
+                            [
+                                field("batch_index", INT32),
+                                field("batch_index_error_message", STRING, nullable=8, default=None),
+                            ],
+                            8,
+                            default=(),
+                        ),
+                        field("error_message", STRING, 8, nullable=8, default=None),
+                    ],
+                ),
+            ],
+        ),
+        field("throttle_time_ms", INT32, 1, default=0),
+    ],
 )
-_PRODUCE_PARTITION_V0 = [("partition", INT32), ("error_code", INT16), ("base_offset", INT64)]
-_PRODUCE_PARTITION_V2 = [*_PRODUCE_PARTITION_V0, ("log_append_time", INT64)]
-# v3 (Kafka 0.11, KIP-98): a transactional id first; the records are message format v2 batches
-_PRODUCE_REQUEST_V3 = Schema(("transactional_id", NULLABLE_STRING), *_PRODUCE_REQUEST.fields)
-PRODUCE = {
-    0: (_PRODUCE_REQUEST, Schema(("responses", [("topic", STRING), ("partition_responses", _PRODUCE_PARTITION_V0)]))),
-    1: (
-        _PRODUCE_REQUEST,
-        Schema(
-            ("responses", [("topic", STRING), ("partition_responses", _PRODUCE_PARTITION_V0)]),
-            ("throttle_time_ms", INT32),
-        ),
-    ),
-    2: (
-        _PRODUCE_REQUEST,
-        Schema(
-            ("responses", [("topic", STRING), ("partition_responses", _PRODUCE_PARTITION_V2)]),
-            ("throttle_time_ms", INT32),
-        ),
-    ),
-    3: (
-        _PRODUCE_REQUEST_V3,
-        Schema(
-            ("responses", [("topic", STRING), ("partition_responses", _PRODUCE_PARTITION_V2)]),
-            ("throttle_time_ms", INT32),
-        ),
-    ),
-}
-# v4 (Kafka 1.0) adds an error code only; v5 (1.0) answers the log start offset too; v6 (2.0) changes
-# nothing on the wire; v7 (2.1, KIP-110) may carry zstd batches (a broker refuses zstd below v7).
-_PRODUCE_RESPONSE_V5 = Schema(
-    (
-        "responses",
-        [("topic", STRING), ("partition_responses", [*_PRODUCE_PARTITION_V2, ("log_start_offset", INT64)])],
-    ),
-    ("throttle_time_ms", INT32),
-)
-PRODUCE |= {
-    4: PRODUCE[3],
-    5: (_PRODUCE_REQUEST_V3, _PRODUCE_RESPONSE_V5),
-    6: (_PRODUCE_REQUEST_V3, _PRODUCE_RESPONSE_V5),
-    7: (_PRODUCE_REQUEST_V3, _PRODUCE_RESPONSE_V5),
-}
 ZSTD_PRODUCE_VERSION = 7
 """The first Produce version that may carry zstd (KIP-110)."""
 
 # -------------------------------------------------------------------------------------------- Fetch
-_FETCH_TOPICS = (
-    "topics",
-    [("topic", STRING), ("partitions", [("partition", INT32), ("fetch_offset", INT64), ("max_bytes", INT32)])],
-)
-_FETCH_REQUEST_V0 = Schema(("replica_id", INT32), ("max_wait_ms", INT32), ("min_bytes", INT32), _FETCH_TOPICS)
-_FETCH_REQUEST_V3 = Schema(
-    ("replica_id", INT32), ("max_wait_ms", INT32), ("min_bytes", INT32), ("max_bytes", INT32), _FETCH_TOPICS
-)
-_FETCH_RESPONSES = (
-    "responses",
-    [
-        ("topic", STRING),
-        (
-            "partition_responses",
-            [("partition", INT32), ("error_code", INT16), ("high_watermark", INT64), ("record_set", RECORDS)],
-        ),
-    ],
-)
-_FETCH_RESPONSE_V1 = Schema(("throttle_time_ms", INT32), _FETCH_RESPONSES)
-# v4 (Kafka 0.11, KIP-98): the isolation level asked; the last stable offset and aborted
-# transactions answered per partition (record batches may come back)
-_FETCH_REQUEST_V4 = Schema(*_FETCH_REQUEST_V3.fields[:4], ("isolation_level", INT8), _FETCH_TOPICS)
-_FETCH_RESPONSE_V4 = Schema(
-    ("throttle_time_ms", INT32),
-    (
-        "responses",
-        [
-            ("topic", STRING),
-            (
-                "partition_responses",
-                [
-                    ("partition", INT32),
-                    ("error_code", INT16),
-                    ("high_watermark", INT64),
-                    ("last_stable_offset", INT64),
-                    ("aborted_transactions", Array([("producer_id", INT64), ("first_offset", INT64)], nullable=True)),
-                    ("record_set", RECORDS),
-                ],
-            ),
-        ],
-    ),
-)
-FETCH = {
-    0: (_FETCH_REQUEST_V0, Schema(_FETCH_RESPONSES)),
-    1: (_FETCH_REQUEST_V0, _FETCH_RESPONSE_V1),
-    2: (_FETCH_REQUEST_V0, _FETCH_RESPONSE_V1),
-    3: (_FETCH_REQUEST_V3, _FETCH_RESPONSE_V1),
-    4: (_FETCH_REQUEST_V4, _FETCH_RESPONSE_V4),
-}
-
-# -------------------------------------------------------------------------------------- ListOffsets
-LIST_OFFSETS = {
-    0: (
-        Schema(
-            ("replica_id", INT32),
-            (
-                "topics",
-                [
-                    ("topic", STRING),
-                    ("partitions", [("partition", INT32), ("timestamp", INT64), ("max_num_offsets", INT32)]),
-                ],
-            ),
-        ),
-        Schema(
-            (
-                "responses",
-                [
-                    ("topic", STRING),
-                    ("partition_responses", [("partition", INT32), ("error_code", INT16), ("offsets", Array(INT64))]),
-                ],
-            ),
-        ),
-    ),
-    1: (
-        Schema(
-            ("replica_id", INT32),
-            ("topics", [("topic", STRING), ("partitions", [("partition", INT32), ("timestamp", INT64)])]),
-        ),
-        Schema(
-            (
-                "responses",
-                [
-                    ("topic", STRING),
-                    (
-                        "partition_responses",
-                        [("partition", INT32), ("error_code", INT16), ("timestamp", INT64), ("offset", INT64)],
-                    ),
-                ],
-            ),
-        ),
-    ),
-}
-
-# ----------------------------------------------------------------------------------------- Metadata
-_BROKER_V0 = [("node_id", INT32), ("host", STRING), ("port", INT32)]
-_BROKER_V1 = [*_BROKER_V0, ("rack", NULLABLE_STRING)]
-_PARTITION_METADATA = [
-    ("error_code", INT16),
-    ("partition", INT32),
-    ("leader", INT32),
-    ("replicas", Array(INT32)),
-    ("isr", Array(INT32)),
-]
-METADATA = {
-    0: (
-        Schema(("topics", Array(STRING))),
-        Schema(
-            ("brokers", _BROKER_V0),
-            (
-                "topic_metadata",
-                [("error_code", INT16), ("topic", STRING), ("partition_metadata", _PARTITION_METADATA)],
-            ),
-        ),
-    ),
-    1: (
-        Schema(("topics", Array(STRING, nullable=True))),
-        Schema(
-            ("brokers", _BROKER_V1),
-            ("controller_id", INT32),
-            (
-                "topic_metadata",
-                [
-                    ("error_code", INT16),
-                    ("topic", STRING),
-                    ("is_internal", BOOLEAN),
-                    ("partition_metadata", _PARTITION_METADATA),
-                ],
-            ),
-        ),
-    ),
-    2: (
-        Schema(("topics", Array(STRING, nullable=True))),
-        Schema(
-            ("brokers", _BROKER_V1),
-            ("cluster_id", NULLABLE_STRING),
-            ("controller_id", INT32),
-            (
-                "topic_metadata",
-                [
-                    ("error_code", INT16),
-                    ("topic", STRING),
-                    ("is_internal", BOOLEAN),
-                    ("partition_metadata", _PARTITION_METADATA),
-                ],
-            ),
-        ),
-    ),
-}
-
-
-def _metadata_response_v3(partition: Sequence[tuple[str, Any]]) -> Schema:
-    return Schema(
-        ("throttle_time_ms", INT32),
-        *METADATA[2][1].fields[:3],  # brokers, cluster_id, controller_id
-        (
-            "topic_metadata",
+# v3: a total size limit; v4 (0.11): isolation level, last stable offset, aborted transactions; v5:
+# log start offsets; v7 (1.1, KIP-227): fetch sessions (we answer session id 0: no session, every
+# fetch is full); v9 (KIP-320): leader epochs; v10 (2.1): zstd; v11 (KIP-392): rack, preferred
+# replica; v12: flexible, the last fetched epoch (followers only).
+FETCH = Declaration(
+    ApiKey.FETCH,
+    served=(0, 12),
+    flexible=12,
+    request=[
+        field("replica_id", INT32, 0, 14, default=-1),
+        field("max_wait_ms", INT32),
+        field("min_bytes", INT32),
+        field("max_bytes", INT32, 3, default=0x7FFFFFFF),
+        field("isolation_level", INT8, 4, default=0),
+        field("session_id", INT32, 7, default=0),
+        field("session_epoch", INT32, 7, default=-1),
+        field(
+            "topics",
             [
-                ("error_code", INT16),
-                ("topic", STRING),
-                ("is_internal", BOOLEAN),
-                ("partition_metadata", list(partition)),
-            ],
-        ),
-    )
-
-
-# v3 (Kafka 0.11): throttle time first. Not v4 yet: kafka-python infers a broker of 0.11 or later from
-# Metadata v4 and then turns its idempotent producer on, which needs InitProducerId (not served yet).
-METADATA[3] = (METADATA[2][0], _metadata_response_v3(_PARTITION_METADATA))
-
-# ------------------------------------------------------------------------- OffsetCommit/OffsetFetch
-_COMMIT_RESPONSE = Schema(
-    ("responses", [("topic", STRING), ("partition_responses", [("partition", INT32), ("error_code", INT16)])])
-)
-OFFSET_COMMIT = {
-    0: (
-        Schema(
-            ("group_id", STRING),
-            (
-                "topics",
-                [
-                    ("topic", STRING),
-                    ("partitions", [("partition", INT32), ("offset", INT64), ("metadata", NULLABLE_STRING)]),
-                ],
-            ),
-        ),
-        _COMMIT_RESPONSE,
-    ),
-    1: (
-        Schema(
-            ("group_id", STRING),
-            ("generation_id", INT32),
-            ("member_id", STRING),
-            (
-                "topics",
-                [
-                    ("topic", STRING),
-                    (
-                        "partitions",
-                        [("partition", INT32), ("offset", INT64), ("timestamp", INT64), ("metadata", NULLABLE_STRING)],
-                    ),
-                ],
-            ),
-        ),
-        _COMMIT_RESPONSE,
-    ),
-    2: (
-        Schema(
-            ("group_id", STRING),
-            ("generation_id", INT32),
-            ("member_id", STRING),
-            ("retention_time_ms", INT64),
-            (
-                "topics",
-                [
-                    ("topic", STRING),
-                    ("partitions", [("partition", INT32), ("offset", INT64), ("metadata", NULLABLE_STRING)]),
-                ],
-            ),
-        ),
-        _COMMIT_RESPONSE,
-    ),
-}
-_OFFSET_FETCH = (
-    Schema(("group_id", STRING), ("topics", [("topic", STRING), ("partitions", Array(INT32))])),
-    Schema(
-        (
-            "responses",
-            [
-                ("topic", STRING),
-                (
-                    "partition_responses",
-                    [("partition", INT32), ("offset", INT64), ("metadata", NULLABLE_STRING), ("error_code", INT16)],
+                field("topic", STRING, 0, 12),
+                field(
+                    "partitions",
+                    [
+                        field("partition", INT32),
+                        field("current_leader_epoch", INT32, 9, default=-1),
+                        field("fetch_offset", INT64),
+                        field("last_fetched_epoch", INT32, 12, default=-1),
+                        field("log_start_offset", INT64, 5, default=-1),
+                        field("max_bytes", INT32),
+                    ],
                 ),
             ],
         ),
-    ),
+        field(
+            "forgotten_topics_data",
+            [field("topic", STRING, 7, 12), field("partitions", Array(INT32), 7)],
+            7,
+            default=(),
+        ),
+        field("rack_id", STRING, 11, default=""),
+    ],
+    response=[
+        field("throttle_time_ms", INT32, 1, default=0),
+        field("error_code", INT16, 7, default=0),
+        field("session_id", INT32, 7, default=0),
+        field(
+            "responses",
+            [
+                field("topic", STRING, 0, 12),
+                field(
+                    "partition_responses",
+                    [
+                        field("partition", INT32),
+                        field("error_code", INT16),
+                        field("high_watermark", INT64),
+                        field("last_stable_offset", INT64, 4, default=-1),
+                        field("log_start_offset", INT64, 5, default=-1),
+                        field(
+                            "aborted_transactions",
+                            [field("producer_id", INT64, 4), field("first_offset", INT64, 4)],
+                            4,
+                            nullable=4,
+                            default=None,
+                        ),
+                        field("preferred_read_replica", INT32, 11, default=-1),
+                        field("record_set", RECORDS, nullable=0),
+                    ],
+                ),
+            ],
+        ),
+    ],
 )
-OFFSET_FETCH = {0: _OFFSET_FETCH, 1: _OFFSET_FETCH}
+
+# -------------------------------------------------------------------------------------- ListOffsets
+# v0: the seeds' getOffsetsBefore (several offsets); v1: one offset by time; v2: isolation level;
+# v4 (KIP-320): leader epochs; v6: flexible; v7 (KIP-734): -3 asks the offset of the largest timestamp.
+LIST_OFFSETS = Declaration(
+    ApiKey.LIST_OFFSETS,
+    served=(0, 7),
+    flexible=6,
+    request=[
+        field("replica_id", INT32, default=-1),
+        field("isolation_level", INT8, 2, default=0),
+        field(
+            "topics",
+            [
+                field("topic", STRING),
+                field(
+                    "partitions",
+                    [
+                        field("partition", INT32),
+                        field("current_leader_epoch", INT32, 4, default=-1),
+                        field("timestamp", INT64),
+                        field("max_num_offsets", INT32, 0, 0, default=1),
+                    ],
+                ),
+            ],
+        ),
+    ],
+    response=[
+        field("throttle_time_ms", INT32, 2, default=0),
+        field(
+            "responses",
+            [
+                field("topic", STRING),
+                field(
+                    "partition_responses",
+                    [
+                        field("partition", INT32),
+                        field("error_code", INT16),
+                        field("offsets", Array(INT64), 0, 0, default=()),
+                        field("timestamp", INT64, 1, default=-1),
+                        field("offset", INT64, 1, default=-1),
+                        field("leader_epoch", INT32, 4, default=-1),
+                    ],
+                ),
+            ],
+        ),
+    ],
+)
+MAX_TIMESTAMP_LIST_OFFSETS_VERSION = 7
+"""The first ListOffsets version that may ask for the offset of the largest timestamp (-3)."""
+
+# ----------------------------------------------------------------------------------------- Metadata
+# v1: racks, controller, internal topics, null for all topics; v2: cluster id; v3: throttle time;
+# v4: may forbid auto-creation; v5: offline replicas; v7: leader epochs; v8: authorized operations;
+# v9: flexible. Topics are structures of one name (v10 adds topic ids, not served).
+METADATA = Declaration(
+    ApiKey.METADATA,
+    served=(0, 9),
+    flexible=9,
+    request=[
+        field("topics", [field("name", STRING)], nullable=1),
+        field("allow_auto_topic_creation", BOOLEAN, 4, default=True),
+        field("include_cluster_authorized_operations", BOOLEAN, 8, 10, default=False),
+        field("include_topic_authorized_operations", BOOLEAN, 8, default=False),
+    ],
+    response=[
+        field("throttle_time_ms", INT32, 3, default=0),
+        field(
+            "brokers",
+            [
+                field("node_id", INT32),
+                field("host", STRING),
+                field("port", INT32),
+                field("rack", STRING, 1, nullable=1, default=None),
+            ],
+        ),
+        field("cluster_id", STRING, 2, nullable=2, default=None),
+        field("controller_id", INT32, 1, default=-1),
+        field(
+            "topic_metadata",
+            [
+                field("error_code", INT16),
+                field("topic", STRING),
+                field("is_internal", BOOLEAN, 1, default=False),
+                field(
+                    "partition_metadata",
+                    [
+                        field("error_code", INT16),
+                        field("partition", INT32),
+                        field("leader", INT32),
+                        field("leader_epoch", INT32, 7, default=-1),
+                        field("replicas", Array(INT32)),
+                        field("isr", Array(INT32)),
+                        field("offline_replicas", Array(INT32), 5, default=()),
+                    ],
+                ),
+                field("topic_authorized_operations", INT32, 8, default=_NO_OPERATIONS),
+            ],
+        ),
+        field("cluster_authorized_operations", INT32, 8, 10, default=_NO_OPERATIONS),
+    ],
+)
+
+# ------------------------------------------------------------------------- OffsetCommit/OffsetFetch
+# OffsetCommit v1: generation and member (group membership), a timestamp per partition; v2-v4: a
+# retention time; v3: throttle time; v6 (KIP-320): leader epochs; v7 (KIP-345): static members; v8:
+# flexible.
+OFFSET_COMMIT = Declaration(
+    ApiKey.OFFSET_COMMIT,
+    served=(0, 8),
+    flexible=8,
+    request=[
+        field("group_id", STRING),
+        field("generation_id", INT32, 1, default=-1),
+        field("member_id", STRING, 1, default=""),
+        field("group_instance_id", STRING, 7, nullable=7, default=None),
+        field("retention_time_ms", INT64, 2, 4, default=-1),
+        field(
+            "topics",
+            [
+                field("topic", STRING),
+                field(
+                    "partitions",
+                    [
+                        field("partition", INT32),
+                        field("offset", INT64),
+                        field("committed_leader_epoch", INT32, 6, default=-1),
+                        field("timestamp", INT64, 1, 1, default=-1),
+                        field("metadata", STRING, nullable=0),
+                    ],
+                ),
+            ],
+        ),
+    ],
+    response=[
+        field("throttle_time_ms", INT32, 3, default=0),
+        field(
+            "responses",
+            [
+                field("topic", STRING),
+                field("partition_responses", [field("partition", INT32), field("error_code", INT16)]),
+            ],
+        ),
+    ],
+)
+
+# OffsetFetch v2: null topics ask for all of the group's partitions, a top-level error; v3: throttle
+# time; v5 (KIP-320): leader epochs; v6: flexible; v7 (KIP-447): require stable offsets; v8
+# (KIP-709): several groups in one request.
+_OFFSET_FETCH_PARTITIONS = [
+    field("partition", INT32),
+    field("offset", INT64),
+    field("committed_leader_epoch", INT32, 5, default=-1),
+    field("metadata", STRING, nullable=0),
+    field("error_code", INT16),
+]
+_OFFSET_FETCH_REQUEST_TOPICS = [field("topic", STRING), field("partitions", Array(INT32))]
+OFFSET_FETCH = Declaration(
+    ApiKey.OFFSET_FETCH,
+    served=(0, 8),
+    flexible=6,
+    request=[
+        field("group_id", STRING, 0, 7),
+        field("topics", _OFFSET_FETCH_REQUEST_TOPICS, 0, 7, nullable=2),
+        field("groups", [field("group_id", STRING), field("topics", _OFFSET_FETCH_REQUEST_TOPICS, nullable=8)], 8),
+        field("require_stable", BOOLEAN, 7, default=False),
+    ],
+    response=[
+        field("throttle_time_ms", INT32, 3, default=0),
+        field("responses", [field("topic", STRING), field("partition_responses", _OFFSET_FETCH_PARTITIONS)], 0, 7),
+        field("error_code", INT16, 2, 7, default=0),
+        field(
+            "groups",
+            [
+                field("group_id", STRING),
+                field("responses", [field("topic", STRING), field("partition_responses", _OFFSET_FETCH_PARTITIONS)]),
+                field("error_code", INT16, default=0),
+            ],
+            8,
+        ),
+    ],
+)
 
 # ---------------------------------------------------------------------------------- FindCoordinator
-FIND_COORDINATOR = {
-    0: (
-        Schema(("group_id", STRING)),
-        Schema(("error_code", INT16), ("node_id", INT32), ("host", STRING), ("port", INT32)),
-    ),
-}
+# v1: a key type (0 group, 1 transaction), an error message; v3: flexible; v4 (KIP-699): several keys.
+FIND_COORDINATOR = Declaration(
+    ApiKey.FIND_COORDINATOR,
+    served=(0, 4),
+    flexible=3,
+    request=[
+        field("key", STRING, 0, 3),
+        field("key_type", INT8, 1, default=0),
+        field("coordinator_keys", Array(STRING), 4),
+    ],
+    response=[
+        field("throttle_time_ms", INT32, 1, default=0),
+        field("error_code", INT16, 0, 3, default=0),
+        field("error_message", STRING, 1, 3, nullable=1, default=None),
+        field("node_id", INT32, 0, 3, default=-1),
+        field("host", STRING, 0, 3, default=""),
+        field("port", INT32, 0, 3, default=-1),
+        field(
+            "coordinators",
+            [
+                field("key", STRING),
+                field("node_id", INT32),
+                field("host", STRING),
+                field("port", INT32),
+                field("error_code", INT16),
+                field("error_message", STRING, nullable=4, default=None),
+            ],
+            4,
+        ),
+    ],
+)
 
 # ------------------------------------------------------------------------------------- ApiVersions
-_API_VERSIONS_LIST = ("api_versions", [("api_key", INT16), ("min_version", INT16), ("max_version", INT16)])
-API_VERSIONS = {
-    0: (Schema(), Schema(("error_code", INT16), _API_VERSIONS_LIST)),
-    1: (Schema(), Schema(("error_code", INT16), _API_VERSIONS_LIST, ("throttle_time_ms", INT32))),
-}
+# v1: throttle time; v3 (KIP-511): flexible, the client's software name and version. Its responses
+# always use response header v0 (kafkalog.protocol.frames).
+API_VERSIONS = Declaration(
+    ApiKey.API_VERSIONS,
+    served=(0, 3),
+    flexible=3,
+    request=[
+        field("client_software_name", STRING, 3, default="kafkalog"),
+        field("client_software_version", STRING, 3, default="0"),
+    ],
+    response=[
+        field("error_code", INT16),
+        field("api_versions", [field("api_key", INT16), field("min_version", INT16), field("max_version", INT16)]),
+        field("throttle_time_ms", INT32, 1, default=0),
+    ],
+)
 
 # ------------------------------------------------------------------------------------- CreateTopics
-_CREATE_TOPIC = [
-    ("topic", STRING),
-    ("num_partitions", INT32),
-    ("replication_factor", INT16),
-    ("replica_assignment", [("partition", INT32), ("replicas", Array(INT32))]),
-    ("config_entries", [("config_name", STRING), ("config_value", NULLABLE_STRING)]),
-]
-CREATE_TOPICS = {
-    0: (
-        Schema(("create_topic_requests", _CREATE_TOPIC), ("timeout_ms", INT32)),
-        Schema(("topic_errors", [("topic", STRING), ("error_code", INT16)])),
+# v1: validate only, error messages; v2: throttle time; v4 (KIP-464): -1 for the broker's default
+# partitions or replication; v5: flexible, the created topic's partitions, replication and configs.
+CREATE_TOPICS = Declaration(
+    ApiKey.CREATE_TOPICS,
+    served=(0, 6),
+    flexible=5,
+    request=[
+        field(
+            "create_topic_requests",
+            [
+                field("topic", STRING),
+                field("num_partitions", INT32),
+                field("replication_factor", INT16),
+                field("replica_assignment", [field("partition", INT32), field("replicas", Array(INT32))]),
+                field("config_entries", [field("config_name", STRING), field("config_value", STRING, nullable=0)]),
+            ],
+        ),
+        field("timeout_ms", INT32, default=60_000),
+        field("validate_only", BOOLEAN, 1, default=False),
+    ],
+    response=[
+        field("throttle_time_ms", INT32, 2, default=0),
+        field(
+            "topic_errors",
+            [
+                field("topic", STRING),
+                field("error_code", INT16),
+                field("error_message", STRING, 1, nullable=1, default=None),
+                field("num_partitions", INT32, 5, default=-1),
+                field("replication_factor", INT16, 5, default=-1),
+                field(
+                    "configs",
+                    [
+                        field("name", STRING),
+                        field("value", STRING, nullable=5),
+                        field("read_only", BOOLEAN),
+                        field("config_source", INT8, default=-1),
+                        field("is_sensitive", BOOLEAN, default=False),
+                    ],
+                    5,
+                    nullable=5,
+                    default=None,
+                ),
+            ],
+        ),
+    ],
+)
+
+# ------------------------------------------------------------------------- known, not served (yet)
+# Clients that do not ask ApiVersions first (Kafka 0.9's Java consumer joins groups unasked) send
+# these anyway. Their responses are declared so that such a request gets an answer carrying
+# UNSUPPORTED_VERSION, which a client reports, instead of a closed connection, which it retries
+# forever. The requests are never read: only the header is.
+REFUSED_DECLARATIONS: tuple[Declaration, ...] = (
+    Declaration(
+        ApiKey.JOIN_GROUP,
+        served=(0, 9),
+        flexible=6,
+        request=[],
+        response=[
+            field("throttle_time_ms", INT32, 2, default=0),
+            field("error_code", INT16),
+            field("generation_id", INT32, default=-1),
+            field("protocol_type", STRING, 7, nullable=7, default=None),
+            field("protocol_name", STRING, nullable=7, default=""),
+            field("leader", STRING, default=""),
+            field("skip_assignment", BOOLEAN, 9, default=False),
+            field("member_id", STRING, default=""),
+            field(
+                "members",
+                [
+                    field("member_id", STRING),
+                    field("group_instance_id", STRING, 5, nullable=5, default=None),
+                    field("metadata", BYTES),
+                ],
+                default=(),
+            ),
+        ],
     ),
-    1: (
-        Schema(("create_topic_requests", _CREATE_TOPIC), ("timeout_ms", INT32), ("validate_only", BOOLEAN)),
-        Schema(("topic_errors", [("topic", STRING), ("error_code", INT16), ("error_message", NULLABLE_STRING)])),
+    Declaration(
+        ApiKey.HEARTBEAT,
+        served=(0, 4),
+        flexible=4,
+        request=[],
+        response=[field("throttle_time_ms", INT32, 1, default=0), field("error_code", INT16)],
     ),
-}
-# v2 (Kafka 1.0): the response starts with throttle_time_ms; v3 (2.0) and v4 (2.4, KIP-464: -1 for
-# the broker's default partitions or replication) change nothing on the wire. Kafka 4.x serves 2+.
-_CREATE_TOPICS_V2 = (
-    CREATE_TOPICS[1][0],
-    Schema(
-        ("throttle_time_ms", INT32),
-        ("topic_errors", [("topic", STRING), ("error_code", INT16), ("error_message", NULLABLE_STRING)]),
+    Declaration(
+        ApiKey.LEAVE_GROUP,
+        served=(0, 5),
+        flexible=4,
+        request=[],
+        response=[
+            field("throttle_time_ms", INT32, 1, default=0),
+            field("error_code", INT16),
+            field(
+                "members",
+                [
+                    field("member_id", STRING),
+                    field("group_instance_id", STRING, nullable=3),
+                    field("error_code", INT16),
+                ],
+                3,
+                default=(),
+            ),
+        ],
+    ),
+    Declaration(
+        ApiKey.SYNC_GROUP,
+        served=(0, 5),
+        flexible=4,
+        request=[],
+        response=[
+            field("throttle_time_ms", INT32, 1, default=0),
+            field("error_code", INT16),
+            field("protocol_type", STRING, 5, nullable=5, default=None),
+            field("protocol_name", STRING, 5, nullable=5, default=None),
+            field("assignment", BYTES, default=b""),
+        ],
+    ),
+    Declaration(
+        ApiKey.INIT_PRODUCER_ID,
+        served=(0, 5),
+        flexible=2,
+        request=[],
+        response=[
+            field("throttle_time_ms", INT32, default=0),
+            field("error_code", INT16),
+            field("producer_id", INT64, default=-1),
+            field("producer_epoch", INT16, default=-1),
+        ],
     ),
 )
-CREATE_TOPICS |= {2: _CREATE_TOPICS_V2, 3: _CREATE_TOPICS_V2, 4: _CREATE_TOPICS_V2}
 
 # ----------------------------------------------------------------------------------------- registry
-_BY_KEY = {
-    ApiKey.PRODUCE: PRODUCE,
-    ApiKey.FETCH: FETCH,
-    ApiKey.LIST_OFFSETS: LIST_OFFSETS,
-    ApiKey.METADATA: METADATA,
-    ApiKey.OFFSET_COMMIT: OFFSET_COMMIT,
-    ApiKey.OFFSET_FETCH: OFFSET_FETCH,
-    ApiKey.FIND_COORDINATOR: FIND_COORDINATOR,
-    ApiKey.API_VERSIONS: API_VERSIONS,
-    ApiKey.CREATE_TOPICS: CREATE_TOPICS,
-}
+DECLARATIONS: tuple[Declaration, ...] = (
+    PRODUCE,
+    FETCH,
+    LIST_OFFSETS,
+    METADATA,
+    OFFSET_COMMIT,
+    OFFSET_FETCH,
+    FIND_COORDINATOR,
+    API_VERSIONS,
+    CREATE_TOPICS,
+)
 
 REGISTRY: dict[tuple[int, int], Api] = {
-    (key, version): Api(key, version, request, response)
-    for key, versions in _BY_KEY.items()
-    for version, (request, response) in versions.items()
+    (declaration.key, version): declaration.api(version)
+    for declaration in DECLARATIONS
+    for version in range(declaration.served[0], declaration.served[1] + 1)
 }
 """Every (api key, version) we serve."""
 
-VERSION_RANGES: dict[ApiKey, tuple[int, int]] = {
-    key: (min(versions), max(versions)) for key, versions in _BY_KEY.items()
+REFUSED: dict[tuple[int, int], Api] = {
+    (declaration.key, version): declaration.api(version)
+    for declaration in REFUSED_DECLARATIONS
+    for version in range(declaration.served[0], declaration.served[1] + 1)
 }
+"""Every (api key, version) we know the response of but do not serve: answered UNSUPPORTED_VERSION."""
+
+VERSION_RANGES: dict[ApiKey, tuple[int, int]] = {declaration.key: declaration.served for declaration in DECLARATIONS}
 """What ApiVersions advertises: the lowest and highest version of each API."""
 
 
@@ -425,5 +625,97 @@ def lookup(api_key: int, version: int) -> Api:
         if api_key in VERSION_RANGES:
             low, high = VERSION_RANGES[ApiKey(api_key)]
             raise ProtocolError(f"{ApiKey(api_key).name} version {version} is not supported (we serve {low}-{high})")
-        raise ProtocolError(f"unknown API key {api_key}")
+        raise ProtocolError(f"{api_name(api_key)} is not served")
     return api
+
+
+_API_NAMES_IN_ORDER = (
+    "Produce",
+    "Fetch",
+    "ListOffsets",
+    "Metadata",
+    "LeaderAndIsr",
+    "StopReplica",
+    "UpdateMetadata",
+    "ControlledShutdown",
+    "OffsetCommit",
+    "OffsetFetch",
+    "FindCoordinator",
+    "JoinGroup",
+    "Heartbeat",
+    "LeaveGroup",
+    "SyncGroup",
+    "DescribeGroups",
+    "ListGroups",
+    "SaslHandshake",
+    "ApiVersions",
+    "CreateTopics",
+    "DeleteTopics",
+    "DeleteRecords",
+    "InitProducerId",
+    "OffsetForLeaderEpoch",
+    "AddPartitionsToTxn",
+    "AddOffsetsToTxn",
+    "EndTxn",
+    "WriteTxnMarkers",
+    "TxnOffsetCommit",
+    "DescribeAcls",
+    "CreateAcls",
+    "DeleteAcls",
+    "DescribeConfigs",
+    "AlterConfigs",
+    "AlterReplicaLogDirs",
+    "DescribeLogDirs",
+    "SaslAuthenticate",
+    "CreatePartitions",
+    "CreateDelegationToken",
+    "RenewDelegationToken",
+    "ExpireDelegationToken",
+    "DescribeDelegationToken",
+    "DeleteGroups",
+    "ElectLeaders",
+    "IncrementalAlterConfigs",
+    "AlterPartitionReassignments",
+    "ListPartitionReassignments",
+    "OffsetDelete",
+    "DescribeClientQuotas",
+    "AlterClientQuotas",
+    "DescribeUserScramCredentials",
+    "AlterUserScramCredentials",
+    "Vote",
+    "BeginQuorumEpoch",
+    "EndQuorumEpoch",
+    "DescribeQuorum",
+    "AlterPartition",
+    "UpdateFeatures",
+    "Envelope",
+    "FetchSnapshot",
+    "DescribeCluster",
+    "DescribeProducers",
+    "BrokerRegistration",
+    "BrokerHeartbeat",
+    "UnregisterBroker",
+    "DescribeTransactions",
+    "ListTransactions",
+    "AllocateProducerIds",
+    "ConsumerGroupHeartbeat",
+    "ConsumerGroupDescribe",
+    "ControllerRegistration",
+    "GetTelemetrySubscriptions",
+    "PushTelemetry",
+    "AssignReplicasToDirs",
+    "ListClientMetricsResources",
+    "DescribeTopicPartitions",
+    "ShareGroupHeartbeat",
+    "ShareGroupDescribe",
+    "ShareFetch",
+    "ShareAcknowledge",
+)
+API_NAMES: dict[int, str] = dict(enumerate(_API_NAMES_IN_ORDER))
+"""Kafka's names of its API keys, for log lines about requests we do not serve."""
+
+
+def api_name(api_key: int) -> str:
+    """``Name (key)``, or ``API key N`` for a key Kafka did not have when this table was written."""
+    name = API_NAMES.get(api_key)
+    return f"{name} ({api_key})" if name else f"API key {api_key}"

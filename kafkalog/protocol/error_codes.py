@@ -1,4 +1,4 @@
-"""Kafka's protocol error codes (the subset of the message-format v0/v1 era that we use or meet)."""
+"""Kafka's protocol error codes (the subset that we use or meet)."""
 
 from __future__ import annotations
 
@@ -42,4 +42,6 @@ class ErrorCode(IntEnum):
     UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
     POLICY_VIOLATION = 44
     KAFKA_STORAGE_ERROR = 56
+    FETCH_SESSION_ID_NOT_FOUND = 70
+    INVALID_FETCH_SESSION_EPOCH = 71
     UNSUPPORTED_COMPRESSION_TYPE = 76

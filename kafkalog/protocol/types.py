@@ -273,21 +273,33 @@ class Array(Type):
         return [element.decode(reader) for _ in range(count)]
 
 
-class Schema(Type):
-    """Named fields in order; decodes to a dict, encodes from one."""
+REQUIRED: Any = object()
+"""The default of a field that has none: encoding a structure without it is an error."""
 
-    def __init__(self, *fields: tuple[str, Any]) -> None:
+
+class Schema(Type):
+    """Named fields in order; decodes to a dict, encodes from one.
+
+    A field is ``(name, type)`` or ``(name, type, default)``: a field with a default may be left out
+    of the dict to encode (Kafka's definitions give most later fields one, so that a caller builds one
+    dict for every version); a field without one must be there.
+    """
+
+    def __init__(self, *fields: tuple[str, Any] | tuple[str, Any, Any]) -> None:
         # A field's type is a Type, or a list of (name, type) pairs meaning an array of that schema.
-        self.fields = tuple((name, kind if isinstance(kind, Type) else Array(kind)) for name, kind in fields)
+        plan = []
+        for name, kind, *default in fields:
+            plan.append((name, kind if isinstance(kind, Type) else Array(kind), default[0] if default else REQUIRED))
+        self.plan = tuple(plan)
+        self.fields = tuple((name, kind) for name, kind, _ in plan)
         self.min_size = sum(kind.min_size for _, kind in self.fields)
         self.name = "{" + ", ".join(name for name, _ in self.fields) + "}"
 
     def encode(self, value: Any, out: Writer) -> None:
-        for name, kind in self.fields:
-            try:
-                field = value[name]
-            except KeyError:
-                raise ProtocolError(f"field {name!r} is missing") from None
+        for name, kind, default in self.plan:
+            field = value.get(name, default)
+            if field is REQUIRED:
+                raise ProtocolError(f"field {name!r} is missing")
             kind.encode(field, out)
 
     def decode(self, reader: Reader) -> Struct:
@@ -511,8 +523,13 @@ class FlexibleSchema(Schema):
     dict under their names (absent: not in the dict); unknown tags are skipped. Encoding writes the
     known tagged fields present in the dict (not None), in ascending tag order."""
 
-    def __init__(self, *fields: tuple[str, Any], tagged: Sequence[TaggedField] = ()) -> None:
-        super().__init__(*((name, kind if isinstance(kind, Type) else CompactArray(kind)) for name, kind in fields))
+    def __init__(self, *fields: tuple[str, Any] | tuple[str, Any, Any], tagged: Sequence[TaggedField] = ()) -> None:
+        super().__init__(
+            *(
+                (name, kind if isinstance(kind, Type) else CompactArray(kind), *default)
+                for name, kind, *default in fields
+            )
+        )
         self.tagged = tuple(sorted(tagged, key=lambda field: field.tag))
         self.by_tag = {field.tag: field for field in self.tagged}
         if len(self.by_tag) != len(self.tagged):

@@ -50,3 +50,26 @@ def fetch_offset(client: Any, group: str, topic: str, partition: int) -> int | N
         return int(raw.decode().strip())
     except (UnicodeDecodeError, ValueError) as exc:
         raise RegistryError(f"{path}: not an offset: {raw[:100]!r}") from exc
+
+
+def committed_partitions(client: Any, group: str) -> list[tuple[str, int]]:
+    """Every (topic, partition) the group has an offset stored for (OffsetFetch of all partitions)."""
+    from kazoo.exceptions import NoNodeError  # noqa: PLC0415
+
+    root = offset_path(group, "t", 0).rsplit("/", 2)[0]  # /consumers/<group>/offsets, the group checked
+    found: list[tuple[str, int]] = []
+    try:
+        topics = client.get_children(root)
+    except NoNodeError:
+        return []
+    for topic in sorted(topics):
+        try:
+            partitions = client.get_children(f"{root}/{topic}")
+        except NoNodeError:
+            continue  # removed meanwhile
+        found.extend((topic, int(p)) for p in sorted(partitions, key=_as_int) if p.isdigit())
+    return found
+
+
+def _as_int(text: str) -> int:
+    return int(text) if text.isdigit() else -1

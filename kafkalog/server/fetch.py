@@ -93,6 +93,7 @@ def read_fetch(handlers: RequestHandlers, request: FetchRequest) -> FetchRead:
                     "error_code": ErrorCode.NONE,
                     "high_watermark": -1,
                     "last_stable_offset": -1,  # v4+: no transactions, so the high watermark (set below)
+                    "log_start_offset": -1,  # v5+
                     "aborted_transactions": None,
                     "record_set": b"",
                 }
@@ -105,6 +106,7 @@ def read_fetch(handlers: RequestHandlers, request: FetchRequest) -> FetchRead:
                     try:
                         info = log.read(offset, limit, min_one_message=(total == 0))
                         answer["high_watermark"] = answer["last_stable_offset"] = info.log_end_offset
+                        answer["log_start_offset"] = log.log_start_offset
                         if info.region is not None:
                             answer["record_set"] = _for_version(info.region, request.version, log.config.message_format)
                             if answer["record_set"] is info.region:
@@ -115,6 +117,7 @@ def read_fetch(handlers: RequestHandlers, request: FetchRequest) -> FetchRead:
                     except OffsetOutOfRangeError as exc:
                         answer["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
                         answer["high_watermark"] = answer["last_stable_offset"] = exc.log_end_offset
+                        answer["log_start_offset"] = exc.log_start_offset
                     except CorruptSegmentError:
                         answer["error_code"] = ErrorCode.CORRUPT_MESSAGE
                     except KafkalogError as exc:

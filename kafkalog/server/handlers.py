@@ -19,9 +19,9 @@ from kafkalog.errors import (
     RegistryError,
     UnsupportedCodecError,
 )
-from kafkalog.log import EARLIEST_TIME, LATEST_TIME, LogManager
+from kafkalog.log import EARLIEST_TIME, LATEST_TIME, MAX_TIMESTAMP, LogManager
 from kafkalog.protocol import Api, ApiKey, ErrorCode, RequestHeader, api_versions_body
-from kafkalog.protocol.apis import ZSTD_PRODUCE_VERSION
+from kafkalog.protocol.apis import MAX_TIMESTAMP_LIST_OFFSETS_VERSION, ZSTD_PRODUCE_VERSION
 from kafkalog.protocol.types import Struct
 from kafkalog.record import Codec
 from kafkalog.record.reader import first_codec
@@ -32,6 +32,9 @@ from kafkalog.server.offsets import GroupOffsetStore
 from kafkalog.server.topic_config import topic_log_config
 
 logger = logging.getLogger(__name__)
+
+_GROUP_KEY = 0
+_TRANSACTION_KEY = 1
 
 NO_RESPONSE = object()
 """Returned for a produce with acks=0: Kafka sends nothing back."""
@@ -133,6 +136,9 @@ class RequestHandlers:
     # ------------------------------------------------------------------ fetch
 
     def fetch(self, header: RequestHeader, api: Api, body: Struct) -> HandlerResult:
+        session_error = _fetch_session_error(body)
+        if session_error is not None:
+            return {"throttle_time_ms": 0, "error_code": session_error, "session_id": 0, "responses": []}
         request = FetchRequest.from_body(api.version, body, self.config.limits.max_fetch_wait_ms)
         read = read_fetch(self, request)
         if read.has_error or read.total_bytes >= request.min_bytes or request.max_wait_ms <= 0:
@@ -173,13 +179,17 @@ class RequestHandlers:
                     answer["offset"] = log.log_end_offset
                 elif timestamp == EARLIEST_TIME:
                     answer["offset"] = log.log_start_offset
+                elif timestamp == MAX_TIMESTAMP and api.version >= MAX_TIMESTAMP_LIST_OFFSETS_VERSION:
+                    found = log.offset_of_max_timestamp()
+                    if found is not None:  # an empty log: -1, -1, as Kafka answers
+                        answer["timestamp"], answer["offset"] = found.timestamp, found.offset
                 else:
                     found = log.offset_for_timestamp(timestamp)
                     if found is not None:  # none that new: -1, -1, as Kafka answers
                         answer["timestamp"], answer["offset"] = found.timestamp, found.offset
                 partitions.append(answer)
             responses.append({"topic": topic, "partition_responses": partitions})
-        return {"responses": responses}
+        return {"throttle_time_ms": 0, "responses": responses}
 
     # ------------------------------------------------------------------ metadata
 
@@ -189,10 +199,12 @@ class RequestHandlers:
         if requested is None or (api.version == 0 and not requested):
             names = sorted(known)
         else:
-            names = list(dict.fromkeys(requested))
+            names = list(dict.fromkeys(topic["name"] for topic in requested))
         topic_metadata = []
+        # v4+: a client may ask not to create (Kafka's consumers do since 2.3); before, it always may
+        may_create = body.get("allow_auto_topic_creation", True) and self.config.auto_create_topics
         for topic in names:
-            if topic not in known and self.config.auto_create_topics and self.cluster.can_create_topics():
+            if topic not in known and may_create and self.cluster.can_create_topics():
                 try:
                     self.cluster.create_topic(topic, self.config.default_partitions)
                     logger.info("auto-created topic %s with %d partition(s)", topic, self.config.default_partitions)
@@ -271,23 +283,46 @@ class RequestHandlers:
         return {"responses": responses}
 
     def offset_fetch(self, header: RequestHeader, api: Api, body: Struct) -> HandlerResult:
-        group = body["group_id"]
-        not_coordinator = not self.cluster.coordinates(group)
+        if "groups" in body:  # v8+: several groups in one request, each answered on its own
+            groups = [self._group_offsets(g["group_id"], g["topics"]) for g in body["groups"]]
+            return {"throttle_time_ms": 0, "groups": groups}
+        answer = self._group_offsets(body["group_id"], body["topics"])
+        # before v2 a group error is per partition only; from v2 it is also top-level
+        return {"throttle_time_ms": 0, "responses": answer["responses"], "error_code": answer["error_code"]}
+
+    def _group_offsets(self, group: str, topics: list[Struct] | None) -> Struct:
+        """One group's committed offsets: of the partitions asked, or (topics null, v2+) of every
+        partition the group committed. An error of the group as a whole is both top-level and on
+        every partition answered, so clients of every version see it."""
+        group_error: int = ErrorCode.NONE
+        wanted: list[tuple[str, list[int]]] = []
+        if not self.cluster.coordinates(group):
+            group_error = ErrorCode.NOT_COORDINATOR
+        if topics is not None:
+            wanted = [(t["topic"], list(t["partitions"])) for t in topics]
+        elif group_error == ErrorCode.NONE:
+            try:
+                by_topic: dict[str, list[int]] = {}
+                for topic, partition in self.offsets.committed_partitions(group):
+                    by_topic.setdefault(topic, []).append(partition)
+                wanted = list(by_topic.items())
+            except KafkalogError as exc:  # the store (ZooKeeper) is unreachable: clients retry
+                logger.warning("cannot list offsets of group %s: %s", group, exc)
+                group_error = ErrorCode.COORDINATOR_NOT_AVAILABLE
         responses = []
-        for topic_request in body["topics"]:
-            topic = topic_request["topic"]
-            partitions = []
-            for partition in topic_request["partitions"]:
-                error: int = ErrorCode.NOT_COORDINATOR if not_coordinator else ErrorCode.NONE
+        for topic, partitions in wanted:
+            answers = []
+            for partition in partitions:
+                error = group_error
                 committed = None
-                if not not_coordinator:
+                if error == ErrorCode.NONE:
                     try:
                         committed = self.offsets.fetch(group, topic, partition)
-                    except KafkalogError as exc:  # the store (ZooKeeper) is unreachable: clients retry
+                    except KafkalogError as exc:
                         logger.warning("cannot read offsets of group %s: %s", group, exc)
-                        error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+                        error = group_error = ErrorCode.COORDINATOR_NOT_AVAILABLE
                 offset, metadata = committed if committed is not None else (-1, "")
-                partitions.append(
+                answers.append(
                     {
                         "partition": partition,
                         "offset": offset,
@@ -295,12 +330,35 @@ class RequestHandlers:
                         "error_code": error,
                     }
                 )
-            responses.append({"topic": topic, "partition_responses": partitions})
-        return {"responses": responses}
+            responses.append({"topic": topic, "partition_responses": answers})
+        return {"group_id": group, "responses": responses, "error_code": group_error}
 
     def find_coordinator(self, header: RequestHeader, api: Api, body: Struct) -> HandlerResult:
-        coordinator = self.cluster.coordinator(body["group_id"])
-        return {"error_code": 0, "node_id": coordinator.id, "host": coordinator.host, "port": coordinator.port}
+        key_type = body.get("key_type", _GROUP_KEY)
+        if "coordinator_keys" in body:  # v4+: several keys of one type
+            return {"coordinators": [self._coordinator(key, key_type) for key in body["coordinator_keys"]]}
+        return self._coordinator(body["key"], key_type)
+
+    def _coordinator(self, key: str, key_type: int) -> Struct:
+        if key_type != _GROUP_KEY:
+            what = "transactions" if key_type == _TRANSACTION_KEY else f"coordinator key type {key_type}"
+            return {
+                "key": key,
+                "error_code": ErrorCode.INVALID_REQUEST,
+                "error_message": f"kafkalog has no coordinator for {what}: only consumer groups (key type 0)",
+                "node_id": -1,
+                "host": "",
+                "port": -1,
+            }
+        coordinator = self.cluster.coordinator(key)
+        return {
+            "key": key,
+            "error_code": ErrorCode.NONE,
+            "error_message": None,
+            "node_id": coordinator.id,
+            "host": coordinator.host,
+            "port": coordinator.port,
+        }
 
     # ------------------------------------------------------------------ admin
 
@@ -313,8 +371,18 @@ class RequestHandlers:
         for request in body["create_topic_requests"]:
             topic = request["topic"]
             error, message = self._create_topic(request, validate_only)
-            results.append({"topic": topic, "error_code": error, "error_message": message})
+            result: Struct = {"topic": topic, "error_code": error, "error_message": message}
+            if error == ErrorCode.NONE:  # v5+ tell what was created
+                result["num_partitions"] = self.cluster.partition_count(topic) or self._planned_partitions(request)
+                result["replication_factor"] = 1
+            results.append(result)
         return {"throttle_time_ms": 0, "topic_errors": results}
+
+    def _planned_partitions(self, request: Struct) -> int:
+        """The partitions a valid CreateTopics entry asks for (a validate-only request creates none)."""
+        if request["replica_assignment"]:
+            return len(request["replica_assignment"])
+        return self.config.default_partitions if request["num_partitions"] == -1 else int(request["num_partitions"])
 
     def _create_topic(self, request: Struct, validate_only: bool) -> tuple[int, str | None]:
         topic = request["topic"]
@@ -323,6 +391,8 @@ class RequestHandlers:
         if self.cluster.partition_count(topic) is not None:
             return ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {topic!r} already exists"
         partitions = request["num_partitions"]
+        if partitions == -1 and not request["replica_assignment"]:
+            partitions = self.config.default_partitions  # KIP-464: -1 asks for the broker's default
         placement: dict[int, int] | None = None
         if request["replica_assignment"]:
             if partitions not in (-1, len(request["replica_assignment"])):
@@ -355,6 +425,19 @@ class RequestHandlers:
             return ErrorCode.INVALID_TOPIC_EXCEPTION, str(exc)
         logger.info("created topic %s with %d partition(s)", topic, partitions)
         return ErrorCode.NONE, None
+
+
+def _fetch_session_error(body: Struct) -> int | None:
+    """Fetch v7+ may ask for an incremental fetch session (KIP-227). We open none: a request to open
+    one (id 0, epoch 0) is answered with session id 0, which tells the client to keep sending full
+    fetches; a full fetch without a session (epoch -1) is what older versions do. Only a request
+    naming a session, which we never gave, is an error."""
+    session_id, epoch = body.get("session_id", 0), body.get("session_epoch", -1)
+    if session_id != 0:
+        return ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+    if epoch not in (0, -1):
+        return ErrorCode.INVALID_FETCH_SESSION_EPOCH
+    return None
 
 
 __all__ = ["NO_RESPONSE", "OffsetOutOfRangeError", "RequestHandlers"]

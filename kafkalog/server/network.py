@@ -26,7 +26,8 @@ from typing import Any
 
 from kafkalog.errors import ProtocolError
 from kafkalog.protocol import REGISTRY, ApiKey, decode_request, encode_response, peek_header
-from kafkalog.protocol.frames import unsupported_api_versions_response
+from kafkalog.protocol.apis import API_NAMES, api_name
+from kafkalog.protocol.frames import client_id_of, refusal
 from kafkalog.server.config import BrokerConfig
 from kafkalog.server.fetch import ParkedFetch
 from kafkalog.server.handlers import NO_RESPONSE, RequestHandlers
@@ -192,11 +193,8 @@ class Processor(threading.Thread):
         metrics = self.server.metrics
         try:
             api_key, api_version, correlation_id = peek_header(frame)
-            if api_key == ApiKey.API_VERSIONS and (api_key, api_version) not in REGISTRY:
-                # Answer in v0 with our ranges, so a client that opened too high can retry lower.
-                chunks, _ = unsupported_api_versions_response(correlation_id)
-                metrics.record_request("ApiVersions", time.perf_counter() - started)
-                self._send(conn, chunks)
+            if (api_key, api_version) not in REGISTRY:
+                self._refuse(conn, frame, api_key, api_version, correlation_id)
                 return
             header, api, body = decode_request(frame)
         except ProtocolError as exc:
@@ -216,6 +214,26 @@ class Processor(threading.Thread):
         # counted before the response leaves: a client that got it then reads the metrics sees it
         metrics.record_request(api.key.name, time.perf_counter() - started)
         self._send(conn, chunks)
+
+    def _refuse(self, conn: Connection, frame: bytes, api_key: int, api_version: int, correlation_id: int) -> None:
+        """A request of an API or version we do not serve: answered with an error where the client can
+        read one (frames.refusal), the connection closed where not; logged either way, naming the
+        request and the client (the header's client id can be read in every request version)."""
+        metrics = self.server.metrics
+        client_id = client_id_of(frame)
+        what = f"{api_name(api_key)} v{api_version} from {client_id!r} at {conn.peer[0]}:{conn.peer[1]}"
+        answer = refusal(api_key, api_version, correlation_id)
+        if answer is None:
+            logger.warning("closing the connection of %s: neither the API nor the version is known here", what)
+            metrics.protocol_errors += 1
+            self._close(conn)
+            return
+        if api_key == ApiKey.API_VERSIONS:  # the usual opening of a client newer than we are
+            logger.debug("answered %s with our versions (v0, UNSUPPORTED_VERSION)", what)
+        else:
+            logger.warning("answered %s with UNSUPPORTED_VERSION: not served (docs/broker.md)", what)
+        metrics.record_request(API_NAMES.get(api_key, str(api_key)), 0.0)
+        self._send(conn, answer[0])
 
     def _retry_parked(self, now: float) -> None:
         data_arrived, self._data_arrived = self._data_arrived, False

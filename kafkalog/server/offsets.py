@@ -36,6 +36,8 @@ class GroupOffsetStore(Protocol):
 
     def fetch(self, group: str, topic: str, partition: int) -> tuple[int, str | None] | None: ...
 
+    def committed_partitions(self, group: str) -> list[tuple[str, int]]: ...
+
 
 class OffsetStore:
     """Per-group committed offsets with a write-through file per group. Thread-safe."""
@@ -87,7 +89,9 @@ class OffsetStore:
         return self._groups.get(group, {}).get(topic, {}).get(partition)
 
     def committed_partitions(self, group: str) -> list[tuple[str, int]]:
-        return [(t, p) for t, parts in self._groups.get(group, {}).items() for p in parts]
+        """Every (topic, partition) the group committed an offset for, sorted."""
+        with self._lock:
+            return sorted((t, p) for t, parts in self._groups.get(group, {}).items() for p in parts)
 
 
 class OffsetStoreError(KafkalogError):

@@ -30,7 +30,7 @@ from kafkalog.log import LogConfig, LogManager, validate_topic
 from kafkalog.protocol import ErrorCode
 from kafkalog.registry.brokers import BROKER_IDS, BrokerInfo, BrokerRegistration, live_brokers
 from kafkalog.registry.connect import connect
-from kafkalog.registry.offsets import commit_offset, fetch_offset
+from kafkalog.registry.offsets import commit_offset, committed_partitions, fetch_offset
 from kafkalog.registry.topics import (
     BROKER_TOPICS,
     create_topic,
@@ -323,3 +323,13 @@ class ZooKeeperOffsetStore:
         except Exception as exc:
             raise RegistryError(f"cannot read offsets of group {group} from ZooKeeper: {exc!r}") from exc
         return None if offset is None else (offset, "")
+
+    def committed_partitions(self, group: str) -> list[tuple[str, int]]:
+        if not self.zk.connected:
+            raise RegistryError(f"cannot read offsets of group {group}: ZooKeeper is not reachable")
+        try:
+            return committed_partitions(self.zk, group)
+        except RegistryError:
+            raise
+        except Exception as exc:
+            raise RegistryError(f"cannot list offsets of group {group} in ZooKeeper: {exc!r}") from exc

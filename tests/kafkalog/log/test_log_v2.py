@@ -90,6 +90,25 @@ def test_time_lookups_are_exact_to_the_record(tmp_path: Path) -> None:
         assert (None if found is None else (found.offset, found.timestamp)) == expected, target
 
 
+def test_the_largest_timestamp_is_found_to_the_record(tmp_path: Path) -> None:
+    """ListOffsets v7's MAX_TIMESTAMP: the first record holding the largest timestamp, even when it
+    sits inside a batch (not at its end) and later batches or segments repeat the same timestamp."""
+    log = Log(tmp_path / "t-0", V2)
+    assert log.offset_of_max_timestamp() is None  # an empty log
+    rng = random.Random(11)
+    stamps: list[int] = []
+    for round_ in range(60):
+        batch = [rng.randrange(0, 5_000) for _ in range(rng.randrange(1, 8))]
+        log.append(encode_batch([RecordInput(None, b"y" * 40, ts) for ts in batch], codec=rng.choice(list(Codec))))
+        stamps += batch
+        if round_ % 10 == 9:
+            found = log.offset_of_max_timestamp()
+            assert found is not None
+            largest = max(stamps)
+            assert (found.offset, found.timestamp) == (stamps.index(largest), largest)
+    assert len(log.segments) > 2
+
+
 def test_truncation_drops_the_batch_holding_the_offset_and_retention_goes_by_batch_time(tmp_path: Path) -> None:
     clock = FakeClock(10_000)
     log = Log(tmp_path / "t-0", dataclasses.replace(V2, retention_ms=5000), clock=clock)

@@ -18,6 +18,11 @@ from kafkalog.protocol.frames import RequestHeader
 from kafkalog.protocol.types import (
     BOOLEAN,
     BYTES,
+    COMPACT_BYTES,
+    COMPACT_NULLABLE_BYTES,
+    COMPACT_NULLABLE_STRING,
+    COMPACT_RECORDS,
+    COMPACT_STRING,
     INT8,
     INT16,
     INT32,
@@ -25,12 +30,14 @@ from kafkalog.protocol.types import (
     NULLABLE_STRING,
     RECORDS,
     STRING,
+    UUID,
     Array,
     Schema,
     Type,
 )
 
 INTS = (INT8, INT16, INT32, INT64)
+RECORD_TYPES = (RECORDS, COMPACT_RECORDS)
 ALL_APIS: list[Api] = [REGISTRY[key] for key in sorted(REGISTRY)]
 API_IDS = [f"{api.key.name}-v{api.version}" for api in ALL_APIS]
 
@@ -79,13 +86,17 @@ def values(kind: Type, *, regions: bool = False) -> st.SearchStrategy[Any]:
     if kind in INTS:
         low, high = int_range(kind)
         return st.integers(min_value=low, max_value=high)
-    if kind is STRING:
+    if kind in (STRING, COMPACT_STRING):
         return TEXT
-    if kind is NULLABLE_STRING:
+    if kind in (NULLABLE_STRING, COMPACT_NULLABLE_STRING):
         return st.none() | TEXT
-    if kind is BYTES:
+    if kind in (BYTES, COMPACT_NULLABLE_BYTES):
         return st.none() | DATA
-    if kind is RECORDS:
+    if kind is COMPACT_BYTES:
+        return DATA
+    if kind is UUID:
+        return st.binary(min_size=16, max_size=16)
+    if kind in RECORD_TYPES:
         records = st.none() | DATA
         return (records | DATA.map(FakeRegion)) if regions else records
     if isinstance(kind, Array):
@@ -102,9 +113,9 @@ def expected(kind: Type, value: Any) -> Any:
         return None if value is None else [expected(kind.element, item) for item in value]
     if isinstance(kind, Schema):
         return {name: expected(sub, value[name]) for name, sub in kind.fields}
-    if kind is RECORDS and isinstance(value, FakeRegion):
+    if kind in RECORD_TYPES and isinstance(value, FakeRegion):
         return value.payload
-    if kind is RECORDS and value is not None:
+    if kind in RECORD_TYPES and value is not None:
         return bytes(value)
     return value
 
@@ -116,7 +127,7 @@ def normalized(kind: Type, value: Any) -> Any:
     if isinstance(kind, Schema):
         assert list(value) == [name for name, _ in kind.fields]
         return {name: normalized(sub, value[name]) for name, sub in kind.fields}
-    if kind is RECORDS and value is not None:
+    if kind in RECORD_TYPES and value is not None:
         assert isinstance(value, memoryview), f"RECORDS decoded to {type(value).__name__}, not a memoryview"
         return value.tobytes()
     return value
@@ -139,7 +150,7 @@ def positional(kind: Type, value: Any) -> Any:
         return None if value is None else [positional(kind.element, item) for item in value]
     if isinstance(kind, Schema):
         return tuple(positional(sub, value[name]) for name, sub in kind.fields)
-    if kind is RECORDS and value is not None:
+    if kind in RECORD_TYPES and value is not None:
         return bytes(value)
     return value
 

@@ -32,11 +32,11 @@ def fetch_response(*record_sets: Any) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("correlation_id", "body"),
     [
-        (1 << 31, {"group_id": "g"}),  # correlation id over int32
-        (-(1 << 31) - 1, {"group_id": "g"}),
-        (1, {"group_id": "x" * 32768}),  # a string over 32767 bytes ...
-        (1, {"group_id": "é" * 16384}),  # ... counted in UTF-8 bytes
-        (1, {"group_id": None}),  # a non-nullable string
+        (1 << 31, {"key": "g"}),  # correlation id over int32
+        (-(1 << 31) - 1, {"key": "g"}),
+        (1, {"key": "x" * 32768}),  # a string over 32767 bytes ...
+        (1, {"key": "é" * 16384}),  # ... counted in UTF-8 bytes
+        (1, {"key": None}),  # a non-nullable string
         (1, {}),  # a missing field
     ],
 )
@@ -76,6 +76,6 @@ def test_string_without_utf8_form_is_a_protocol_error(text: str) -> None:
     not UTF-8) escapes as UnicodeEncodeError (kafkalog/protocol/types.py, _String.encode:
     ``value.encode("utf-8")`` is not guarded, unlike the length check just after it)."""
     with pytest.raises(ProtocolError):
-        encode_request(FIND_COORDINATOR, 1, None, {"group_id": text})
+        encode_request(FIND_COORDINATOR, 1, None, {"key": text})
     with pytest.raises(ProtocolError):
-        encode_request(FIND_COORDINATOR, 1, text, {"group_id": "g"})
+        encode_request(FIND_COORDINATOR, 1, text, {"key": "g"})

@@ -61,7 +61,7 @@ CASES["Metadata v0, two topics"] = (
     0,
     2,
     "c",
-    {"topics": ["events", "pagé-views"]},
+    {"topics": [{"name": "events"}, {"name": "pagé-views"}]},
     sized(
         i16(3)  # api_key: 3, Metadata
         + i16(0)  # api_version: 0
@@ -172,7 +172,7 @@ CASES["FindCoordinator v0"] = (
     0,
     5,
     "",
-    {"group_id": "my-group"},
+    {"key": "my-group"},
     sized(
         i16(10)  # api_key: 10, FindCoordinator (GroupCoordinator)
         + i16(0)  # api_version: 0

@@ -29,20 +29,30 @@ from kafka.protocol.old import find_coordinator as old_find_coordinator
 from kafka.protocol.old import list_offsets as old_list_offsets
 from kafka.protocol.old import metadata as old_metadata
 from kafka.protocol.old import produce as old_produce
-from kafka.protocol.old.struct import Struct as OldStruct
+from kafka.protocol.old.types import Array as OldArray
+from kafka.protocol.old.types import BitField as OldBitField
+from kafka.protocol.old.types import Schema as OldSchema
 
 from kafkalog.protocol import (
     REGISTRY,
     Api,
     ApiKey,
+    ErrorCode,
     decode_request,
     decode_response,
     encode_request,
     encode_response,
 )
+from kafkalog.protocol.apis import REFUSED
+from kafkalog.protocol.frames import error_body
 from kafkalog.protocol.types import (
     BOOLEAN,
     BYTES,
+    COMPACT_BYTES,
+    COMPACT_NULLABLE_BYTES,
+    COMPACT_NULLABLE_STRING,
+    COMPACT_RECORDS,
+    COMPACT_STRING,
     INT8,
     INT16,
     INT32,
@@ -50,7 +60,9 @@ from kafkalog.protocol.types import (
     NULLABLE_STRING,
     RECORDS,
     STRING,
+    UUID,
     Array,
+    FlexibleSchema,
     Schema,
     Type,
 )
@@ -92,7 +104,15 @@ JSON_TYPES = {
     id(NULLABLE_STRING): "string",
     id(BYTES): "bytes",
     id(RECORDS): "records",
+    id(COMPACT_STRING): "string",
+    id(COMPACT_NULLABLE_STRING): "string",
+    id(COMPACT_BYTES): "bytes",
+    id(COMPACT_NULLABLE_BYTES): "bytes",
+    id(COMPACT_RECORDS): "records",
+    id(UUID): "uuid",
 }
+NULLABLE = {id(NULLABLE_STRING), id(COMPACT_NULLABLE_STRING), id(COMPACT_NULLABLE_BYTES)}
+STRINGS = {id(STRING), id(NULLABLE_STRING), id(COMPACT_STRING), id(COMPACT_NULLABLE_STRING)}
 
 
 def test_every_api_we_serve_is_known_to_kafka_python() -> None:
@@ -105,8 +125,10 @@ def test_every_api_we_serve_is_known_to_kafka_python() -> None:
             assert version == cls.API_VERSION
         new_request, new_response = NEW[key]
         assert new_request.API_KEY == new_response.API_KEY == key
-        assert not new_request.flexible_version_q(version)  # every version we serve is pre-flexible
-        assert not new_response.flexible_version_q(version)
+        api = REGISTRY[(key, version)]
+        # flexible exactly where Kafka's definition says so, and then compact all the way down
+        assert api.flexible == new_request.flexible_version_q(version) == new_response.flexible_version_q(version)
+        assert isinstance(api.response, FlexibleSchema) == api.flexible
 
 
 # ------------------------------------------------------------------- the JSON message definitions
@@ -115,6 +137,11 @@ def test_every_api_we_serve_is_known_to_kafka_python() -> None:
 def _compare_with_json(kind: Type, field: Any, version: int, where: str) -> None:
     """Our ``kind`` against the JSON ``field`` (a request/response, struct, array or simple field)."""
     if isinstance(kind, Schema):
+        if isinstance(kind, FlexibleSchema):
+            theirs_tagged = field.tagged_fields(version)._tags
+            for tagged in kind.tagged:  # ours are a subset of theirs: tags we do not use are left out
+                assert tagged.tag in theirs_tagged, f"{where}: tag {tagged.tag} ({tagged.name}) is not Kafka's"
+                _compare_with_json(tagged.type, theirs_tagged[tagged.tag], version, f"{where}.{tagged.name}")
         theirs = field.untagged_fields(version)
         assert len(theirs) == len(kind.fields), f"{where}: {[n for n, _ in kind.fields]} vs {[f.name for f in theirs]}"
         for (name, sub), their_field in zip(kind.fields, theirs, strict=True):
@@ -133,10 +160,11 @@ def _compare_with_json(kind: Type, field: Any, version: int, where: str) -> None
             assert JSON_TYPES[id(kind.element)] == field.array_of.type_str, f"{where}[]: element type"
         return
     assert not field.is_array(), f"{where}: a {kind.name} of ours, an array in Kafka's definition"
-    assert JSON_TYPES[id(kind)] == field.type_str, f"{where}: type"
-    if kind in (STRING, NULLABLE_STRING):
-        assert (kind is NULLABLE_STRING) == field.nullable_for_version_q(version), f"{where}: nullability"
-    if kind is RECORDS:
+    # kafka-python names Kafka's int32 bit sets of authorized operations "bitfield"
+    assert JSON_TYPES[id(kind)] == field.type_str.replace("bitfield", "int32"), f"{where}: type"
+    if id(kind) in STRINGS:
+        assert (id(kind) in NULLABLE) == field.nullable_for_version_q(version), f"{where}: nullability"
+    if kind in (RECORDS, COMPACT_RECORDS):
         assert field.nullable_for_version_q(version), f"{where}: null records"
 
 
@@ -145,6 +173,27 @@ def test_schemas_match_kafka_json_definitions(api: Api) -> None:
     request, response = NEW[api.key]
     _compare_with_json(api.request, request._struct, api.version, f"{request.name} v{api.version}")
     _compare_with_json(api.response, response._struct, api.version, f"{response.name} v{api.version}")
+
+
+REFUSED_RESPONSES = {
+    ApiKey.JOIN_GROUP: consumer.JoinGroupResponse,
+    ApiKey.HEARTBEAT: consumer.HeartbeatResponse,
+    ApiKey.LEAVE_GROUP: consumer.LeaveGroupResponse,
+    ApiKey.SYNC_GROUP: consumer.SyncGroupResponse,
+    ApiKey.INIT_PRODUCER_ID: producer.InitProducerIdResponse,
+}
+
+
+@pytest.mark.parametrize("api", list(REFUSED.values()), ids=[f"{a.key.name}-v{a.version}" for a in REFUSED.values()])
+def test_refusals_match_kafka_json_definitions(api: Api) -> None:
+    """The responses we answer UNSUPPORTED_VERSION in are Kafka's, version by version, and kafka-python
+    reads the error out of ours."""
+    response = REFUSED_RESPONSES[api.key]
+    assert api.flexible == response.flexible_version_q(api.version)
+    _compare_with_json(api.response, response._struct, api.version, f"{response.name} v{api.version}")
+    chunks, _ = encode_response(api, 5, error_body(api.response, ErrorCode.UNSUPPORTED_VERSION))
+    decoded = response.decode(b"".join(bytes(c) for c in chunks)[4:], version=api.version, header=True)
+    assert (decoded.header.correlation_id, decoded.error_code) == (5, ErrorCode.UNSUPPORTED_VERSION)
 
 
 # ----------------------------------------------------------------- values into and out of kafka-python
@@ -176,17 +225,37 @@ def _new_tree(struct: Any, obj: Any, version: int) -> tuple[Any, ...]:
             value = [_new_tree(field, item, version) for item in value]
         elif field.is_struct():
             value = _new_tree(field, value, version)
+        elif field.type_str == "bitfield":
+            value = _bits_as_int32(value)
         out.append(value)
     return tuple(out)
 
 
+def _bits_as_int32(bits: set[int] | None) -> int:
+    """kafka-python decodes a bit set (authorized operations) as the set of its bits, None for only
+    bit 31 (Kafka's INT32_MIN, "not asked"): back to the int32 on the wire."""
+    word = sum(1 << bit for bit in ({31} if bits is None else bits))
+    return word - (1 << 32) if word >= 1 << 31 else word
+
+
 def _old_tree(value: Any) -> Any:
-    if isinstance(value, OldStruct):
-        return tuple(_old_tree(getattr(value, name)) for name in value.SCHEMA.names)
-    if isinstance(value, tuple):
-        return tuple(_old_tree(item) for item in value)
-    if isinstance(value, list):
-        return [_old_tree(item) for item in value]
+    """A hand-written kafka-python Struct as a positional tree, walked with its schema (to turn bit
+    sets back into ints and leave out the tagged-field section that the positional trees omit)."""
+    return _old_walk(value.SCHEMA, tuple(getattr(value, name) for name in value.SCHEMA.names))
+
+
+def _old_walk(kind: Any, value: Any) -> Any:
+    if isinstance(kind, OldSchema):
+        return tuple(
+            # (an element of a flexible array may come without its "tags", the last field: zip stops there)
+            _old_walk(sub, item)
+            for name, sub, item in zip(kind.names, kind.fields, value, strict=False)
+            if name != "tags"
+        )
+    if isinstance(kind, OldArray):
+        return None if value is None else [_old_walk(kind.array_of, item) for item in value]
+    if kind is OldBitField:
+        return _bits_as_int32(value)
     return value
 
 
@@ -203,6 +272,14 @@ def _check_our_decoding(api: Api, frame: bytes, correlation_id: int, client_id: 
     assert normalized(api.request, got_body) == expected(api.request, body)
 
 
+def _old_request_shape(api: Api, tree: tuple[Any, ...]) -> tuple[Any, ...]:
+    """kafka-python's hand-written MetadataRequest takes topic names where Kafka's definition (and
+    ours) has structures of one name: the same bytes on the wire."""
+    if api.key != ApiKey.METADATA or tree[0] is None:
+        return tree
+    return ([name for (name,) in tree[0]], *tree[1:])
+
+
 @pytest.mark.parametrize("api", ALL_APIS, ids=API_IDS)
 @given(data=st.data(), header=headers())
 @fuzz(12)
@@ -212,7 +289,7 @@ def test_requests_from_kafka_python(api: Api, data: st.DataObject, header: tuple
     tree = positional(api.request, body)
 
     if api.version < len(OLD[api.key][0]):  # kafka-python's hand-written classes, where they go that far
-        old = OLD[api.key][0][api.version](*tree)
+        old = OLD[api.key][0][api.version](*_old_request_shape(api, tree))
         old.with_header(correlation_id=correlation_id, client_id=client_id)
         _check_our_decoding(api, old.encode(header=True, framed=True), correlation_id, client_id, body)
 
@@ -227,6 +304,8 @@ def test_requests_from_kafka_python(api: Api, data: st.DataObject, header: tuple
 @fuzz(12)
 def test_responses_to_kafka_python(api: Api, data: st.DataObject, header: tuple[int, str | None]) -> None:
     body = data.draw(values(api.response), label="body")
+    if api.key == ApiKey.API_VERSIONS and api.flexible:
+        body["error_code"] = 0  # an error is always answered in v0 (frames.unsupported_api_versions_response)
     correlation_id = header[0]
     chunks, _ = encode_response(api, correlation_id, body)
     frame = b"".join(bytes(chunk) for chunk in chunks)

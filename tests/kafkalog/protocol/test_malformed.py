@@ -201,12 +201,12 @@ def test_negative_string_length_other_than_minus_one(length: int) -> None:
 
 
 def test_minus_one_is_null_only_where_nullable() -> None:
-    # strings: group_id is not nullable, client_id is
+    # strings: the key is not nullable, client_id is
     rejected(header(ApiKey.FIND_COORDINATOR, 0) + struct.pack(">h", -1))
     parsed = decode_or_reject(header(ApiKey.FIND_COORDINATOR, 0, client_id=None) + string(b"g"))
     assert parsed is not None
     assert parsed[0].client_id is None
-    assert parsed[2] == {"group_id": "g"}
+    assert parsed[2] == {"key": "g"}
     # arrays: Metadata v0 topics are not nullable; from v1 -1 means "all topics"
     rejected(header(ApiKey.METADATA, 0) + struct.pack(">i", -1))
     for version in (1, 2):
@@ -250,23 +250,22 @@ def test_invalid_utf8_is_rejected(bad: bytes) -> None:
     rejected(header(ApiKey.METADATA, 1) + struct.pack(">i", 2) + string(b"fine") + string(bad))
 
 
-@pytest.mark.parametrize("api_key", [99, -1, 4, 7, 17, 20, 32767, -32768])
-def test_unknown_api_key(api_key: int) -> None:
+@pytest.mark.parametrize(
+    ("api_key", "named"),
+    [(99, "API key 99"), (-1, "API key -1"), (4, "LeaderAndIsr (4)"), (17, "SaslHandshake (17)"),
+     (20, "DeleteTopics (20)"), (11, "JoinGroup (11)"), (32767, "API key 32767"), (-32768, "API key -32768")],
+)  # fmt: skip
+def test_unknown_api_key(api_key: int, named: str) -> None:
     error = rejected(header(api_key, 0) + b"\x00" * 16)
-    assert f"unknown API key {api_key}" in str(error)
+    assert f"{named} is not served" in str(error)
     assert peek_header(header(api_key, 0)) == (api_key, 0, 1)
 
 
 @pytest.mark.parametrize(
     ("api_key", "version"),
     [
-        (ApiKey.PRODUCE, 9),
-        (ApiKey.PRODUCE, 8),
+        *((key, high + 1) for key, (_, high) in VERSION_RANGES.items()),  # one past each API's newest
         (ApiKey.PRODUCE, -1),
-        (ApiKey.FETCH, 5),
-        (ApiKey.METADATA, 4),
-        (ApiKey.API_VERSIONS, 3),
-        (ApiKey.CREATE_TOPICS, 5),
         (ApiKey.FIND_COORDINATOR, 32767),
     ],
 )
@@ -297,12 +296,12 @@ def test_peek_header() -> None:
 # --------------------------------------------------------------------- ApiVersions we do not serve
 
 
-def api_versions_v3_request(correlation_id: int) -> bytes:
-    """ApiVersions v3, flexible: request header v2 (client_id is still a classic nullable string,
-    then tagged fields), and a body of compact strings and tagged fields."""
+def api_versions_v3_request(correlation_id: int, version: int = 3) -> bytes:
+    """ApiVersions v3 (v4 has the same layout), flexible: request header v2 (client_id is still a
+    classic nullable string, then tagged fields), and a body of compact strings and tagged fields."""
     return (
         struct.pack(">h", 18)  # api_key: ApiVersions
-        + struct.pack(">h", 3)  # api_version: 3
+        + struct.pack(">h", version)  # api_version
         + struct.pack(">i", correlation_id)  # correlation_id
         + string(b"adminclient-1")  # client_id: int16 length + bytes, even in header v2
         + b"\x00"  # header tagged fields: none
@@ -312,9 +311,15 @@ def api_versions_v3_request(correlation_id: int) -> bytes:
     )  # fmt: skip
 
 
+def test_api_versions_v3_is_read() -> None:
+    parsed = decode_or_reject(api_versions_v3_request(1234))
+    assert parsed is not None
+    assert parsed[2] == {"client_software_name": "apache-kafka-java", "client_software_version": "3.9.0"}
+
+
 def test_unsupported_api_versions_request_is_answered_with_v0() -> None:
-    frame = api_versions_v3_request(1234)
-    assert peek_header(frame) == (ApiKey.API_VERSIONS, 3, 1234)
+    frame = api_versions_v3_request(1234, version=4)  # Kafka 4's clients open with v4
+    assert peek_header(frame) == (ApiKey.API_VERSIONS, 4, 1234)
     rejected(frame)  # we cannot parse it ...
 
     chunks, size = unsupported_api_versions_response(1234)  # ... but answer it
@@ -327,24 +332,24 @@ def test_unsupported_api_versions_request_is_answered_with_v0() -> None:
     advertised = {entry["api_key"]: (entry["min_version"], entry["max_version"]) for entry in body["api_versions"]}
     assert advertised == {int(key): versions for key, versions in VERSION_RANGES.items()}
     assert [entry["api_key"] for entry in body["api_versions"]] == sorted(advertised)
-    assert advertised[ApiKey.API_VERSIONS] == (0, 1)
+    assert advertised[ApiKey.API_VERSIONS] == (0, 3)
     for (key, version), _ in REGISTRY.items():
         low, high = advertised[key]
         assert low <= version <= high
 
 
 def test_unsupported_api_versions_request_from_kafka_python() -> None:
-    """The same, with the flexible v3 request encoded by kafka-python (header v2 and all)."""
+    """The same, with the flexible v4 request encoded by kafka-python (header v2 and all)."""
     from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
     request: Any = ApiVersionsRequest(
-        version=3, client_software_name="apache-kafka-java", client_software_version="3.9.0"
+        version=4, client_software_name="apache-kafka-java", client_software_version="3.9.0"
     )
     request.with_header(correlation_id=77, client_id="adminclient-1")
     frame = request.encode(header=True, framed=True)
-    assert frame[4:] == api_versions_v3_request(77)  # our hand-built bytes above are right
+    assert frame[4:] == api_versions_v3_request(77, version=4)  # our hand-built bytes above are right
     assert struct.unpack_from(">i", frame)[0] == len(frame) - 4
-    assert peek_header(frame[4:]) == (ApiKey.API_VERSIONS, 3, 77)
+    assert peek_header(frame[4:]) == (ApiKey.API_VERSIONS, 4, 77)
     rejected(frame[4:])
 
     chunks, _ = unsupported_api_versions_response(77)

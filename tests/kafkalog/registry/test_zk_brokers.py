@@ -112,7 +112,7 @@ def test_auto_created_topics_are_registered_too(
 ) -> None:
     b0, b1 = two_brokers
     zk = zk_factory()
-    producer = kafka.KafkaProducer(bootstrap_servers=b1.bootstrap, max_block_ms=10_000)
+    producer = kafka.KafkaProducer(bootstrap_servers=b1.bootstrap, max_block_ms=10_000, enable_idempotence=False)
     producer.send("auto", b"x").get(timeout=10)
     producer.close()
     assert zk.exists("/brokers/topics/auto") is not None
@@ -133,7 +133,7 @@ def test_a_stopped_broker_leaves_its_partitions_without_a_leader(
     live: list[int] = []
 
     def partitions() -> dict[int, tuple[int, int]]:
-        body = roundtrip(b0.port, 3, 1, {"topics": ["events"]})
+        body = roundtrip(b0.port, 3, 1, {"topics": [{"name": "events"}]})
         (topic,) = body["topic_metadata"]
         live[:] = [b["node_id"] for b in body["brokers"]]
         return {p["partition"]: (p["leader"], p["error_code"]) for p in topic["partition_metadata"]}

@@ -42,7 +42,11 @@ class KafkaPython:
 
     def produce(self, topic: str, messages: list[tuple[int, bytes | None, bytes, int | None]], codec: str) -> None:
         producer = kafka.KafkaProducer(
-            **self.common, compression_type=None if codec == "none" else codec, linger_ms=5, max_block_ms=10_000
+            **self.common,
+            compression_type=None if codec == "none" else codec,
+            linger_ms=5,
+            max_block_ms=10_000,
+            enable_idempotence=False,  # InitProducerId is not served yet (docs/broker.md)
         )
         futures = [
             producer.send(topic, key=key, value=value, partition=partition, timestamp_ms=ts)

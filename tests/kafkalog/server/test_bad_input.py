@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog.protocol import VERSION_RANGES, ApiKey, decode_response, encode_request, lookup
+from kafkalog.protocol import VERSION_RANGES, ApiKey, ErrorCode, decode_response, encode_request, lookup
 from kafkalog.record import MessageSetBuilder, decode_all
 from tests.support.kafkalog import BrokerProcess, recv_exact
 
@@ -98,7 +98,7 @@ def one_set(value: bytes, *, key: bytes | None = None) -> bytes:
 
 
 def ensure_topic(sock: socket.socket, topic: str) -> None:
-    request(sock, ApiKey.METADATA, 1, {"topics": [topic]})  # auto-creates it
+    request(sock, ApiKey.METADATA, 1, {"topics": [{"name": topic}]})  # auto-creates it
 
 
 # ---------------------------------------------------------------------------------------- P1, P2
@@ -159,10 +159,36 @@ def _frame(api_key: int, version: int, rest: bytes = b"", client_id: bytes | Non
     ],
 )
 def test_unknown_apis_and_versions_disconnect(broker: BrokerProcess, api_key: int, version: int) -> None:
+    """Nothing a client could read can be answered to an API or version we know nothing of."""
     with connect(broker) as sock:
         sock.sendall(_frame(api_key, version, struct.pack(">i", 0)))
         assert closed_by_peer(sock)
     healthy(broker)
+    assert f"v{version} from 'c' at 127.0.0.1:" in broker.log_text()  # named in the log, with its client
+
+
+@pytest.mark.parametrize(
+    ("api_key", "version", "name", "error_at"),
+    [
+        # JoinGroup v0: correlation id, then the error code
+        (ApiKey.JOIN_GROUP, 0, "JoinGroup (11)", 4),
+        # InitProducerId v4 is flexible: correlation id, the header's tagged fields, throttle time
+        (ApiKey.INIT_PRODUCER_ID, 4, "InitProducerId (22)", 4 + 1 + 4),
+    ],
+)
+def test_known_apis_not_served_get_unsupported_version(
+    broker: BrokerProcess, api_key: ApiKey, version: int, name: str, error_at: int
+) -> None:
+    """Kafka 0.9's consumer joins a group without asking ApiVersions first: it gets an error it
+    reports (UNSUPPORTED_VERSION) instead of a closed connection it would retry forever."""
+    with connect(broker) as sock:
+        sock.sendall(_frame(api_key, version, b"\x00" * 64))  # the body is never read: only the header
+        size = struct.unpack(">i", recv_exact(sock, 4))[0]
+        frame = recv_exact(sock, size)
+        assert struct.unpack_from(">i", frame)[0] == 7  # correlation id
+        assert struct.unpack_from(">h", frame, error_at)[0] == ErrorCode.UNSUPPORTED_VERSION
+        assert request(sock, ApiKey.API_VERSIONS, 0, {})["error_code"] == 0  # the connection goes on
+    assert f"answered {name} v{version} from 'c'" in broker.log_text()
 
 
 def test_a_header_only_request_disconnects(broker: BrokerProcess) -> None:
@@ -182,7 +208,7 @@ def test_null_and_empty_client_ids_are_served(broker: BrokerProcess, client_id: 
 
 def test_an_api_versions_request_too_new_gets_our_ranges(broker: BrokerProcess) -> None:
     with connect(broker) as sock:
-        sock.sendall(_frame(ApiKey.API_VERSIONS, 3, b"\x00"))  # v3: flexible header (tagged fields)
+        sock.sendall(_frame(ApiKey.API_VERSIONS, 4, b"\x00"))  # v4: flexible header (tagged fields)
         size = struct.unpack(">i", recv_exact(sock, 4))[0]
         correlation_id, body = decode_response(lookup(ApiKey.API_VERSIONS, 0), recv_exact(sock, size))
         assert correlation_id == 7 and body["error_code"] == 35

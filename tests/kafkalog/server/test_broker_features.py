@@ -69,7 +69,7 @@ def fetch_body(topic: str, offset: int, *, min_bytes: int, max_wait_ms: int) -> 
 
 
 def test_a_fetch_waits_for_data_then_answers_as_soon_as_it_arrives(broker: Broker) -> None:
-    call(broker.port, ApiKey.METADATA, 1, {"topics": ["lp"]})
+    call(broker.port, ApiKey.METADATA, 1, {"topics": [{"name": "lp"}]})
     answers: list[tuple[float, dict[str, object] | None]] = []
 
     def long_poll() -> None:
@@ -90,7 +90,7 @@ def test_a_fetch_waits_for_data_then_answers_as_soon_as_it_arrives(broker: Broke
 
 
 def test_a_fetch_without_enough_data_answers_at_max_wait(broker: Broker) -> None:
-    call(broker.port, ApiKey.METADATA, 1, {"topics": ["mw"]})
+    call(broker.port, ApiKey.METADATA, 1, {"topics": [{"name": "mw"}]})
     produce(broker.port, "mw", message_set(b"small"))
     started = time.monotonic()
     answer = call(broker.port, ApiKey.FETCH, 3, fetch_body("mw", 0, min_bytes=1 << 20, max_wait_ms=600))
@@ -101,7 +101,7 @@ def test_a_fetch_without_enough_data_answers_at_max_wait(broker: Broker) -> None
 
 
 def test_acks_0_gets_no_response_but_is_appended(broker: Broker) -> None:
-    call(broker.port, ApiKey.METADATA, 1, {"topics": ["a0"]})
+    call(broker.port, ApiKey.METADATA, 1, {"topics": [{"name": "a0"}]})
     assert produce(broker.port, "a0", message_set(b"fire", b"forget"), acks=0) is None
     time.sleep(0.2)
     log = broker.logs.get_log("a0", 0)
@@ -138,7 +138,7 @@ def test_create_topics_with_configs_and_errors(broker: Broker) -> None:
     )
     log = broker.logs.get_log("made", 3)
     assert log is not None and log.config.retention_ms == 3_600_000 and log.config.log_append_time
-    metadata = call(broker.port, ApiKey.METADATA, 1, {"topics": ["made"]})
+    metadata = call(broker.port, ApiKey.METADATA, 1, {"topics": [{"name": "made"}]})
     assert len(metadata["topic_metadata"][0]["partition_metadata"]) == 4  # type: ignore[index]
     assert create(broker.port, "made", 1)["error_code"] == 36  # TOPIC_ALREADY_EXISTS
     assert create(broker.port, "bad/name", 1)["error_code"] == 17  # INVALID_TOPIC_EXCEPTION
@@ -158,7 +158,7 @@ def test_create_topics_with_configs_and_errors(broker: Broker) -> None:
 
 
 def test_metrics_are_served(broker: Broker) -> None:
-    call(broker.port, ApiKey.METADATA, 1, {"topics": ["m"]})
+    call(broker.port, ApiKey.METADATA, 1, {"topics": [{"name": "m"}]})
     produce(broker.port, "m", message_set(b"a", b"b", b"c"))
     assert broker._metrics_http is not None
     text = urllib.request.urlopen(f"http://127.0.0.1:{broker._metrics_http.port}/metrics", timeout=5).read().decode()
@@ -192,7 +192,7 @@ def test_configuration_errors_name_the_file_and_key(tmp_path: Path) -> None:
 @pytest.mark.integration
 def test_sigterm_stops_cleanly_and_restart_skips_recovery(tmp_path: Path) -> None:
     running = BrokerProcess(tmp_path / "data", default_partitions=1).start()
-    call(running.port, ApiKey.METADATA, 1, {"topics": ["t"]})
+    call(running.port, ApiKey.METADATA, 1, {"topics": [{"name": "t"}]})
     produce(running.port, "t", message_set(b"kept"))
     assert running.stop() == 0
     assert (tmp_path / "data" / CLEAN_SHUTDOWN_FILE).exists()

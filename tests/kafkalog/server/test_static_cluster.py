@@ -56,7 +56,7 @@ def ask(broker: BrokerProcess, key: ApiKey, version: int, body: dict[str, object
 
 
 def leaders(broker: BrokerProcess) -> dict[int, int]:
-    metadata = ask(broker, ApiKey.METADATA, 1, {"topics": [TOPIC]})
+    metadata = ask(broker, ApiKey.METADATA, 1, {"topics": [{"name": TOPIC}]})
     (topic,) = metadata["topic_metadata"]  # type: ignore[misc]
     assert topic["error_code"] == 0
     return {p["partition"]: p["leader"] for p in topic["partition_metadata"]}
@@ -125,13 +125,13 @@ def test_topics_cannot_be_created_at_run_time_in_a_static_cluster(cluster: list[
     )
     (error,) = response["topic_errors"]  # type: ignore[misc]
     assert error["error_code"] == 44 and "declared in its config" in error["error_message"]
-    metadata = ask(cluster[0], ApiKey.METADATA, 1, {"topics": ["unknown-topic"]})
+    metadata = ask(cluster[0], ApiKey.METADATA, 1, {"topics": [{"name": "unknown-topic"}]})
     assert metadata["topic_metadata"][0]["error_code"] == 3  # type: ignore[index]
 
 
 def test_both_brokers_agree_on_a_groups_coordinator(cluster: list[BrokerProcess]) -> None:
     for group in ("g1", "analytics", "mirror-east"):
-        answers = {ask(b, ApiKey.FIND_COORDINATOR, 0, {"group_id": group})["node_id"] for b in cluster}
+        answers = {ask(b, ApiKey.FIND_COORDINATOR, 0, {"key": group})["node_id"] for b in cluster}
         assert len(answers) == 1
     committed = CLIENTS["kafka-python"](cluster[1].bootstrap, "default").commit_and_fetch("g1", TOPIC, 3, 2)
     assert committed == 2
