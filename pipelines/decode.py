@@ -52,37 +52,61 @@ SPARK_TYPES = {
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 
 
+HEADER = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
+HEADERS = pa.list_(HEADER)
+"""The ``headers`` column: a list of (key, value) structs, Spark's array<struct<key:string,value:binary>>.
+
+A list and not a map, because Kafka allows a key more than once and gives headers an order (a
+consumer may read the last ``trace`` as the one that counts); a map would drop duplicates and order.
+It is Spark's own Kafka source's type, so SQL over both reads alike. An empty list: the message has
+no headers (always so before message format v2). Null: not recorded (rows loaded before the column
+existed), never for a row loaded since."""
+
+Header = tuple[str, bytes | None]
+"""A record header: a UTF-8 key and a value that may be null (kafkalog.record.format.Header)."""
+
+
 class Message(NamedTuple):
-    """What the decoder needs of a message (kafkalog's Message has the same fields, in this order)."""
+    """What the decoder needs of a message (kafkalog's Message has the same fields, in this order).
+
+    ``timestamp_type`` is Kafka's: 0 CreateTime, 1 LogAppendTime; ``headers`` are empty before
+    message format v2."""
 
     offset: int
     timestamp: int
     timestamp_type: int
     key: bytes | None
     value: bytes | None
+    headers: tuple[Header, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class BadRecord:
-    """A message that could not become a row: where it is, its bytes, and why."""
+    """A message that could not become a row: where it is, all it carried (nothing is lost by
+    quarantining it), and why."""
 
     offset: int
     timestamp: int
     key: bytes | None
     value: bytes | None
     reason: str
+    timestamp_type: int = 0
+    headers: tuple[Header, ...] = ()
 
 
 def row_schema(decoder: Decoder) -> pa.Schema:
-    """The Arrow schema of raw rows: metadata columns, decoded fields, then dt and hour."""
+    """The Arrow schema of raw rows: metadata columns (spec.METADATA_COLUMNS), decoded fields, then
+    dt and hour. ``timestamp_type`` is null where ``timestamp`` is (the message has none)."""
     fields = [
         pa.field("topic", pa.string()),
         pa.field("partition", pa.int32()),
         pa.field("offset", pa.int64()),
         pa.field("broker", pa.int32()),
         pa.field("timestamp", TIMESTAMP),
+        pa.field("timestamp_type", pa.int32()),
         pa.field("event_time", TIMESTAMP),
         pa.field("key", pa.binary()),
+        pa.field("headers", HEADERS),
     ]
     if decoder.format == "raw":
         fields.append(pa.field("value", pa.binary()))
@@ -93,21 +117,28 @@ def row_schema(decoder: Decoder) -> pa.Schema:
 
 
 def spark_ddl(decoder: Decoder) -> str:
-    """The same schema as Spark DDL (what the Spark source declares)."""
-    columns = [
-        "topic STRING",
-        "`partition` INT",
-        "`offset` BIGINT",
-        "broker INT",
-        "`timestamp` TIMESTAMP",
-        "event_time TIMESTAMP",
-        "key BINARY",
-    ]
-    if decoder.format == "raw":
-        columns.append("value BINARY")
-    else:
-        columns.extend(f"`{name}` {SPARK_TYPES[kind]}" for name, kind in decoder.schema.items())
-    return ", ".join([*columns, "dt STRING", "hour STRING"])
+    """The same schema as Spark DDL: what the Spark source declares, and what readers of a raw
+    layer read it with (a layer with files from before a column existed then has nulls there)."""
+    return ddl_of(row_schema(decoder))
+
+
+def ddl_of(schema: pa.Schema) -> str:
+    """Spark DDL of an Arrow schema of the types raw rows use (every name quoted)."""
+    return ", ".join(f"`{f.name}` {_spark_type(f.type)}" for f in schema)
+
+
+_SPARK_OF_ARROW = {ARROW_TYPES[kind]: spark for kind, spark in SPARK_TYPES.items()}
+
+
+def _spark_type(kind: pa.DataType) -> str:
+    """The Spark type of an Arrow type: a field type's, or a list/struct of them (headers)."""
+    if pa.types.is_list(kind):
+        return f"ARRAY<{_spark_type(kind.value_type)}>"
+    if pa.types.is_struct(kind):
+        return "STRUCT<" + ", ".join(f"`{f.name}`: {_spark_type(f.type)}" for f in kind) + ">"
+    if kind not in _SPARK_OF_ARROW:
+        raise TypeError(f"no Spark type for the Arrow type {kind}")
+    return _SPARK_OF_ARROW[kind]
 
 
 _BOM = b"\xef\xbb\xbf"
@@ -351,6 +382,8 @@ class ChunkDecoder:
         all_offsets = pa.array(list(map(itemgetter(0), messages)), pa.int64())
         all_stamps = pa.array(list(map(itemgetter(1), messages)), pa.int64())
         all_keys = pa.array(list(map(itemgetter(3), messages)), pa.binary())
+        all_types = timestamp_types(all_stamps, np.fromiter(map(itemgetter(2), messages), np.int32, count=n))
+        all_headers = headers_column(list(map(itemgetter(5), messages)))
         if self.values is None:
             fields = pa.table({"value": pa.array(values, pa.binary())})
             rows: list[int] | None = None  # None: every message, in order
@@ -386,19 +419,46 @@ class ChunkDecoder:
             "offset": all_offsets if row_indexes is None else all_offsets.take(row_indexes),
             "broker": pa.repeat(pa.scalar(broker, pa.int32()), count),
             "timestamp": message_times,
+            "timestamp_type": all_types if row_indexes is None else all_types.take(row_indexes),
             "event_time": event,
             "key": all_keys if row_indexes is None else all_keys.take(row_indexes),
+            "headers": all_headers if row_indexes is None else all_headers.take(row_indexes),
         }
         for name in fields.column_names:
             columns[name] = fields.column(name)
         columns["dt"] = dt
         columns["hour"] = hour
         table = pa.table(columns, schema=self.schema)
-        bad_records = [
-            BadRecord(messages[i].offset, messages[i].timestamp, messages[i].key, messages[i].value, reason)
-            for i, reason in sorted(bad_at.items())
-        ]
+        bad_records = [_bad_record(messages[i], reason) for i, reason in sorted(bad_at.items())]
         return table, bad_records
+
+
+def _bad_record(message: Message, reason: str) -> BadRecord:
+    return BadRecord(
+        message.offset,
+        message.timestamp,
+        message.key,
+        message.value,
+        reason,
+        timestamp_type=int(message.timestamp_type),
+        headers=message.headers,
+    )
+
+
+def timestamp_types(stamps: pa.Array, types: Sequence[int] | np.ndarray[Any, Any]) -> pa.Array:
+    """The ``timestamp_type`` column (int32): each message's type (0 CreateTime, 1 LogAppendTime),
+    null where its timestamp is negative, that is where it has none (magic 0 messages): a type of
+    no timestamp would be a claim the message never made."""
+    return pc.if_else(pc.less(stamps, 0), None, pa.array(types, pa.int32()))
+
+
+def headers_column(headers: Sequence[tuple[Header, ...]]) -> pa.Array:
+    """The ``headers`` column (HEADERS) of messages' header tuples: each message's pairs in their
+    order, duplicate keys and null values kept; an empty list for a message without headers."""
+    if not any(headers):  # the common case, and every chunk before message format v2
+        offsets = pa.array(np.zeros(len(headers) + 1, np.int32))
+        return pa.ListArray.from_arrays(offsets, pa.array([], HEADER), type=HEADERS)
+    return pa.array(headers, HEADERS)
 
 
 def _split_missing(times: pa.Array) -> tuple[list[tuple[list[int], pa.Array]], list[tuple[int, str]]]:

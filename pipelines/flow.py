@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipelines import expect
+from pipelines.decode import spark_ddl
 from pipelines.errors import AlreadyExistsError, FlowError, StorageError, ValidationError
 from pipelines.flowspec import RAW_VIEW, Output, topological_order
 from pipelines.progress import Reporter
@@ -195,10 +196,15 @@ class FlowRun:
 
     def _register_raw(self, scope: Scope, manifests: list[Manifest] | None = None) -> None:
         files = self._raw_files(scope, manifests)
+        # Read with the schema the pipeline declares, never one file's: Spark takes the schema of a
+        # single footer, so over a layer whose older files predate a column (headers and
+        # timestamp_type came later) the column would vanish or not depending on the file picked.
+        # Declared, every row has every column; files without one give nulls there.
+        schema = spark_ddl(self.spec.decoder)
         if files:
-            frame = self.spark.read.option("basePath", self.root).parquet(*files)
+            frame = self.spark.read.schema(schema).option("basePath", self.root).parquet(*files)
         else:  # nothing in scope (a run of only quarantined records): an empty view of the raw schema
-            frame = self.spark.createDataFrame([], "dt STRING, hour STRING")
+            frame = self.spark.createDataFrame([], schema)
         frame.createOrReplaceTempView(RAW_VIEW)
 
     def run_step(self, seq: int, name: str) -> int:

@@ -31,26 +31,37 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from pipelines.decode import BadRecord, ChunkDecoder, Message, spark_ddl
+from pipelines.decode import (
+    HEADERS,
+    BadRecord,
+    ChunkDecoder,
+    Message,
+    ddl_of,
+    headers_column,
+    spark_ddl,
+    timestamp_types,
+)
 from pipelines.errors import BadRecordError, DataLossError, LoadError, PlanError
 from pipelines.plan import Split, open_consumer
 from pipelines.sink import STAGED_FILE_DDL, StagingWriter, staged_files_batch
 from pipelines.spec import BadRecords, Decoder, EventTime, Source
 
-QUARANTINE_DDL = (
-    "topic STRING, `partition` INT, `offset` BIGINT, `timestamp` BIGINT, key BINARY, value BINARY, reason STRING"
-)
 QUARANTINE_SCHEMA = pa.schema(
     [
         ("topic", pa.string()),
         ("partition", pa.int32()),
         ("offset", pa.int64()),
         ("timestamp", pa.int64()),
+        ("timestamp_type", pa.int32()),
         ("key", pa.binary()),
         ("value", pa.binary()),
+        ("headers", HEADERS),
         ("reason", pa.string()),
     ]
 )
+"""A quarantined message: everything it carried, as the broker gave it (``timestamp`` in ms, -1 for
+none; ``timestamp_type`` and ``headers`` as in raw rows), so that it can be replayed once fixed."""
+QUARANTINE_DDL = ddl_of(QUARANTINE_SCHEMA)
 
 
 class SplitPartition(InputPartition):
@@ -154,14 +165,18 @@ def _decoder_options(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def quarantine_batch(split: Split, bad: list[BadRecord]) -> pa.RecordBatch:
+    """The quarantine rows (QUARANTINE_SCHEMA) of a split's bad records."""
+    stamps = pa.array([b.timestamp for b in bad], pa.int64())
     return pa.RecordBatch.from_pydict(
         {
             "topic": [split.topic] * len(bad),
             "partition": [split.partition] * len(bad),
             "offset": [b.offset for b in bad],
-            "timestamp": [b.timestamp for b in bad],
+            "timestamp": stamps,
+            "timestamp_type": timestamp_types(stamps, [b.timestamp_type for b in bad]),
             "key": [b.key for b in bad],
             "value": [b.value for b in bad],
+            "headers": headers_column([b.headers for b in bad]),
             "reason": [b.reason for b in bad],
         },
         schema=QUARANTINE_SCHEMA,

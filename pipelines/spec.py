@@ -23,8 +23,19 @@ from pipelines.specload import build, forget_expansions, read_yaml, redact
 FIELD_TYPES = ("string", "long", "int", "double", "float", "boolean", "timestamp", "binary")
 """Types a decoded field may have (Arrow: utf8, int64, int32, float64, float32, bool, timestamp[us, UTC], binary)."""
 
-METADATA_COLUMNS = ("topic", "partition", "offset", "broker", "timestamp", "event_time", "key")
-"""Columns every raw row carries besides the decoded fields (and the dt/hour partition columns)."""
+METADATA_COLUMNS = (
+    "topic",
+    "partition",
+    "offset",
+    "broker",
+    "timestamp",
+    "timestamp_type",
+    "event_time",
+    "key",
+    "headers",
+)
+"""Columns every raw row carries besides the decoded fields (and the dt/hour partition columns), in
+their order (decode.row_schema)."""
 
 PARTITION_COLUMNS = ("dt", "hour")
 

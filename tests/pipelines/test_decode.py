@@ -26,8 +26,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kafkalog.record import Codec, MessageSetBuilder, RecordInput, TimestampType, decode_all, encode_batch
 from pipelines.decode import (
     ARROW_TYPES,
+    HEADERS,
+    SPARK_TYPES,
     TIMESTAMP,
     BadRecord,
     ChunkDecoder,
@@ -39,7 +42,9 @@ from pipelines.decode import (
     row_schema,
     spark_ddl,
 )
-from pipelines.spec import FIELD_TYPES, CsvOptions, Decoder, EventTime
+from pipelines.plan import Split
+from pipelines.source import QUARANTINE_DDL, QUARANTINE_SCHEMA, quarantine_batch
+from pipelines.spec import FIELD_TYPES, METADATA_COLUMNS, CsvOptions, Decoder, EventTime
 
 REPO = Path(__file__).resolve().parents[2]
 BASE = datetime(2026, 1, 1, tzinfo=UTC)
@@ -132,8 +137,10 @@ def test_json_every_field_type_and_metadata_columns() -> None:
         "offset": 42,
         "broker": BROKER,
         "timestamp": utc(2026, 1, 1, 1, 2, 3, 456000),
+        "timestamp_type": 0,
         "event_time": utc(2026, 1, 1, 1, 2, 3, 456000),
         "key": b"user-1",
+        "headers": [],
         "s": 'café 😀 "quoted"',
         "l": -9223372036854775808,
         "i": 2147483647,
@@ -145,18 +152,7 @@ def test_json_every_field_type_and_metadata_columns() -> None:
         "dt": "2026-01-01",
         "hour": "01",
     }
-    assert table.schema.names == [
-        "topic",
-        "partition",
-        "offset",
-        "broker",
-        "timestamp",
-        "event_time",
-        "key",
-        *ALL_TYPES,
-        "dt",
-        "hour",
-    ]
+    assert table.schema.names == [*METADATA_COLUMNS, *ALL_TYPES, "dt", "hour"]
     for name, kind in ALL_TYPES.items():
         assert table.schema.field(name).type == ARROW_TYPES[kind]
 
@@ -417,7 +413,15 @@ def chunks_of_messages(draw: st.DrawFn, values: st.SearchStrategy[bytes | None])
         st.lists(st.sampled_from([-1, 0, BASE_MS, BASE_MS + 54_000_123, 1]), min_size=len(items), max_size=len(items))
     )
     keys = draw(st.lists(st.one_of(st.none(), st.binary(max_size=3)), min_size=len(items), max_size=len(items)))
-    return [Message(500 + i, stamps[i], 0, keys[i], v) for i, v in enumerate(items)]
+    types = draw(st.lists(st.sampled_from([0, 1]), min_size=len(items), max_size=len(items)))
+    headers = draw(st.lists(header_tuples, min_size=len(items), max_size=len(items)))
+    return [Message(500 + i, stamps[i], types[i], keys[i], v, headers[i]) for i, v in enumerate(items)]
+
+
+header_tuples = st.lists(
+    st.tuples(st.sampled_from(["trace", "dup", "é", ""]), st.one_of(st.none(), st.binary(max_size=2))), max_size=3
+).map(tuple)
+"""A message's headers: none, or a few, keys repeated, values null or empty."""
 
 
 def decode_alone(
@@ -438,6 +442,12 @@ def assert_chunk_independent(chunk_decoder: ChunkDecoder, messages: list[Message
     assert whole.to_pylist() == rows
     assert [(b.offset, b.reason) for b in whole_bad] == bad
     assert sorted([r["offset"] for r in rows] + [o for o, _ in bad]) == [m.offset for m in messages]
+    # each row carries its own message's metadata (columns taken for the good rows stay aligned)
+    by_offset = {m.offset: m for m in messages}
+    for row in whole.to_pylist():
+        message = by_offset[row["offset"]]
+        assert row["headers"] == [{"key": k, "value": v} for k, v in message.headers]
+        assert row["timestamp_type"] == (None if message.timestamp < 0 else message.timestamp_type)
     # and in arbitrary consecutive chunks
     bounds = sorted({0, len(messages), *(s % (len(messages) + 1) for s in splits)})
     pieces = [chunk_decoder.decode(messages[a:b], BROKER) for a, b in itertools.pairwise(bounds)]
@@ -634,8 +644,10 @@ def test_raw_decoder_keeps_value_bytes() -> None:
         "offset",
         "broker",
         "timestamp",
+        "timestamp_type",
         "event_time",
         "key",
+        "headers",
         "value",
         "dt",
         "hour",
@@ -650,6 +662,128 @@ def test_raw_decoder_needs_a_message_timestamp() -> None:
     assert column(table, "value") == [b"a", b"c"]
     assert reasons(bad) == {1: "the message has no timestamp and event_time.field is not set"}
     assert bad[0].value == b"b"
+
+
+# ---------------------------------------------------------------------------------------------
+# headers and timestamp type
+
+
+def headers_of(table: pa.Table) -> list[list[tuple[str, bytes | None]]]:
+    return [[(h["key"], h["value"]) for h in row] for row in column(table, "headers")]
+
+
+def test_headers_keep_their_order_duplicate_keys_and_null_values() -> None:
+    headers: list[tuple[tuple[str, bytes | None], ...]] = [
+        (("dup", b"1"), ("other", b""), ("dup", None), ("dup", b"3")),
+        (),
+        (("ünï 😀", b"\x00\xff"),),
+        (("", None),),
+    ]
+    messages = [Message(i, BASE_MS, 0, None, b"v", h) for i, h in enumerate(headers)]
+    table, bad = decode(Decoder(format="raw"), messages)
+    assert bad == []
+    assert headers_of(table) == [list(h) for h in headers]
+    assert table.column("headers").null_count == 0
+    assert table.schema.field("headers").type == HEADERS
+
+
+def test_messages_without_headers_have_an_empty_list_never_null() -> None:
+    # v0/v1 messages cannot carry headers (kafkalog gives them none): the list is empty, not null;
+    # null is left to mean "not recorded" (raw files written before the column existed)
+    table, _ = decode(json_decoder({"n": "long"}), [b'{"n": 1}', b'{"n": 2}'])
+    assert column(table, "headers") == [[], []]
+    assert table.column("headers").null_count == 0
+    empty, _ = decode(json_decoder({"n": "long"}), [])
+    assert empty.num_rows == 0 and empty.schema == row_schema(json_decoder({"n": "long"}))
+
+
+def test_timestamp_type_is_kafkas_and_null_where_the_message_has_no_timestamp() -> None:
+    decoder = json_decoder({"n": "long", "ts": "string"})
+    value = b'{"n": 1, "ts": "2026-01-01T05:00:00Z"}'
+    messages = [
+        Message(0, BASE_MS, 0, None, value),  # CreateTime
+        Message(1, BASE_MS, 1, None, value),  # LogAppendTime
+        Message(2, -1, 0, None, value),  # magic 0: no timestamp, so no type either
+    ]
+    table, bad = decode(decoder, messages, EventTime(field="ts"))
+    assert bad == []
+    assert column(table, "timestamp_type") == [0, 1, None]
+    assert column(table, "timestamp") == [BASE, BASE, None]
+    assert table.schema.field("timestamp_type").type == pa.int32()
+
+
+def test_rows_around_bad_records_keep_their_own_headers_and_bad_records_keep_theirs() -> None:
+    values = [b'{"n": 0}', b"not json", b'{"n": 2}', b'{"n": "three"}', b'{"n": 4}']
+    messages = [
+        Message(i, BASE_MS + i, i % 2, b"k%d" % i, v, (("i", b"%d" % i), ("i", None))) for i, v in enumerate(values)
+    ]
+    table, bad = decode(json_decoder({"n": "long"}), messages)
+    assert good_offsets(table) == [0, 2, 4]
+    assert headers_of(table) == [[("i", b"%d" % i), ("i", None)] for i in (0, 2, 4)]
+    assert [(b.offset, b.timestamp_type, b.headers, b.key) for b in bad] == [
+        (1, 1, (("i", b"1"), ("i", None)), b"k1"),
+        (3, 1, (("i", b"3"), ("i", None)), b"k3"),
+    ]
+
+
+def test_the_quarantine_keeps_what_a_bad_message_carried() -> None:
+    split = Split("events", 0, leader=1, start=3, end=10)
+    bad = [
+        BadRecord(4, BASE_MS, b"k", b"x", "not JSON", timestamp_type=1, headers=(("a", None), ("a", b"2"))),
+        BadRecord(5, -1, None, None, "no value"),
+    ]
+    rows = pa.Table.from_batches([quarantine_batch(split, bad)]).to_pylist()
+    assert rows == [
+        {
+            "topic": "events",
+            "partition": 0,
+            "offset": 4,
+            "timestamp": BASE_MS,
+            "timestamp_type": 1,
+            "key": b"k",
+            "value": b"x",
+            "headers": [{"key": "a", "value": None}, {"key": "a", "value": b"2"}],
+            "reason": "not JSON",
+        },
+        {
+            "topic": "events",
+            "partition": 0,
+            "offset": 5,
+            "timestamp": -1,
+            "timestamp_type": None,
+            "key": None,
+            "value": None,
+            "headers": [],
+            "reason": "no value",
+        },
+    ]
+    assert _ddl_columns(QUARANTINE_DDL) == [(f.name, SPARK_OF_ARROW[f.type]) for f in QUARANTINE_SCHEMA]
+
+
+def test_messages_as_kafkalog_reads_them_from_every_message_format() -> None:
+    """What a fetch yields, decoded by kafkalog itself: magic 0 (no timestamp), magic 1 with
+    log-append time (gzip), and a v2 record batch with headers (zstd), in one chunk."""
+    magic0 = MessageSetBuilder(magic=0, base_offset=0)
+    magic0.append(b'{"n": 0}', key=b"a")
+    magic1 = MessageSetBuilder(magic=1, codec=Codec.GZIP, base_offset=1, timestamp_type=TimestampType.LOG_APPEND_TIME)
+    magic1.extend([(b"b", b'{"n": 1}', BASE_MS), (None, b'{"n": 2}', BASE_MS)])
+    batch = encode_batch(
+        [
+            RecordInput(b"c", b'{"n": 3}', BASE_MS + 1, [("dup", b"x"), ("dup", None)]),
+            RecordInput(None, b'{"n": 4}', BASE_MS + 2, []),
+        ],
+        base_offset=3,
+        codec=Codec.ZSTD,
+    )
+    messages = decode_all(magic0.build() + magic1.build() + batch)
+    decoder = ChunkDecoder(json_decoder({"n": "long"}), EventTime(), TOPIC, PARTITION)
+    table, bad = decoder.decode(messages, BROKER)  # type: ignore[arg-type]  # kafkalog's Message: an IntEnum type
+    assert [(b.offset, b.reason) for b in bad] == [(0, "the message has no timestamp and event_time.field is not set")]
+    assert bad[0].headers == () and bad[0].key == b"a"
+    assert good_offsets(table) == [1, 2, 3, 4]
+    assert column(table, "timestamp_type") == [1, 1, 0, 0]
+    assert headers_of(table) == [[], [], [("dup", b"x"), ("dup", None)], []]
+    assert column(table, "key") == [b"b", None, b"c", None]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -986,7 +1120,15 @@ def test_chunk_of_only_bad_messages() -> None:
 
 
 def _ddl_columns(ddl: str) -> list[tuple[str, str]]:
-    return [(name.strip("`"), kind) for name, kind in (column_.rsplit(" ", 1) for column_ in ddl.split(", "))]
+    """(name, type) of each column of a DDL string (commas inside ``<...>`` belong to the type)."""
+    columns, depth, start = [], 0, 0
+    for i, char in enumerate(ddl + ","):
+        depth += {"<": 1, ">": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            name, kind = ddl[start:i].strip().split(" ", 1)
+            columns.append((name.strip("`"), kind))
+            start = i + 1
+    return columns
 
 
 SPARK_OF_ARROW = {
@@ -998,6 +1140,7 @@ SPARK_OF_ARROW = {
     pa.bool_(): "BOOLEAN",
     TIMESTAMP: "TIMESTAMP",
     pa.binary(): "BINARY",
+    HEADERS: "ARRAY<STRUCT<`key`: STRING, `value`: BINARY>>",
 }
 
 
@@ -1016,12 +1159,12 @@ def test_spark_ddl_matches_row_schema(decoder: Decoder) -> None:
     columns = _ddl_columns(spark_ddl(decoder))
     assert [name for name, _ in columns] == schema.names
     assert [kind for _, kind in columns] == [SPARK_OF_ARROW[f.type] for f in schema]
-    assert schema.names[:7] == ["topic", "partition", "offset", "broker", "timestamp", "event_time", "key"]
+    assert schema.names[: len(METADATA_COLUMNS)] == list(METADATA_COLUMNS)
     assert schema.names[-2:] == ["dt", "hour"]
 
 
 def test_every_field_type_has_an_arrow_and_spark_type() -> None:
     assert set(ARROW_TYPES) == set(FIELD_TYPES)
     for kind, arrow in ARROW_TYPES.items():
-        assert SPARK_OF_ARROW[arrow]
+        assert SPARK_OF_ARROW[arrow] == SPARK_TYPES[kind]
         assert kind in FIELD_TYPES

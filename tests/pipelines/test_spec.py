@@ -564,14 +564,28 @@ def test_unknown_field_type(tmp_path: Path, kind: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["topic", "partition", "offset", "broker", "timestamp", "event_time", "key", "value", "dt", "hour"]
+    "name",
+    [
+        "topic",
+        "partition",
+        "offset",
+        "broker",
+        "timestamp",
+        "timestamp_type",
+        "event_time",
+        "key",
+        "headers",
+        "value",
+        "dt",
+        "hour",
+    ],
 )
 def test_field_name_clashing_with_row_columns(tmp_path: Path, name: str) -> None:
     message = error(tmp_path, put(base(), f"decoder.schema.{name}", "string"))
     assert message.startswith(f"decoder.schema.{name}: clashes with a column every raw row has"), message
 
 
-@pytest.mark.parametrize("name", ["Offset", "DT", "Value"])
+@pytest.mark.parametrize("name", ["Offset", "DT", "Value", "Headers"])
 def test_field_name_clashing_with_row_columns_in_another_case(tmp_path: Path, name: str) -> None:
     message = error(tmp_path, put(base(), f"decoder.schema.{name}", "string"))
     assert message.startswith(f"decoder.schema.{name}:"), message
