@@ -56,7 +56,7 @@ class LogConfig:
     max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES
     """Largest decompressed payload of one compressed wrapper an append accepts."""
 
-    message_format: Literal[1, 2] = 1
+    message_format: Literal[1, 2] = 2
     """What the log stores: message format v2 (record batches: headers, zstd, producer ids) or v1
     (message sets, for clients of the 0.10 era). Whatever a producer sends is converted to it;
     a partition may hold both (written before and after a change), and readers take each entry as

@@ -30,7 +30,9 @@ def test_dump_lists_entries_and_deep_messages(tmp_path: Path) -> None:
         path = log.active_segment.log_path
     done = run("log", "dump", str(path), "--deep", "--values")
     assert done.returncode == 0, done.stderr
-    assert "offset 0 position 0" in done.stdout and "offset 1 position" in done.stdout
+    # one record batch (the default format), listed by its last offset, its records one by one
+    assert "offset 1 position 0" in done.stdout
+    assert "| offset 0 timestamp" in done.stdout and "| offset 1 timestamp" in done.stdout
     assert "key b'k1' value b'alpha'" in done.stdout and "key None value b'beta'" in done.stdout
 
 

@@ -207,7 +207,9 @@ def test_a_stored_plan_is_executed_as_stored_even_if_limits_changed(
 def test_a_stored_plan_beyond_the_log_end_is_an_error_not_a_short_file(
     tmp_path: Path, broker: BrokerProcess, spark: Any
 ) -> None:
-    produce(broker.bootstrap, "events", 300, partitions=1)
+    # two sends: the truncation at 250 falls between record batches (a batch is kept or dropped whole)
+    produce(broker.bootstrap, "events", 250, partitions=1)
+    produce(broker.bootstrap, "events", 50, partitions=1, first=250)
     spec = spec_for(tmp_path, broker)
     state = PipelineState(LocalStorage(), str(tmp_path / "raw"))
     with SimpleConsumer(broker.bootstrap) as consumer:

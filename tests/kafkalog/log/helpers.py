@@ -8,7 +8,8 @@ from pathlib import Path
 from kafkalog.log import Log, LogConfig
 from kafkalog.record import Codec, Message, MessageSetBuilder, decode_messages
 
-SMALL = LogConfig(segment_bytes=4096, index_interval_bytes=256, retention_ms=None, flush_ms=None)
+SMALL = LogConfig(segment_bytes=4096, index_interval_bytes=256, retention_ms=None, flush_ms=None, message_format=1)
+"""A v1 log (message sets): these suites pin down its byte-level behaviour; test_log_v2 covers v2."""
 
 
 class FakeClock:

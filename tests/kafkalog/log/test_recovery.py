@@ -23,7 +23,7 @@ from kafkalog.record import iter_entries
 
 from .helpers import SMALL, fill, flip_bit, message_set, read_all, truncate
 
-SEALED = LogConfig(segment_bytes=2048, index_interval_bytes=128, retention_ms=None, flush_ms=None)
+SEALED = LogConfig(segment_bytes=2048, index_interval_bytes=128, retention_ms=None, flush_ms=None, message_format=1)
 
 
 def _crashed_copy(source: Path, target: Path) -> Path:
@@ -185,7 +185,7 @@ def test_bit_flip_with_on_corruption_fail_refuses_to_open(tmp_path: Path) -> Non
 
 
 def test_corruption_below_the_recovery_point_in_the_active_segment_is_not_truncated(tmp_path: Path) -> None:
-    log = Log(tmp_path / "t-0", LogConfig(retention_ms=None, flush_ms=None))
+    log = Log(tmp_path / "t-0", LogConfig(retention_ms=None, flush_ms=None, message_format=1))
     fill(log, 40)
     log.flush()
     path = log.active_segment.log_path
@@ -193,7 +193,7 @@ def test_corruption_below_the_recovery_point_in_the_active_segment_is_not_trunca
     log.close()
     size = path.stat().st_size
     flip_bit(path, position + 35)
-    reopened = Log(tmp_path / "t-0", LogConfig(retention_ms=None), recovery_point=40)
+    reopened = Log(tmp_path / "t-0", LogConfig(retention_ms=None, message_format=1), recovery_point=40)
     assert reopened.corruption is not None and reopened.corruption.offset == 10
     assert path.stat().st_size == size
 

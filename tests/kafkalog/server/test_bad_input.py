@@ -17,6 +17,7 @@ import pytest
 
 from kafkalog.protocol import VERSION_RANGES, ApiKey, ErrorCode, decode_response, encode_request, lookup
 from kafkalog.record import MessageSetBuilder, decode_all
+from kafkalog.record.batch import RecordInput, encode_batch
 from tests.support.kafkalog import BrokerProcess, recv_exact
 
 MAX_REQUEST = 1024 * 1024
@@ -272,12 +273,24 @@ def test_a_bad_crc_in_one_partition_rejects_only_that_partition(broker: BrokerPr
 
 
 def test_message_size_limit_boundaries(broker: BrokerProcess) -> None:
-    overhead = len(one_set(b""))
+    """max_message_bytes bounds an entry as the log stores it: a record batch of exactly the limit
+    is taken, one byte more is MESSAGE_TOO_LARGE."""
     with connect(broker) as sock:
         ensure_topic(sock, "p6")
         for size, error in ((MAX_MESSAGE - 1, 0), (MAX_MESSAGE, 0), (MAX_MESSAGE + 1, 10)):
-            answer = produce(sock, "p6", {0: one_set(b"x" * (size - overhead))})[0]
+            answer = produce(sock, "p6", {0: batch_of_size(size)})[0]
             assert answer["error_code"] == error, size
+
+
+def batch_of_size(size: int) -> bytes:
+    """A one-record batch of exactly ``size`` bytes (the value's varint length grows with it)."""
+    for length in range(size, 0, -1):
+        batch = encode_batch([RecordInput(None, b"x" * length, 1000)])
+        if len(batch) == size:
+            return batch
+        if len(batch) < size:
+            break
+    raise AssertionError(f"no one-record batch is exactly {size} bytes")
 
 
 @pytest.mark.parametrize("version", [0, 2, 3])
