@@ -51,6 +51,8 @@ class ApiKey(IntEnum):
     HEARTBEAT = 12
     LEAVE_GROUP = 13
     SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     INIT_PRODUCER_ID = 22
@@ -502,77 +504,176 @@ CREATE_TOPICS = Declaration(
     ],
 )
 
+# ------------------------------------------------------------------------------ the group protocol
+# The classic consumer-group protocol (KIP-848's ConsumerGroupHeartbeat is not served: see
+# docs/broker.md). v1 JoinGroup: rebalance timeout; v4 (KIP-394): MEMBER_ID_REQUIRED on a first join;
+# v5 (KIP-345): static members (group instance ids); v6/v4: flexible; v7 JoinGroup and v5 SyncGroup
+# (KIP-559): protocol type and name; v8: a reason; v9 (KIP-814): skip assignment (always false here).
+JOIN_GROUP = Declaration(
+    ApiKey.JOIN_GROUP,
+    served=(0, 9),
+    flexible=6,
+    request=[
+        field("group_id", STRING),
+        field("session_timeout_ms", INT32),
+        field("rebalance_timeout_ms", INT32, 1, default=-1),
+        field("member_id", STRING),
+        field("group_instance_id", STRING, 5, nullable=5, default=None),
+        field("protocol_type", STRING),
+        field("protocols", [field("name", STRING), field("metadata", BYTES)]),
+        field("reason", STRING, 8, nullable=8, default=None),
+    ],
+    response=[
+        field("throttle_time_ms", INT32, 2, default=0),
+        field("error_code", INT16),
+        field("generation_id", INT32, default=-1),
+        field("protocol_type", STRING, 7, nullable=7, default=None),
+        field("protocol_name", STRING, nullable=7, default=""),
+        field("leader", STRING, default=""),
+        field("skip_assignment", BOOLEAN, 9, default=False),
+        field("member_id", STRING, default=""),
+        field(
+            "members",
+            [
+                field("member_id", STRING),
+                field("group_instance_id", STRING, 5, nullable=5, default=None),
+                field("metadata", BYTES),
+            ],
+            default=(),
+        ),
+    ],
+)
+
+HEARTBEAT = Declaration(
+    ApiKey.HEARTBEAT,
+    served=(0, 4),
+    flexible=4,
+    request=[
+        field("group_id", STRING),
+        field("generation_id", INT32),
+        field("member_id", STRING),
+        field("group_instance_id", STRING, 3, nullable=3, default=None),
+    ],
+    response=[field("throttle_time_ms", INT32, 1, default=0), field("error_code", INT16)],
+)
+
+# v3 (KIP-345): several members at once, by member id or group instance id; v5: a reason.
+LEAVE_GROUP = Declaration(
+    ApiKey.LEAVE_GROUP,
+    served=(0, 5),
+    flexible=4,
+    request=[
+        field("group_id", STRING),
+        field("member_id", STRING, 0, 2),
+        field(
+            "members",
+            [
+                field("member_id", STRING),
+                field("group_instance_id", STRING, nullable=3, default=None),
+                field("reason", STRING, 5, nullable=5, default=None),
+            ],
+            3,
+        ),
+    ],
+    response=[
+        field("throttle_time_ms", INT32, 1, default=0),
+        field("error_code", INT16),
+        field(
+            "members",
+            [
+                field("member_id", STRING),
+                field("group_instance_id", STRING, nullable=3),
+                field("error_code", INT16),
+            ],
+            3,
+            default=(),
+        ),
+    ],
+)
+
+SYNC_GROUP = Declaration(
+    ApiKey.SYNC_GROUP,
+    served=(0, 5),
+    flexible=4,
+    request=[
+        field("group_id", STRING),
+        field("generation_id", INT32),
+        field("member_id", STRING),
+        field("group_instance_id", STRING, 3, nullable=3, default=None),
+        field("protocol_type", STRING, 5, nullable=5, default=None),
+        field("protocol_name", STRING, 5, nullable=5, default=None),
+        field("assignments", [field("member_id", STRING), field("assignment", BYTES)]),
+    ],
+    response=[
+        field("throttle_time_ms", INT32, 1, default=0),
+        field("error_code", INT16),
+        field("protocol_type", STRING, 5, nullable=5, default=None),
+        field("protocol_name", STRING, 5, nullable=5, default=None),
+        field("assignment", BYTES, default=b""),
+    ],
+)
+
+# v3: authorized operations (never computed: no ACLs); v4: group instance ids; v5: flexible; v6: an
+# error message per group.
+DESCRIBE_GROUPS = Declaration(
+    ApiKey.DESCRIBE_GROUPS,
+    served=(0, 6),
+    flexible=5,
+    request=[field("groups", Array(STRING)), field("include_authorized_operations", BOOLEAN, 3, default=False)],
+    response=[
+        field("throttle_time_ms", INT32, 1, default=0),
+        field(
+            "groups",
+            [
+                field("error_code", INT16),
+                field("error_message", STRING, 6, nullable=6, default=None),
+                field("group_id", STRING),
+                field("group_state", STRING),
+                field("protocol_type", STRING),
+                field("protocol_data", STRING),
+                field(
+                    "members",
+                    [
+                        field("member_id", STRING),
+                        field("group_instance_id", STRING, 4, nullable=4, default=None),
+                        field("client_id", STRING),
+                        field("client_host", STRING),
+                        field("member_metadata", BYTES),
+                        field("member_assignment", BYTES),
+                    ],
+                ),
+                field("authorized_operations", INT32, 3, default=_NO_OPERATIONS),
+            ],
+        ),
+    ],
+)
+
+# v3: flexible; v4 (KIP-518): a filter by state; v5 (KIP-848): a filter by type.
+LIST_GROUPS = Declaration(
+    ApiKey.LIST_GROUPS,
+    served=(0, 5),
+    flexible=3,
+    request=[field("states_filter", Array(STRING), 4, default=()), field("types_filter", Array(STRING), 5, default=())],
+    response=[
+        field("throttle_time_ms", INT32, 1, default=0),
+        field("error_code", INT16),
+        field(
+            "groups",
+            [
+                field("group_id", STRING),
+                field("protocol_type", STRING),
+                field("group_state", STRING, 4, default=""),
+                field("group_type", STRING, 5, default="classic"),
+            ],
+        ),
+    ],
+)
+
 # ------------------------------------------------------------------------- known, not served (yet)
-# Clients that do not ask ApiVersions first (Kafka 0.9's Java consumer joins groups unasked) send
-# these anyway. Their responses are declared so that such a request gets an answer carrying
-# UNSUPPORTED_VERSION, which a client reports, instead of a closed connection, which it retries
-# forever. The requests are never read: only the header is.
+# Clients that do not ask ApiVersions first send these anyway. Their responses are declared so that
+# such a request gets an answer carrying UNSUPPORTED_VERSION, which a client reports, instead of a
+# closed connection, which it retries forever. The requests are never read: only the header is.
 REFUSED_DECLARATIONS: tuple[Declaration, ...] = (
-    Declaration(
-        ApiKey.JOIN_GROUP,
-        served=(0, 9),
-        flexible=6,
-        request=[],
-        response=[
-            field("throttle_time_ms", INT32, 2, default=0),
-            field("error_code", INT16),
-            field("generation_id", INT32, default=-1),
-            field("protocol_type", STRING, 7, nullable=7, default=None),
-            field("protocol_name", STRING, nullable=7, default=""),
-            field("leader", STRING, default=""),
-            field("skip_assignment", BOOLEAN, 9, default=False),
-            field("member_id", STRING, default=""),
-            field(
-                "members",
-                [
-                    field("member_id", STRING),
-                    field("group_instance_id", STRING, 5, nullable=5, default=None),
-                    field("metadata", BYTES),
-                ],
-                default=(),
-            ),
-        ],
-    ),
-    Declaration(
-        ApiKey.HEARTBEAT,
-        served=(0, 4),
-        flexible=4,
-        request=[],
-        response=[field("throttle_time_ms", INT32, 1, default=0), field("error_code", INT16)],
-    ),
-    Declaration(
-        ApiKey.LEAVE_GROUP,
-        served=(0, 5),
-        flexible=4,
-        request=[],
-        response=[
-            field("throttle_time_ms", INT32, 1, default=0),
-            field("error_code", INT16),
-            field(
-                "members",
-                [
-                    field("member_id", STRING),
-                    field("group_instance_id", STRING, nullable=3),
-                    field("error_code", INT16),
-                ],
-                3,
-                default=(),
-            ),
-        ],
-    ),
-    Declaration(
-        ApiKey.SYNC_GROUP,
-        served=(0, 5),
-        flexible=4,
-        request=[],
-        response=[
-            field("throttle_time_ms", INT32, 1, default=0),
-            field("error_code", INT16),
-            field("protocol_type", STRING, 5, nullable=5, default=None),
-            field("protocol_name", STRING, 5, nullable=5, default=None),
-            field("assignment", BYTES, default=b""),
-        ],
-    ),
     Declaration(
         ApiKey.INIT_PRODUCER_ID,
         served=(0, 5),
@@ -596,6 +697,12 @@ DECLARATIONS: tuple[Declaration, ...] = (
     OFFSET_COMMIT,
     OFFSET_FETCH,
     FIND_COORDINATOR,
+    JOIN_GROUP,
+    HEARTBEAT,
+    LEAVE_GROUP,
+    SYNC_GROUP,
+    DESCRIBE_GROUPS,
+    LIST_GROUPS,
     API_VERSIONS,
     CREATE_TOPICS,
 )
