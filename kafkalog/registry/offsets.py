@@ -71,5 +71,23 @@ def committed_partitions(client: Any, group: str) -> list[tuple[str, int]]:
     return found
 
 
+def groups_with_offsets(client: Any) -> list[str]:
+    """Every group that has an offsets node under /consumers (ListGroups lists them)."""
+    from kazoo.exceptions import NoNodeError  # noqa: PLC0415
+
+    try:
+        groups = client.get_children("/consumers")
+    except NoNodeError:
+        return []
+    found = []
+    for group in sorted(groups):
+        try:
+            if client.exists(f"/consumers/{group}/offsets"):
+                found.append(group)
+        except NoNodeError:
+            continue
+    return found
+
+
 def _as_int(text: str) -> int:
     return int(text) if text.isdigit() else -1

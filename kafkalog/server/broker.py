@@ -64,6 +64,7 @@ class Broker:
     def start(self) -> None:
         """Serve; in ZooKeeper mode also register (BrokerConfigError if another broker holds the id)."""
         self.logs.start_maintenance()
+        self.handlers.groups.start()
         self.server.start()
         if self._zookeeper is not None:
             try:
@@ -87,6 +88,7 @@ class Broker:
         logger.info("broker %d stopping", self.config.broker_id)
         try:
             self.server.stop()
+            self.handlers.groups.stop()
             if self._metrics_http is not None:
                 self._metrics_http.stop()
             self.cluster.close()

@@ -17,6 +17,7 @@ import yaml
 from kafkalog.errors import KafkalogError, RegistryError
 from kafkalog.log import LogConfig
 from kafkalog.registry.connect import check_connect_string
+from kafkalog.server.groups.settings import GroupSettings
 from kafkalog.yamlfile import YamlKeyError, parse_strict
 
 
@@ -108,6 +109,8 @@ class BrokerConfig:
     ``retention.ms``, ...) overrides them for that topic."""
     limits: Limits = field(default_factory=Limits)
     """Protections against clients that misbehave or lie."""
+    groups: GroupSettings = field(default_factory=GroupSettings)
+    """How the group coordinator treats consumer groups (session timeouts, the first rebalance)."""
     metrics_port: int | None = None
     """Serve metrics (Prometheus text format) over HTTP on this port; None: off."""
     zookeeper: str | None = None

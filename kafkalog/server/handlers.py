@@ -27,7 +27,9 @@ from kafkalog.record import Codec
 from kafkalog.record.reader import first_codec
 from kafkalog.server.cluster import ClusterView, TopicExistsError
 from kafkalog.server.config import BrokerConfig
+from kafkalog.server.deferred import DeferredResponse
 from kafkalog.server.fetch import FetchRequest, ParkedFetch, read_fetch
+from kafkalog.server.groups import GroupCoordinator
 from kafkalog.server.offsets import GroupOffsetStore
 from kafkalog.server.topic_config import topic_log_config
 
@@ -39,7 +41,7 @@ _TRANSACTION_KEY = 1
 NO_RESPONSE = object()
 """Returned for a produce with acks=0: Kafka sends nothing back."""
 
-HandlerResult = Struct | ParkedFetch | object
+HandlerResult = Struct | ParkedFetch | DeferredResponse | object
 _MAX_OFFSET_METADATA = 4096
 
 
@@ -66,6 +68,7 @@ class RequestHandlers:
         self.cluster = cluster
         self.offsets = offsets
         self.on_append = on_append
+        self.groups = GroupCoordinator(config.groups, cluster.coordinates)
         self._table: dict[ApiKey, Callable[[RequestHeader, Api, Struct], HandlerResult]] = {
             ApiKey.PRODUCE: self.produce,
             ApiKey.FETCH: self.fetch,
@@ -74,11 +77,19 @@ class RequestHandlers:
             ApiKey.OFFSET_COMMIT: self.offset_commit,
             ApiKey.OFFSET_FETCH: self.offset_fetch,
             ApiKey.FIND_COORDINATOR: self.find_coordinator,
+            ApiKey.HEARTBEAT: lambda header, api, body: self.groups.heartbeat(body),
+            ApiKey.LEAVE_GROUP: lambda header, api, body: self.groups.leave_group(api.version, body),
+            ApiKey.SYNC_GROUP: lambda header, api, body: self.groups.sync_group(api.version, body),
+            ApiKey.DESCRIBE_GROUPS: self.describe_groups,
+            ApiKey.LIST_GROUPS: self.list_groups,
             ApiKey.API_VERSIONS: self.api_versions,
             ApiKey.CREATE_TOPICS: self.create_topics,
         }
 
-    def handle(self, header: RequestHeader, api: Api, body: Struct) -> HandlerResult:
+    def handle(self, header: RequestHeader, api: Api, body: Struct, *, peer: str = "") -> HandlerResult:
+        """The response to one request from the client at address ``peer``."""
+        if api.key == ApiKey.JOIN_GROUP:  # the only one that keeps the client's address
+            return self.groups.join_group(api.version, body, header.client_id or "", peer)
         return self._table[api.key](header, api, body)
 
     # ------------------------------------------------------------------ produce
@@ -246,12 +257,14 @@ class RequestHandlers:
     def offset_commit(self, header: RequestHeader, api: Api, body: Struct) -> HandlerResult:
         group = body["group_id"]
         generation = body.get("generation_id", -1)
-        group_error: ErrorCode | None = None
+        group_error: int | None = None
         if not self.cluster.coordinates(group):
             group_error = ErrorCode.NOT_COORDINATOR
-        elif generation != -1:
-            # Only "simple" commits (no group membership) until groups are served.
-            group_error = ErrorCode.ILLEGAL_GENERATION
+        else:  # a member of the current generation, or nobody while the group has no members
+            fenced = self.groups.commit_error(
+                group, generation, body.get("member_id", ""), body.get("group_instance_id")
+            )
+            group_error = fenced or None
         accepted: dict[tuple[str, int], tuple[int, str | None]] = {}
         responses = []
         for topic_request in body["topics"]:
@@ -281,6 +294,41 @@ class RequestHandlers:
                         if partition_response["error_code"] == ErrorCode.NONE:
                             partition_response["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
         return {"responses": responses}
+
+    # ------------------------------------------------------------------ describing groups
+
+    def describe_groups(self, header: RequestHeader, api: Api, body: Struct) -> HandlerResult:
+        described = []
+        for group in body["groups"]:
+            try:
+                has_offsets = (
+                    bool(self.offsets.committed_partitions(group)) if self.cluster.coordinates(group) else False
+                )
+            except KafkalogError as exc:
+                described.append(self.groups.describe(group, api.version, has_offsets=False))
+                described[-1].update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, error_message=str(exc))
+                continue
+            described.append(self.groups.describe(group, api.version, has_offsets=has_offsets))
+        return {"groups": described}
+
+    def list_groups(self, header: RequestHeader, api: Api, body: Struct) -> HandlerResult:
+        """The groups this broker coordinates: those with members, and those with committed offsets
+        only (as "Empty", protocol type "consumer" like Kafka's)."""
+        try:
+            stored = [group for group in self.offsets.groups() if self.cluster.coordinates(group)]
+        except KafkalogError as exc:
+            logger.warning("cannot list groups: %s", exc)
+            return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "groups": []}
+        listed = dict.fromkeys(stored, ("consumer", "Empty"))
+        listed.update(self.groups.listed())
+        states = set(body.get("states_filter") or ())
+        types = {t.lower() for t in body.get("types_filter") or ()}
+        groups = [
+            {"group_id": group, "protocol_type": protocol_type, "group_state": state, "group_type": "classic"}
+            for group, (protocol_type, state) in sorted(listed.items())
+            if (not states or state in states) and (not types or "classic" in types)
+        ]
+        return {"error_code": ErrorCode.NONE, "groups": groups}
 
     def offset_fetch(self, header: RequestHeader, api: Api, body: Struct) -> HandlerResult:
         if "groups" in body:  # v8+: several groups in one request, each answered on its own

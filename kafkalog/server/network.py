@@ -29,6 +29,7 @@ from kafkalog.protocol import REGISTRY, ApiKey, decode_request, encode_response,
 from kafkalog.protocol.apis import API_NAMES, api_name
 from kafkalog.protocol.frames import client_id_of, refusal
 from kafkalog.server.config import BrokerConfig
+from kafkalog.server.deferred import DeferredResponse
 from kafkalog.server.fetch import ParkedFetch
 from kafkalog.server.handlers import NO_RESPONSE, RequestHandlers
 from kafkalog.server.metrics import Metrics
@@ -53,7 +54,9 @@ class Connection:
     out: collections.deque[Any] = field(default_factory=collections.deque)
     out_offset: int = 0
     out_bytes: int = 0
-    parked: tuple[ParkedFetch, Any, Any] | None = None
+    parked: tuple[ParkedFetch | DeferredResponse, Any, Any] | None = None
+    """A request waiting for its answer (a fetch for data, a join for its group) with its header
+    and Api: none of the connection's later requests is read meanwhile."""
     events: int = 0
     closed: bool = False
 
@@ -202,13 +205,15 @@ class Processor(threading.Thread):
             metrics.protocol_errors += 1
             self._close(conn)
             return
-        result = self.server.handlers.handle(header, api, body)
+        result = self.server.handlers.handle(header, api, body, peer=conn.peer[0])
         if result is NO_RESPONSE:
             metrics.record_request(api.key.name, time.perf_counter() - started)
             return
-        if isinstance(result, ParkedFetch):
+        if isinstance(result, ParkedFetch | DeferredResponse):
             conn.parked = (result, header, api)
             self._parked.add(conn)
+            if isinstance(result, DeferredResponse):
+                result.on_complete(self.wake)  # another thread answers it: look at it then
             return
         chunks, _ = encode_response(api, header.correlation_id, result)  # type: ignore[arg-type]
         # counted before the response leaves: a client that got it then reads the metrics sees it
@@ -241,10 +246,13 @@ class Processor(threading.Thread):
             if conn.parked is None:
                 continue
             parked, header, api = conn.parked
-            expired = now >= parked.deadline
-            if not (data_arrived or expired):
-                continue
-            body = self.server.handlers.retry_fetch(parked, expired=expired)
+            if isinstance(parked, DeferredResponse):
+                body = parked.body
+            else:
+                expired = now >= parked.deadline
+                if not (data_arrived or expired):
+                    continue
+                body = self.server.handlers.retry_fetch(parked, expired=expired)
             if body is None:
                 continue
             conn.parked = None

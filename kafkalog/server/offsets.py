@@ -38,6 +38,8 @@ class GroupOffsetStore(Protocol):
 
     def committed_partitions(self, group: str) -> list[tuple[str, int]]: ...
 
+    def groups(self) -> list[str]: ...
+
 
 class OffsetStore:
     """Per-group committed offsets with a write-through file per group. Thread-safe."""
@@ -87,6 +89,11 @@ class OffsetStore:
     def fetch(self, group: str, topic: str, partition: int) -> tuple[int, str | None] | None:
         """The committed (offset, metadata), or None if nothing was committed."""
         return self._groups.get(group, {}).get(topic, {}).get(partition)
+
+    def groups(self) -> list[str]:
+        """Every group with committed offsets, sorted."""
+        with self._lock:
+            return sorted(group for group, topics in self._groups.items() if topics)
 
     def committed_partitions(self, group: str) -> list[tuple[str, int]]:
         """Every (topic, partition) the group committed an offset for, sorted."""

@@ -30,7 +30,7 @@ from kafkalog.log import LogConfig, LogManager, validate_topic
 from kafkalog.protocol import ErrorCode
 from kafkalog.registry.brokers import BROKER_IDS, BrokerInfo, BrokerRegistration, live_brokers
 from kafkalog.registry.connect import connect
-from kafkalog.registry.offsets import commit_offset, committed_partitions, fetch_offset
+from kafkalog.registry.offsets import commit_offset, committed_partitions, fetch_offset, groups_with_offsets
 from kafkalog.registry.topics import (
     BROKER_TOPICS,
     create_topic,
@@ -244,11 +244,15 @@ class ZooKeeperCluster:
         return None
 
     def coordinator(self, group: str) -> BrokerAddress:
-        # Offsets live in ZooKeeper, which every broker reaches: any broker serves any group.
-        return self.this_broker
+        # Offsets live in ZooKeeper, which every broker reaches, but a group's membership lives in
+        # one broker's memory: each group goes to one live broker, chosen by every broker alike from
+        # the same live set, and to another when that one's registration goes.
+        with self._lock:
+            live = [self._live[i] for i in sorted(self._live)] or [self.this_broker]
+        return live[zlib.crc32(group.encode()) % len(live)]
 
     def coordinates(self, group: str) -> bool:
-        return True
+        return self.coordinator(group).id == self.this_broker.id
 
     def can_create_topics(self) -> bool:
         return True
@@ -323,6 +327,14 @@ class ZooKeeperOffsetStore:
         except Exception as exc:
             raise RegistryError(f"cannot read offsets of group {group} from ZooKeeper: {exc!r}") from exc
         return None if offset is None else (offset, "")
+
+    def groups(self) -> list[str]:
+        if not self.zk.connected:
+            raise RegistryError("cannot list groups: ZooKeeper is not reachable")
+        try:
+            return groups_with_offsets(self.zk)
+        except Exception as exc:
+            raise RegistryError(f"cannot list groups in ZooKeeper: {exc!r}") from exc
 
     def committed_partitions(self, group: str) -> list[tuple[str, int]]:
         if not self.zk.connected:

@@ -171,8 +171,8 @@ def test_unknown_apis_and_versions_disconnect(broker: BrokerProcess, api_key: in
 @pytest.mark.parametrize(
     ("api_key", "version", "name", "error_at"),
     [
-        # JoinGroup v0: correlation id, then the error code
-        (ApiKey.JOIN_GROUP, 0, "JoinGroup (11)", 4),
+        # InitProducerId v0: correlation id, throttle time, then the error code
+        (ApiKey.INIT_PRODUCER_ID, 0, "InitProducerId (22)", 4 + 4),
         # InitProducerId v4 is flexible: correlation id, the header's tagged fields, throttle time
         (ApiKey.INIT_PRODUCER_ID, 4, "InitProducerId (22)", 4 + 1 + 4),
     ],
@@ -180,8 +180,8 @@ def test_unknown_apis_and_versions_disconnect(broker: BrokerProcess, api_key: in
 def test_known_apis_not_served_get_unsupported_version(
     broker: BrokerProcess, api_key: ApiKey, version: int, name: str, error_at: int
 ) -> None:
-    """Kafka 0.9's consumer joins a group without asking ApiVersions first: it gets an error it
-    reports (UNSUPPORTED_VERSION) instead of a closed connection it would retry forever."""
+    """A client that sends an API we know but do not serve without asking ApiVersions first gets an
+    error it reports (UNSUPPORTED_VERSION) instead of a closed connection it would retry forever."""
     with connect(broker) as sock:
         sock.sendall(_frame(api_key, version, b"\x00" * 64))  # the body is never read: only the header
         size = struct.unpack(">i", recv_exact(sock, 4))[0]
