@@ -1,5 +1,7 @@
 """The high-level consumer (the seeds' ConsumerConnector): a group of consumers that share the
-partitions of their topics through ZooKeeper, with offsets committed to ZooKeeper.
+partitions of their topics, either through ZooKeeper with offsets committed there (the seeds'
+design, kafkalog.client.zookeeper_membership) or through the group's coordinator broker with
+Kafka's group protocol (kafkalog, Kafka 0.10 to 4.x; kafkalog.client.broker_membership).
 
 Role: ``create_message_streams({topic: n})`` (or ``..._by_filter``) returns iterators; behind them
 one fetcher thread reads every owned partition (one request per broker) and queues what each fetch
@@ -13,16 +15,14 @@ Invariants:
   committed. So no partition is consumed by two members at once.
 - At least once: the committed offset is never beyond what was handed out; a new owner resumes at
   the committed offset (duplicates only within the uncommitted window, no gaps).
-- SUSPENDED (ZooKeeper unreachable, the session may survive): nothing more is handed out and
-  nothing is committed until the connection is back. LOST (session expired): ownership is gone, so
-  everything is dropped, the member joins again and rebalances.
-- A frozen process (SIGSTOP, a stalled VM) cannot notice that its session expired meanwhile, and
-  kazoo cannot either until it runs again. So a message is handed out only while a heartbeat thread
-  has recently run; after a pause longer than ``_FROZEN_S`` the heartbeat first makes a ZooKeeper
-  round trip in the same session before anything more is handed out (if the session is gone, the
-  member drops everything as for LOST).
+- Suspended (ZooKeeper or the coordinator unreachable, the membership may survive): nothing more is
+  handed out and nothing is committed until it is back. Lost (session expired, or fenced by the
+  coordinator): ownership is gone, so everything is dropped, the member joins again and rebalances.
+- A message is handed out only while the membership can show it is still alive (``paused()`` of the
+  membership: a recent ZooKeeper round trip in the same session, or a recently acknowledged
+  heartbeat), so a frozen process does not hand out a partition another member took meanwhile.
 - A rebalance is triggered by members joining or leaving, brokers coming or going, and (for filters)
-  new matching topics; the watches are ZooKeeper's, re-set by kazoo after reconnects.
+  new matching topics: ZooKeeper's watches, or the coordinator's answer to a heartbeat.
 """
 
 from __future__ import annotations
@@ -34,25 +34,18 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kafkalog.client.broker_membership import BrokerMembership
 from kafkalog.client.consumer import SimpleConsumer
-from kafkalog.errors import AssignmentError, ClientError, KafkalogError, OffsetOutOfRangeError, RegistryError
+from kafkalog.client.zookeeper_membership import ZooKeeperMembership
+from kafkalog.errors import AssignmentError, ClientError, KafkalogError, OffsetOutOfRangeError
 from kafkalog.record import Message, decode_all
 from kafkalog.registry.assign import ThreadId, TopicPartition
-from kafkalog.registry.brokers import BROKER_IDS, live_brokers
-from kafkalog.registry.connect import connect
-from kafkalog.registry.groups import Rebalancer, ids_path, register_member
-from kafkalog.registry.offsets import commit_offset, offset_path
-from kafkalog.registry.topics import BROKER_TOPICS, all_topics
 
 log = logging.getLogger(__name__)
-
-_FROZEN_S = 1.0
-"""A heartbeat older than this means the process was frozen (or starved): hand nothing out until a
-ZooKeeper round trip shows the session survived."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,9 +151,13 @@ class GroupConsumer:
 
     def __init__(
         self,
-        zookeeper: Any,
-        group: str,
+        zookeeper: Any = None,
+        group: str = "",
         *,
+        bootstrap: str | Sequence[str] | None = None,
+        group_instance_id: str | None = None,
+        rebalance_timeout_s: float = 60.0,
+        heartbeat_interval_s: float | None = None,
         consumer_id: str | None = None,
         assignor: str = "range",
         auto_commit_interval_s: float | None = 5.0,
@@ -177,18 +174,39 @@ class GroupConsumer:
     ) -> None:
         if auto_offset_reset not in ("smallest", "largest"):
             raise ClientError(f"auto_offset_reset must be smallest or largest, not {auto_offset_reset!r}")
-        if isinstance(zookeeper, str):
-            try:
-                self.zk = connect(zookeeper, session_timeout_s=session_timeout_s)
-            except RegistryError as exc:
-                raise ClientError(str(exc)) from exc
-            self._owns_client = True
-        else:
-            self.zk, self._owns_client = zookeeper, False
+        if (zookeeper is None) == (bootstrap is None):
+            raise ClientError("give a ZooKeeper connect string (or client) or bootstrap brokers (one of them)")
+        if not group:
+            raise ClientError("a group id is needed")
         self.group = group
         self.consumer_id = (
             consumer_id or f"{group}_{socket.gethostname()}-{int(time.time() * 1000)}-{uuid.uuid4().hex[:8]}"
         )
+        self._membership: ZooKeeperMembership | BrokerMembership
+        if bootstrap is not None:
+            self._membership = BrokerMembership(
+                bootstrap,
+                group,
+                self.consumer_id,
+                assignor=assignor,
+                session_timeout_s=session_timeout_s,
+                rebalance_timeout_s=rebalance_timeout_s,
+                heartbeat_interval_s=heartbeat_interval_s,
+                group_instance_id=group_instance_id,
+                on_release=self._release,
+            )
+        else:
+            if group_instance_id is not None:
+                raise ClientError("group_instance_id (static membership) needs the brokers' group protocol")
+            self._membership = ZooKeeperMembership(
+                zookeeper,
+                group,
+                self.consumer_id,
+                assignor=assignor,
+                claim_timeout_s=claim_timeout_s,
+                session_timeout_s=session_timeout_s,
+                on_release=self._release,
+            )
         self.auto_commit_interval_s = auto_commit_interval_s
         self.auto_offset_reset = auto_offset_reset
         self.fetch_max_bytes = fetch_max_bytes
@@ -214,20 +232,9 @@ class GroupConsumer:
         self._positions: dict[TopicPartition, int] = {}
         """Next offset to hand out per owned partition (what a commit stores)."""
         self._committed: dict[TopicPartition, int] = {}
-        self._suspended = threading.Event()
-        self._alive_at = time.monotonic()
-        """When the heartbeat last ran with the session known to be alive (see the module doc)."""
+        self._suspended = self._membership.suspended
         self._rebalance_needed = threading.Event()
-        self._rebalancer = Rebalancer(
-            self.zk,
-            group,
-            self.consumer_id,
-            assignor=assignor,
-            claim_timeout_s=claim_timeout_s,
-            on_release=self._release,
-        )
         self._simple: SimpleConsumer | None = None
-        self._lost = False
         self.rebalances = 0
         """Completed rebalances of this member."""
         self.commit_filter = commit_filter
@@ -280,7 +287,7 @@ class GroupConsumer:
     def _matching_topics(self) -> dict[str, int]:
         assert self._filter is not None
         white, black, streams = self._filter
-        names = all_topics(self.zk)
+        names = self._membership.topics()
         return {
             t: streams
             for t in names
@@ -288,55 +295,9 @@ class GroupConsumer:
         }
 
     def _start(self) -> None:
-        from kazoo.protocol.states import KazooState  # noqa: PLC0415
-
-        register_member(self.zk, self.group, self.consumer_id, self._subscription)
+        self._membership.start(self._subscription, self._rebalance_needed.set)
         self._rebalance_needed.set()
-
-        def on_state(state: Any) -> None:
-            if state == KazooState.SUSPENDED:
-                self._suspended.set()
-            elif state == KazooState.LOST:
-                self._suspended.set()
-                self._lost = True
-            else:
-                self._suspended.clear()
-                self._rebalance_needed.set()
-
-        self.zk.add_listener(on_state)
-        for path in (ids_path(self.group), BROKER_IDS, BROKER_TOPICS):
-            self.zk.ensure_path(path)
-            self.zk.ChildrenWatch(path, self._on_change, send_event=False)
         threading.Thread(target=self._coordinate, name=f"{self.consumer_id}-coordinator", daemon=True).start()
-        threading.Thread(target=self._heartbeat, name=f"{self.consumer_id}-heartbeat", daemon=True).start()
-
-    def _heartbeat(self) -> None:
-        """Keeps ``_alive_at`` fresh while the process runs; after a gap (the process was frozen)
-        refreshes it only once ZooKeeper answers in the session the member had."""
-        session = self.zk.client_id
-        while not self.closed:
-            now = time.monotonic()
-            if now - self._alive_at <= _FROZEN_S / 2 or self._confirm_session(session):
-                self._alive_at = now
-                session = self.zk.client_id
-            time.sleep(0.1)
-
-    def _confirm_session(self, session: Any) -> bool:
-        if not self.zk.connected:
-            return False  # SUSPENDED or reconnecting: the state listener decides what follows
-        try:
-            self.zk.exists_async(ids_path(self.group)).get(timeout=2.0)
-        except Exception:  # no answer in time: still unknown
-            return False
-        if self.zk.client_id != session:  # a new session: ours expired while we were frozen
-            log.warning("%s: the ZooKeeper session expired while the process was frozen", self.consumer_id)
-            self._lost = True
-            self._rebalance_needed.set()
-        return True
-
-    def _on_change(self, children: list[str]) -> bool:
-        self._rebalance_needed.set()
-        return not self.closed
 
     # ------------------------------------------------------------------ the coordinator thread
 
@@ -372,26 +333,22 @@ class GroupConsumer:
         with self._lock:
             if self.closed:
                 return
-            if self._lost:  # a new session: our nodes are gone, so is our ownership
-                self._lost = False
+            if self._membership.lost:  # a new session, or fenced: our ownership is gone
+                self._membership.lost = False
                 self._drop_everything()
-                self._rebalancer.owned.clear()
+                self._membership.forget_owned()
             if self._filter is not None:
                 self._subscription = self._matching_topics()
-            register_member(self.zk, self.group, self.consumer_id, self._subscription)
             for n in self._subscription.values():
                 for i in range(n):
                     self._stream(ThreadId(self.consumer_id, i))
-            owned = self._rebalancer.rebalance()
+            owned = self._membership.rebalance(self._subscription)
             self.rebalances += 1
             if not self.closed:
                 self._take(owned)
 
     def _bootstrap(self) -> list[str]:
-        brokers = live_brokers(self.zk)
-        if not brokers:
-            raise ClientError("no broker is registered in ZooKeeper")
-        return [b.endpoint for b in brokers.values()]
+        return self._membership.bootstrap()
 
     def _consumer(self) -> SimpleConsumer:
         """The connection for offset lookups (fetchers have their own)."""
@@ -400,22 +357,14 @@ class GroupConsumer:
         return self._simple
 
     def _take(self, owned: dict[TopicPartition, ThreadId]) -> None:
-        """Start fetching the newly owned partitions from their committed offsets (read from
-        ZooKeeper together), or from ``auto_offset_reset`` where the group never committed."""
-        from kazoo.exceptions import NoNodeError  # noqa: PLC0415
-
+        """Start fetching the newly owned partitions from their committed offsets (read together),
+        or from ``auto_offset_reset`` where the group never committed."""
         new = {tp: thread for tp, thread in owned.items() if tp not in self._generations}
         if not new:
             return
-        pending = {tp: self.zk.get_async(offset_path(self.group, *tp)) for tp in new}
+        committed = self._membership.committed(new)
         for tp, thread in sorted(new.items()):
-            try:
-                raw, _ = pending[tp].get(timeout=30)
-                start: int | None = int(raw.decode().strip())
-            except NoNodeError:
-                start = None
-            except (UnicodeDecodeError, ValueError) as exc:
-                raise RegistryError(f"{offset_path(self.group, *tp)}: not an offset ({exc})") from exc
+            start = committed.get(tp)
             if start is None:
                 consumer = self._consumer()
                 reset = consumer.earliest_offset if self.auto_offset_reset == "smallest" else consumer.latest_offset
@@ -516,9 +465,9 @@ class GroupConsumer:
         """Called by a stream before yielding the messages from ``offset`` to ``next_offset``: False
         if their partition is no longer ours or they were handed out already (or the session is
         suspended: it waits), else the position advances to ``next_offset``."""
-        while (self._suspended.is_set() or time.monotonic() - self._alive_at > _FROZEN_S) and not self.closed:
+        while self._membership.paused() and not self.closed:
             time.sleep(0.05)
-        if self._lost:  # the session expired: another member may own it now; the rebalance drops it
+        if self._membership.lost:  # another member may own it now; the rebalance drops it
             return False
         tp = (topic, partition)
         with self._lock:
@@ -537,13 +486,15 @@ class GroupConsumer:
             self._owned_snapshot = tuple(sorted(self._generations))
             for stream in self._streams.values():
                 stream.drop(set(partitions))
-            if self.before_release is not None:
-                self.before_release(partitions)
-            if not self._suspended.is_set():
-                self._commit([tp for tp in partitions if tp in self._positions])
-            for tp in partitions:
-                self._positions.pop(tp, None)
-                self._committed.pop(tp, None)
+            try:
+                if self.before_release is not None:
+                    self.before_release(partitions)
+                if not self._suspended.is_set():
+                    self._commit([tp for tp in partitions if tp in self._positions])
+            finally:  # committed or not, they are no longer ours: never commit them again
+                for tp in partitions:
+                    self._positions.pop(tp, None)
+                    self._committed.pop(tp, None)
 
     def _drop_everything(self) -> None:
         self._generations.clear()
@@ -559,21 +510,18 @@ class GroupConsumer:
         """Store the position of every owned partition in ZooKeeper; returns what was stored.
         ClientError while ZooKeeper is unreachable (nothing is silently dropped)."""
         if self._suspended.is_set():
-            raise ClientError(f"{self.consumer_id}: ZooKeeper is unreachable; offsets not committed")
+            raise ClientError(f"{self.consumer_id}: the group's membership is unreachable; offsets not committed")
         with self._lock:
             return self._commit(list(self._positions))
 
     def _commit(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
-        done = {}
         positions = {tp: self._positions[tp] for tp in partitions}
         if self.commit_filter is not None:
             positions = self.commit_filter(positions)
-        for tp, position in positions.items():
-            if self._committed.get(tp) != position:
-                commit_offset(self.zk, self.group, tp[0], tp[1], position)
-                self._committed[tp] = position
-            done[tp] = position
-        return done
+        changed = {tp: position for tp, position in positions.items() if self._committed.get(tp) != position}
+        self._membership.commit(changed)
+        self._committed.update(changed)
+        return positions
 
     def _safe_commit(self) -> None:
         try:
@@ -595,16 +543,13 @@ class GroupConsumer:
             try:
                 if not self._suspended.is_set():
                     self._commit(list(self._positions))
-                self._rebalancer.release(list(self._rebalancer.owned))
-                self.zk.delete(f"{ids_path(self.group)}/{self.consumer_id}")
-            except Exception as exc:  # closing anyway: the ephemeral nodes go with the session
+                self._membership.leave()
+            except Exception as exc:  # closing anyway: the membership ends with the session
                 log.warning("%s: clean leave failed: %s", self.consumer_id, exc)
             self.closed = True
             self._drop_everything()
         self._halt()
-        if self._owns_client:
-            self.zk.stop()
-            self.zk.close()
+        self._membership.close()
 
     def _halt(self) -> None:
         """Stop every thread and connection without committing or releasing (what a crash of the

@@ -1,7 +1,8 @@
 """Committed offsets through the brokers: OffsetCommit/OffsetFetch at the group's coordinator.
 
-Role: commit and read a group's offsets without group membership ("simple" commits: generation -1),
-as a consumer that assigns itself its partitions does (the mirror-maker without ZooKeeper). Works
+Role: commit and read a group's offsets, without group membership ("simple" commits: generation -1)
+as a consumer that assigns itself its partitions does (the mirror-maker without ZooKeeper), or as a
+member of the group's current generation (kafkalog.client.broker_membership). Works
 with kafkalog brokers (which keep them in files, or in ZooKeeper when registered there) and with
 Kafka 0.9 (which keeps v1+ commits in ``__consumer_offsets``). An offset is the *next* message.
 """
@@ -41,7 +42,8 @@ class OffsetsClient(UsesClient):
         )
         self.request_timeout = request_timeout_ms / 1000
 
-    def _coordinator(self, group: str) -> BrokerConnection:
+    def coordinator_address(self, group: str) -> tuple[str, int]:
+        """(host, port) of the group's coordinator (FindCoordinator); BrokerResponseError if none."""
         connection = self.client.any_broker()
         api = connection.api(ApiKey.FIND_COORDINATOR)
         if api.version >= _BATCHED_FIND_COORDINATOR:
@@ -50,11 +52,25 @@ class OffsetsClient(UsesClient):
             answer = connection.request(api, {"key": group})
         if answer["error_code"]:
             raise BrokerResponseError(answer["error_code"], error_name(answer["error_code"]), f"coordinator of {group}")
-        return self.client.connection_to(answer["host"], answer["port"])
+        return answer["host"], answer["port"]
 
-    def commit(self, group: str, offsets: Mapping[TopicPartition, int], metadata: str = "") -> None:
-        """Store ``offsets`` for ``group``; raises BrokerResponseError (naming the partition) if the
-        coordinator refused any, after retrying a coordinator that moved or is loading."""
+    def _coordinator(self, group: str) -> BrokerConnection:
+        return self.client.connection_to(*self.coordinator_address(group))
+
+    def commit(
+        self,
+        group: str,
+        offsets: Mapping[TopicPartition, int],
+        metadata: str = "",
+        *,
+        generation_id: int = -1,
+        member_id: str = "",
+        group_instance_id: str | None = None,
+    ) -> None:
+        """Store ``offsets`` for ``group``, as a member of ``generation_id`` (-1: without membership);
+        raises BrokerResponseError (naming the partition) if the coordinator refused any (e.g.
+        ILLEGAL_GENERATION for a member fenced by a rebalance), after retrying a coordinator that
+        moved or is loading."""
         if not offsets:
             return
         by_topic: dict[str, list[dict[str, object]]] = {}
@@ -62,10 +78,13 @@ class OffsetsClient(UsesClient):
             by_topic.setdefault(topic, []).append({"partition": partition, "offset": offset, "metadata": metadata})
         topics = [{"topic": t, "partitions": p} for t, p in by_topic.items()]
 
+        membership = {"generation_id": generation_id, "member_id": member_id, "group_instance_id": group_instance_id}
+
         def once(connection: BrokerConnection) -> list[tuple[str, int, int]]:
-            # a "simple" commit: the generation, member, timestamps and retention of later versions
-            # take their defaults (-1, "", -1, -1: no group membership, the broker's retention)
-            answer = connection.request(connection.api(ApiKey.OFFSET_COMMIT), {"group_id": group, "topics": topics})
+            # timestamps and retention of later versions take their defaults (-1: the broker's retention)
+            answer = connection.request(
+                connection.api(ApiKey.OFFSET_COMMIT), {"group_id": group, "topics": topics, **membership}
+            )
             return [
                 (t["topic"], p["partition"], p["error_code"])
                 for t in answer["responses"]

@@ -138,7 +138,7 @@ def test_a_killed_member_costs_duplicates_within_its_uncommitted_window_never_ga
         if name == victim.name and ("events", p) in mine and o >= (fetch_offset(zk, "g", "events", p) or 0)
     )
     victim.consumer._halt()  # killed: no commit, no release; its session ends with its process
-    victim.consumer.zk.stop()
+    victim.consumer._membership.zk.stop()  # type: ignore[union-attr]
     victim.thread.join(10)
     wait_for(
         lambda: sorted(tp for m in group for tp in m.consumer.owned()) == [("events", p) for p in range(PARTITIONS)]
