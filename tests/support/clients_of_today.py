@@ -3,8 +3,9 @@
 consumer (Java), and Spark's Kafka source. A reader returns what the client handed its caller, as
 ``Rec``s, so that what two clients read can be compared with ``==``, byte for byte.
 
-Consumers use ``assign`` (kafkalog serves no group membership yet) and producers have idempotence
-off (no InitProducerId yet).
+Consumers use ``assign`` (byte-for-byte reads of chosen partitions; groups are tested in
+tests/kafkalog/server/test_group_clients.py) and producers have idempotence off (no InitProducerId
+yet).
 """
 
 from __future__ import annotations
