@@ -210,7 +210,10 @@ def _number(text: str, given: str) -> int:
 @click.option("--print-offsets", is_flag=True, help="Prefix lines with partition, offset (group: topic too).")
 @click.option("--print-keys", is_flag=True, help="Prefix each line with the key.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
-@click.option("-g", "--group", default=None, help="Consume as a member of this group (needs --zookeeper).")
+@click.option(
+    "-g", "--group", default=None,
+    help="Consume as a member of this group: coordinated by the brokers (-b), or through --zookeeper.",
+)  # fmt: skip
 @click.option("--topic", "topic_option", default=None, help="In a group: the topic (or give TOPIC).")
 @click.option("--whitelist", default=None, metavar="REGEX", help="In a group: topics matching REGEX, new ones too.")
 @click.option("--blacklist", default=None, metavar="REGEX", help="In a group: every topic not matching REGEX.")
@@ -229,7 +232,7 @@ def _number(text: str, given: str) -> int:
 @click.option("--consumer-id", default=None, help="In a group: this member's id (default: group_host-time-random).")
 @click.option(
     "--session-timeout", type=click.FloatRange(min=1), default=6.0, show_default=True,
-    help="In a group: seconds ZooKeeper waits before it expires this member's session (and membership).",
+    help="In a group: seconds without a heartbeat before this member's membership expires.",
 )  # fmt: skip
 def consume(
     cluster: dict[str, Any], topic: str | None, partitions: tuple[int, ...], offset: str, max_messages: int | None,
@@ -239,18 +242,18 @@ def consume(
 ) -> None:  # fmt: skip
     """Print TOPIC's messages to stdout, one per line, up to the current end of each partition; or,
     with --group, share the topics' partitions with the group's other members and keep consuming
-    (offsets committed to ZooKeeper; SIGINT/SIGTERM commit and leave the group).
+    (the group coordinated by the brokers, or with --zookeeper through ZooKeeper, where the offsets
+    are then committed; SIGINT/SIGTERM commit and leave the group).
 
     \b
     kafkalog consume numbers --max-messages 10
     kafkalog consume events -p 0 -o @1700000000000 --print-offsets --print-keys
+    kafkalog consume -b 127.0.0.1:9092 --group loaders --topic events --offset-reset smallest
     kafkalog consume --zookeeper 127.0.0.1:2181 --group loaders --whitelist 'dc\\..*' --print-offsets
     """
     rate = _Rate("read", quiet)
     out = sys.stdout.buffer
     if group is not None:
-        if "zookeeper" not in cluster:
-            raise click.UsageError("--group needs --zookeeper (groups are coordinated through ZooKeeper)")
         chosen = [x for x in (topic, topic_option, whitelist, blacklist) if x is not None]
         if len(chosen) != 1:
             raise click.UsageError("in a group give exactly one of TOPIC, --topic, --whitelist, --blacklist")
@@ -258,7 +261,7 @@ def consume(
             raise click.UsageError("--partition does not go with --group: the group assigns partitions")
         try:
             _consume_in_group(
-                cluster["zookeeper"], group, consumer_id, topic or topic_option, whitelist, blacklist, offset_reset,
+                cluster, group, consumer_id, topic or topic_option, whitelist, blacklist, offset_reset,
                 idle_timeout, (commit_interval, session_timeout), max_messages, (print_offsets, print_keys), rate, out,
             )  # fmt: skip
         except KafkalogError as exc:
@@ -297,13 +300,15 @@ def _write_line(out: BinaryIO, position: str | None, key: bytes | None, value: b
 
 
 def _consume_in_group(
-    zookeeper: str, group: str, consumer_id: str | None, topic: str | None, whitelist: str | None,
+    cluster: dict[str, str], group: str, consumer_id: str | None, topic: str | None, whitelist: str | None,
     blacklist: str | None, reset: str,
     idle_timeout: float | None, intervals: tuple[float, float], max_messages: int | None, prefixes: tuple[bool, bool],
     rate: _Rate, out: BinaryIO,
 ) -> None:  # fmt: skip
-    """One stream of a GroupConsumer to ``out``. A signal only sets a flag: the line being written
-    is finished before the consumer commits and leaves, so a committed offset was always printed."""
+    """One stream of a GroupConsumer to ``out`` (a member coordinated by the brokers, or through
+    ZooKeeper: ``cluster`` has ``bootstrap`` or ``zookeeper``). A signal only sets a flag: the line
+    being written is finished before the consumer commits and leaves, so a committed offset was
+    always printed."""
     from kafkalog.client.group_consumer import GroupConsumer  # noqa: PLC0415 - kazoo only in group mode
 
     print_offsets, print_keys = prefixes
@@ -312,8 +317,9 @@ def _consume_in_group(
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda number, _: stopping.append(number))
     consumer = GroupConsumer(
-        zookeeper, group, consumer_id=consumer_id, auto_offset_reset=reset, auto_commit_interval_s=commit_interval,
-        stream_timeout_s=0.2, session_timeout_s=session_timeout,
+        cluster.get("zookeeper"), group, bootstrap=cluster.get("bootstrap"), consumer_id=consumer_id,
+        auto_offset_reset=reset, auto_commit_interval_s=commit_interval, stream_timeout_s=0.2,
+        session_timeout_s=session_timeout,
     )  # fmt: skip
     shown_error: str | None = None
     try:

@@ -172,7 +172,6 @@ def test_a_member_frozen_past_its_session_never_hands_out_what_another_member_to
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--group", "g", "events"], "--group needs --zookeeper"),
         (["--zookeeper", "127.0.0.1:1", "--group", "g"], "exactly one of TOPIC, --topic, --whitelist"),
         (["--zookeeper", "127.0.0.1:1", "--group", "g", "events", "-p", "0"], "--partition does not go with --group"),
         (["--zookeeper", "127.0.0.1:1", "-b", "127.0.0.1:9092", "events"], "not both"),

@@ -25,7 +25,7 @@ from kafkalog.client import Admin, Producer
 from kafkalog.client.offsets import OffsetsClient
 from tests.support.installed import KAFKA4_LIBS
 from tests.support.kafka4 import CONSOLE_CONSUMER, CONSUMER_GROUPS, TOOL_LOG4J, run_tool
-from tests.support.kafkalog import BrokerProcess
+from tests.support.kafkalog import KAFKALOG, BrokerProcess
 from tests.support.processes import spawn, stop_group
 
 with warnings.catch_warnings():
@@ -228,6 +228,27 @@ def test_a_group_of_three_clients(broker: BrokerProcess, tmp_path: Path) -> None
         java.close()
         for member in members:
             member.close()
+
+
+def test_command_line_members_share_a_group_through_the_broker(broker: BrokerProcess, tmp_path: Path) -> None:
+    topic, group = "cli-members", "cli-group"
+    with Admin(broker.bootstrap) as admin:
+        admin.create_topic(topic, PARTITIONS)
+    argv = [
+        str(KAFKALOG), "consume", "-b", broker.bootstrap, "--group", group, "--topic", topic,
+        "--offset-reset", "smallest", "--print-offsets", "--idle-timeout", "8", "--session-timeout", "6", "-q",
+    ]  # fmt: skip
+    members = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
+    wait_until(lambda: members_of(broker.bootstrap, group) == 2, 60, "a group of two")
+    written = produce(broker.bootstrap, topic, range(300))
+    outputs = [member.communicate(timeout=120) for member in members]
+    assert [member.returncode for member in members] == [0, 0], [err.decode() for _, err in outputs]
+    printed = [
+        [(int(p), int(o)) for _, p, o, _ in (line.split(b"\t", 3) for line in out.splitlines())] for out, _ in outputs
+    ]
+    assert sorted(printed[0] + printed[1]) == sorted(written)  # each message once, by one of them
+    assert all(printed), "both members consumed"  # they shared the partitions
+    assert committed(broker.bootstrap, group, topic) == dict.fromkeys(range(PARTITIONS), 50)
 
 
 def test_the_new_consumer_protocol_is_refused_naming_the_classic_one(broker: BrokerProcess, tmp_path: Path) -> None:
