@@ -66,6 +66,10 @@ class LogConfig:
     """Keep producers' timestamps, or stamp every message with the broker's append time. Messages
     without a timestamp (magic 0, or -1) are stamped with the append time either way."""
 
+    producer_id_expiration_ms: int = DAY_MS
+    """An idempotent producer that appended nothing to the partition for this long is forgotten
+    (Kafka's ``producer.id.expiration.ms``): a retry of its last batch after that is appended again."""
+
     on_corruption: Literal["quarantine", "fail"] = "quarantine"
     """What opening a log does when flushed data fails validation (data that no torn write can
     explain): ``quarantine`` opens the partition read-only, serving everything before the bad
@@ -94,6 +98,7 @@ class LogConfig:
         need(self.retention_bytes is None or self.retention_bytes >= 0, "retention_bytes", "must be >= 0 or None")
         need(self.max_message_bytes > 0, "max_message_bytes", "must be positive")
         need(self.max_decompressed_bytes > 0, "max_decompressed_bytes", "must be positive")
+        need(self.producer_id_expiration_ms > 0, "producer_id_expiration_ms", "must be positive")
         need(
             self.message_timestamp_type in ("create_time", "log_append_time"),
             "message_timestamp_type",

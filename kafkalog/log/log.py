@@ -5,13 +5,19 @@ from __future__ import annotations
 import bisect
 import itertools
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from kafkalog.errors import CorruptSegmentError, LogClosedError, OffsetOutOfRangeError
+from kafkalog.errors import (
+    CorruptSegmentError,
+    LogClosedError,
+    OffsetOutOfRangeError,
+    UnsupportedForMessageFormatError,
+)
 from kafkalog.log.config import LogConfig
 from kafkalog.log.faults import crash_point
 from kafkalog.log.files import (
@@ -23,6 +29,7 @@ from kafkalog.log.files import (
     fsync_dir,
     parse_base_offset,
 )
+from kafkalog.log.producer_state import SNAPSHOT_SUFFIX, ProducerStateManager, batches_in_file, producer_batch
 from kafkalog.log.region import FileRegion
 from kafkalog.log.segment import LogSegment, SegmentDeletedError
 from kafkalog.record import Message, decode_all
@@ -103,6 +110,8 @@ class Log:
         self._set_segments(segments)
         self._log_end_offset = segments[-1].next_offset
         self._recovery_point = self._log_end_offset
+        self.producers = ProducerStateManager(self.directory, expiration_ms=self.config.producer_id_expiration_ms)
+        self._load_producers()
         self.corruption = next((s.corruption for s in segments if s.corruption is not None), None)
         if self.corruption is not None and self.config.on_corruption == "fail":
             self.close()
@@ -140,6 +149,18 @@ class Log:
             active.flush()  # what recovery kept is now the flushed state
         return segments
 
+    def _load_producers(self, snapshot: bool = True) -> None:
+        """The idempotent producers' state: the newest snapshot, then every batch after it."""
+        start = self.producers.load(self._log_end_offset) if snapshot else 0
+        for segment in self.segments:
+            if segment.next_offset <= start or not segment.size:
+                continue
+            fd = os.open(segment.log_path, os.O_RDONLY)
+            try:
+                self.producers.replay(batches_in_file(fd, 0, segment.size, start))
+            finally:
+                os.close(fd)
+
     def _clean_directory(self) -> list[int]:
         """Finish interrupted deletions and drop leftovers; return the base offsets of the segments."""
         bases: list[int] = []
@@ -154,6 +175,8 @@ class Log:
             if base is not None:
                 bases.append(base)
                 continue
+            if name.endswith((SNAPSHOT_SUFFIX, SNAPSHOT_SUFFIX + ".unreadable")):
+                continue  # producer state snapshots (kafkalog.log.producer_state)
             for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
                 index_base = parse_base_offset(name, suffix)
                 if index_base is not None:
@@ -216,12 +239,24 @@ class Log:
         Returns once the bytes are written (in the page cache), and fsynced if the flush policy says
         so now. Raises CorruptRecordError, RecordTooLargeError or InvalidTimestampError for a bad
         set (nothing is appended), StorageError for an I/O failure (nothing stays appended), and the
-        CorruptSegmentError that quarantined the log, if any.
+        CorruptSegmentError that quarantined the log, if any. A batch of an idempotent producer that
+        was appended already is not appended again: its first append's offsets are returned
+        (kafkalog.log.producer_state; OutOfOrderSequenceError or InvalidProducerEpochError for one
+        that does not follow the producer's last batch).
         """
         with self._lock:
             self._check_open()
             if self.corruption is not None:
                 raise self.corruption
+            producer = producer_batch(data)
+            if producer is not None:
+                if self.config.message_format != 2:
+                    raise UnsupportedForMessageFormatError(
+                        "an idempotent producer's batch needs message format v2 (the topic stores v1)"
+                    )
+                duplicate = self.producers.check(producer)
+                if duplicate is not None:
+                    return AppendInfo(duplicate.first_offset, duplicate.last_offset, -1)
             now = self.clock()
             active = self.active_segment
             batch = validate_for_append(
@@ -240,6 +275,8 @@ class Log:
                 active = self._roll()
             active.append(batch, now)
             self._log_end_offset = batch.next_offset
+            if producer is not None:
+                self.producers.appended(producer, batch.first_offset, batch.next_offset - 1, now)
             self._unflushed_messages += count
             if self._oldest_unflushed_ms is None:
                 self._oldest_unflushed_ms = now
@@ -293,6 +330,8 @@ class Log:
         crash_point("log.roll.after_create")
         self._set_segments([*self.segments, new])
         self._recovery_point = max(self._recovery_point, new.base_offset)
+        if len(self.producers):  # replaying on load then starts from here, not the log start
+            self.producers.take_snapshot(new.base_offset, self.clock())
         return new
 
     # ------------------------------------------------------------------ reading
@@ -484,6 +523,8 @@ class Log:
             self._log_end_offset = keep[-1].next_offset
             self._recovery_point = self._log_end_offset
             self.corruption = next((s.corruption for s in keep if s.corruption is not None), None)
+            self.producers.truncate()  # snapshots may describe what was cut: rebuild from the log
+            self._load_producers(snapshot=False)
 
     def verify(self) -> CorruptSegmentError | None:
         """Validate every segment completely; return the first corruption found (also logged)."""
@@ -503,6 +544,8 @@ class Log:
             try:
                 self.active_segment.flush()
                 self._recovery_point = self._log_end_offset
+                if len(self.producers):
+                    self.producers.take_snapshot(self._log_end_offset, self.clock())
             finally:
                 for segment in self.segments:
                     segment.close()
