@@ -53,6 +53,7 @@ class ApiKey(IntEnum):
     SYNC_GROUP = 14
     DESCRIBE_GROUPS = 15
     LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     INIT_PRODUCER_ID = 22
@@ -669,22 +670,40 @@ LIST_GROUPS = Declaration(
     ],
 )
 
+# ----------------------------------------------------------------------------------- InitProducerId
+# The idempotent producer's id and epoch (KIP-98). v1: no change; v2: flexible; v3 (KIP-360): the
+# producer's current id and epoch, to bump the epoch; v4: no change (a new error code); v5 (KIP-890):
+# no change for idempotent producers. Transactional ids are refused (no transaction coordinator).
+INIT_PRODUCER_ID = Declaration(
+    ApiKey.INIT_PRODUCER_ID,
+    served=(0, 5),
+    flexible=2,
+    request=[
+        field("transactional_id", STRING, nullable=0, default=None),
+        field("transaction_timeout_ms", INT32, default=60_000),
+        field("producer_id", INT64, 3, default=-1),
+        field("producer_epoch", INT16, 3, default=-1),
+    ],
+    response=[
+        field("throttle_time_ms", INT32, default=0),
+        field("error_code", INT16),
+        field("producer_id", INT64, default=-1),
+        field("producer_epoch", INT16, default=-1),
+    ],
+)
+
 # ------------------------------------------------------------------------- known, not served (yet)
 # Clients that do not ask ApiVersions first send these anyway. Their responses are declared so that
 # such a request gets an answer carrying UNSUPPORTED_VERSION, which a client reports, instead of a
 # closed connection, which it retries forever. The requests are never read: only the header is.
+# SaslHandshake: a client configured for SASL is told at once that this broker has none.
 REFUSED_DECLARATIONS: tuple[Declaration, ...] = (
     Declaration(
-        ApiKey.INIT_PRODUCER_ID,
-        served=(0, 5),
-        flexible=2,
+        ApiKey.SASL_HANDSHAKE,
+        served=(0, 1),
+        flexible=None,
         request=[],
-        response=[
-            field("throttle_time_ms", INT32, default=0),
-            field("error_code", INT16),
-            field("producer_id", INT64, default=-1),
-            field("producer_epoch", INT16, default=-1),
-        ],
+        response=[field("error_code", INT16), field("mechanisms", Array(STRING), default=())],
     ),
 )
 
@@ -705,6 +724,7 @@ DECLARATIONS: tuple[Declaration, ...] = (
     LIST_GROUPS,
     API_VERSIONS,
     CREATE_TOPICS,
+    INIT_PRODUCER_ID,
 )
 
 REGISTRY: dict[tuple[int, int], Api] = {

@@ -7,12 +7,14 @@ import logging
 from types import TracebackType
 
 from kafkalog.log import LogManager
+from kafkalog.registry.producer_ids import allocate_block
 from kafkalog.server.cluster import Cluster, ClusterView
 from kafkalog.server.config import BrokerConfig, BrokerConfigError
 from kafkalog.server.handlers import RequestHandlers
 from kafkalog.server.metrics import Metrics, MetricsHttpServer, render_prometheus
 from kafkalog.server.network import SocketServer, open_listener
 from kafkalog.server.offsets import GroupOffsetStore, OffsetStore
+from kafkalog.server.producer_ids import BLOCK_SIZE, ProducerIdError, ProducerIds, file_blocks
 from kafkalog.server.zk_cluster import ZooKeeperCluster, ZooKeeperOffsetStore
 
 logger = logging.getLogger(__name__)
@@ -46,7 +48,9 @@ class Broker:
                 static.open_declared_topics()
                 self.cluster, self.offsets = static, OffsetStore(config.data_dirs[0])
             self.metrics = Metrics()
-            self.handlers = RequestHandlers(config, self.logs, self.cluster, self.offsets)
+            self.handlers = RequestHandlers(
+                config, self.logs, self.cluster, self.offsets, producer_ids=self._producer_ids(config)
+            )
             self.server = SocketServer(config, self.handlers, self.metrics, listener)
             self.handlers.on_append = self.server.data_arrived
         except BaseException:
@@ -56,6 +60,20 @@ class Broker:
             self.logs.close()
             raise
         self._metrics_http: MetricsHttpServer | None = None
+
+    def _producer_ids(self, config: BrokerConfig) -> ProducerIds:
+        """Blocks of producer ids: from ZooKeeper (unique in the cluster), or this broker's own range."""
+        zookeeper = self._zookeeper
+        if zookeeper is None:
+            return ProducerIds(file_blocks(config.data_dirs[0], config.broker_id))
+
+        def from_zookeeper() -> tuple[int, int]:
+            try:
+                return allocate_block(zookeeper.zk, config.broker_id, BLOCK_SIZE)
+            except Exception as exc:  # kazoo: ZooKeeper unreachable; the producer retries
+                raise ProducerIdError(f"cannot reserve producer ids in ZooKeeper: {exc!r}") from exc
+
+        return ProducerIds(from_zookeeper)
 
     @property
     def port(self) -> int:

@@ -31,6 +31,7 @@ from kafkalog.server.deferred import DeferredResponse
 from kafkalog.server.fetch import FetchRequest, ParkedFetch, read_fetch
 from kafkalog.server.groups import GroupCoordinator
 from kafkalog.server.offsets import GroupOffsetStore
+from kafkalog.server.producer_ids import ProducerIds, file_blocks
 from kafkalog.server.topic_config import topic_log_config
 
 logger = logging.getLogger(__name__)
@@ -43,6 +44,7 @@ NO_RESPONSE = object()
 
 HandlerResult = Struct | ParkedFetch | DeferredResponse | object
 _MAX_OFFSET_METADATA = 4096
+_MAX_PRODUCER_EPOCH = 32767
 
 
 def error_code_of(exc: BaseException) -> int:
@@ -61,6 +63,7 @@ class RequestHandlers:
         cluster: ClusterView,
         offsets: GroupOffsetStore,
         *,
+        producer_ids: ProducerIds | None = None,
         on_append: Callable[[], None] = lambda: None,
     ) -> None:
         self.config = config
@@ -69,6 +72,7 @@ class RequestHandlers:
         self.offsets = offsets
         self.on_append = on_append
         self.groups = GroupCoordinator(config.groups, cluster.coordinates)
+        self.producer_ids = producer_ids or ProducerIds(file_blocks(config.data_dirs[0], config.broker_id))
         self._table: dict[ApiKey, Callable[[RequestHeader, Api, Struct], HandlerResult]] = {
             ApiKey.PRODUCE: self.produce,
             ApiKey.FETCH: self.fetch,
@@ -84,6 +88,7 @@ class RequestHandlers:
             ApiKey.LIST_GROUPS: self.list_groups,
             ApiKey.API_VERSIONS: self.api_versions,
             ApiKey.CREATE_TOPICS: self.create_topics,
+            ApiKey.INIT_PRODUCER_ID: self.init_producer_id,
         }
 
     def handle(self, header: RequestHeader, api: Api, body: Struct, *, peer: str = "") -> HandlerResult:
@@ -294,6 +299,27 @@ class RequestHandlers:
                         if partition_response["error_code"] == ErrorCode.NONE:
                             partition_response["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
         return {"responses": responses}
+
+    # ------------------------------------------------------------------ idempotent producers
+
+    def init_producer_id(self, header: RequestHeader, api: Api, body: Struct) -> HandlerResult:
+        """A producer id and epoch for an idempotent producer. A producer that names its current id
+        and epoch (v3+, KIP-360: after a sequence error) gets the next epoch of the same id; a
+        transactional id is refused: transactions are not served."""
+        if body["transactional_id"] is not None:
+            logger.warning(
+                "refused InitProducerId for transactional id %r from %r: transactions are not served "
+                "(idempotent producers are)", body["transactional_id"], header.client_id,
+            )  # fmt: skip
+            return {"error_code": ErrorCode.INVALID_REQUEST}
+        producer_id, epoch = body.get("producer_id", -1), body.get("producer_epoch", -1)
+        if producer_id >= 0 and 0 <= epoch < _MAX_PRODUCER_EPOCH:
+            return {"error_code": ErrorCode.NONE, "producer_id": producer_id, "producer_epoch": epoch + 1}
+        try:
+            return {"error_code": ErrorCode.NONE, "producer_id": self.producer_ids.next_id(), "producer_epoch": 0}
+        except KafkalogError as exc:
+            logger.warning("cannot hand out a producer id: %s", exc)
+            return {"error_code": error_code_of(exc)}
 
     # ------------------------------------------------------------------ describing groups
 

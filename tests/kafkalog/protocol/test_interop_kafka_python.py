@@ -20,13 +20,14 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from kafka.protocol import admin, consumer, metadata, producer
+from kafka.protocol import admin, consumer, metadata, producer, sasl
 from kafka.protocol.old import admin as old_admin
 from kafka.protocol.old import api_versions as old_api_versions
 from kafka.protocol.old import commit as old_commit
 from kafka.protocol.old import fetch as old_fetch
 from kafka.protocol.old import find_coordinator as old_find_coordinator
 from kafka.protocol.old import group as old_group
+from kafka.protocol.old import init_producer_id as old_init_producer_id
 from kafka.protocol.old import list_offsets as old_list_offsets
 from kafka.protocol.old import metadata as old_metadata
 from kafka.protocol.old import produce as old_produce
@@ -89,6 +90,10 @@ OLD: dict[ApiKey, tuple[Any, Any]] = {
     ApiKey.LIST_GROUPS: (old_admin.ListGroupsRequest, old_admin.ListGroupsResponse),
     ApiKey.API_VERSIONS: (old_api_versions.ApiVersionsRequest, old_api_versions.ApiVersionsResponse),
     ApiKey.CREATE_TOPICS: (old_admin.CreateTopicsRequest, old_admin.CreateTopicsResponse),
+    ApiKey.INIT_PRODUCER_ID: (
+        old_init_producer_id.InitProducerIdRequest,
+        old_init_producer_id.InitProducerIdResponse,
+    ),
 }
 OLD_MISLABELLED = {"ListGroupsRequest_v2"}
 """kafka-python's hand-written classes whose API_VERSION is wrong (its ListGroupsRequest_v2 says 1)."""
@@ -108,6 +113,7 @@ NEW: dict[ApiKey, tuple[Any, Any]] = {
     ApiKey.LIST_GROUPS: (admin.ListGroupsRequest, admin.ListGroupsResponse),
     ApiKey.API_VERSIONS: (metadata.ApiVersionsRequest, metadata.ApiVersionsResponse),
     ApiKey.CREATE_TOPICS: (admin.CreateTopicsRequest, admin.CreateTopicsResponse),
+    ApiKey.INIT_PRODUCER_ID: (producer.InitProducerIdRequest, producer.InitProducerIdResponse),
 }
 JSON_TYPES = {
     id(INT8): "int8",
@@ -191,7 +197,7 @@ def test_schemas_match_kafka_json_definitions(api: Api) -> None:
 
 
 REFUSED_RESPONSES = {
-    ApiKey.INIT_PRODUCER_ID: producer.InitProducerIdResponse,
+    ApiKey.SASL_HANDSHAKE: sasl.SaslHandshakeResponse,
 }
 
 

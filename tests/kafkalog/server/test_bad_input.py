@@ -171,10 +171,9 @@ def test_unknown_apis_and_versions_disconnect(broker: BrokerProcess, api_key: in
 @pytest.mark.parametrize(
     ("api_key", "version", "name", "error_at"),
     [
-        # InitProducerId v0: correlation id, throttle time, then the error code
-        (ApiKey.INIT_PRODUCER_ID, 0, "InitProducerId (22)", 4 + 4),
-        # InitProducerId v4 is flexible: correlation id, the header's tagged fields, throttle time
-        (ApiKey.INIT_PRODUCER_ID, 4, "InitProducerId (22)", 4 + 1 + 4),
+        # SaslHandshake v0 and v1: correlation id, then the error code
+        (ApiKey.SASL_HANDSHAKE, 0, "SaslHandshake (17)", 4),
+        (ApiKey.SASL_HANDSHAKE, 1, "SaslHandshake (17)", 4),
     ],
 )
 def test_known_apis_not_served_get_unsupported_version(
