@@ -339,3 +339,38 @@ def test_topics_created_while_a_broker_was_cut_off_are_noticed_after_it_reconnec
         b0.__exit__()
         b1.__exit__()
         proxy.close()
+
+
+def test_producer_ids_are_unique_across_the_brokers_of_a_cluster(
+    two_brokers: tuple[BrokerProcess, BrokerProcess],
+) -> None:
+    ids = [
+        roundtrip(broker.port, 22, 4, {"transactional_id": None})["producer_id"]
+        for broker in (*two_brokers, *two_brokers)
+    ]
+    assert len(set(ids)) == 4  # blocks from /latest_producer_id_block: never one id twice
+    assert ids[0] // 1000 != ids[1] // 1000  # each broker took a block of its own
+
+
+def test_one_live_broker_coordinates_a_group_and_another_takes_over_when_it_stops(
+    two_brokers: tuple[BrokerProcess, BrokerProcess],
+) -> None:
+    def coordinator_named_by(broker: BrokerProcess, group: str) -> int:
+        answer = roundtrip(broker.port, 10, 1, {"key": group})
+        assert answer["error_code"] == 0
+        node: int = answer["node_id"]
+        return node
+
+    groups = [f"group-{i}" for i in range(8)]
+    named = {g: {coordinator_named_by(b, g) for b in two_brokers} for g in groups}
+    assert all(len(ids) == 1 for ids in named.values())  # every broker names the same one
+    assert {next(iter(ids)) for ids in named.values()} == {0, 1}  # the groups are spread over both
+    group = next(g for g, ids in named.items() if ids == {1})
+    join = {
+        "group_id": group, "session_timeout_ms": 6000, "member_id": "", "protocol_type": "consumer",
+        "protocols": [{"name": "range", "metadata": b""}],
+    }  # fmt: skip
+    assert roundtrip(two_brokers[0].port, 11, 0, join)["error_code"] == 16  # NOT_COORDINATOR: ask again
+    two_brokers[1].stop()
+    wait_for(lambda: coordinator_named_by(two_brokers[0], group) == 0, what="broker 0 coordinating the group")
+    assert roundtrip(two_brokers[0].port, 11, 0, join)["error_code"] == 0
