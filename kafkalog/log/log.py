@@ -227,6 +227,14 @@ class Log:
     def size_in_bytes(self) -> int:
         return sum(s.size for s in self.segments)
 
+    def reconfigure(self, config: LogConfig) -> None:
+        """Take new settings (a topic's configs altered at run time): appends, the next roll,
+        retention and flushing follow them from now on; what is written stays as it is."""
+        with self._lock:
+            self.config = config
+            self.active_segment.config = config
+            self.producers.expiration_ms = config.producer_id_expiration_ms
+
     def _check_open(self) -> None:
         if self._closed:
             raise LogClosedError(f"log {self.directory} is closed")

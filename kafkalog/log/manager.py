@@ -15,7 +15,9 @@ import fcntl
 import logging
 import os
 import re
+import shutil
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -120,6 +122,9 @@ class LogManager:
         for leftover in data_dir.glob(f"*{TMP_SUFFIX}"):
             logger.warning("removing %s, a checkpoint a crash left half-written", leftover)
             leftover.unlink()
+        for doomed in data_dir.glob(".deleted-*"):
+            logger.warning("removing %s, a deleted partition a crash left behind", doomed)
+            shutil.rmtree(doomed, ignore_errors=True)
         recovery_points = read_checkpoint(data_dir / RECOVERY_POINT_FILE)
         partition_dirs = [p for p in sorted(data_dir.iterdir()) if p.is_dir() and _PARTITION_DIR.match(p.name)]
         if not clean and partition_dirs:
@@ -151,6 +156,34 @@ class LogManager:
 
     def config_for(self, topic: str) -> LogConfig:
         return self.topic_configs.get(topic, self.config)
+
+    def set_topic_config(self, topic: str, config: LogConfig | None) -> None:
+        """Give ``topic``'s logs new settings (None: the defaults), open ones at once."""
+        with self._lock:
+            if config is None:
+                self.topic_configs.pop(topic, None)
+            else:
+                self.topic_configs[topic] = config
+            logs = [log for (t, _), log in self._logs.items() if t == topic]
+        for log in logs:
+            log.reconfigure(self.config_for(topic))
+
+    def delete_logs(self, topic: str) -> int:
+        """Close and delete every log of ``topic`` (a topic deleted); returns how many. The
+        directory is renamed first, so a crash leaves it out of the logs opened at the next start."""
+        with self._lock:
+            self._check_open()
+            mine = sorted(tp for tp in self._logs if tp[0] == topic)
+            for tp in mine:
+                log = self._logs.pop(tp)
+                data_dir = self._log_dirs.pop(tp)
+                log.close()
+                doomed = data_dir / f".deleted-{tp[0]}-{tp[1]}-{time.monotonic_ns()}"
+                log.directory.rename(doomed)  # checked: a failure raises and nothing is half-deleted
+                fsync_dir(data_dir)
+                shutil.rmtree(doomed, ignore_errors=True)
+            self.topic_configs.pop(topic, None)
+            return len(mine)
 
     # ------------------------------------------------------------------ partitions
 

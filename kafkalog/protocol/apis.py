@@ -56,7 +56,14 @@ class ApiKey(IntEnum):
     SASL_HANDSHAKE = 17
     API_VERSIONS = 18
     CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
+    DESCRIBE_CONFIGS = 32
+    CREATE_PARTITIONS = 37
+    DELETE_GROUPS = 42
+    INCREMENTAL_ALTER_CONFIGS = 44
+    OFFSET_DELETE = 47
+    DESCRIBE_CLUSTER = 60
 
 
 @dataclass(frozen=True)
@@ -692,6 +699,203 @@ INIT_PRODUCER_ID = Declaration(
     ],
 )
 
+# ------------------------------------------------------------------------------------- admin APIs
+# DeleteTopics: v1 throttle time; v4 flexible; v5 an error message; (v6's topic ids not served). Kafka
+# 4.x accepts v1 and later only (KIP-896), and so do we.
+DELETE_TOPICS = Declaration(
+    ApiKey.DELETE_TOPICS,
+    served=(1, 5),
+    flexible=4,
+    request=[field("topic_names", Array(STRING)), field("timeout_ms", INT32, default=30_000)],
+    response=[
+        field("throttle_time_ms", INT32, 1, default=0),
+        field(
+            "responses",
+            [
+                field("name", STRING),
+                field("error_code", INT16),
+                field("error_message", STRING, 5, nullable=5, default=None),
+            ],
+        ),
+    ],
+)
+
+# DescribeConfigs: v1 synonyms and config sources; v3 types and documentation; v4 flexible. (v0,
+# before KIP-226, is refused by Kafka 4.x and not served.)
+DESCRIBE_CONFIGS = Declaration(
+    ApiKey.DESCRIBE_CONFIGS,
+    served=(1, 4),
+    flexible=4,
+    request=[
+        field(
+            "resources",
+            [
+                field("resource_type", INT8),
+                field("resource_name", STRING),
+                field("configuration_keys", Array(STRING), nullable=0, default=None),
+            ],
+        ),
+        field("include_synonyms", BOOLEAN, 1, default=False),
+        field("include_documentation", BOOLEAN, 3, default=False),
+    ],
+    response=[
+        field("throttle_time_ms", INT32, default=0),
+        field(
+            "results",
+            [
+                field("error_code", INT16),
+                field("error_message", STRING, nullable=0, default=None),
+                field("resource_type", INT8),
+                field("resource_name", STRING),
+                field(
+                    "configs",
+                    [
+                        field("name", STRING),
+                        field("value", STRING, nullable=0),
+                        field("read_only", BOOLEAN),
+                        field("config_source", INT8, 1, default=-1),
+                        field("is_sensitive", BOOLEAN, default=False),
+                        field(
+                            "synonyms",
+                            [field("name", STRING), field("value", STRING, nullable=0), field("source", INT8)],
+                            1,
+                            default=(),
+                        ),
+                        field("config_type", INT8, 3, default=0),
+                        field("documentation", STRING, 3, nullable=0, default=None),
+                    ],
+                ),
+            ],
+        ),
+    ],
+)
+
+# CreatePartitions: v2 flexible; v3 no change.
+CREATE_PARTITIONS = Declaration(
+    ApiKey.CREATE_PARTITIONS,
+    served=(0, 3),
+    flexible=2,
+    request=[
+        field(
+            "topics",
+            [
+                field("name", STRING),
+                field("count", INT32),
+                field("assignments", [field("broker_ids", Array(INT32))], nullable=0, default=None),
+            ],
+        ),
+        field("timeout_ms", INT32, default=30_000),
+        field("validate_only", BOOLEAN, default=False),
+    ],
+    response=[
+        field("throttle_time_ms", INT32, default=0),
+        field(
+            "results",
+            [
+                field("name", STRING),
+                field("error_code", INT16),
+                field("error_message", STRING, nullable=0, default=None),
+            ],
+        ),
+    ],
+)
+
+# DeleteGroups: v2 flexible.
+DELETE_GROUPS = Declaration(
+    ApiKey.DELETE_GROUPS,
+    served=(0, 2),
+    flexible=2,
+    request=[field("groups_names", Array(STRING))],
+    response=[
+        field("throttle_time_ms", INT32, default=0),
+        field("results", [field("group_id", STRING), field("error_code", INT16)]),
+    ],
+)
+
+# IncrementalAlterConfigs (KIP-339): v1 flexible.
+INCREMENTAL_ALTER_CONFIGS = Declaration(
+    ApiKey.INCREMENTAL_ALTER_CONFIGS,
+    served=(0, 1),
+    flexible=1,
+    request=[
+        field(
+            "resources",
+            [
+                field("resource_type", INT8),
+                field("resource_name", STRING),
+                field(
+                    "configs",
+                    [field("name", STRING), field("config_operation", INT8), field("value", STRING, nullable=0)],
+                ),
+            ],
+        ),
+        field("validate_only", BOOLEAN, default=False),
+    ],
+    response=[
+        field("throttle_time_ms", INT32, default=0),
+        field(
+            "responses",
+            [
+                field("error_code", INT16),
+                field("error_message", STRING, nullable=0, default=None),
+                field("resource_type", INT8),
+                field("resource_name", STRING),
+            ],
+        ),
+    ],
+)
+
+# OffsetDelete (KIP-496): one version, never flexible.
+OFFSET_DELETE = Declaration(
+    ApiKey.OFFSET_DELETE,
+    served=(0, 0),
+    flexible=None,
+    request=[
+        field("group_id", STRING),
+        field("topics", [field("name", STRING), field("partitions", [field("partition_index", INT32)])]),
+    ],
+    response=[
+        field("error_code", INT16),
+        field("throttle_time_ms", INT32, default=0),
+        field(
+            "topics",
+            [field("name", STRING), field("partitions", [field("partition_index", INT32), field("error_code", INT16)])],
+            default=(),
+        ),
+    ],
+)
+
+# DescribeCluster (KIP-700): always flexible; v1 an endpoint type; v2 fenced brokers (none here).
+DESCRIBE_CLUSTER = Declaration(
+    ApiKey.DESCRIBE_CLUSTER,
+    served=(0, 2),
+    flexible=0,
+    request=[
+        field("include_cluster_authorized_operations", BOOLEAN, default=False),
+        field("endpoint_type", INT8, 1, default=1),
+        field("include_fenced_brokers", BOOLEAN, 2, default=False),
+    ],
+    response=[
+        field("throttle_time_ms", INT32, default=0),
+        field("error_code", INT16),
+        field("error_message", STRING, nullable=0, default=None),
+        field("endpoint_type", INT8, 1, default=1),
+        field("cluster_id", STRING),
+        field("controller_id", INT32, default=-1),
+        field(
+            "brokers",
+            [
+                field("broker_id", INT32),
+                field("host", STRING),
+                field("port", INT32),
+                field("rack", STRING, nullable=0, default=None),
+                field("is_fenced", BOOLEAN, 2, default=False),
+            ],
+        ),
+        field("cluster_authorized_operations", INT32, default=_NO_OPERATIONS),
+    ],
+)
+
 # ------------------------------------------------------------------------- known, not served (yet)
 # Clients that do not ask ApiVersions first send these anyway. Their responses are declared so that
 # such a request gets an answer carrying UNSUPPORTED_VERSION, which a client reports, instead of a
@@ -724,7 +928,14 @@ DECLARATIONS: tuple[Declaration, ...] = (
     LIST_GROUPS,
     API_VERSIONS,
     CREATE_TOPICS,
+    DELETE_TOPICS,
     INIT_PRODUCER_ID,
+    DESCRIBE_CONFIGS,
+    CREATE_PARTITIONS,
+    DELETE_GROUPS,
+    INCREMENTAL_ALTER_CONFIGS,
+    OFFSET_DELETE,
+    DESCRIBE_CLUSTER,
 )
 
 REGISTRY: dict[tuple[int, int], Api] = {

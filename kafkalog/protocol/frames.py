@@ -85,15 +85,17 @@ def client_id_of(frame: bytes | bytearray | memoryview) -> str | None:
 
 
 def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader, Api, Struct]:
-    """Header, API and body of a request frame (without its size prefix); ProtocolError if invalid."""
+    """Header, API and body of a request frame (without its size prefix); ProtocolError if invalid.
+
+    Bytes after the request's last field are ignored, as Kafka's brokers ignore them: librdkafka
+    2.16 ends its all-topics Metadata v9 request with one. Every field before them was read and
+    checked, and nothing is allocated for them."""
     api_key, api_version, _ = peek_header(frame)
     api = lookup(api_key, api_version)
     reader = Reader(frame)
     fields = _request_header(api).decode(reader)
     header = RequestHeader(fields["api_key"], fields["api_version"], fields["correlation_id"], fields["client_id"])
     body = api.request.decode(reader)
-    if reader.remaining:
-        raise ProtocolError(f"{reader.remaining} bytes left over after a {api.key.name} v{api.version} request")
     return header, api, body
 
 

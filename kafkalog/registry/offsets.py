@@ -71,6 +71,19 @@ def committed_partitions(client: Any, group: str) -> list[tuple[str, int]]:
     return found
 
 
+def delete_offsets(client: Any, group: str, partitions: list[tuple[str, int]] | None = None) -> None:
+    """Remove the group's offsets of ``partitions`` (None: the group's whole offsets node)."""
+    from kazoo.exceptions import NoNodeError  # noqa: PLC0415
+
+    root = offset_path(group, "t", 0).rsplit("/", 2)[0]
+    targets = [root] if partitions is None else [offset_path(group, t, p) for t, p in partitions]
+    for path in targets:
+        try:
+            client.delete(path, recursive=True)
+        except NoNodeError:
+            continue
+
+
 def groups_with_offsets(client: Any) -> list[str]:
     """Every group that has an offsets node under /consumers (ListGroups lists them)."""
     from kazoo.exceptions import NoNodeError  # noqa: PLC0415

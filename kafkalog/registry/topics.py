@@ -49,6 +49,41 @@ def create_topic(client: Any, topic: str, assignment: dict[int, int]) -> None:
         raise RegistryError(f"topic {topic} already exists ({topic_path(topic)})") from exc
 
 
+def update_topic(client: Any, topic: str, assignment: dict[int, int]) -> None:
+    """Rewrite ``topic``'s partition → broker ``assignment`` (partitions added: Kafka's tools write
+    the same node); RegistryError if the topic is not registered or the numbering has gaps."""
+    from kazoo.exceptions import NoNodeError  # noqa: PLC0415
+
+    if sorted(assignment) != list(range(len(assignment))):
+        raise RegistryError(f"topic {topic}: partitions must be numbered 0..{len(assignment) - 1}")
+    value = json.dumps({"version": 1, "partitions": {str(p): [b] for p, b in sorted(assignment.items())}})
+    try:
+        client.set(topic_path(topic), value.encode())
+    except NoNodeError as exc:
+        raise RegistryError(f"topic {topic} is not registered ({topic_path(topic)})") from exc
+
+
+def delete_topic(client: Any, topic: str) -> None:
+    """Remove ``topic``'s registration and configuration (each broker then drops its logs)."""
+    from kazoo.exceptions import NoNodeError  # noqa: PLC0415
+
+    for path in (topic_path(topic), f"{TOPIC_CONFIGS}/{topic}"):
+        try:
+            client.delete(path, recursive=True)
+        except NoNodeError:
+            continue
+
+
+CONFIG_CHANGES = "/config/changes"
+
+
+def notify_config_change(client: Any, topic: str) -> None:
+    """Tell every broker that ``topic``'s configuration changed (Kafka's notification node, which
+    Kafka's own tools also write): a sequential node under /config/changes."""
+    value = json.dumps({"version": 1, "entity_type": "topics", "entity_name": topic}).encode()
+    client.create(f"{CONFIG_CHANGES}/config_change_", value, sequence=True, makepath=True)
+
+
 def read_topic(client: Any, topic: str) -> dict[int, int] | None:
     """Partition → serving broker of ``topic``, or None if it is not registered."""
     from kazoo.exceptions import NoNodeError  # noqa: PLC0415

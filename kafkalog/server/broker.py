@@ -15,6 +15,7 @@ from kafkalog.server.metrics import Metrics, MetricsHttpServer, render_prometheu
 from kafkalog.server.network import SocketServer, open_listener
 from kafkalog.server.offsets import GroupOffsetStore, OffsetStore
 from kafkalog.server.producer_ids import BLOCK_SIZE, ProducerIdError, ProducerIds, file_blocks
+from kafkalog.server.topic_config import TopicConfigFiles, topic_log_config
 from kafkalog.server.zk_cluster import ZooKeeperCluster, ZooKeeperOffsetStore
 
 logger = logging.getLogger(__name__)
@@ -32,7 +33,16 @@ class Broker:
         # With port 0 the kernel chose the port: clients must be told the real one.
         self.config = config = dataclasses.replace(config, port=listener.getsockname()[1])
         try:
-            self.logs = LogManager(config.data_dirs, config.log)
+            # Without ZooKeeper, topic configs are kept beside the data: the logs open with them.
+            self.topic_configs = None if config.zookeeper is not None else TopicConfigFiles(config.data_dirs[0])
+            stored = self.topic_configs.all() if self.topic_configs is not None else {}
+            overrides = {topic: topic_log_config(config.log, entries) for topic, entries in stored.items()}
+            self.logs = LogManager(
+                config.data_dirs, config.log, topic_configs={t: c for t, c in overrides.items() if c is not None}
+            )
+        except (KeyError, ValueError) as exc:
+            listener.close()
+            raise BrokerConfigError(f"a stored topic config is invalid: {exc}") from exc
         except BaseException:
             listener.close()
             raise
@@ -44,7 +54,7 @@ class Broker:
                 self.cluster = self._zookeeper = ZooKeeperCluster(config, self.logs)
                 self.offsets = ZooKeeperOffsetStore(self._zookeeper)
             else:
-                static = Cluster(config, self.logs)
+                static = Cluster(config, self.logs, self.topic_configs)
                 static.open_declared_topics()
                 self.cluster, self.offsets = static, OffsetStore(config.data_dirs[0])
             self.metrics = Metrics()

@@ -19,6 +19,7 @@ from kafkalog.errors import KafkalogError
 from kafkalog.log import LogConfig, LogManager, validate_topic
 from kafkalog.protocol import ErrorCode
 from kafkalog.server.config import BrokerAddress, BrokerConfig
+from kafkalog.server.topic_config import TopicConfigFiles, topic_log_config
 
 
 class ClusterView(Protocol):
@@ -71,14 +72,32 @@ class ClusterView(Protocol):
         name (``config`` parsed from them); ``placement`` partition → broker, if the client chose."""
         ...
 
+    def topic_config_entries(self, topic: str) -> dict[str, str]:
+        """The topic's config overrides by Kafka name (what CreateTopics or IncrementalAlterConfigs set)."""
+        ...
+
+    def alter_topic_config(self, topic: str, entries: Mapping[str, str]) -> None:
+        """Make ``entries`` the topic's whole set of overrides, durably, and apply them to its logs
+        now. TopicChangeRefused where this cluster cannot change topics at run time."""
+        ...
+
+    def add_partitions(self, topic: str, count: int) -> None:
+        """Grow the topic to ``count`` partitions (placed over the brokers)."""
+        ...
+
+    def delete_topic(self, topic: str) -> None:
+        """Remove the topic and its data (TopicChangeRefused where not possible)."""
+        ...
+
     def close(self) -> None: ...
 
 
 class Cluster:
     """The topic catalog and leadership of a static cluster. Thread-safe."""
 
-    def __init__(self, config: BrokerConfig, logs: LogManager) -> None:
+    def __init__(self, config: BrokerConfig, logs: LogManager, topic_configs: TopicConfigFiles | None = None) -> None:
         self.config = config
+        self.topic_configs = topic_configs or TopicConfigFiles(config.data_dirs[0])
         self.brokers: tuple[BrokerAddress, ...] = config.brokers
         self.this_broker = next(b for b in self.brokers if b.id == config.broker_id)
         self.logs = logs
@@ -147,10 +166,46 @@ class Cluster:
         with self._lock:
             if topic in self._partitions:
                 raise TopicExistsError(f"topic {topic!r} already exists")
+            if entries and not self.is_multi_broker:
+                self.topic_configs.put(topic, entries)  # before the logs: a crash leaves no topic on defaults
             for partition in range(partitions):
                 if self.leader(topic, partition) == self.this_broker:
                     self.logs.get_or_create_log(topic, partition, config)
             self._partitions[topic] = partitions
+
+    def _changeable(self, topic: str, what: str) -> int:
+        if self.is_multi_broker:
+            raise TopicChangeRefused(
+                f"cannot {what}: the topics of a static multi-broker cluster are declared in its config"
+            )
+        count = self._partitions.get(topic)
+        if count is None:
+            raise UnknownTopicError(f"topic {topic!r} does not exist")
+        return count
+
+    def topic_config_entries(self, topic: str) -> dict[str, str]:
+        return self.topic_configs.get(topic)
+
+    def alter_topic_config(self, topic: str, entries: Mapping[str, str]) -> None:
+        with self._lock:
+            self._changeable(topic, f"alter the configs of {topic!r}")
+            config = topic_log_config(self.config.log, entries)
+            self.topic_configs.put(topic, entries)
+            self.logs.set_topic_config(topic, config)
+
+    def add_partitions(self, topic: str, count: int) -> None:
+        with self._lock:
+            current = self._changeable(topic, f"add partitions to {topic!r}")
+            for partition in range(current, count):
+                self.logs.get_or_create_log(topic, partition, self.logs.config_for(topic))
+            self._partitions[topic] = max(current, count)
+
+    def delete_topic(self, topic: str) -> None:
+        with self._lock:
+            self._changeable(topic, f"delete {topic!r}")
+            del self._partitions[topic]
+            self.logs.delete_logs(topic)
+            self.topic_configs.put(topic, {})
 
     def open_declared_topics(self, topics: Iterable[str] | None = None) -> None:
         """Create the logs this broker leads for configured topics (at start-up)."""
@@ -163,6 +218,18 @@ class Cluster:
 
     def close(self) -> None:
         """Nothing to release: the static view holds no connections."""
+
+
+class TopicChangeRefused(KafkalogError):
+    """A topic change this cluster cannot make at run time (becomes POLICY_VIOLATION)."""
+
+    error_code = 44  # POLICY_VIOLATION
+
+
+class UnknownTopicError(KafkalogError):
+    """A change to a topic that does not exist."""
+
+    error_code = 3  # UNKNOWN_TOPIC_OR_PARTITION
 
 
 class TopicExistsError(KafkalogError):

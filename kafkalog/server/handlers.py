@@ -25,6 +25,7 @@ from kafkalog.protocol.apis import MAX_TIMESTAMP_LIST_OFFSETS_VERSION, ZSTD_PROD
 from kafkalog.protocol.types import Struct
 from kafkalog.record import Codec
 from kafkalog.record.reader import first_codec
+from kafkalog.server.admin import AdminHandlers
 from kafkalog.server.cluster import ClusterView, TopicExistsError
 from kafkalog.server.config import BrokerConfig
 from kafkalog.server.deferred import DeferredResponse
@@ -73,6 +74,7 @@ class RequestHandlers:
         self.on_append = on_append
         self.groups = GroupCoordinator(config.groups, cluster.coordinates)
         self.producer_ids = producer_ids or ProducerIds(file_blocks(config.data_dirs[0], config.broker_id))
+        self.admin = AdminHandlers(config, cluster, offsets, self.groups)
         self._table: dict[ApiKey, Callable[[RequestHeader, Api, Struct], HandlerResult]] = {
             ApiKey.PRODUCE: self.produce,
             ApiKey.FETCH: self.fetch,
@@ -89,6 +91,13 @@ class RequestHandlers:
             ApiKey.API_VERSIONS: self.api_versions,
             ApiKey.CREATE_TOPICS: self.create_topics,
             ApiKey.INIT_PRODUCER_ID: self.init_producer_id,
+            ApiKey.DESCRIBE_CLUSTER: self.admin.describe_cluster,
+            ApiKey.DESCRIBE_CONFIGS: self.admin.describe_configs,
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: self.admin.incremental_alter_configs,
+            ApiKey.CREATE_PARTITIONS: self.admin.create_partitions,
+            ApiKey.DELETE_TOPICS: self.admin.delete_topics,
+            ApiKey.DELETE_GROUPS: self.admin.delete_groups,
+            ApiKey.OFFSET_DELETE: self.admin.offset_delete,
         }
 
     def handle(self, header: RequestHeader, api: Api, body: Struct, *, peer: str = "") -> HandlerResult:
@@ -446,9 +455,10 @@ class RequestHandlers:
             topic = request["topic"]
             error, message = self._create_topic(request, validate_only)
             result: Struct = {"topic": topic, "error_code": error, "error_message": message}
-            if error == ErrorCode.NONE:  # v5+ tell what was created
+            if error == ErrorCode.NONE:  # v5+ tell what was created, with its configs (Java's admin needs them)
                 result["num_partitions"] = self.cluster.partition_count(topic) or self._planned_partitions(request)
                 result["replication_factor"] = 1
+                result["configs"] = self.admin.created_topic_configs(request)
             results.append(result)
         return {"throttle_time_ms": 0, "topic_errors": results}
 

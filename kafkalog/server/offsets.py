@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Protocol
 
 from kafkalog.errors import KafkalogError
-from kafkalog.log.files import write_atomically
+from kafkalog.log.files import fsync_dir, write_atomically
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +39,10 @@ class GroupOffsetStore(Protocol):
     def committed_partitions(self, group: str) -> list[tuple[str, int]]: ...
 
     def groups(self) -> list[str]: ...
+
+    def delete(self, group: str, partitions: list[tuple[str, int]] | None = None) -> None:
+        """Forget the group's offsets of ``partitions`` (None: all of them), durably."""
+        ...
 
 
 class OffsetStore:
@@ -74,21 +78,55 @@ class OffsetStore:
             current = {topic: dict(parts) for topic, parts in self._groups.get(group, {}).items()}
             for (topic, partition), value in offsets.items():
                 current.setdefault(topic, {})[partition] = value
-            document = {
-                "format_version": FORMAT_VERSION,
-                "group": group,
-                "offsets": {
-                    topic: {str(p): [offset, metadata] for p, (offset, metadata) in sorted(parts.items())}
-                    for topic, parts in sorted(current.items())
-                },
-            }
-            path = self.directory / (group.encode("utf-8").hex() + ".json")
-            write_atomically(path, json.dumps(document, indent=1).encode(), crash_prefix="offsets")
-            self._groups[group] = current
+            self._store(group, current)
+
+    def _store(self, group: str, current: GroupOffsets) -> None:
+        """Replace the group's file with ``current`` (no file at all when it is empty)."""
+        path = self.directory / (group.encode("utf-8").hex() + ".json")
+        current = {topic: parts for topic, parts in current.items() if parts}
+        if not current:
+            path.unlink(missing_ok=True)
+            fsync_dir(self.directory)
+            self._groups.pop(group, None)
+            return
+        document = {
+            "format_version": FORMAT_VERSION,
+            "group": group,
+            "offsets": {
+                topic: {str(p): [offset, metadata] for p, (offset, metadata) in sorted(parts.items())}
+                for topic, parts in sorted(current.items())
+            },
+        }
+        write_atomically(path, json.dumps(document, indent=1).encode(), crash_prefix="offsets")
+        self._groups[group] = current
 
     def fetch(self, group: str, topic: str, partition: int) -> tuple[int, str | None] | None:
         """The committed (offset, metadata), or None if nothing was committed."""
         return self._groups.get(group, {}).get(topic, {}).get(partition)
+
+    def delete(self, group: str, partitions: list[tuple[str, int]] | None = None) -> None:
+        with self._lock:
+            current = {topic: dict(parts) for topic, parts in self._groups.get(group, {}).items()}
+            for topic, partition in (
+                partitions if partitions is not None else [(t, p) for t in current for p in current[t]]
+            ):
+                current.get(topic, {}).pop(partition, None)
+            current = {topic: parts for topic, parts in current.items() if parts}
+            path = self.directory / (group.encode("utf-8").hex() + ".json")
+            if current:
+                document = {
+                    "format_version": FORMAT_VERSION,
+                    "group": group,
+                    "offsets": {
+                        topic: {str(p): [offset, metadata] for p, (offset, metadata) in sorted(parts.items())}
+                        for topic, parts in sorted(current.items())
+                    },
+                }
+                write_atomically(path, json.dumps(document, indent=1).encode(), crash_prefix="offsets")
+                self._groups[group] = current
+            else:
+                path.unlink(missing_ok=True)
+                self._groups.pop(group, None)
 
     def groups(self) -> list[str]:
         """Every group with committed offsets, sorted."""

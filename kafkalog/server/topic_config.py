@@ -3,10 +3,15 @@ as ZooKeeper keeps it at ``/config/topics/<topic>``: parsed into the LogConfig o
 
 from __future__ import annotations
 
+import json
+import threading
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
+from kafkalog.errors import KafkalogError
 from kafkalog.log import LogConfig
+from kafkalog.log.files import write_atomically
 
 
 def _message_format(version: str) -> int:
@@ -54,3 +59,76 @@ def topic_log_config(base: LogConfig, entries: Mapping[str, str]) -> LogConfig |
             }.get(name, "an integer")
             raise ValueError(f"{name}={value!r} is not a valid value (expected {expected})") from None
     return LogConfig(**{**{f: getattr(base, f) for f in base.__dataclass_fields__}, **values})
+
+
+def kafka_value(name: str, config: LogConfig) -> str | None:
+    """The value of topic config ``name`` that ``config`` amounts to, written as Kafka writes it
+    (``retention.ms`` -1 for forever, ``message.format.version`` 0.10.2 or 3.0, ...)."""
+    field = TOPIC_CONFIGS[name][0]
+    value = getattr(config, field)
+    if name in ("retention.ms", "retention.bytes"):
+        return "-1" if value is None else str(value)
+    if name == "message.format.version":
+        return "0.10.2" if value == 1 else "3.0"
+    if name == "message.timestamp.type":
+        return "LogAppendTime" if value == "log_append_time" else "CreateTime"
+    return None if value is None else str(value)
+
+
+class TopicConfigFiles:
+    """The topic configs of a broker without ZooKeeper, kept durably (ZooKeeper keeps them at
+    /config/topics otherwise): one JSON file per topic of its overrides by Kafka name,
+
+        <first data dir>/.topic_configs/<hex of the topic name>.json
+        {"format_version": 1, "topic": "<name>", "configs": {"retention.ms": "...", ...}}
+
+    replaced atomically. Thread-safe."""
+
+    FORMAT_VERSION = 1
+
+    def __init__(self, data_dir: Path) -> None:
+        self.directory = data_dir / ".topic_configs"
+        self._lock = threading.Lock()
+        self._entries: dict[str, dict[str, str]] = {}
+        if self.directory.is_dir():
+            for path in sorted(self.directory.glob("*.json")):
+                try:
+                    document = json.loads(path.read_text(encoding="utf-8"))
+                    if document.get("format_version") != self.FORMAT_VERSION:
+                        raise ValueError(f"unknown format_version {document.get('format_version')!r}")
+                    topic, configs = document["topic"], document["configs"]
+                    if bytes.fromhex(path.stem).decode() != topic or not isinstance(configs, dict):
+                        raise ValueError("the topic inside does not match the file name")
+                    self._entries[topic] = {str(k): str(v) for k, v in configs.items()}
+                except (OSError, ValueError, KeyError, TypeError) as exc:
+                    # a topic silently back on default retention could delete data early: refuse
+                    raise TopicConfigError(f"topic config file {path} is unreadable: {exc}") from exc
+
+    def all(self) -> dict[str, dict[str, str]]:
+        with self._lock:
+            return {topic: dict(entries) for topic, entries in self._entries.items()}
+
+    def get(self, topic: str) -> dict[str, str]:
+        with self._lock:
+            return dict(self._entries.get(topic, {}))
+
+    def put(self, topic: str, entries: Mapping[str, str]) -> None:
+        """Store ``entries`` as the topic's whole set of overrides (empty: none)."""
+        with self._lock:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            path = self.directory / (topic.encode().hex() + ".json")
+            if entries:
+                document = {
+                    "format_version": self.FORMAT_VERSION,
+                    "topic": topic,
+                    "configs": dict(sorted(entries.items())),
+                }
+                write_atomically(path, json.dumps(document, indent=1).encode(), crash_prefix="topic_config")
+                self._entries[topic] = dict(entries)
+            else:
+                path.unlink(missing_ok=True)
+                self._entries.pop(topic, None)
+
+
+class TopicConfigError(KafkalogError):
+    """A topic's stored configuration cannot be read; the broker refuses to start rather than guess."""

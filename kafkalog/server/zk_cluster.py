@@ -30,18 +30,28 @@ from kafkalog.log import LogConfig, LogManager, validate_topic
 from kafkalog.protocol import ErrorCode
 from kafkalog.registry.brokers import BROKER_IDS, BrokerInfo, BrokerRegistration, live_brokers
 from kafkalog.registry.connect import connect
-from kafkalog.registry.offsets import commit_offset, committed_partitions, fetch_offset, groups_with_offsets
+from kafkalog.registry.offsets import (
+    commit_offset,
+    committed_partitions,
+    delete_offsets,
+    fetch_offset,
+    groups_with_offsets,
+)
 from kafkalog.registry.topics import (
     BROKER_TOPICS,
+    CONFIG_CHANGES,
     create_topic,
+    delete_topic,
+    notify_config_change,
     parse_topic,
     read_topic,
     read_topic_config,
     spread,
     topic_path,
+    update_topic,
     write_topic_config,
 )
-from kafkalog.server.cluster import TopicExistsError
+from kafkalog.server.cluster import TopicExistsError, UnknownTopicError
 from kafkalog.server.config import BrokerAddress, BrokerConfig, BrokerConfigError
 from kafkalog.server.topic_config import topic_log_config
 
@@ -51,6 +61,8 @@ _REQUEST_PATH_TIMEOUT_S = 2.0
 """Longest a request handler waits on ZooKeeper (a topic it has not seen yet, an offset commit)."""
 _UNKNOWN_TOPIC_RECHECK_S = 1.0
 """A topic not found in ZooKeeper is not looked up again for this long (clients retry in a loop)."""
+DELETE_TOPICS = "/admin/delete_topics"
+"""Where Kafka's ZooKeeper tools (kafka-topics --delete) ask for a topic's deletion."""
 _RESYNC_INTERVAL_S = 30.0
 """A full re-read even without a watch firing: a safety net, not the mechanism."""
 
@@ -82,6 +94,8 @@ class ZooKeeperCluster:
             stale_wait_s=2 * session_s + 5,
         )
         self._refresher = threading.Thread(target=self._refresh_loop, name="zookeeper-refresher", daemon=True)
+        self._watched: set[str] = set()
+        """Topics whose registration node has a data watch (partitions added rewrite it)."""
 
     # ------------------------------------------------------------------ life cycle
 
@@ -111,8 +125,12 @@ class ZooKeeperCluster:
             if state == KazooState.CONNECTED:
                 self._wake.set()  # anything may have changed while we were away
 
+        self.zk.ensure_path(CONFIG_CHANGES)
+        self.zk.ensure_path(DELETE_TOPICS)
         ChildrenWatch(self.zk, BROKER_IDS, wake)
         ChildrenWatch(self.zk, BROKER_TOPICS, wake)
+        ChildrenWatch(self.zk, CONFIG_CHANGES, wake)  # a topic's config altered (by us or Kafka's tools)
+        ChildrenWatch(self.zk, DELETE_TOPICS, wake)  # Kafka's tools ask for deletions here
         self.zk.add_listener(on_state)
         self._refresher.start()
 
@@ -146,28 +164,69 @@ class ZooKeeperCluster:
                 self._wake.set()
 
     def _sync(self) -> None:
-        """Re-read live brokers and topics; create the logs of partitions placed here."""
+        """Re-read live brokers, topics (their partitions too: some may have been added) and the
+        configs of the topics served here; open the logs of partitions placed here, delete those
+        of topics deleted."""
+        from kazoo.recipe.watchers import DataWatch  # noqa: PLC0415
+
         brokers = {i: BrokerAddress(i, b.host, b.port) for i, b in live_brokers(self.zk).items()}
         names = set(self.zk.get_children(BROKER_TOPICS))
         with self._lock:
-            known = set(self._topics)
-        fresh: dict[str, dict[int, int]] = {}
-        for name in sorted(names - known):
+            known = dict(self._topics)
+        current: dict[str, dict[int, int]] = {}
+        for name in sorted(names):
             assignment = read_topic(self.zk, name)
             if assignment is not None:
-                fresh[name] = assignment
-        for name, assignment in fresh.items():
-            self._open_logs(name, assignment)
+                current[name] = assignment
+        for name, assignment in current.items():
+            if name not in self._watched:  # a partition added rewrites the node: wake on it
+                self._watched.add(name)
+                DataWatch(self.zk, topic_path(name), self._on_topic_change)
+            if assignment != known.get(name) or any(
+                self.logs.get_log(name, p) is None for p, b in assignment.items() if b == self.this_broker.id
+            ):
+                self._open_logs(name, assignment)
+            elif any(b == self.this_broker.id for b in assignment.values()):
+                self._apply_config(name)
         with self._lock:
             before = set(self._live)
             self._live = brokers
-            self._topics.update(fresh)
-            for gone in known - names:  # deleted from ZooKeeper: no longer served (the logs stay on disk)
-                self._topics.pop(gone, None)
+            self._topics = current
+        for gone in sorted(set(known) - set(current)):  # deleted from ZooKeeper: its data goes too
+            self._watched.discard(gone)
+            if self.logs.delete_logs(gone):
+                logger.info("deleted the logs of topic %s (deleted from the registry)", gone)
         if set(brokers) != before:
             logger.info("live brokers: %s", ", ".join(map(str, sorted(brokers))) or "none")
-        for name in sorted(fresh):
-            logger.info("serving topic %s (%d partition(s))", name, len(fresh[name]))
+        for name in sorted(set(current) - set(known)):
+            logger.info("serving topic %s (%d partition(s))", name, len(current[name]))
+        self._handle_admin_deletions(brokers)
+
+    def _on_topic_change(self, *_: Any) -> bool:
+        self._wake.set()
+        return not self._closing.is_set()  # False ends the watch
+
+    def _apply_config(self, topic: str) -> None:
+        try:
+            config = topic_log_config(self.config.log, read_topic_config(self.zk, topic))
+        except (KeyError, ValueError, KafkalogError) as exc:
+            logger.warning("topic %s: configuration in ZooKeeper ignored (%s)", topic, exc)
+            return
+        if self.logs.config_for(topic) != (config or self.config.log):
+            logger.info("topic %s: configuration changed", topic)
+            self.logs.set_topic_config(topic, config)
+
+    def _handle_admin_deletions(self, brokers: Mapping[int, BrokerAddress]) -> None:
+        """Topic deletions asked the way Kafka's ZooKeeper tools ask (/admin/delete_topics/<topic>):
+        carried out by the lowest live broker, the controller's stand-in."""
+        if min(brokers, default=self.this_broker.id) != self.this_broker.id or not self.zk.exists(DELETE_TOPICS):
+            return
+        for topic in sorted(self.zk.get_children(DELETE_TOPICS)):
+            logger.info("deleting topic %s, as %s/%s asks", topic, DELETE_TOPICS, topic)
+            delete_topic(self.zk, topic)
+            with contextlib.suppress(Exception):
+                self.zk.delete(f"{DELETE_TOPICS}/{topic}")
+            self._wake.set()
 
     def _open_logs(self, topic: str, assignment: Mapping[int, int]) -> None:
         mine = [p for p, broker in assignment.items() if broker == self.this_broker.id]
@@ -180,6 +239,8 @@ class ZooKeeperCluster:
             logger.warning("topic %s: configuration in ZooKeeper ignored (%s); using the broker's defaults", topic, exc)
         for partition in mine:
             self.logs.get_or_create_log(topic, partition, config)
+        if self.logs.config_for(topic) != (config or self.config.log):  # logs opened at start-up had defaults
+            self.logs.set_topic_config(topic, config)
 
     # ------------------------------------------------------------------ the view
 
@@ -296,6 +357,48 @@ class ZooKeeperCluster:
             self._topics[topic] = dict(placement)
             self._checked_missing.pop(topic, None)
 
+    # ------------------------------------------------------------------ changing topics
+
+    def _require(self, topic: str) -> dict[int, int]:
+        if not self.zk.connected:
+            raise RegistryError(f"cannot change topic {topic}: ZooKeeper is not reachable")
+        assignment = read_topic(self.zk, topic)
+        if assignment is None:
+            raise UnknownTopicError(f"topic {topic!r} does not exist")
+        return assignment
+
+    def topic_config_entries(self, topic: str) -> dict[str, str]:
+        return read_topic_config(self.zk, topic)
+
+    def alter_topic_config(self, topic: str, entries: Mapping[str, str]) -> None:
+        self._require(topic)
+        config = topic_log_config(self.config.log, entries)
+        write_topic_config(self.zk, topic, dict(entries))
+        notify_config_change(self.zk, topic)
+        if any(tp[0] == topic for tp in self.logs.logs):
+            self.logs.set_topic_config(topic, config)
+
+    def add_partitions(self, topic: str, count: int) -> None:
+        assignment = self._require(topic)
+        if count <= len(assignment):
+            return
+        with self._lock:
+            live = sorted(self._live) or [self.this_broker.id]
+        start = (zlib.crc32(topic.encode()) + len(assignment)) % len(live)
+        added = spread(count - len(assignment), live, start=start)
+        grown = {**assignment, **{len(assignment) + p: b for p, b in added.items()}}
+        update_topic(self.zk, topic, grown)
+        self._open_logs(topic, grown)
+        with self._lock:
+            self._topics[topic] = grown
+
+    def delete_topic(self, topic: str) -> None:
+        self._require(topic)
+        delete_topic(self.zk, topic)
+        with self._lock:
+            self._topics.pop(topic, None)
+        self.logs.delete_logs(topic)
+
 
 class ZooKeeperOffsetStore:
     """Group offsets at ``/consumers/<group>/offsets/<topic>/<partition>`` (what Kafka 0.8/0.9
@@ -327,6 +430,14 @@ class ZooKeeperOffsetStore:
         except Exception as exc:
             raise RegistryError(f"cannot read offsets of group {group} from ZooKeeper: {exc!r}") from exc
         return None if offset is None else (offset, "")
+
+    def delete(self, group: str, partitions: list[tuple[str, int]] | None = None) -> None:
+        if not self.zk.connected:
+            raise RegistryError(f"cannot delete offsets of group {group}: ZooKeeper is not reachable")
+        try:
+            delete_offsets(self.zk, group, partitions)
+        except Exception as exc:
+            raise RegistryError(f"cannot delete offsets of group {group} in ZooKeeper: {exc!r}") from exc
 
     def groups(self) -> list[str]:
         if not self.zk.connected:

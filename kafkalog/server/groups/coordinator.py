@@ -28,8 +28,9 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from kafkalog.errors import ProtocolError
 from kafkalog.protocol import ErrorCode
-from kafkalog.protocol.consumer_protocol import CONSUMER
+from kafkalog.protocol.consumer_protocol import CONSUMER, decode_subscription
 from kafkalog.server.deferred import DeferredResponse
 from kafkalog.server.groups.settings import GroupSettings
 from kafkalog.server.groups.state import Group, GroupState, Member
@@ -415,6 +416,27 @@ class GroupCoordinator:
                     for m in group.members.values()
                 ],
             }
+
+    def has_members(self, group_id: str) -> bool:
+        with self._lock:
+            group = self._groups.get(group_id)
+            return group is not None and bool(group.members or group.pending)
+
+    def subscribed_topics(self, group_id: str) -> set[str]:
+        """The topics a consumer group's members subscribe to (read from their JoinGroup metadata, as
+        Kafka reads it for OffsetDelete); empty for a group without members or of another protocol."""
+        with self._lock:
+            group = self._groups.get(group_id)
+            if group is None or group.protocol_type != CONSUMER:
+                return set()
+            topics: set[str] = set()
+            for member in group.members.values():
+                for _, metadata in member.protocols[:1]:
+                    try:
+                        topics.update(decode_subscription(metadata).topics)
+                    except ProtocolError:
+                        continue  # not a subscription we can read: it protects nothing
+            return topics
 
     def listed(self) -> dict[str, tuple[str, str]]:
         """group id → (protocol type, state) of every group with members here."""

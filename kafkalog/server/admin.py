@@ -1,0 +1,305 @@
+"""The admin APIs: describing the cluster, describing and altering topic configs, adding partitions,
+deleting topics, deleting groups and their offsets.
+
+Role: what Kafka's admin clients and tools (kafka-topics, kafka-configs, kafka-consumer-groups,
+confluent-kafka's and kafka-python's AdminClient) ask, answered over the cluster view (which makes
+topic changes durable: the broker's own files, or ZooKeeper), the offset store and the group
+coordinator. Every refusal is an error code with a message naming the cause; nothing here raises for
+a client's mistake.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kafkalog.errors import KafkalogError, LogConfigError
+from kafkalog.protocol import Api, ErrorCode, RequestHeader
+from kafkalog.protocol.types import Struct
+from kafkalog.server.cluster import ClusterView
+from kafkalog.server.config import BrokerConfig
+from kafkalog.server.groups import GroupCoordinator
+from kafkalog.server.offsets import GroupOffsetStore
+from kafkalog.server.topic_config import TOPIC_CONFIGS, kafka_value, topic_log_config
+
+logger = logging.getLogger(__name__)
+
+TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
+_SET, _DELETE, _APPEND, _SUBTRACT = 0, 1, 2, 3
+_DYNAMIC_TOPIC_CONFIG, _STATIC_BROKER_CONFIG, _DEFAULT_CONFIG = 1, 4, 5
+_CONFIG_TYPES = {"message.format.version": 2, "message.timestamp.type": 2}  # STRING; the others LONG (5)
+_READ_ONLY_TOPIC_CONFIGS = {"cleanup.policy": "delete", "min.insync.replicas": "1"}
+"""What every topic here is and cannot be changed to: no compaction, no replication."""
+
+
+class AdminHandlers:
+    """The admin APIs' handlers (see the module doc). Thread-safe as its components are."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        cluster: ClusterView,
+        offsets: GroupOffsetStore,
+        groups: GroupCoordinator,
+    ) -> None:
+        self.config = config
+        self.cluster = cluster
+        self.offsets = offsets
+        self.groups = groups
+
+    # ------------------------------------------------------------------ the cluster
+
+    def describe_cluster(self, header: RequestHeader, api: Api, body: Struct) -> Struct:
+        if body.get("endpoint_type", 1) != 1:  # 2 asks for controllers: a KRaft notion, none here
+            return {
+                "error_code": ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
+                "error_message": "only brokers",
+                "cluster_id": "",
+            }
+        return {
+            "error_code": ErrorCode.NONE,
+            "cluster_id": self.config.cluster_id,
+            "controller_id": self.cluster.controller_id,
+            "brokers": [{"broker_id": b.id, "host": b.host, "port": b.port} for b in self.cluster.brokers],
+        }
+
+    # ------------------------------------------------------------------ configs
+
+    def describe_configs(self, header: RequestHeader, api: Api, body: Struct) -> Struct:
+        results = []
+        for resource in body["resources"]:
+            kind, name, keys = resource["resource_type"], resource["resource_name"], resource["configuration_keys"]
+            result: Struct = {"resource_type": kind, "resource_name": name, "error_code": 0, "error_message": None}
+            if kind == TOPIC_RESOURCE:
+                entries = self._topic_configs(name)
+            elif kind == BROKER_RESOURCE and name in ("", str(self.config.broker_id)):
+                entries = self._broker_configs()
+            elif kind == BROKER_RESOURCE:
+                entries = (ErrorCode.INVALID_REQUEST, f"broker {name}'s configs are described by broker {name}")
+            else:
+                entries = (ErrorCode.INVALID_REQUEST, f"resource type {kind}: only topics (2) and brokers (4)")
+            if isinstance(entries, tuple):
+                result.update(error_code=entries[0], error_message=entries[1], configs=[])
+            else:
+                wanted = set(keys) if keys is not None else None
+                result["configs"] = [entry for entry in entries if wanted is None or entry["name"] in wanted]
+            results.append(result)
+        return {"results": results}
+
+    def _topic_configs(self, topic: str) -> list[Struct] | tuple[int, str]:
+        if self.cluster.partition_count(topic) is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r} does not exist"
+        try:
+            overrides = self.cluster.topic_config_entries(topic)
+            effective = topic_log_config(self.config.log, overrides) or self.config.log
+        except (KeyError, ValueError, KafkalogError) as exc:
+            return ErrorCode.INVALID_CONFIG, f"topic {topic!r} has an invalid stored config: {exc}"
+        entries = []
+        for name in sorted(TOPIC_CONFIGS):
+            source = _DYNAMIC_TOPIC_CONFIG if name in overrides else _DEFAULT_CONFIG
+            entries.append(_entry(name, kafka_value(name, effective), source, read_only=False))
+        entries += [_entry(n, v, _DEFAULT_CONFIG, read_only=True) for n, v in sorted(_READ_ONLY_TOPIC_CONFIGS.items())]
+        return entries
+
+    def created_topic_configs(self, request: Struct) -> list[Struct]:
+        """CreateTopics v5+'s configs of a topic just created (or validated) from ``request``."""
+        entries = {e["config_name"]: e["config_value"] for e in request["config_entries"] or []}
+        effective = topic_log_config(self.config.log, entries) or self.config.log
+        return [
+            {
+                "name": name,
+                "value": kafka_value(name, effective),
+                "read_only": False,
+                "config_source": _DYNAMIC_TOPIC_CONFIG if name in entries else _DEFAULT_CONFIG,
+                "is_sensitive": False,
+            }
+            for name in sorted(TOPIC_CONFIGS)
+        ]
+
+    def _broker_configs(self) -> list[Struct]:
+        config, log, groups = self.config, self.config.log, self.config.groups
+        values = {
+            "broker.id": config.broker_id,
+            "num.partitions": config.default_partitions,
+            "auto.create.topics.enable": str(config.auto_create_topics).lower(),
+            "log.retention.ms": -1 if log.retention_ms is None else log.retention_ms,
+            "log.retention.bytes": -1 if log.retention_bytes is None else log.retention_bytes,
+            "log.segment.bytes": log.segment_bytes,
+            "message.max.bytes": log.max_message_bytes,
+            "group.min.session.timeout.ms": groups.min_session_timeout_ms,
+            "group.max.session.timeout.ms": groups.max_session_timeout_ms,
+            "group.initial.rebalance.delay.ms": groups.initial_rebalance_delay_ms,
+            "offsets.topic.replication.factor": 1,
+            "default.replication.factor": 1,
+        }
+        return [_entry(n, str(v), _STATIC_BROKER_CONFIG, read_only=True) for n, v in sorted(values.items())]
+
+    def incremental_alter_configs(self, header: RequestHeader, api: Api, body: Struct) -> Struct:
+        responses = []
+        for resource in body["resources"]:
+            kind, name = resource["resource_type"], resource["resource_name"]
+            if kind == TOPIC_RESOURCE:
+                error, message = self._alter_topic(name, resource["configs"], validate_only=body["validate_only"])
+            elif kind == BROKER_RESOURCE:
+                error, message = (
+                    ErrorCode.INVALID_REQUEST,
+                    "broker configs are static: change the broker's YAML config and restart it (docs/broker.md)",
+                )
+            else:
+                error, message = ErrorCode.INVALID_REQUEST, f"resource type {kind}: only topics (2)"
+            responses.append(
+                {"error_code": error, "error_message": message, "resource_type": kind, "resource_name": name}
+            )
+        return {"responses": responses}
+
+    def _alter_topic(self, topic: str, changes: list[Struct], *, validate_only: bool) -> tuple[int, str | None]:
+        if self.cluster.partition_count(topic) is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r} does not exist"
+        entries = self.cluster.topic_config_entries(topic)
+        for change in changes:
+            name, operation, value = change["name"], change["config_operation"], change["value"]
+            if name in _READ_ONLY_TOPIC_CONFIGS:
+                return ErrorCode.INVALID_CONFIG, f"{name} is always {_READ_ONLY_TOPIC_CONFIGS[name]} here"
+            if operation == _SET:
+                if value is None:
+                    return ErrorCode.INVALID_CONFIG, f"{name}: SET needs a value"
+                entries[name] = value
+            elif operation == _DELETE:
+                entries.pop(name, None)
+            elif operation in (_APPEND, _SUBTRACT):
+                return ErrorCode.INVALID_CONFIG, f"{name} is not a list: APPEND and SUBTRACT do not apply"
+            else:
+                return ErrorCode.INVALID_REQUEST, f"unknown config operation {operation}"
+        try:
+            topic_log_config(self.config.log, entries)
+        except KeyError as exc:
+            return ErrorCode.INVALID_CONFIG, str(exc.args[0] if exc.args else exc)
+        except (ValueError, LogConfigError) as exc:
+            return ErrorCode.INVALID_CONFIG, str(exc)
+        if validate_only:
+            return ErrorCode.NONE, None
+        try:
+            self.cluster.alter_topic_config(topic, entries)
+        except KafkalogError as exc:
+            return _error_of(exc), str(exc)
+        logger.info("topic %s: configs now %s", topic, entries or "the broker's defaults")
+        return ErrorCode.NONE, None
+
+    # ------------------------------------------------------------------ topics
+
+    def create_partitions(self, header: RequestHeader, api: Api, body: Struct) -> Struct:
+        results = []
+        for request in body["topics"]:
+            topic, count = request["name"], request["count"]
+            error, message = self._create_partitions(topic, count, request["assignments"], body["validate_only"])
+            results.append({"name": topic, "error_code": error, "error_message": message})
+        return {"results": results}
+
+    def _create_partitions(
+        self, topic: str, count: int, assignments: list[Struct] | None, validate_only: bool
+    ) -> tuple[int, str | None]:
+        current = self.cluster.partition_count(topic)
+        if current is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r} does not exist"
+        if count <= current:
+            return ErrorCode.INVALID_PARTITIONS, f"topic {topic!r} has {current} partitions; a count must be more"
+        if assignments is not None:
+            if len(assignments) != count - current:
+                return ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"{count - current} assignments are needed"
+            for partition, assignment in enumerate(assignments, start=current):
+                if not self.cluster.accepts_placement(topic, partition, assignment["broker_ids"]):
+                    return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "one replica per partition, on a live broker"
+        if validate_only:
+            return ErrorCode.NONE, None
+        try:
+            self.cluster.add_partitions(topic, count)
+        except KafkalogError as exc:
+            return _error_of(exc), str(exc)
+        logger.info("topic %s: %d partitions now (was %d)", topic, count, current)
+        return ErrorCode.NONE, None
+
+    def delete_topics(self, header: RequestHeader, api: Api, body: Struct) -> Struct:
+        responses = []
+        for topic in body["topic_names"]:
+            error: int = ErrorCode.NONE
+            message: str | None = None
+            if self.cluster.partition_count(topic) is None:
+                error, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r} does not exist"
+            else:
+                try:
+                    self.cluster.delete_topic(topic)
+                    logger.info("deleted topic %s (asked by %r)", topic, header.client_id)
+                except KafkalogError as exc:
+                    error, message = _error_of(exc), str(exc)
+            responses.append({"name": topic, "error_code": error, "error_message": message})
+        return {"responses": responses}
+
+    # ------------------------------------------------------------------ groups
+
+    def delete_groups(self, header: RequestHeader, api: Api, body: Struct) -> Struct:
+        results = []
+        for group in body["groups_names"]:
+            results.append({"group_id": group, "error_code": self._delete_group(group)})
+        return {"results": results}
+
+    def _delete_group(self, group: str) -> int:
+        if not self.cluster.coordinates(group):
+            return ErrorCode.NOT_COORDINATOR
+        if self.groups.has_members(group):
+            return ErrorCode.NON_EMPTY_GROUP
+        try:
+            if not self.offsets.committed_partitions(group):
+                return ErrorCode.GROUP_ID_NOT_FOUND
+            self.offsets.delete(group)
+        except KafkalogError as exc:
+            logger.warning("cannot delete group %s: %s", group, exc)
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        logger.info("deleted group %s", group)
+        return ErrorCode.NONE
+
+    def offset_delete(self, header: RequestHeader, api: Api, body: Struct) -> Struct:
+        group = body["group_id"]
+        if not self.cluster.coordinates(group):
+            return {"error_code": ErrorCode.NOT_COORDINATOR}
+        try:
+            committed = set(self.offsets.committed_partitions(group))
+        except KafkalogError:
+            return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE}
+        if not committed and not self.groups.has_members(group):
+            return {"error_code": ErrorCode.GROUP_ID_NOT_FOUND}
+        subscribed = self.groups.subscribed_topics(group)
+        doomed: list[tuple[str, int]] = []
+        topics = []
+        for topic in body["topics"]:
+            partitions = []
+            for request in topic["partitions"]:
+                partition = request["partition_index"]
+                error = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC if topic["name"] in subscribed else ErrorCode.NONE
+                if not error and (topic["name"], partition) in committed:
+                    doomed.append((topic["name"], partition))
+                partitions.append({"partition_index": partition, "error_code": error})
+            topics.append({"name": topic["name"], "partitions": partitions})
+        try:
+            if doomed:
+                self.offsets.delete(group, doomed)
+        except KafkalogError:
+            return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE}
+        return {"error_code": ErrorCode.NONE, "topics": topics}
+
+
+def _entry(name: str, value: str | None, source: int, *, read_only: bool) -> Struct:
+    return {
+        "name": name,
+        "value": value,
+        "read_only": read_only,
+        "config_source": source,
+        "is_sensitive": False,
+        "synonyms": [],
+        "config_type": _CONFIG_TYPES.get(name, 5 if value is None or value.lstrip("-").isdigit() else 2),
+        "documentation": None,
+    }
+
+
+def _error_of(exc: Any) -> int:
+    return int(getattr(exc, "error_code", ErrorCode.UNKNOWN_SERVER_ERROR))
