@@ -74,6 +74,51 @@ def delete_topic(client: Any, topic: str) -> None:
             continue
 
 
+def state_path(topic: str, partition: int) -> str:
+    return f"{topic_path(topic)}/partitions/{partition}/state"
+
+
+def write_partition_state(client: Any, topic: str, partition: int, leader: int) -> None:
+    """Say, as Kafka's controller does for its tools (kafka-topics --describe), who leads a
+    partition: ``{"controller_epoch": 1, "leader": id, "version": 1, "leader_epoch": 0, "isr": [id]}``
+    in an ephemeral node of the leader's session, so that a dead leader's claim vanishes with it
+    (the tools then show no leader, which is the truth: nothing replicates here)."""
+    from kazoo.exceptions import NodeExistsError, NoNodeError  # noqa: PLC0415
+
+    path = state_path(topic, partition)
+    value = json.dumps({"controller_epoch": 1, "leader": leader, "version": 1, "leader_epoch": 0, "isr": [leader]})
+    client.ensure_path(path.rsplit("/", 1)[0])
+    try:
+        client.create(path, value.encode(), ephemeral=True)
+    except NodeExistsError:
+        try:
+            _, stat = client.get(path)
+            if stat.ephemeralOwner != client.client_id[0]:  # a previous session's, or a persistent one
+                client.delete(path)
+                client.create(path, value.encode(), ephemeral=True)
+        except (NoNodeError, NodeExistsError):
+            return  # changing hands meanwhile: the next refresh writes it again
+
+
+CONTROLLER = "/controller"
+
+
+def claim_controller(client: Any, broker_id: int, now_ms: int) -> None:
+    """Hold /controller (Kafka's ephemeral ``{"version": 1, "brokerid": id, "timestamp": "ms"}``),
+    and /controller_epoch, for Kafka's ZooKeeper tools; nothing here is elected by it."""
+    from kazoo.exceptions import NodeExistsError  # noqa: PLC0415
+
+    value = json.dumps({"version": 1, "brokerid": broker_id, "timestamp": str(now_ms)}).encode()
+    try:
+        client.create(CONTROLLER, value, ephemeral=True)
+    except NodeExistsError:
+        return
+    try:
+        client.create("/controller_epoch", b"1")
+    except NodeExistsError:
+        return
+
+
 CONFIG_CHANGES = "/config/changes"
 
 

