@@ -1,7 +1,8 @@
 """Crash points for fault tests: the driver dies (os._exit, no cleanup, like SIGKILL) at a named step.
 
-Set ``PIPELINES_CRASH_AT=<point>`` (or ``<point>:<n>`` for the n-th occurrence of a numbered point)
-in the driver's environment. Points: plan.after_store, load.after_staging, commit.before_manifest,
+Set ``PIPELINES_CRASH_AT=<point>`` (or ``<point>:<n>`` for a numbered point: ``n`` counts from 0,
+so ``publish.after_file:1`` dies after the second file; the bare name is the first, ``:0``) in the
+driver's environment. Points: plan.after_store, load.after_staging, commit.before_manifest,
 commit.after_manifest, publish.after_file:<n>, publish.after_files, replay.after_plan,
 replay.before_commit. Unset, this costs one dict lookup.
 """
