@@ -16,6 +16,7 @@ from kafkalog.errors import (
     CorruptSegmentError,
     LogClosedError,
     OffsetOutOfRangeError,
+    StorageError,
     UnsupportedForMessageFormatError,
 )
 from kafkalog.log.config import LogConfig
@@ -28,6 +29,7 @@ from kafkalog.log.files import (
     TMP_SUFFIX,
     fsync_dir,
     parse_base_offset,
+    write_atomically,
 )
 from kafkalog.log.producer_state import SNAPSHOT_SUFFIX, ProducerStateManager, batches_in_file, producer_batch
 from kafkalog.log.region import FileRegion
@@ -42,6 +44,23 @@ LATEST_TIME = -1
 EARLIEST_TIME = -2
 MAX_TIMESTAMP = -3
 _TIME_SEARCH_READ_BYTES = 1024 * 1024
+
+
+LOG_START_FILE = "log-start-offset"
+"""The log start offset DeleteRecords set, as text; absent: the first segment's base offset."""
+
+
+def _read_start_floor(path: Path) -> int:
+    try:
+        text = path.read_text(encoding="ascii").strip()
+    except FileNotFoundError:
+        return 0
+    except (OSError, UnicodeDecodeError) as exc:
+        raise StorageError(f"{path} is unreadable: {exc}") from exc
+    if not text.isdigit():
+        # a wrong log start would serve deleted records again: refuse to guess
+        raise StorageError(f"{path} does not hold an offset: {text[:40]!r}")
+    return int(text)
 
 
 def wall_clock_ms() -> int:
@@ -110,6 +129,9 @@ class Log:
         self._set_segments(segments)
         self._log_end_offset = segments[-1].next_offset
         self._recovery_point = self._log_end_offset
+        self._start_floor = _read_start_floor(self.directory / LOG_START_FILE)
+        """The log start set by DeleteRecords (0: none): offsets below it are gone even where their
+        segment stays (the segment still holds messages at or above it)."""
         self.producers = ProducerStateManager(self.directory, expiration_ms=self.config.producer_id_expiration_ms)
         self._load_producers()
         self.corruption = next((s.corruption for s in segments if s.corruption is not None), None)
@@ -175,8 +197,8 @@ class Log:
             if base is not None:
                 bases.append(base)
                 continue
-            if name.endswith((SNAPSHOT_SUFFIX, SNAPSHOT_SUFFIX + ".unreadable")):
-                continue  # producer state snapshots (kafkalog.log.producer_state)
+            if name.endswith((SNAPSHOT_SUFFIX, SNAPSHOT_SUFFIX + ".unreadable")) or name == LOG_START_FILE:
+                continue  # producer state snapshots (kafkalog.log.producer_state), the log start
             for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
                 index_base = parse_base_offset(name, suffix)
                 if index_base is not None:
@@ -211,7 +233,7 @@ class Log:
 
     @property
     def log_start_offset(self) -> int:
-        return self._view[0][0].base_offset
+        return min(max(self._view[0][0].base_offset, self._start_floor), self._log_end_offset)
 
     @property
     def log_end_offset(self) -> int:
@@ -355,7 +377,7 @@ class Log:
         while True:
             end = self._log_end_offset
             segments, bases = self._view
-            start = segments[0].base_offset
+            start = min(max(segments[0].base_offset, self._start_floor), end)
             if offset < start or offset > end:
                 raise OffsetOutOfRangeError(offset, start, end, where=str(self.directory))
             if offset == end:
@@ -394,26 +416,29 @@ class Log:
                 continue  # retention removed one meanwhile: take a new snapshot
         if segments[-1].size > 0:
             candidates.append((end, self.clock()))
+        floor = self._start_floor  # a segment start below the log start (DeleteRecords) is gone
+        starts = [(max(offset, floor), ts) for offset, ts in candidates]
         if timestamp == LATEST_TIME:
-            first = len(candidates) - 1
+            first = len(starts) - 1
         elif timestamp == EARLIEST_TIME:
             first = 0
         else:
-            first = next((i for i in range(len(candidates) - 1, -1, -1) if candidates[i][1] <= timestamp), -1)
-        return [candidates[i][0] for i in range(first, max(first - max_count, -1), -1)]
+            first = next((i for i in range(len(starts) - 1, -1, -1) if starts[i][1] <= timestamp), -1)
+        return [starts[i][0] for i in range(first, max(first - max_count, -1), -1)]
 
     def offset_for_timestamp(self, timestamp: int) -> OffsetAndTimestamp | None:
         """The first message whose timestamp is at least ``timestamp`` (offset and its timestamp),
         exact to the message even when timestamps are out of order; None if there is none (a
         caller rewinding to the future should start at the log end)."""
+        floor = self._start_floor
         for segment in self.segments:
             try:
-                if segment.max_timestamp < timestamp:
-                    continue  # every message in it is older
+                if segment.max_timestamp < timestamp or segment.next_offset <= floor:
+                    continue  # every message in it is older, or deleted (DeleteRecords)
                 start = segment.find_offset_by_timestamp(timestamp)
                 if start is None:
                     continue
-                found = self._search_timestamp(segment, max(start[1], segment.base_offset), timestamp)
+                found = self._search_timestamp(segment, max(start[1], segment.base_offset, floor), timestamp)
             except SegmentDeletedError:
                 continue  # retention removed it meanwhile: its messages are gone, look further on
             if found is not None:
@@ -501,6 +526,30 @@ class Log:
             fsync_dir(self.directory)
             return len(doomed)
 
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: make ``offset`` the log start (durably, before answering), deleting the
+        segments entirely below it; returns the new log start (the low watermark). Raises
+        OffsetOutOfRangeError for an offset beyond the log end. Below the current start: no change."""
+        with self._lock:
+            self._check_open()
+            end = self._log_end_offset
+            if not 0 <= offset <= end:
+                raise OffsetOutOfRangeError(offset, self.log_start_offset, end, where=str(self.directory))
+            if offset <= self.log_start_offset:
+                return self.log_start_offset
+            write_atomically(self.directory / LOG_START_FILE, b"%d\n" % offset, crash_prefix="log.start")
+            self._start_floor = offset
+            doomed = [s for s in self.segments if s.next_offset <= offset]
+            if doomed:
+                if doomed[-1] is self.active_segment:
+                    self._roll()  # everything is deleted: continue in a fresh, empty segment
+                self._set_segments([s for s in self.segments if s not in doomed])
+                for segment in doomed:
+                    logger.info("delete records: deleting %s (below the new log start %d)", segment.log_path, offset)
+                    segment.delete()
+                fsync_dir(self.directory)
+            return self.log_start_offset
+
     def truncate_to(self, offset: int) -> None:
         """Remove every message at ``offset`` and after (an operator's tool, e.g. to cut away a
         quarantined corrupt message). A compressed wrapper that straddles ``offset`` goes whole."""
@@ -531,6 +580,9 @@ class Log:
             self._log_end_offset = keep[-1].next_offset
             self._recovery_point = self._log_end_offset
             self.corruption = next((s.corruption for s in keep if s.corruption is not None), None)
+            if self._start_floor > self._log_end_offset:  # the log start cannot be beyond its end
+                self._start_floor = self._log_end_offset
+                write_atomically(self.directory / LOG_START_FILE, b"%d\n" % self._start_floor, crash_prefix="log.start")
             self.producers.truncate()  # snapshots may describe what was cut: rebuild from the log
             self._load_producers(snapshot=False)
 

@@ -57,6 +57,7 @@ class ApiKey(IntEnum):
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     DESCRIBE_CONFIGS = 32
     CREATE_PARTITIONS = 37
@@ -720,6 +721,33 @@ DELETE_TOPICS = Declaration(
     ],
 )
 
+# DeleteRecords: v2 flexible.
+DELETE_RECORDS = Declaration(
+    ApiKey.DELETE_RECORDS,
+    served=(0, 2),
+    flexible=2,
+    request=[
+        field(
+            "topics",
+            [field("name", STRING), field("partitions", [field("partition_index", INT32), field("offset", INT64)])],
+        ),
+        field("timeout_ms", INT32, default=30_000),
+    ],
+    response=[
+        field("throttle_time_ms", INT32, default=0),
+        field(
+            "topics",
+            [
+                field("name", STRING),
+                field(
+                    "partitions",
+                    [field("partition_index", INT32), field("low_watermark", INT64), field("error_code", INT16)],
+                ),
+            ],
+        ),
+    ],
+)
+
 # DescribeConfigs: v1 synonyms and config sources; v3 types and documentation; v4 flexible. (v0,
 # before KIP-226, is refused by Kafka 4.x and not served.)
 DESCRIBE_CONFIGS = Declaration(
@@ -929,6 +957,7 @@ DECLARATIONS: tuple[Declaration, ...] = (
     API_VERSIONS,
     CREATE_TOPICS,
     DELETE_TOPICS,
+    DELETE_RECORDS,
     INIT_PRODUCER_ID,
     DESCRIBE_CONFIGS,
     CREATE_PARTITIONS,

@@ -14,6 +14,7 @@ import logging
 from typing import Any
 
 from kafkalog.errors import KafkalogError, LogConfigError
+from kafkalog.log import LogManager
 from kafkalog.protocol import Api, ErrorCode, RequestHeader
 from kafkalog.protocol.types import Struct
 from kafkalog.server.cluster import ClusterView
@@ -42,8 +43,10 @@ class AdminHandlers:
         cluster: ClusterView,
         offsets: GroupOffsetStore,
         groups: GroupCoordinator,
+        logs: LogManager,
     ) -> None:
         self.config = config
+        self.logs = logs
         self.cluster = cluster
         self.offsets = offsets
         self.groups = groups
@@ -234,6 +237,30 @@ class AdminHandlers:
                     error, message = _error_of(exc), str(exc)
             responses.append({"name": topic, "error_code": error, "error_message": message})
         return {"responses": responses}
+
+    def delete_records(self, header: RequestHeader, api: Api, body: Struct) -> Struct:
+        """Move each partition's log start up to the given offset (-1: its end), deleting what is
+        below; answered with the new log start (the low watermark) once it is durable."""
+        topics = []
+        for topic in body["topics"]:
+            partitions = []
+            for request in topic["partitions"]:
+                partition, offset = request["partition_index"], request["offset"]
+                answer: Struct = {"partition_index": partition, "low_watermark": -1, "error_code": ErrorCode.NONE}
+                problem = self.cluster.partition_error(topic["name"], partition)
+                log = self.logs.get_log(topic["name"], partition)
+                if problem is not None or log is None:
+                    answer["error_code"] = problem or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                else:
+                    try:
+                        answer["low_watermark"] = log.delete_records_before(
+                            log.log_end_offset if offset == -1 else offset
+                        )
+                    except KafkalogError as exc:
+                        answer["error_code"] = _error_of(exc)
+                partitions.append(answer)
+            topics.append({"name": topic["name"], "partitions": partitions})
+        return {"topics": topics}
 
     # ------------------------------------------------------------------ groups
 

@@ -74,7 +74,7 @@ class RequestHandlers:
         self.on_append = on_append
         self.groups = GroupCoordinator(config.groups, cluster.coordinates)
         self.producer_ids = producer_ids or ProducerIds(file_blocks(config.data_dirs[0], config.broker_id))
-        self.admin = AdminHandlers(config, cluster, offsets, self.groups)
+        self.admin = AdminHandlers(config, cluster, offsets, self.groups, logs)
         self._table: dict[ApiKey, Callable[[RequestHeader, Api, Struct], HandlerResult]] = {
             ApiKey.PRODUCE: self.produce,
             ApiKey.FETCH: self.fetch,
@@ -96,6 +96,7 @@ class RequestHandlers:
             ApiKey.INCREMENTAL_ALTER_CONFIGS: self.admin.incremental_alter_configs,
             ApiKey.CREATE_PARTITIONS: self.admin.create_partitions,
             ApiKey.DELETE_TOPICS: self.admin.delete_topics,
+            ApiKey.DELETE_RECORDS: self.admin.delete_records,
             ApiKey.DELETE_GROUPS: self.admin.delete_groups,
             ApiKey.OFFSET_DELETE: self.admin.offset_delete,
         }

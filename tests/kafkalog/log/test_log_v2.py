@@ -8,7 +8,10 @@ import dataclasses
 import random
 from pathlib import Path
 
-from kafkalog.log import Log
+import pytest
+
+from kafkalog.errors import OffsetOutOfRangeError
+from kafkalog.log import EARLIEST_TIME, Log, LogConfig
 from kafkalog.record import Codec, TimestampType, decode_messages, iter_entries
 from kafkalog.record.batch import RecordInput, encode_batch, read_header
 
@@ -142,3 +145,33 @@ def test_a_partition_holding_both_formats(tmp_path: Path) -> None:
     (only,) = read_all(stamped)
     assert only.timestamp_type == TimestampType.LOG_APPEND_TIME
     assert stamped.active_segment.log_path.stat().st_size > 0
+
+
+def test_delete_records_moves_the_log_start_durably(tmp_path: Path) -> None:
+    """DeleteRecords: offsets below the new start are gone (reads, ListOffsets' earliest, time
+    lookups), whole segments below it deleted, and the start survives a restart and a crash."""
+    config = LogConfig(segment_bytes=400, retention_ms=None, flush_ms=None)
+    log = Log(tmp_path, config)
+    for i in range(30):
+        log.append(encode_batch([(None, b"v%02d" % i + b"." * 40, 1_700_000_000_000 + i, ())]))
+    segments_before = len(log.segments)
+    assert log.delete_records_before(17) == 17
+    assert log.log_start_offset == 17
+    assert len(log.segments) < segments_before  # the segments wholly below 17 are deleted
+    assert log.segments[0].base_offset <= 17
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(16, 1000)
+    assert [m.offset for m in log.read_messages(17)][:1] == [17]
+    assert log.offsets_before(EARLIEST_TIME, 1) == [17]
+    found = log.offset_for_timestamp(1_700_000_000_000)  # the oldest timestamp: the first kept record
+    assert found is not None and found.offset == 17
+    assert log.delete_records_before(5) == 17  # below the start: nothing changes
+    with pytest.raises(OffsetOutOfRangeError):
+        log.delete_records_before(31)
+    log.close()
+    assert Log(tmp_path, config, clean_shutdown=True).log_start_offset == 17
+    crashed = Log(tmp_path, config, clean_shutdown=False, recovery_point=0)
+    assert crashed.log_start_offset == 17
+    assert crashed.delete_records_before(30) == 30  # everything: an empty log that goes on at 30
+    assert crashed.log_end_offset == 30
+    assert crashed.append(encode_batch([(None, b"next", -1, ())])).first_offset == 30

@@ -95,6 +95,7 @@ OLD: dict[ApiKey, tuple[Any, Any]] = {
         old_init_producer_id.InitProducerIdResponse,
     ),
     ApiKey.DELETE_TOPICS: (old_admin.DeleteTopicsRequest, old_admin.DeleteTopicsResponse),
+    ApiKey.DELETE_RECORDS: (old_admin.DeleteRecordsRequest, old_admin.DeleteRecordsResponse),
     ApiKey.DESCRIBE_CONFIGS: (old_admin.DescribeConfigsRequest, old_admin.DescribeConfigsResponse),
     ApiKey.DELETE_GROUPS: (old_admin.DeleteGroupsRequest, old_admin.DeleteGroupsResponse),
     # kafka-python has no hand-written classes of these (its CreatePartitionsRequest nests count and
@@ -124,6 +125,7 @@ NEW: dict[ApiKey, tuple[Any, Any]] = {
     ApiKey.CREATE_TOPICS: (admin.CreateTopicsRequest, admin.CreateTopicsResponse),
     ApiKey.INIT_PRODUCER_ID: (producer.InitProducerIdRequest, producer.InitProducerIdResponse),
     ApiKey.DELETE_TOPICS: (admin.DeleteTopicsRequest, admin.DeleteTopicsResponse),
+    ApiKey.DELETE_RECORDS: (admin.DeleteRecordsRequest, admin.DeleteRecordsResponse),
     ApiKey.DESCRIBE_CONFIGS: (admin.DescribeConfigsRequest, admin.DescribeConfigsResponse),
     ApiKey.CREATE_PARTITIONS: (admin.CreatePartitionsRequest, admin.CreatePartitionsResponse),
     ApiKey.DELETE_GROUPS: (admin.DeleteGroupsRequest, admin.DeleteGroupsResponse),

@@ -253,7 +253,8 @@ def test_invalid_utf8_is_rejected(bad: bytes) -> None:
 @pytest.mark.parametrize(
     ("api_key", "named"),
     [(99, "API key 99"), (-1, "API key -1"), (4, "LeaderAndIsr (4)"), (17, "SaslHandshake (17)"),
-     (29, "DescribeAcls (29)"), (21, "DeleteRecords (21)"), (32767, "API key 32767"), (-32768, "API key -32768")],
+     (29, "DescribeAcls (29)"), (23, "OffsetForLeaderEpoch (23)"), (32767, "API key 32767"),
+     (-32768, "API key -32768")],
 )  # fmt: skip
 def test_unknown_api_key(api_key: int, named: str) -> None:
     error = rejected(header(api_key, 0) + b"\x00" * 16)

@@ -8,11 +8,13 @@ from __future__ import annotations
 import re
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 
+import confluent_kafka
 import confluent_kafka.admin as confluent_admin
 import pytest
 
-from kafkalog.client import Producer
+from kafkalog.client import Producer, SimpleConsumer
 from kafkalog.client.offsets import OffsetsClient
 from tests.support.kafka4 import CONSUMER_GROUPS, TOPICS, run_tool
 from tests.support.kafkalog import BrokerProcess
@@ -155,3 +157,22 @@ def test_kafka_python_admin_client(broker: BrokerProcess) -> None:
         assert "kafka-python" not in admin.list_topics()
     finally:
         admin.close()
+
+
+def test_delete_records_from_kafkas_tool_and_librdkafka(broker: BrokerProcess, tmp_path: Path) -> None:
+    produce(broker, "trimmed", 0, 20, size=10)
+    offsets_file = tmp_path / "offsets.json"
+    offsets_file.write_text('{"version": 1, "partitions": [{"topic": "trimmed", "partition": 0, "offset": 7}]}')
+    out = tool(broker, "org.apache.kafka.tools.DeleteRecordsCommand", "--offset-json-file", str(offsets_file))
+    assert "low_watermark: 7" in out, out
+    with SimpleConsumer(broker.bootstrap) as consumer:
+        assert consumer.earliest_offset("trimmed", 0) == 7
+        assert [m.offset for m in consumer.messages("trimmed", 0, start=7)][:1] == [7]
+    admin = confluent_admin.AdminClient({"bootstrap.servers": broker.bootstrap})
+    request = [confluent_kafka.TopicPartition("trimmed", 0, 12)]
+    (answer,) = admin.delete_records(request).values()
+    assert answer.result(30).low_watermark == 12
+    broker.stop()
+    broker.start()
+    with SimpleConsumer(broker.bootstrap) as consumer:
+        assert consumer.earliest_offset("trimmed", 0) == 12  # durable
