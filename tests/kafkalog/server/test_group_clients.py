@@ -262,3 +262,45 @@ def test_the_new_consumer_protocol_is_refused_naming_the_classic_one(broker: Bro
     result = subprocess.run(argv, capture_output=True, timeout=120, check=False)
     stderr = result.stderr.decode(errors="replace")
     assert "Set group.protocol=classic" in stderr, stderr[-3000:]
+
+
+def test_librdkafka_static_members_restart_without_a_rebalance(broker: BrokerProcess) -> None:
+    topic, group = "static", "static-group"
+    with Admin(broker.bootstrap) as admin:
+        admin.create_topic(topic, PARTITIONS)
+    assignments: dict[str, list[set[int]]] = {"a": [], "b": []}
+
+    def member(name: str) -> confluent_kafka.Consumer:
+        consumer = confluent_kafka.Consumer(
+            {
+                "bootstrap.servers": broker.bootstrap, "group.id": group,
+                "group.instance.id": f"instance-{name}", "session.timeout.ms": SESSION_MS,
+                "heartbeat.interval.ms": 500, "partition.assignment.strategy": "range",
+            }
+        )  # fmt: skip
+        consumer.subscribe([topic], on_assign=lambda _, parts: assignments[name].append({p.partition for p in parts}))
+        return consumer
+
+    def poll_until(condition: Callable[[], bool], *consumers: confluent_kafka.Consumer, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            assert time.monotonic() < deadline, f"timed out: {assignments}"
+            for consumer in consumers:
+                consumer.poll(0.05)
+
+    a, b = member("a"), member("b")
+    try:
+        poll_until(lambda: bool(assignments["a"]) and bool(assignments["b"]) and
+                   len(assignments["a"][-1] | assignments["b"][-1]) == PARTITIONS, a, b)  # fmt: skip
+        b_share, a_count = assignments["b"][-1], len(assignments["a"])
+        b.close()  # a static member leaves no LeaveGroup: its place is kept for its session timeout
+        b = member("b")
+        poll_until(lambda: len(assignments["b"]) >= 2, a, b)
+        assert assignments["b"][-1] == b_share  # the same share back
+        deadline = time.monotonic() + 3  # a few heartbeats: a rebalance would reach a by now
+        while time.monotonic() < deadline:
+            a.poll(0.1)
+        assert len(assignments["a"]) == a_count  # a was never rebalanced
+    finally:
+        a.close()
+        b.close()
