@@ -9,6 +9,9 @@ groups.initial_rebalance_delay_ms=0).
   partition once). The median over the joins of members 2..10, and the first member's join alone.
 - Group consume: three members read a pre-produced topic of six partitions (200-byte messages) from
   the start until every message was consumed: messages per second.
+- Java: Kafka 4.x's own consumer performance tool (ConsumerPerformance, one member that subscribes)
+  reads the same topic: its join time (rebalance.time.ms, from subscribe to the first assignment)
+  and its rate over the fetching (fetch.nMsg.sec), against each broker.
 
 Each figure is a median of ``--repeat`` runs. Ratios are written so that above 1.0 favours kafkalog:
 Kafka 4.x's time / ours for latencies, ours / Kafka's for throughput. Ends with RESULT lines.
@@ -31,8 +34,10 @@ import confluent_kafka
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.results import print_results, result
 from kafkalog.client import Admin, Producer
-from tests.support.kafka4 import Kafka4Process
+from tests.support.kafka4 import Kafka4Process, run_tool
 from tests.support.kafkalog import BrokerProcess
+
+CONSUMER_PERF = "org.apache.kafka.tools.ConsumerPerformance"
 
 MEMBER_SETTINGS = {
     "auto.offset.reset": "earliest",
@@ -128,10 +133,23 @@ def group_consume_rate(bootstrap: str, topic: str, count: int) -> float:
             member.stop()
 
 
+def java_consumer_perf(bootstrap: str, topic: str, count: int, log4j: Path) -> tuple[float, float]:
+    """(join ms, messages/s while fetching) of Kafka's ConsumerPerformance in a new group."""
+    group = f"java-perf-{time.monotonic_ns()}"
+    out = run_tool(
+        CONSUMER_PERF, "--bootstrap-server", bootstrap, "--topic", topic, "--messages", str(count),
+        "--group", group, "--timeout", "60000", log4j=log4j, timeout=600,
+    ).stdout.decode()  # fmt: skip
+    header, values = [line for line in out.splitlines() if line.strip()][-2:]
+    row = dict(zip((h.strip() for h in header.split(",")), (v.strip() for v in values.split(",")), strict=True))
+    return float(row["rebalance.time.ms"]), float(row["fetch.nMsg.sec"])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="10 and 100 partitions, 4 members, one run")
+    parser.add_argument("--only-java", action="store_true", help="only the Java consumer's figures")
     args = parser.parse_args(argv)
     sizes, members, repeat = ((10, 100), 4, 1) if args.quick else ((10, 100, 1000), 10, args.repeat)
     consume_count = 30_000 if args.quick else 300_000
@@ -143,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         ours.start()
         kafka4.start()
         brokers = {"kafkalog": ours.bootstrap, "kafka4": kafka4.bootstrap}
-        for partitions in sizes:
+        for partitions in () if args.only_java else sizes:
             medians: dict[str, tuple[float, float]] = {}
             for name, bootstrap in brokers.items():
                 firsts, joins = [], []
@@ -169,11 +187,24 @@ def main(argv: list[str] | None = None) -> int:
                 for i in range(consume_count):
                     producer.send("group-consume", b"x" * 200, partition=i % 6)
                 producer.flush()
+            if args.only_java:
+                continue
             rates[name] = statistics.median(group_consume_rate(bootstrap, "group-consume", consume_count)
                                             for _ in range(repeat))  # fmt: skip
             print(f"{name:9} group consume (3 members, 6 partitions): {rates[name]:,.0f} msgs/s")
             result(f"group_consume_{name}", rates[name], "msgs/s")
-        result("group_consume_ratio", rates["kafkalog"] / rates["kafka4"], "x")
+        if rates:
+            result("group_consume_ratio", rates["kafkalog"] / rates["kafka4"], "x")
+        java: dict[str, tuple[float, float]] = {}
+        for name, bootstrap in brokers.items():
+            runs = [java_consumer_perf(bootstrap, "group-consume", consume_count, root / "log4j2.properties")
+                    for _ in range(repeat)]  # fmt: skip
+            java[name] = (statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs))
+            print(f"{name:9} Java ConsumerPerformance: join {java[name][0]:.0f} ms, {java[name][1]:,.0f} msgs/s")
+            result(f"java_join_{name}", java[name][0], "ms")
+            result(f"java_consume_{name}", java[name][1], "msgs/s")
+        result("java_join_ratio", java["kafka4"][0] / java["kafkalog"][0], "x")
+        result("java_consume_ratio", java["kafkalog"][1] / java["kafka4"][1], "x")
     finally:
         ours.stop()
         kafka4.stop()
