@@ -100,6 +100,7 @@ def test_a_broken_pipeline_file_breaks_only_its_own_dag(
     }
 
 
+@pytest.mark.early
 def test_airflow_dags_test_runs_a_pipeline_end_to_end_and_again_changes_nothing(
     tmp_path: Path, airflow_home: Path, broker: BrokerProcess
 ) -> None:

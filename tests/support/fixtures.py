@@ -1,7 +1,7 @@
 """The peers shared by the whole test run, started once on first use (session scope) and stopped at
 its end: one Spark session, one ZooKeeper, one Apache Kafka 0.9.0.1 broker, one Apache Kafka 4.x
-broker, one set of Hadoop mini clusters (HDFS and YARN). Loaded by the root conftest
-(``pytest_plugins``). Tests that need a peer of their own (to crash it, or two at once) construct it
+broker; and one set of Hadoop mini clusters (HDFS and YARN) for the package that uses them. Loaded
+by the root conftest (``pytest_plugins``). Tests that need a peer of their own (to crash it, or two at once) construct it
 from tests.support directly."""
 
 from __future__ import annotations
@@ -52,8 +52,10 @@ def kafka4(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kafka4Process]:
         yield broker
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def hadoop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HadoopCluster]:
-    """A real HDFS (NameNode with WebHDFS, one DataNode) and YARN (ResourceManager, NodeManager)."""
+    """A real HDFS (NameNode with WebHDFS, one DataNode) and YARN (ResourceManager, NodeManager),
+    for the tests of one package (only tests/peers uses them): stopped when that package is done,
+    so their idle JVMs do not slow the rest of the run."""
     with HadoopCluster(Path(tmp_path_factory.mktemp("hadoop")), yarn=True) as cluster:
         yield cluster
