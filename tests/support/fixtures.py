@@ -1,8 +1,8 @@
 """The peers shared by the whole test run, started once on first use (session scope) and stopped at
 its end: one Spark session, one ZooKeeper, one Apache Kafka 0.9.0.1 broker, one Apache Kafka 4.x
 broker; and one set of Hadoop mini clusters (HDFS and YARN) for the package that uses them. Loaded
-by the root conftest (``pytest_plugins``). Tests that need a peer of their own (to crash it, or two at once) construct it
-from tests.support directly."""
+by the root conftest (``pytest_plugins``). Tests that need a peer of their own (to crash it, or two
+at once) construct it from tests.support directly."""
 
 from __future__ import annotations
 
