@@ -1,7 +1,8 @@
 """Our GroupConsumer through the brokers' group protocol, against a kafkalog broker and against
 Apache Kafka 4.x (no ZooKeeper there): members share the partitions, each message is handed out
 once in a clean run, a killed member's partitions are taken over after its session timeout with
-duplicates only in its uncommitted window, and a static member restarts without a rebalance."""
+duplicates only in its uncommitted window, and a static member restarts without a rebalance. On
+kafkalog, the membership re-forms after the broker restarts."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +19,7 @@ from kafkalog.client import Admin, Producer
 from kafkalog.client.group_consumer import GroupConsumer
 from tests.support.kafka4 import Kafka4Process
 from tests.support.kafkalog import BrokerProcess
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -184,3 +187,29 @@ def test_a_static_member_restarts_without_a_rebalance(bootstrap: str) -> None:
     finally:
         follower.consumer.close()
         leader.consumer.close()
+
+
+def test_membership_reforms_after_the_broker_restarts(tmp_path: Path) -> None:
+    """Membership lives in the coordinator's memory: after a broker SIGKILL and restart the members'
+    next heartbeat is refused, they join again and go on from the committed offsets."""
+    port = free_port()
+    broker = BrokerProcess(tmp_path / "data", port=port, groups={"initial_rebalance_delay_ms": 0}).start()
+    members: list[Member] = []
+    try:
+        topic, written = topic_with(broker.bootstrap, 300)
+        group = f"restart-{topic}"
+        members = [Member(member(broker.bootstrap, group)).run(topic) for _ in range(2)]
+        wait_until(lambda: sum(len(m.got) for m in members) >= len(written), 30, "the first messages")
+        time.sleep(1.0)  # committed
+        before = [m.consumer.rebalances for m in members]
+        broker.kill()
+        broker.start()
+        more = produce(broker.bootstrap, topic, range(300, 600))
+        wait_until(lambda: set(written + more) <= {p for m in members for p in m.got}, 60, "every message")
+        assert all(m.consumer.rebalances > b for m, b in zip(members, before, strict=True))  # they rejoined
+        wait_until(lambda: sorted(p for m in members for p in m.consumer.owned()) == sorted(
+            (topic, p) for p in range(PARTITIONS)), 30, "every partition owned once")  # fmt: skip
+    finally:
+        for m in members:
+            m.consumer.close()
+        broker.stop()

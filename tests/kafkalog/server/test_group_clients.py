@@ -224,6 +224,16 @@ def test_a_group_of_three_clients(broker: BrokerProcess, tmp_path: Path) -> None
         assert set(everything) == set(written + more)
         twice = {pair for pair in everything if everything.count(pair) > 1}
         assert all(p in javas and o >= last_commit[p] for p, o in twice), twice  # only what it had not committed
+
+        # kafka-python leaves cleanly (commits, LeaveGroup): librdkafka takes everything, repeating nothing
+        rdkafka, leaving = members
+        leaving.close()
+        before = set(rdkafka.got)
+        latest = produce(broker.bootstrap, topic, range(900, 1200))
+        ends = {p: ends[p] + sum(1 for q, _ in latest if q == p) for p in range(PARTITIONS)}
+        wait_until(lambda: committed(broker.bootstrap, group, topic) == ends, 60, "the last messages consumed")
+        taken_over = [pair for pair in rdkafka.got if pair not in before]
+        assert sorted(taken_over) == sorted(latest)  # all of them, and nothing kafka-python had consumed
     finally:
         java.close()
         for member in members:
