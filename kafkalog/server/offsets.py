@@ -105,28 +105,12 @@ class OffsetStore:
         return self._groups.get(group, {}).get(topic, {}).get(partition)
 
     def delete(self, group: str, partitions: list[tuple[str, int]] | None = None) -> None:
+        """Forget the group's offsets of ``partitions`` (None: all of them), durably."""
         with self._lock:
-            current = {topic: dict(parts) for topic, parts in self._groups.get(group, {}).items()}
-            for topic, partition in (
-                partitions if partitions is not None else [(t, p) for t in current for p in current[t]]
-            ):
+            current = {} if partitions is None else {t: dict(p) for t, p in self._groups.get(group, {}).items()}
+            for topic, partition in partitions or ():
                 current.get(topic, {}).pop(partition, None)
-            current = {topic: parts for topic, parts in current.items() if parts}
-            path = self.directory / (group.encode("utf-8").hex() + ".json")
-            if current:
-                document = {
-                    "format_version": FORMAT_VERSION,
-                    "group": group,
-                    "offsets": {
-                        topic: {str(p): [offset, metadata] for p, (offset, metadata) in sorted(parts.items())}
-                        for topic, parts in sorted(current.items())
-                    },
-                }
-                write_atomically(path, json.dumps(document, indent=1).encode(), crash_prefix="offsets")
-                self._groups[group] = current
-            else:
-                path.unlink(missing_ok=True)
-                self._groups.pop(group, None)
+            self._store(group, current)
 
     def groups(self) -> list[str]:
         """Every group with committed offsets, sorted."""
