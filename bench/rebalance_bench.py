@@ -9,9 +9,10 @@ groups.initial_rebalance_delay_ms=0).
   partition once). The median over the joins of members 2..10, and the first member's join alone.
 - Group consume: three members read a pre-produced topic of six partitions (200-byte messages) from
   the start until every message was consumed: messages per second.
-- Java: Kafka 4.x's own consumer performance tool (ConsumerPerformance, one member that subscribes)
-  reads the same topic: its join time (rebalance.time.ms, from subscribe to the first assignment)
-  and its rate over the fetching (fetch.nMsg.sec), against each broker.
+- Java: the same joins with Kafka 4.x's Java consumer (bench/java/GroupJoins.java, compiled on first
+  use into .cache/bench-java, the same settings); and Kafka's own consumer performance tool
+  (ConsumerPerformance, one member that subscribes) reads the consumed topic: its join time
+  (rebalance.time.ms) and its rate over the fetching (fetch.nMsg.sec), against each broker.
 
 Each figure is a median of ``--repeat`` runs. Ratios are written so that above 1.0 favours kafkalog:
 Kafka 4.x's time / ours for latencies, ours / Kafka's for throughput. Ends with RESULT lines.
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -34,6 +36,7 @@ import confluent_kafka
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.results import print_results, result
 from kafkalog.client import Admin, Producer
+from tests.support.installed import KAFKA4_LIBS
 from tests.support.kafka4 import Kafka4Process, run_tool
 from tests.support.kafkalog import BrokerProcess
 
@@ -133,6 +136,32 @@ def group_consume_rate(bootstrap: str, topic: str, count: int) -> float:
             member.stop()
 
 
+REPO = Path(__file__).resolve().parent.parent
+JAVA_CLASSES = REPO / ".cache" / "bench-java"
+
+
+def java_group_joins(bootstrap: str, topic: str, partitions: int, members: int) -> list[float]:
+    """Seconds each join of ``members`` Java consumers took to settle (bench/java/GroupJoins.java)."""
+    source = REPO / "bench" / "java" / "GroupJoins.java"
+    compiled = JAVA_CLASSES / "GroupJoins.class"
+    classpath = f"{JAVA_CLASSES}:{KAFKA4_LIBS}/*"
+    if not compiled.exists() or compiled.stat().st_mtime < source.stat().st_mtime:
+        if shutil.which("javac") is None:
+            raise SystemExit("javac (a JDK 17) is needed for the Java members of this benchmark")
+        JAVA_CLASSES.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["javac", "-nowarn", "-d", str(JAVA_CLASSES), "-cp", f"{KAFKA4_LIBS}/*", str(source)],
+                       check=True, capture_output=True)  # fmt: skip
+    group = f"java-joins-{topic}-{time.monotonic_ns()}"
+    done = subprocess.run(
+        ["java", "-Xmx512m", "-cp", classpath, "GroupJoins", bootstrap, topic, group, str(members), str(partitions)],
+        capture_output=True, text=True, timeout=900, check=False,
+    )  # fmt: skip
+    joins = [float(line.split()[2]) / 1000 for line in done.stdout.splitlines() if line.startswith("JOIN ")]
+    if done.returncode != 0 or len(joins) != members:
+        raise RuntimeError(f"GroupJoins failed ({done.returncode}): {done.stderr[-2000:]}")
+    return joins
+
+
 def java_consumer_perf(bootstrap: str, topic: str, count: int, log4j: Path) -> tuple[float, float]:
     """(join ms, messages/s while fetching) of Kafka's ConsumerPerformance in a new group."""
     group = f"java-perf-{time.monotonic_ns()}"
@@ -149,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="10 and 100 partitions, 4 members, one run")
-    parser.add_argument("--only-java", action="store_true", help="only the Java consumer's figures")
+    parser.add_argument("--only-java", action="store_true", help="only the Java consumers' figures")
     args = parser.parse_args(argv)
     sizes, members, repeat = ((10, 100), 4, 1) if args.quick else ((10, 100, 1000), 10, args.repeat)
     consume_count = 30_000 if args.quick else 300_000
@@ -179,6 +208,27 @@ def main(argv: list[str] | None = None) -> int:
                 result(f"rebalance_{name}_p{partitions}_join", medians[name][1] * 1000, "ms")
             result(f"rebalance_ratio_p{partitions}_first", medians["kafka4"][0] / medians["kafkalog"][0], "x")
             result(f"rebalance_ratio_p{partitions}_join", medians["kafka4"][1] / medians["kafkalog"][1], "x")
+        for partitions in sizes:
+            java_medians: dict[str, tuple[float, float]] = {}
+            for name, bootstrap in brokers.items():
+                firsts, joins = [], []
+                for run in range(repeat):
+                    topic = f"java-p{partitions}-r{run}"
+                    with Admin(bootstrap) as admin:
+                        admin.create_topic(topic, partitions)
+                    latencies = java_group_joins(bootstrap, topic, partitions, members)
+                    firsts.append(latencies[0])
+                    joins.append(statistics.median(latencies[1:]))
+                java_medians[name] = (statistics.median(firsts), statistics.median(joins))
+                print(f"{name:9} {partitions:5} partitions, Java: first join {java_medians[name][0] * 1000:7.0f} ms, "
+                      f"joins 2..{members} median {java_medians[name][1] * 1000:7.0f} ms")  # fmt: skip
+                result(f"rebalance_java_{name}_p{partitions}_first", java_medians[name][0] * 1000, "ms")
+                result(f"rebalance_java_{name}_p{partitions}_join", java_medians[name][1] * 1000, "ms")
+            ratio_first = java_medians["kafka4"][0] / java_medians["kafkalog"][0]
+            result(f"rebalance_java_ratio_p{partitions}_first", ratio_first, "x")
+            result(
+                f"rebalance_java_ratio_p{partitions}_join", java_medians["kafka4"][1] / java_medians["kafkalog"][1], "x"
+            )
         rates: dict[str, float] = {}
         for name, bootstrap in brokers.items():
             with Admin(bootstrap) as admin:
