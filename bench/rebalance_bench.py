@@ -174,6 +174,37 @@ def java_consumer_perf(bootstrap: str, topic: str, count: int, log4j: Path) -> t
     return float(row["rebalance.time.ms"]), float(row["fetch.nMsg.sec"])
 
 
+def _joins(
+    brokers: dict[str, str],
+    client: str,
+    measure: Callable[[str, str, int, int], list[float]],
+    partitions: int,
+    members: int,
+    repeat: int,
+) -> None:
+    """Median first-join and later-join latencies of ``client``'s members on each broker, and the
+    ratios (librdkafka's figures keep their earlier names: rebalance_<broker>_p<n>_...)."""
+    tag = "" if client == "librdkafka" else f"{client}_"
+    medians: dict[str, tuple[float, float]] = {}
+    for name, bootstrap in brokers.items():
+        firsts, joins = [], []
+        for run in range(repeat):
+            topic = f"{tag}p{partitions}-r{run}"
+            with Admin(bootstrap) as admin:
+                admin.create_topic(topic, partitions)
+            latencies = measure(bootstrap, topic, partitions, members)
+            firsts.append(latencies[0])
+            joins.append(statistics.median(latencies[1:]))
+        medians[name] = (statistics.median(firsts), statistics.median(joins))
+        print(f"{name:9} {partitions:5} partitions, {client}: first join {medians[name][0] * 1000:7.0f} ms, "
+              f"joins 2..{members} median {medians[name][1] * 1000:7.0f} ms")  # fmt: skip
+        result(f"rebalance_{tag}{name}_p{partitions}_first", medians[name][0] * 1000, "ms")
+        result(f"rebalance_{tag}{name}_p{partitions}_join", medians[name][1] * 1000, "ms")
+    theirs, ours = medians["kafka4"], medians["kafkalog"]
+    result(f"rebalance_{tag}ratio_p{partitions}_first", theirs[0] / ours[0], "x")
+    result(f"rebalance_{tag}ratio_p{partitions}_join", theirs[1] / ours[1], "x")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeat", type=int, default=3)
@@ -190,45 +221,11 @@ def main(argv: list[str] | None = None) -> int:
         ours.start()
         kafka4.start()
         brokers = {"kafkalog": ours.bootstrap, "kafka4": kafka4.bootstrap}
-        for partitions in () if args.only_java else sizes:
-            medians: dict[str, tuple[float, float]] = {}
-            for name, bootstrap in brokers.items():
-                firsts, joins = [], []
-                for run in range(repeat):
-                    topic = f"p{partitions}-r{run}"
-                    with Admin(bootstrap) as admin:
-                        admin.create_topic(topic, partitions)
-                    latencies = rebalance_latencies(bootstrap, topic, partitions, members)
-                    firsts.append(latencies[0])
-                    joins.append(statistics.median(latencies[1:]))
-                medians[name] = (statistics.median(firsts), statistics.median(joins))
-                print(f"{name:9} {partitions:5} partitions: first join {medians[name][0] * 1000:7.0f} ms, "
-                      f"joins 2..{members} median {medians[name][1] * 1000:7.0f} ms")  # fmt: skip
-                result(f"rebalance_{name}_p{partitions}_first", medians[name][0] * 1000, "ms")
-                result(f"rebalance_{name}_p{partitions}_join", medians[name][1] * 1000, "ms")
-            result(f"rebalance_ratio_p{partitions}_first", medians["kafka4"][0] / medians["kafkalog"][0], "x")
-            result(f"rebalance_ratio_p{partitions}_join", medians["kafka4"][1] / medians["kafkalog"][1], "x")
-        for partitions in sizes:
-            java_medians: dict[str, tuple[float, float]] = {}
-            for name, bootstrap in brokers.items():
-                firsts, joins = [], []
-                for run in range(repeat):
-                    topic = f"java-p{partitions}-r{run}"
-                    with Admin(bootstrap) as admin:
-                        admin.create_topic(topic, partitions)
-                    latencies = java_group_joins(bootstrap, topic, partitions, members)
-                    firsts.append(latencies[0])
-                    joins.append(statistics.median(latencies[1:]))
-                java_medians[name] = (statistics.median(firsts), statistics.median(joins))
-                print(f"{name:9} {partitions:5} partitions, Java: first join {java_medians[name][0] * 1000:7.0f} ms, "
-                      f"joins 2..{members} median {java_medians[name][1] * 1000:7.0f} ms")  # fmt: skip
-                result(f"rebalance_java_{name}_p{partitions}_first", java_medians[name][0] * 1000, "ms")
-                result(f"rebalance_java_{name}_p{partitions}_join", java_medians[name][1] * 1000, "ms")
-            ratio_first = java_medians["kafka4"][0] / java_medians["kafkalog"][0]
-            result(f"rebalance_java_ratio_p{partitions}_first", ratio_first, "x")
-            result(
-                f"rebalance_java_ratio_p{partitions}_join", java_medians["kafka4"][1] / java_medians["kafkalog"][1], "x"
-            )
+        for client, measure in (("librdkafka", rebalance_latencies), ("java", java_group_joins)):
+            if client == "librdkafka" and args.only_java:
+                continue
+            for partitions in sizes:
+                _joins(brokers, client, measure, partitions, members, repeat)
         rates: dict[str, float] = {}
         for name, bootstrap in brokers.items():
             with Admin(bootstrap) as admin:

@@ -8,16 +8,22 @@ import socket
 import threading
 
 
+def _loopback_listener() -> socket.socket:
+    """A listening socket on a free loopback port."""
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    return listener
+
+
 class TcpProxy:
     """Forwards 127.0.0.1:<port> to ``target``. ``cut()`` closes every connection and refuses new
     ones (they are accepted and closed at once); ``restore()`` forwards again."""
 
     def __init__(self, target_host: str, target_port: int) -> None:
         self.target = (target_host, target_port)
-        self._listener = socket.socket()
-        self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._listener.bind(("127.0.0.1", 0))
-        self._listener.listen(64)
+        self._listener = _loopback_listener()
         self.port = int(self._listener.getsockname()[1])
         self._lock = threading.Lock()
         self._sockets: list[socket.socket] = []
@@ -101,10 +107,7 @@ class AckDroppingProxy:
         self.drops_left = drops
         self.dropped = 0
         self.target_port = 0
-        self._listener = socket.socket()
-        self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._listener.bind(("127.0.0.1", 0))
-        self._listener.listen(64)
+        self._listener = _loopback_listener()
         self.port = int(self._listener.getsockname()[1])
         self._lock = threading.Lock()
         self._closed = False
