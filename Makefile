@@ -54,8 +54,8 @@ $(NATIVE): kafkalog/record/_speedups.c $(INSTALLED)
 native: $(NATIVE)
 
 lint: install
-	$(BIN)/ruff check kafkalog pipelines tests bench jobs airflow_dags
-	$(BIN)/ruff format --check kafkalog pipelines tests bench jobs airflow_dags
+	$(BIN)/ruff check kafkalog pipelines tests bench jobs airflow_dags demo
+	$(BIN)/ruff format --check kafkalog pipelines tests bench jobs airflow_dags demo
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
@@ -87,10 +87,10 @@ java:
 # aggregate, a mirror-maker, the page_views pipeline on local Spark, a replay, a report. A few minutes;
 # every process it starts is stopped. demo-zk: the same with the clusters registered in ZooKeeper.
 demo: java $(INSTALLED) $(NATIVE)
-	$(BIN)/python -m pipelines.demo $(DEMO_ARGS)
+	$(BIN)/python -m demo $(DEMO_ARGS)
 
 demo-zk: java $(INSTALLED) $(NATIVE) zookeeper
-	$(BIN)/python -m pipelines.demo --zookeeper $(DEMO_ARGS)
+	$(BIN)/python -m demo --zookeeper $(DEMO_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis kafkalog/record/_speedups*.so

@@ -212,8 +212,8 @@ def write_spec(directory: Path, bootstrap: str, raw: Path, topic: str, name: str
 
 def run_ours(spark: Any, spec_path: Path) -> tuple[float, int, Any]:
     """(seconds, committed rows, RunResult) of one whole run."""
-    from pipelines.load import PipelineRun
-    from pipelines.spec import load_spec
+    from pipelines.config.pipeline import load_spec
+    from pipelines.ingest.run import PipelineRun
 
     started = time.perf_counter()
     result = PipelineRun(load_spec(spec_path), spark).run()
@@ -230,11 +230,12 @@ def profile_ours(spark: Any, root: Path, bootstrap: str, count: int) -> None:
     import functools
     import pstats
 
-    from pipelines import load as load_module
-    from pipelines.plan import Split, make_plan
-    from pipelines.source import SplitTask
-    from pipelines.spec import load_spec
-    from pipelines.state import PipelineState
+    from pipelines.config.pipeline import load_spec
+    from pipelines.executor.source import SplitTask
+    from pipelines.executor.splits import Split
+    from pipelines.ingest import run as load_module
+    from pipelines.ingest.plan import make_plan
+    from pipelines.ingest.state import PipelineState
 
     timings: dict[str, float] = {}
     patched: list[tuple[Any, str, Any]] = []
@@ -512,7 +513,7 @@ class MemorySampler:
 
 def memory_child(spec_path: Path) -> int:
     """One run in a fresh process with its own local[2] session, memory sampled throughout."""
-    from pipelines.session import local_session
+    from pipelines.app.session import local_session
 
     with MemorySampler() as sampler:
         spark = local_session("local[2]")
@@ -571,7 +572,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.memory_child:
         return memory_child(Path(args.memory_child))
 
-    from pipelines.session import local_session
+    from pipelines.app.session import local_session
     from tests.support.kafkalog import BrokerProcess
 
     count = args.messages

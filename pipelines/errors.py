@@ -76,3 +76,7 @@ class ValidationError(PipelineError):
 
 class FlowError(PipelineError):
     """A transform, validation or publish stage cannot go on (the message names the stage and why)."""
+
+
+class ReplayError(PipelineError):
+    """A replay cannot be planned or carried out (the message names the split or stage and why)."""

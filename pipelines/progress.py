@@ -26,14 +26,13 @@ from rich.progress import (
     TextColumn,
     TimeElapsedColumn,
 )
-from rich.table import Table
 
 if TYPE_CHECKING:
-    from pipelines.plan import Plan, Split
-    from pipelines.state import Manifest
+    from pipelines.executor.splits import Split
 
 
-def _rate(count: float, seconds: float) -> str:
+def rate(count: float, seconds: float) -> str:
+    """``count`` per second over ``seconds``, for people ("-" over spans too short to mean much)."""
     return f"{count / seconds:,.0f}/s" if seconds >= 0.1 else "-"  # shorter spans give absurd rates
 
 
@@ -56,12 +55,14 @@ class Reporter:
             self.console.print(text, highlight=False)
 
     @contextlib.contextmanager
-    def loading(self, plan: Plan, splits: list[Split], progress_dir: str, spark: Any) -> Iterator[None]:
-        """Shows progress while the body (the Spark job) runs: a bar per split on a terminal."""
+    def loading(self, title: str, splits: list[Split], progress_dir: str) -> Iterator[None]:
+        """Shows progress while the body (the Spark job) runs: a bar per split on a terminal.
+        ``title``: the run that loads (said first)."""
         if self.quiet:
             yield
             return
-        self.note(f"run {plan.run_id} (#{plan.seq}): loading {plan.total:,} messages from {len(splits)} splits")
+        total = sum(s.size for s in splits)
+        self.note(f"{title}: loading {total:,} messages from {len(splits)} splits")
         stop = threading.Event()
         started = time.monotonic()
         bars = _bars(self.console) if self.console.is_terminal else None
@@ -72,7 +73,7 @@ class Reporter:
             for index, task in enumerate(ids):
                 item = progress.get(index, {})
                 done = splits[index].size if item.get("done") else item.get("messages", 0)
-                bars.update(task, completed=done, rate=_rate(item.get("messages", 0), item.get("seconds", 0)))
+                bars.update(task, completed=done, rate=rate(item.get("messages", 0), item.get("seconds", 0)))
 
         def poll() -> None:
             last_line = 0.0
@@ -111,7 +112,7 @@ class Reporter:
 
                 def advance_bar(n: int) -> None:
                     bars.advance(task, n)
-                    bars.update(task, rate=_rate(bars.tasks[task].completed, time.monotonic() - started))
+                    bars.update(task, rate=rate(bars.tasks[task].completed, time.monotonic() - started))
 
                 yield advance_bar
             return
@@ -127,7 +128,7 @@ class Reporter:
 
         yield advance_line
         elapsed = time.monotonic() - started
-        self.note(f"{description}: {counted[0]:,} {unit} in {elapsed:.1f} s ({_rate(counted[0], elapsed)})")
+        self.note(f"{description}: {counted[0]:,} {unit} in {elapsed:.1f} s ({rate(counted[0], elapsed)})")
 
     def _line(self, splits: list[Split], progress: dict[int, dict[str, Any]], elapsed: float) -> str:
         messages = sum(p.get("messages", 0) for p in progress.values())
@@ -136,27 +137,7 @@ class Reporter:
         size = sum(p.get("bytes", 0) for p in progress.values()) / 1e6
         return (
             f"progress: {messages:,}/{total:,} messages ({100 * messages / max(total, 1):.0f}%), "
-            f"{size:,.1f} MB, {done}/{len(splits)} splits done, {_rate(messages, elapsed)} over {elapsed:.0f} s"
-        )
-
-    def summary(self, manifest: Manifest) -> None:
-        if self.quiet:
-            return
-        table = Table(title=f"run {manifest.run_id} committed as #{manifest.seq}", title_justify="left")
-        for column in ("split", "start", "end", "rows", "quarantined", "event time", "lost"):
-            table.add_column(column, justify="left" if column in ("split", "event time") else "right")
-        for s in manifest.splits:
-            span = f"{s.min_event_time or '-'} .. {s.max_event_time or '-'}"
-            lost = f"[{s.lost_from}, {s.lost_to})" if s.lost_from is not None else ""
-            table.add_row(
-                f"{s.topic}-{s.partition}", str(s.start), str(s.end), f"{s.rows:,}", f"{s.quarantined:,}", span, lost
-            )
-        self.console.print(table)
-        seconds = manifest.stats.get("seconds", 0)
-        rows = sum(s.rows for s in manifest.splits)
-        self.note(
-            f"{rows:,} rows in {len([f for f in manifest.files if f.kind == 'data'])} files, "
-            f"{manifest.stats.get('bytes', 0) / 1e6:,.1f} MB, {seconds:.1f} s ({_rate(rows, seconds)})"
+            f"{size:,.1f} MB, {done}/{len(splits)} splits done, {rate(messages, elapsed)} over {elapsed:.0f} s"
         )
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from pipelines.demo.processes import port_is_free
+from demo.processes import port_is_free
 
 REPO = Path(__file__).resolve().parents[1]
 VENV = Path(sys.executable).parent.parent
@@ -106,7 +106,7 @@ def _check_demo(clone: Path, done: subprocess.CompletedProcess[str], mode: str) 
 
 def test_make_demo_in_a_fresh_clone(clone: Path) -> None:
     plan = subprocess.run(["make", "-n", "demo"], cwd=clone, capture_output=True, text=True, check=False)
-    assert "python -m pipelines.demo" in plan.stdout, plan.stdout + plan.stderr
+    assert "python -m demo" in plan.stdout, plan.stdout + plan.stderr
     done = _make(clone, "demo")
     report = _check_demo(clone, done, "embedded")
     assert report["seconds"] < 600  # "a few minutes", with room for a busy machine

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kafkalog.configdoc import REGENERATE, broker_sections, mirror_sections, reference
+from kafkalog.cli.configdoc import REGENERATE, broker_sections, mirror_sections, reference
 from kafkalog.docgen import Section, missing_docs, sections, with_defaults
 from kafkalog.log import LogConfig
 from kafkalog.mirror.config import ClusterSpec, MirrorConfig, load_mirror_config
@@ -170,7 +170,7 @@ def test_the_commented_examples_load() -> None:
 
 
 def test_the_generic_machinery_imports_nothing_of_ours() -> None:
-    # pipelines.specdoc uses kafkalog.docgen too; the import contracts allow that only while
+    # pipelines.config.reference uses kafkalog.docgen too; the import contracts allow that only while
     # docgen pulls in no other layer.
     tree = ast.parse((REPO / "kafkalog" / "docgen.py").read_text(encoding="utf-8"))
     imported = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]

@@ -13,8 +13,8 @@ from typing import Any
 import pyarrow.dataset as ds
 import yaml
 
+from demo.examples import encode
 from kafkalog.client import Admin, Producer
-from pipelines.examples import encode
 
 REPO = Path(__file__).resolve().parents[2]
 

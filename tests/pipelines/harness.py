@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 import yaml
 
 from kafkalog.client import Admin, Producer, SimpleConsumer
-from pipelines.state import PipelineState
+from pipelines.ingest.state import PipelineState
 from pipelines.storage import LocalStorage
 
 PIPELINES = Path(sys.executable).with_name("pipelines")

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from pipelines.airflow_dag import RUN_ID
-from pipelines.examples import page_views
+from demo.examples import page_views
+from pipelines.app.airflow import RUN_ID
 from tests.pipelines.flow_harness import REPO, example_spec, expected_hourly_pages, send, snapshot, table_rows
 from tests.support.kafkalog import BrokerProcess
 
@@ -54,7 +54,7 @@ def test_the_dag_folder_parses_into_one_dag_per_pipeline(airflow_home: Path, mon
     assert replay.schedule is None and replay.max_active_runs == 1
     assert replay.params["dry_run"] is True and "rewind_to" in replay.params
     (task,) = replay.tasks
-    assert '--rewind-to "{{ params.rewind_to }}"{% if params.dry_run %} --dry-run{% endif %}' in task.bash_command
+    assert '--to-time "{{ params.rewind_to }}"{% if params.dry_run %} --dry-run{% endif %}' in task.bash_command
     dag = bag.dags["pipeline_page_views"]
     assert dag.max_active_runs == 1 and dag.catchup is False
     edges = {t.task_id: sorted(t.downstream_task_ids) for t in dag.tasks}

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from pipelines.load import PipelineRun
-from pipelines.spec import load_spec
-from pipelines.state import PipelineState
+from pipelines.config.pipeline import load_spec
+from pipelines.ingest.run import PipelineRun
+from pipelines.ingest.state import PipelineState
 from pipelines.storage import LocalStorage
 from tests.pipelines.harness import PIPELINES, oracle, produce, run_cli, write_spec
 from tests.support.kafkalog import BrokerProcess

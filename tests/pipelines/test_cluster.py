@@ -1,5 +1,5 @@
 """The load job as a cluster runs it: spark-submit of jobs/load_warehouse.py to a real Spark standalone
-master and worker on loopback, with our code shipped as the ``--py-files`` zip of ``pipelines.ship``.
+master and worker on loopback, with our code shipped as the ``--py-files`` zip of ``pipelines.app.ship``.
 
 The venv has this project installed (editable), so a job could pass by importing it from there. The
 executors here run the venv's interpreter and libraries WITHOUT the install: ``python -S`` (no site
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.ship import build_zip
+from pipelines.app.ship import build_zip
 from tests.pipelines.harness import REPO, oracle, produce, write_spec
 from tests.support.kafkalog import BrokerProcess
 from tests.support.spark import SPARK_HOME, spark_cluster, spark_submit, worker_dir
@@ -207,9 +207,12 @@ def test_spark_submit_to_a_standalone_cluster_loads_exactly_once_with_the_shippe
         # where the executors' code came from (read before the second run adds its own logs)
         imports = executor_imports(tmp_path / "node", spark_base)
         imported = {name for name, _, _ in imports}
-        assert {"pipelines.source", "pipelines.decode", "kafkalog.client", "kafkalog.record.kernels"} <= imported, (
-            f"executors' imports of ours: {sorted(imported)} (logs in {imports_dir(tmp_path / 'node')})"
-        )
+        assert {
+            "pipelines.executor.source",
+            "pipelines.executor.decode",
+            "kafkalog.client",
+            "kafkalog.record.kernels",
+        } <= imported, f"executors' imports of ours: {sorted(imported)} (logs in {imports_dir(tmp_path / 'node')})"
         elsewhere = [(name, loader) for name, loader, _ in imports if not loader.startswith("<zipimporter object")]
         assert not elsewhere, f"executors imported our modules from outside a zip: {elsewhere[:5]}"
         zips = {(cwd / m.group(1)).resolve() for _, loader, cwd in imports if (m := ZIP_IN_LOADER.search(loader))}

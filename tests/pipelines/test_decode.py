@@ -27,7 +27,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kafkalog.record import Codec, MessageSetBuilder, RecordInput, TimestampType, decode_all, encode_batch
-from pipelines.decode import (
+from pipelines.config.pipeline import FIELD_TYPES, METADATA_COLUMNS, CsvOptions, Decoder, EventTime
+from pipelines.executor.decode import (
     ARROW_TYPES,
     HEADERS,
     SPARK_TYPES,
@@ -42,9 +43,8 @@ from pipelines.decode import (
     row_schema,
     spark_ddl,
 )
-from pipelines.plan import Split
-from pipelines.source import QUARANTINE_DDL, QUARANTINE_SCHEMA, quarantine_batch
-from pipelines.spec import FIELD_TYPES, METADATA_COLUMNS, CsvOptions, Decoder, EventTime
+from pipelines.executor.source import QUARANTINE_DDL, QUARANTINE_SCHEMA, quarantine_batch
+from pipelines.executor.splits import Split
 
 REPO = Path(__file__).resolve().parents[2]
 BASE = datetime(2026, 1, 1, tzinfo=UTC)
@@ -317,8 +317,8 @@ def _decode_in_subprocess(values: list[bytes]) -> subprocess.CompletedProcess[st
     """Decode ``values`` (schema a: long) in a child process: some inputs crash Arrow outright."""
     script = textwrap.dedent(
         f"""
-        from pipelines.decode import ChunkDecoder, Message
-        from pipelines.spec import Decoder, EventTime
+        from pipelines.executor.decode import ChunkDecoder, Message
+        from pipelines.config.pipeline import Decoder, EventTime
         decoder = ChunkDecoder(Decoder(format="json", schema={{"a": "long"}}), EventTime(), "t", 0)
         values = {values!r}
         table, bad = decoder.decode([Message(i, 1000, 0, None, v) for i, v in enumerate(values)], 1)

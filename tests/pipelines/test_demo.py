@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.demo.activity import DATA_CENTERS, activity
-from pipelines.demo.processes import DemoError, Supervisor, java_version
+from demo.activity import DATA_CENTERS, activity
+from demo.processes import DemoError, Supervisor, java_version
 
 REPO = Path(__file__).resolve().parents[2]
 

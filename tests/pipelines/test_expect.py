@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from pipelines import expect
+from pipelines.config.steps import Expectation
 from pipelines.errors import ValidationError
-from pipelines.expect import FAILED_CHECKS, REASON, Validation, mark_failing_rows, split_for_quarantine, validate
-from pipelines.flowspec import Expectation
+from pipelines.flow import expect
+from pipelines.flow.expect import FAILED_CHECKS, REASON, Validation, mark_failing_rows, split_for_quarantine, validate
 
 SCHEMA = "id int, page string, views long, country string, code string, dt string"
 

@@ -12,11 +12,11 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from demo.examples import metrics, page_views
+from pipelines.config.pipeline import load_spec
 from pipelines.errors import FlowError, ValidationError
-from pipelines.examples import metrics, page_views
-from pipelines.flow import FlowRun
-from pipelines.load import PipelineRun
-from pipelines.spec import load_spec
+from pipelines.flow.run import FlowRun
+from pipelines.ingest.run import PipelineRun
 from pipelines.storage import LocalStorage
 from tests.pipelines.flow_harness import (
     example_spec,

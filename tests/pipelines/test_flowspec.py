@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from pipelines.flowspec import Expectation, Transform, topological_order
-from pipelines.spec import load_spec
+from pipelines.config.pipeline import load_spec
+from pipelines.config.steps import Expectation, Transform, topological_order
 from tests.pipelines.test_spec import base, error, load, put
 
 REPO = Path(__file__).resolve().parents[2]
@@ -215,11 +215,13 @@ def test_lint_passes_the_examples_and_names_every_broken_file(tmp_path: Path) ->
 
 
 def test_the_spec_reference_is_generated_from_the_classes_and_up_to_date() -> None:
-    from pipelines.specdoc import reference
+    from pipelines.config.reference import reference
 
     text = reference()
     committed = (REPO / "docs" / "spec-reference.md").read_text()
-    assert committed == text, "docs/spec-reference.md is stale: python -m pipelines.specdoc > docs/spec-reference.md"
+    assert committed == text, (
+        "docs/spec-reference.md is stale: python -m pipelines.config.reference > docs/spec-reference.md"
+    )
     undocumented = [line for line in text.splitlines() if line.startswith("| `") and line.endswith("|  |")]
     assert undocumented == [], "every key needs a docstring under its field"
     for section in ("`source`", "`outputs[]`", "`outputs[].expectations[]`", "`transforms[]`", "`schedule`", "`raw`"):

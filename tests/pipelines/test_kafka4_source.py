@@ -25,11 +25,13 @@ import pytest
 from kafkalog.client import Admin, Producer, SimpleConsumer
 from kafkalog.record import iter_entries
 from pipelines import faults
-from pipelines.flow import FlowRun
-from pipelines.load import PipelineRun
-from pipelines.replay import Replay, RewindTarget, current_locations
-from pipelines.spec import PipelineSpec, load_spec
-from pipelines.state import PipelineState
+from pipelines.config.pipeline import PipelineSpec, load_spec
+from pipelines.flow.run import FlowRun
+from pipelines.ingest.run import PipelineRun
+from pipelines.ingest.state import PipelineState
+from pipelines.replay.gc import current_locations
+from pipelines.replay.run import Replay
+from pipelines.replay.target import RewindTarget
 from pipelines.storage import LocalStorage
 from tests.pipelines.flow_harness import table_rows
 from tests.pipelines.harness import oracle, write_spec

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from kafkalog.client import SimpleConsumer
-from pipelines import load as load_module
+from pipelines.config.pipeline import PipelineSpec, load_spec
 from pipelines.errors import (
     BadRecordError,
     CommitError,
@@ -24,11 +24,11 @@ from pipelines.errors import (
     ReconciliationError,
     StorageError,
 )
-from pipelines.load import PipelineRun, RunResult
-from pipelines.plan import make_plan
-from pipelines.report import build_report
-from pipelines.spec import PipelineSpec, load_spec
-from pipelines.state import PipelineState
+from pipelines.ingest import run as load_module
+from pipelines.ingest.plan import make_plan
+from pipelines.ingest.run import PipelineRun, RunResult
+from pipelines.ingest.state import PipelineState
+from pipelines.reporting.report import build_report
 from pipelines.storage import LocalStorage
 from tests.pipelines.harness import event, oracle, produce, write_spec
 from tests.support.kafkalog import BrokerProcess

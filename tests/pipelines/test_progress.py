@@ -1,6 +1,6 @@
 """Progress on long work: bars on a terminal, plain lines in logs and CI, nothing when quiet.
 
-The loading view reads the progress files the load tasks write (pipelines/source.py); here they are
+The loading view reads the progress files the load tasks write (pipelines/executor/source.py); here they are
 written the same way by hand while the view runs, so the test needs no Spark."""
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from pipelines.plan import Plan, Split
+from pipelines.executor.splits import Split
+from pipelines.ingest.plan import Plan
 from pipelines.progress import Reporter, read_progress
 
 SPLITS = [Split("events", 0, 1, 0, 400), Split("events", 1, 1, 100, 300)]
@@ -31,7 +32,7 @@ def _write(directory: Path, index: int, messages: int, *, done: bool) -> None:
 
 
 def _load_with_progress(reporter: Reporter, directory: Path) -> None:
-    with reporter.loading(PLAN, SPLITS, str(directory), spark=None):
+    with reporter.loading(f"run {PLAN.run_id} (#{PLAN.seq})", SPLITS, str(directory)):
         _write(directory, 0, 150, done=False)
         time.sleep(1.3)  # the view polls every 0.5 s (terminal) / 1 s (logs)
         _write(directory, 0, 400, done=True)

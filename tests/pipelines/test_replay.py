@@ -17,14 +17,17 @@ from typing import Any
 import pytest
 import yaml
 
+from demo.examples import page_views
 from kafkalog.client import Admin, Producer, SimpleConsumer
-from pipelines.errors import ConcurrentRunError
-from pipelines.examples import page_views
-from pipelines.flow import FlowRun
-from pipelines.load import PipelineRun
-from pipelines.replay import Replay, ReplayError, RewindTarget, current_locations, garbage, plan_replay
-from pipelines.spec import load_spec
-from pipelines.state import PipelineState
+from pipelines.config.pipeline import load_spec
+from pipelines.errors import ConcurrentRunError, ReplayError
+from pipelines.flow.run import FlowRun
+from pipelines.ingest.run import PipelineRun
+from pipelines.ingest.state import PipelineState
+from pipelines.replay.gc import current_locations, garbage
+from pipelines.replay.plan import plan_replay
+from pipelines.replay.run import Replay
+from pipelines.replay.target import RewindTarget
 from pipelines.storage import LocalStorage
 from tests.pipelines.flow_harness import example_spec, expected_hourly_pages, send, snapshot, table_rows
 from tests.pipelines.harness import run_cli
@@ -287,9 +290,9 @@ def test_gc_reaches_outputs_on_hdfs_through_the_raw_layers_webhdfs_address(tmp_p
     """The tools run without Spark: outputs on the raw layer's HDFS are listed and deleted over
     raw.webhdfs_url (outputs have no address of their own). A WebHDFS-compatible server stands in
     for the NameNode, since HDFS itself cannot run here."""
-    from pipelines.plan import Plan
-    from pipelines.replay import collect_garbage
-    from pipelines.state import Manifest
+    from pipelines.ingest.plan import Plan
+    from pipelines.ingest.state import Manifest
+    from pipelines.replay.gc import collect_garbage
     from pipelines.storage import storage_for
     from tests.support.webhdfs_server import WebHdfsServer
 

@@ -11,11 +11,11 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
-from pipelines.cli import run_stage
-from pipelines.examples import page_views
-from pipelines.report import report_paths
-from pipelines.spec import load_spec
-from pipelines.state import PipelineState
+from demo.examples import page_views
+from pipelines.app.runner import run_stage
+from pipelines.config.pipeline import load_spec
+from pipelines.ingest.state import PipelineState
+from pipelines.reporting.report import report_paths
 from pipelines.storage import LocalStorage
 from tests.pipelines.flow_harness import example_spec, send
 from tests.pipelines.harness import run_cli

@@ -10,13 +10,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.decode import BadRecord, ChunkDecoder, Message
+from pipelines.config.pipeline import Decoder, EventTime
 from pipelines.errors import ReconciliationError, StorageError
-from pipelines.plan import Plan, Split
-from pipelines.reconcile import FileFacts, OffsetCoverage, inspect_local, reconcile
-from pipelines.sink import StagedFile, StagingWriter, staged_files_batch
-from pipelines.source import quarantine_batch
-from pipelines.spec import Decoder, EventTime
+from pipelines.executor.decode import BadRecord, ChunkDecoder, Message
+from pipelines.executor.sink import StagedFile, StagingWriter, staged_files_batch
+from pipelines.executor.source import quarantine_batch
+from pipelines.executor.splits import Split
+from pipelines.ingest.plan import Plan
+from pipelines.ingest.reconcile import FileFacts, OffsetCoverage, inspect_local, reconcile
 
 START = datetime(2026, 3, 1, 22, 0, tzinfo=UTC)
 PLANNED = {("events", 3): (10, 14)}

@@ -17,8 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from pipelines.errors import PipelineError, SpecError
-from pipelines.spec import (
+from pipelines.config.pipeline import (
     BadRecords,
     CsvOptions,
     Decoder,
@@ -29,6 +28,7 @@ from pipelines.spec import (
     Source,
     load_spec,
 )
+from pipelines.errors import PipelineError, SpecError
 
 FULL_CSV = """\
 name: clicks_raw.v2-eu

@@ -18,11 +18,12 @@ import pytest
 import yaml
 
 from kafkalog.client import Admin, Producer
+from pipelines.config.pipeline import PipelineSpec, Source, load_spec
 from pipelines.errors import PlanError, SpecError
-from pipelines.load import PipelineRun
-from pipelines.plan import discover_splits, make_plan, open_consumer, task_brokers
-from pipelines.source import SplitTask
-from pipelines.spec import PipelineSpec, Source, load_spec
+from pipelines.executor.source import SplitTask
+from pipelines.executor.splits import open_consumer
+from pipelines.ingest.plan import discover_splits, make_plan, task_brokers
+from pipelines.ingest.run import PipelineRun
 from tests.pipelines.harness import REPO, event, oracle, run_cli, write_spec
 from tests.support.kafkalog import BrokerProcess, roundtrip
 from tests.support.ports import free_port

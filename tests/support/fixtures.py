@@ -23,7 +23,7 @@ from tests.support.zookeeper import ZooKeeperProcess
 def spark() -> Iterator[Any]:
     """One local Spark session for the run (a JVM start costs seconds): ``local[2,4]``, two cores
     and failed tasks retried (plain local[N] never retries); Spark's Kafka source on its class path."""
-    from pipelines.session import local_session
+    from pipelines.app.session import local_session
 
     jars = ",".join(str(jar) for jar in spark_kafka_jars())
     session = local_session("local[2,4]", "pipelines-tests", {"spark.jars": jars})

@@ -1,4 +1,4 @@
-"""``make demo`` (``python -m pipelines.demo``): the whole deployment, end to end, on this machine.
+"""``make demo`` (``python -m demo``): the whole deployment, end to end, on this machine.
 
 1. Starts three kafkalog brokers: one per data center (us-east, eu-west) and the aggregate; with
    ``--zookeeper`` (``make demo-zk``) a ZooKeeper server too, where each cluster registers under its
@@ -38,10 +38,8 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from kafkalog.client import Admin, Producer, SimpleConsumer
-from kafkalog.errors import KafkalogError
-from pipelines.demo.activity import DATA_CENTERS, activity
-from pipelines.demo.processes import (
+from demo.activity import DATA_CENTERS, activity
+from demo.processes import (
     DemoError,
     Supervisor,
     free_port,
@@ -50,9 +48,11 @@ from pipelines.demo.processes import (
     zookeeper_argv,
     zookeeper_ready,
 )
+from kafkalog.client import Admin, Producer, SimpleConsumer
+from kafkalog.errors import KafkalogError
+from pipelines.config.pipeline import PipelineSpec, load_spec
 from pipelines.errors import PipelineError
 from pipelines.progress import Reporter
-from pipelines.spec import PipelineSpec, load_spec
 
 REPO = Path(__file__).resolve().parents[2]
 HOME = Path(".cache/demo")
@@ -320,7 +320,7 @@ def story(demo: Demo, spec: PipelineSpec, events: int) -> None:
     rewind_to = (now - timedelta(hours=6)).strftime("%Y-%m-%dT%H:%M:%SZ")
     demo.say(f"[dim]$ pipelines rewind {demo.pipeline} --to-time {rewind_to} --dry-run[/dim]")
     demo.say(demo.pipelines("rewind", str(demo.pipeline), "--to-time", rewind_to, "--dry-run").rstrip())
-    demo.spark_submit("--rewind-to", rewind_to)
+    demo.spark_submit("--to-time", rewind_to)
     demo.show_run(demo.latest_report(spec))
     after_tables = {
         o.name: demo.pipelines("location", str(demo.pipeline), "--output", o.name).strip() for o in spec.outputs

@@ -29,6 +29,7 @@ from urllib.parse import unquote
 from kafkalog.client import SimpleConsumer
 from pipelines import errors as errors_module
 from pipelines import faults
+from pipelines.config.pipeline import PipelineSpec
 from pipelines.errors import (
     ConcurrentRunError,
     DataLossError,
@@ -36,9 +37,10 @@ from pipelines.errors import (
     PipelineError,
     ReconciliationError,
 )
-from pipelines.plan import Plan, Split, check_still_valid, make_plan, new_run_id, open_consumer, task_brokers
-from pipelines.progress import Reporter, read_progress
-from pipelines.reconcile import (
+from pipelines.executor.source import KafkalogSource
+from pipelines.executor.splits import Split, open_consumer
+from pipelines.ingest.plan import Plan, check_still_valid, make_plan, new_run_id, task_brokers
+from pipelines.ingest.reconcile import (
     FileFacts,
     OffsetCoverage,
     SplitKey,
@@ -47,10 +49,10 @@ from pipelines.reconcile import (
     spark_coverage,
     spark_file_facts,
 )
-from pipelines.source import KafkalogSource
-from pipelines.spec import PipelineSpec
-from pipelines.state import Manifest, OutputFile, PipelineState, generation_prefix
-from pipelines.storage import LocalStorage, Storage
+from pipelines.ingest.state import Manifest, OutputFile, PipelineState
+from pipelines.layout import generation_prefix
+from pipelines.progress import Reporter, read_progress
+from pipelines.storage import Storage, storage_for
 from pipelines.storage.local import local_path
 
 _Staged = tuple[list[FileFacts], list[FileFacts], dict[SplitKey, OffsetCoverage]]
@@ -66,16 +68,6 @@ class RunResult:
     message: str = ""
     completed: tuple[Manifest, ...] = field(default_factory=tuple)
     """Manifests this invocation committed (a pending plan completed first, then its own)."""
-
-
-def driver_storage(spark: Any, root: str) -> Storage:
-    """Local paths through the OS (atomic no-replace renames); other schemes through Hadoop's
-    FileSystem in the driver's JVM, the filesystem Spark writes the data with."""
-    if "://" not in root or root.startswith("file:"):
-        return LocalStorage()
-    from pipelines.storage.hadoop import HadoopStorage  # noqa: PLC0415
-
-    return HadoopStorage(spark)
 
 
 def register_source(spark: Any) -> None:
@@ -97,7 +89,7 @@ class PipelineRun:
         self.spec = spec
         self.spark = spark
         self.root = spec.raw.path.rstrip("/")
-        self.storage = storage or driver_storage(spark, self.root)
+        self.storage = storage or storage_for(self.root, spark=spark)
         self.state = PipelineState(self.storage, self.root)
         self.reporter = reporter or Reporter(quiet=True)
         self.task_faults = task_faults
@@ -187,7 +179,6 @@ class PipelineRun:
             raise
         self.state.roll_forward(manifest)
         self.state.remove_dead_staging(manifest.seq)  # attempts of crashed drivers at this seq
-        self.reporter.summary(manifest)
         return manifest
 
     def _discard(self, staging: str) -> None:
@@ -263,7 +254,7 @@ class PipelineRun:
     def _read_splits(self, plan: Plan, splits: list[Split], options: dict[str, str], progress_dir: str) -> Any:
         """Runs the source over ``splits`` with a live progress view; returns the collected rows."""
         frame = self.spark.read.format("kafkalog").options(**options).load()
-        with self.reporter.loading(plan, splits, progress_dir, self.spark):
+        with self.reporter.loading(f"run {plan.run_id} (#{plan.seq})", splits, progress_dir):
             rows: list[Any] = []
             self._in_spark(f"loading run #{plan.seq}", lambda: rows.extend(frame.collect()))
         return rows
@@ -307,7 +298,7 @@ class PipelineRun:
         compression = self.spec.raw.compression
         if splits:
             frame = self.spark.read.format("kafkalog").options(**self._options(splits, "data", progress_dir)).load()
-            with self.reporter.loading(plan, splits, progress_dir, self.spark):
+            with self.reporter.loading(f"run {plan.run_id} (#{plan.seq})", splits, progress_dir):
                 self._in_spark(
                     f"loading run #{plan.seq}",
                     lambda: (

@@ -33,8 +33,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pipelines.config.steps import Expectation
 from pipelines.errors import ValidationError
-from pipelines.flowspec import Expectation
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame

@@ -1,11 +1,11 @@
 """Build the zip that a Spark cluster gets with ``--py-files``: our code, importable on the executors.
 
-    python -m pipelines.ship [OUT.zip]          # default: dist/pipelines.zip
+    python -m pipelines.app.ship [OUT.zip]          # default: dist/pipelines.zip
 
     spark-submit --master spark://… --py-files dist/pipelines.zip \\
         jobs/load_warehouse.py --pipeline conf/pipelines/<name>.yaml
 
-The Spark source (``pipelines.source``) runs in Python workers on the executors, which import
+The Spark source (``pipelines.executor.source``) runs in Python workers on the executors, which import
 ``pipelines`` and ``kafkalog`` there; a cluster node does not have this project installed, so the
 job ships both packages. The zip holds their ``.py`` files (and ``py.typed`` / ``.pyi`` marks), and
 nothing compiled: Python cannot import an extension module (``.so``) from a zip, and
@@ -90,9 +90,9 @@ def build_zip(out: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m pipelines.ship [OUT.zip]``: build the zip and print its path."""
+    """``python -m pipelines.app.ship [OUT.zip]``: build the zip and print its path."""
     parser = argparse.ArgumentParser(
-        prog="python -m pipelines.ship", description="Build the --py-files zip of kafkalog and pipelines."
+        prog="python -m pipelines.app.ship", description="Build the --py-files zip of kafkalog and pipelines."
     )
     parser.add_argument("out", nargs="?", type=Path, default=DEFAULT_OUT, help=f"the zip to write ({DEFAULT_OUT})")
     args = parser.parse_args(argv)

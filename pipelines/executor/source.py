@@ -31,7 +31,9 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from pipelines.decode import (
+from pipelines.config.pipeline import BadRecords, Decoder, EventTime, Source
+from pipelines.errors import BadRecordError, DataLossError, LoadError, PlanError
+from pipelines.executor.decode import (
     HEADERS,
     BadRecord,
     ChunkDecoder,
@@ -41,10 +43,8 @@ from pipelines.decode import (
     spark_ddl,
     timestamp_types,
 )
-from pipelines.errors import BadRecordError, DataLossError, LoadError, PlanError
-from pipelines.plan import Split, open_consumer
-from pipelines.sink import STAGED_FILE_DDL, StagingWriter, staged_files_batch
-from pipelines.spec import BadRecords, Decoder, EventTime, Source
+from pipelines.executor.sink import STAGED_FILE_DDL, StagingWriter, staged_files_batch
+from pipelines.executor.splits import Split, open_consumer
 
 QUARANTINE_SCHEMA = pa.schema(
     [
@@ -159,7 +159,7 @@ def _write_split(
 
 
 def _decoder_options(data: dict[str, Any]) -> dict[str, Any]:
-    from pipelines.spec import CsvOptions  # noqa: PLC0415 - keeps the top of the module light
+    from pipelines.config.pipeline import CsvOptions  # noqa: PLC0415 - keeps the top of the module light
 
     return {**data, "required": tuple(data.get("required", ())), "csv": CsvOptions(**data.get("csv", {}))}
 

@@ -36,57 +36,28 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from dataclasses import dataclass
 from typing import Any
 
-from pipelines import expect
-from pipelines.decode import spark_ddl
+from pipelines.config.pipeline import PipelineSpec
+from pipelines.config.steps import RAW_VIEW, Output, topological_order
 from pipelines.errors import AlreadyExistsError, FlowError, StorageError, ValidationError
-from pipelines.flowspec import RAW_VIEW, Output, topological_order
+from pipelines.executor.decode import spark_ddl
+from pipelines.flow import expect
+from pipelines.ingest.state import Manifest, PipelineState
+from pipelines.layout import (
+    Partition,
+    Scope,
+    generation_dir,
+    partition_of,
+    partition_of_dir,
+    partition_path,
+    published_marker,
+)
 from pipelines.progress import Reporter
-from pipelines.spec import PipelineSpec
-from pipelines.state import Manifest, PipelineState, generation_dir
 from pipelines.storage import Storage, storage_for
 
 _DT = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _HOUR = re.compile(r"^\d{2}$")
-
-Partition = tuple[str, ...]
-"""("2026-01-01", "05") for dt/hour, ("2026-01-01",) for dt."""
-
-
-@dataclass(frozen=True, slots=True)
-class Scope:
-    """The raw partitions a flow run reads: (dt, hour) pairs, or whole days."""
-
-    seq: int
-    by_day: bool
-    partitions: tuple[Partition, ...]
-
-    def covers(self, dt: str, hour: str) -> bool:
-        return ((dt,) if self.by_day else (dt, hour)) in self.partitions
-
-    def holds(self, partition: Partition) -> bool:
-        """Whether an output partition ((dt,) or (dt, hour)) was recomputed by this scope."""
-        return (partition[0],) in self.partitions if self.by_day else partition in self.partitions
-
-
-def partition_path(columns: tuple[str, ...], partition: Partition) -> str:
-    """``dt=X/hour=Y`` of an output partition."""
-    return "/".join(f"{k}={v}" for k, v in zip(columns, partition, strict=True))
-
-
-def published_marker(raw_root: str, seq: int, output: str) -> str:
-    """The file that records that ``output`` was published for load #seq (read without Spark)."""
-    return f"{raw_root.rstrip('/')}/_pipeline/flow/{seq:06d}/published/{output}.json"
-
-
-def partition_of(path: str) -> tuple[str, str] | None:
-    """(dt, hour) of a raw file path ``dt=X/hour=Y/name``, or None for files outside (quarantine)."""
-    parts = dict(p.split("=", 1) for p in path.split("/")[:-1] if p.startswith(("dt=", "hour=")))
-    if "dt" in parts and "hour" in parts:
-        return parts["dt"], parts["hour"]
-    return None
 
 
 class FlowRun:
@@ -98,20 +69,15 @@ class FlowRun:
         self.spec = spec
         self.spark = spark
         self.root = spec.raw.path.rstrip("/")
-        self.raw_storage = self._storage(self.root, spec.raw.webhdfs_url)
+        self.raw_storage = self._storage(self.root)
         self.state = PipelineState(self.raw_storage, self.root)
         self.reporter = reporter or Reporter(quiet=True)
         if spark is not None:  # dt=2026-01-01/hour=05 must stay strings ("05", not 5)
             spark.conf.set("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
 
-    def _storage(self, path: str, webhdfs_url: str | None) -> Storage:
-        """The filesystem Spark writes ``path`` with (the driver's JVM) when there is a session;
-        without one, local files or WebHDFS."""
-        if self.spark is not None:
-            from pipelines.load import driver_storage  # noqa: PLC0415 - load imports the Spark source
-
-            return driver_storage(self.spark, path)
-        return storage_for(path, webhdfs_url=webhdfs_url)
+    def _storage(self, path: str) -> Storage:
+        """The filesystem Spark writes ``path`` with when there is a session; else local or WebHDFS."""
+        return storage_for(path, spark=self.spark, webhdfs_url=self.spec.webhdfs_url_for(path))
 
     # ------------------------------------------------------------------ which run, which partitions
 
@@ -268,7 +234,7 @@ class FlowRun:
             )
         staged = f"{output.path.rstrip('/')}/_staging/{self._tag(seq)}"
         quarantine_dir = f"{output.path.rstrip('/')}/_quarantine/seq={seq:06d}"
-        storage = self._storage(output.path, self.spec.webhdfs_url_for(output.path))
+        storage = self._storage(output.path)
         # what an earlier validation of this run staged must not survive a failing one
         storage.delete(staged, recursive=True)
         storage.delete(quarantine_dir, recursive=True)
@@ -337,7 +303,7 @@ class FlowRun:
         return f"{output.path.rstrip('/')}/_staging/{self._tag(seq)}"
 
     def _publish_output(self, seq: int, output: Output, scope: Scope) -> list[Partition]:
-        storage = self._storage(output.path, self.spec.webhdfs_url_for(output.path))
+        storage = self._storage(output.path)
         # partitions are swapped in the output's current generation (its root until a replay)
         base = generation_dir(output.path, self.state.current_generation())
         staged_root = self.staged_root(seq, output)
@@ -350,7 +316,7 @@ class FlowRun:
         else:
             if not storage.exists(f"{staged_root}/_SUCCESS"):
                 raise FlowError(f"output {output.name} of run #{seq} was not validated: validate before publishing")
-            staged = {_partition_of_dir(f.path[len(staged_root) + 1 :]) for f in storage.walk_files(staged_root)}
+            staged = {partition_of_dir(f.path[len(staged_root) + 1 :]) for f in storage.walk_files(staged_root)}
             if scope.by_day:  # every existing partition of the days in scope: all were recomputed
                 existing = self.existing_partitions(storage, base, output)
                 in_scope = {p for p in existing if (p[0],) in scope.partitions}
@@ -420,12 +386,6 @@ class FlowRun:
             self.run_step(seq, step.name)
         self.validate(seq)
         return self.publish(seq)
-
-
-def _partition_of_dir(relative: str) -> Partition | None:
-    """("dt", "hour") values of a staged file ``dt=X/hour=Y/name`` (or ``dt=X/name``)."""
-    values = [p.split("=", 1)[1] for p in relative.split("/")[:-1] if p.startswith(("dt=", "hour="))]
-    return tuple(values) if values else None
 
 
 def _first_line(exc: Exception) -> str:

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from pipelines.config.loader import build, forget_expansions, read_yaml, redact
+from pipelines.config.steps import Output, Schedule, Transform, check_graph
 from pipelines.errors import SpecError
-from pipelines.flowspec import Output, Schedule, Transform, check_graph
-from pipelines.specload import build, forget_expansions, read_yaml, redact
 
 FIELD_TYPES = ("string", "long", "int", "double", "float", "boolean", "timestamp", "binary")
 """Types a decoded field may have (Arrow: utf8, int64, int32, float64, float32, bool, timestamp[us, UTC], binary)."""

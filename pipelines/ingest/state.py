@@ -29,7 +29,8 @@ from typing import Any
 
 from pipelines import faults
 from pipelines.errors import AlreadyExistsError, CommitError, ConcurrentRunError, PlanError, StorageError
-from pipelines.plan import Plan, SplitKey
+from pipelines.executor.splits import SplitKey
+from pipelines.ingest.plan import Plan
 from pipelines.storage import Storage
 
 FORMAT_VERSION = 1
@@ -134,20 +135,6 @@ class Manifest:
 
 def _seq_name(seq: int) -> str:
     return f"{seq:010d}"
-
-
-def generation_dir(root: str, generation: int) -> str:
-    """Where generation ``generation`` of a dataset (the raw layer, an output) rooted at ``root``
-    lives: the root itself for generation 0 (what runs write until the first replay), else
-    ``<root>/_generations/<g>`` (Spark, Hive and pyarrow skip ``_`` directories, so readers of the
-    root keep seeing generation 0, whole)."""
-    root = root.rstrip("/")
-    return root if generation == 0 else f"{root}/{generation_prefix(generation).rstrip('/')}"
-
-
-def generation_prefix(generation: int) -> str:
-    """The relative directory of a generation under its dataset's root ("" for generation 0)."""
-    return "" if generation == 0 else f"_generations/{generation:06d}/"
 
 
 class PipelineState:

@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 import pyarrow.json as pa_json
 
-from pipelines.spec import Decoder, EventTime
+from pipelines.config.pipeline import Decoder, EventTime
 
 ARROW_TYPES: dict[str, pa.DataType] = {
     "string": pa.string(),

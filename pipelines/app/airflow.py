@@ -21,8 +21,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from pipelines.flowspec import RAW_VIEW
-from pipelines.spec import PipelineSpec, load_spec
+from pipelines.config.pipeline import PipelineSpec, load_spec
+from pipelines.config.steps import RAW_VIEW
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 RUN_ID = (
@@ -132,12 +132,12 @@ interpret reaches the command."""
 
 
 def replay_command(spec: PipelineSpec, pipeline_file: Path) -> str:
-    """The replay task's command: the spark-submit job with ``--rewind-to`` from the DAG run's
+    """The replay task's command: the spark-submit job with ``--to-time`` from the DAG run's
     parameters (``--dry-run`` unless ``dry_run`` is false)."""
     parts = _job_command(spec, pipeline_file)
     return (
         " ".join(shlex.quote(p) for p in parts)
-        + ' --rewind-to "{{ params.rewind_to }}"{% if params.dry_run %} --dry-run{% endif %}'
+        + ' --to-time "{{ params.rewind_to }}"{% if params.dry_run %} --dry-run{% endif %}'
     )
 
 

@@ -18,8 +18,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipelines.errors import ReconciliationError
-from pipelines.plan import Plan
-from pipelines.state import SplitResult
+from pipelines.ingest.plan import Plan
+from pipelines.ingest.state import SplitResult
 from pipelines.storage.local import local_path
 
 SplitKey = tuple[str, int]

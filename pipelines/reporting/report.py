@@ -24,9 +24,10 @@ from typing import Any
 
 import jinja2
 
+from pipelines.config.pipeline import PipelineSpec
 from pipelines.errors import CommitError, PipelineError
-from pipelines.spec import PipelineSpec
-from pipelines.state import Manifest, PipelineState, generation_dir
+from pipelines.ingest.state import Manifest, PipelineState
+from pipelines.layout import generation_dir, partition_of, published_marker
 
 REPORT_FORMAT = 1
 
@@ -117,7 +118,6 @@ def _splits(manifest: Manifest) -> list[dict[str, Any]]:
 
 def rows_per_hour(manifest: Manifest) -> list[dict[str, Any]]:
     """Rows the run's data files hold per event-time hour (``dt=…/hour=…``), oldest first."""
-    from pipelines.flow import partition_of  # noqa: PLC0415 - the flow's paths; it imports Spark-side code
 
     counts: Counter[str] = Counter()
     for item in manifest.files:
@@ -163,7 +163,6 @@ def _read_json(state: PipelineState, path: str) -> dict[str, Any] | None:
 
 def _output(spec: PipelineSpec, state: PipelineState, manifest: Manifest, name: str) -> dict[str, Any]:
     """One output's part in run ``manifest.seq``: validated? published where? which checks?"""
-    from pipelines.flow import published_marker  # noqa: PLC0415 - the flow's paths; it imports Spark-side code
 
     output = next(o for o in spec.outputs if o.name == name)
     marker = _read_json(state, published_marker(spec.raw.path, manifest.seq, name))
@@ -203,7 +202,7 @@ def _output(spec: PipelineSpec, state: PipelineState, manifest: Manifest, name: 
 
 def render_html(document: dict[str, Any]) -> str:
     """The report as one self-contained HTML page (inline CSS and SVG; every value escaped)."""
-    template = resources.files("pipelines").joinpath("templates/run_report.html").read_text(encoding="utf-8")
+    template = resources.files("pipelines.reporting").joinpath("templates/run_report.html").read_text(encoding="utf-8")
     environment = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
     return environment.from_string(template).render(report=document, chart=_chart(document["rows_per_hour"]))
 

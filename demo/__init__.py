@@ -1,4 +1,4 @@
-"""``make demo``: the whole deployment on one machine, end to end (``python -m pipelines.demo``).
+"""``make demo``: the whole deployment on one machine, end to end (``python -m demo``).
 
 Two data-center clusters and an aggregate one (kafkalog brokers; ``--zookeeper``: registered in a
 ZooKeeper the demo starts), a mirror-maker between them, realistic web activity produced in both

@@ -13,48 +13,16 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from kafkalog.client import Client, SimpleConsumer, read_registry
 from kafkalog.errors import KafkalogError
+from pipelines.config.pipeline import PipelineSpec, Source
 from pipelines.errors import DataLossError, PipelineError, PlanError
-from pipelines.spec import PipelineSpec, Source
-
-SplitKey = tuple[str, int]
-
-
-@dataclass(frozen=True, slots=True)
-class Split:
-    """One topic/partition and the offsets [start, end) this run loads from it."""
-
-    topic: str
-    partition: int
-    leader: int
-    """Broker id of the partition's leader when planned (the task asks the cluster again)."""
-    start: int
-    end: int
-    lost_from: int | None = None
-    """With a skip policy: the first offset that retention deleted before it was loaded..."""
-    lost_to: int | None = None
-    """...and the offset after the last one lost (== start)."""
-    log_end: int | None = None
-    """The partition's log end when planned: ``log_end - end`` is what a limit left for the next
-    run (the lag the run report shows). None in plans stored before it was recorded."""
-
-    @property
-    def key(self) -> SplitKey:
-        return (self.topic, self.partition)
-
-    @property
-    def size(self) -> int:
-        return self.end - self.start
-
-    @property
-    def name(self) -> str:
-        return f"{self.topic}-{self.partition}"
+from pipelines.executor.splits import Split, SplitKey
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +36,7 @@ class Plan:
     spec_fingerprint: str
     splits: tuple[Split, ...] = field(default_factory=tuple)
     kind: str = "load"
-    """load, or replay (pipelines.replay: the splits are the ranges reloaded into a new generation)."""
+    """load, or replay (pipelines.replay.run: the splits are the ranges reloaded into a new generation)."""
     generation: int = 0
     """The generation the run writes into (a replay: the one it creates)."""
     target: str = ""
@@ -107,24 +75,6 @@ class Plan:
 def new_run_id() -> str:
     """A sortable, unique run id: UTC time plus random hex."""
     return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
-
-
-def open_consumer(source: Source, brokers: Sequence[str] | None = None) -> SimpleConsumer:
-    """A consumer on ``source``'s cluster: through ``brokers`` (``host:port``) when given, else
-    through the bootstrap list or the ZooKeeper the source names."""
-    if brokers:
-        bootstrap: list[str] | None = list(brokers)
-        zookeeper = None
-    else:
-        bootstrap = None if source.bootstrap is None else list(source.bootstrap)
-        zookeeper = source.zookeeper
-    return SimpleConsumer(
-        bootstrap,
-        zookeeper=zookeeper,
-        broker_version=source.broker_version,
-        max_bytes=source.fetch_max_bytes,
-        request_timeout_ms=source.request_timeout_ms,
-    )
 
 
 def task_brokers(source: Source, client: Client | None = None) -> list[str]:

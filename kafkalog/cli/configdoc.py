@@ -1,6 +1,6 @@
 """The broker and mirror-maker configuration reference (docs/config-reference.md), generated.
 
-    python -m kafkalog.configdoc > docs/config-reference.md
+    python -m kafkalog.cli.configdoc > docs/config-reference.md
 
 Role: one source of truth for the YAML of ``kafkalog broker --config FILE`` (BrokerConfig and what
 it nests) and ``kafkalog mirror --config FILE`` (MirrorConfig and ClusterSpec). Both loaders take
@@ -20,7 +20,7 @@ from kafkalog.docgen import Section, render, sections, with_defaults
 from kafkalog.mirror.config import MirrorConfig
 from kafkalog.server.config import BrokerConfig
 
-REGENERATE = "python -m kafkalog.configdoc > docs/config-reference.md"
+REGENERATE = "python -m kafkalog.cli.configdoc > docs/config-reference.md"
 
 # load_mirror_config names a cluster given without a name (or as a command-line string) by where
 # it stands; the dataclass itself requires a name.

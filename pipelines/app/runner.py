@@ -1,0 +1,189 @@
+"""The application's operations: run a stage, replay, report; what ``pipelines`` and spark-submit share.
+
+Role: the one runner behind every entry point. The ``pipelines`` command (pipelines.app.cli), the
+spark-submit job (jobs/load_warehouse.py, which is the same command line) and the Airflow tasks
+(which call that job) come here with a pipeline, a Spark session they made, and options; each
+operation returns the process's exit code and prints its errors as one ``error: …`` line:
+
+    0 committed, or nothing to do      1 the run failed (the error names its cause)
+    2 bad usage or pipeline file        3 another run of the pipeline won (nothing was written)
+
+A run's stages, in order: ``load`` (pipelines.ingest) then, if the pipeline has outputs,
+``transforms`` → ``validate`` → ``publish`` (pipelines.flow); ``all`` runs each in turn.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+from pipelines.config.pipeline import PipelineSpec
+from pipelines.config.steps import topological_order
+from pipelines.errors import ConcurrentRunError, PipelineError, ReplayError
+from pipelines.ingest.state import PipelineState
+from pipelines.layout import published_marker
+from pipelines.progress import Reporter
+from pipelines.replay.target import RewindTarget, load_offsets, parse_time
+from pipelines.storage import storage_for
+
+log = logging.getLogger(__name__)
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_BAD_SPEC = 2
+EXIT_CONCURRENT = 3
+
+STAGES = ("all", "load", "transforms", "validate", "publish")
+"""The stages a run can be asked for: every one in turn, or one alone (an Airflow task each)."""
+
+
+def fail(exc: PipelineError) -> int:
+    """Print ``exc`` as the one ``error:`` line a person reads; the exit code it means."""
+    log.debug("failed", exc_info=exc)
+    sys.stderr.write(f"error: {exc}\n")
+    sys.stderr.flush()
+    return EXIT_CONCURRENT if isinstance(exc, ConcurrentRunError) else EXIT_FAILED
+
+
+def state_of(spec: PipelineSpec) -> PipelineState:
+    """The pipeline's state through the tools' storage (local files or WebHDFS: no Spark needed)."""
+    root = spec.raw.path
+    return PipelineState(storage_for(root, webhdfs_url=spec.webhdfs_url_for(root)), root)
+
+
+def load(spec: PipelineSpec, spark: Any, *, run_id: str | None, replan: bool, quiet: bool = False) -> int:
+    """The load stage: new messages into the raw layer, exactly once; then the run reports."""
+    from pipelines.ingest.run import PipelineRun  # noqa: PLC0415 - the Spark source only when loading
+    from pipelines.reporting.summary import print_summary  # noqa: PLC0415
+
+    reporter = Reporter(quiet=quiet)
+    try:
+        job = PipelineRun(spec, spark, reporter=reporter)
+        result = job.run(run_id=run_id, replan=replan)
+    except PipelineError as exc:
+        return fail(exc)
+    for manifest in result.completed:
+        print_summary(reporter, manifest)
+    if result.message:
+        reporter.note(result.message)
+    report_runs(spec, [m.seq for m in result.completed], reporter, job.state)
+    return EXIT_OK
+
+
+def run_stage(
+    spec: PipelineSpec,
+    spark: Any,
+    stage: str,
+    *,
+    run_id: str | None,
+    step: str | None = None,
+    replan: bool = False,
+    quiet: bool = False,
+) -> int:
+    """One stage of a pipeline (``all``: the load, then, if the file has outputs, its transforms,
+    validation and publish); returns the exit code."""
+    from pipelines.flow.run import FlowRun  # noqa: PLC0415 - great-expectations only when validating
+
+    if stage not in STAGES:
+        return fail(PipelineError(f"unknown stage {stage!r} (stages: {', '.join(STAGES)})"))
+    if stage in ("all", "load"):
+        code = load(spec, spark, run_id=run_id, replan=replan, quiet=quiet)
+        if code or stage == "load" or not spec.outputs:
+            return code
+    reporter = Reporter(quiet=quiet)
+    reported: list[int] = []  # the loads whose reports this stage changes, even when it fails
+    flow: FlowRun | None = None
+    try:
+        flow = FlowRun(spec, spark, reporter=reporter)
+        seq = flow.seq_for(run_id)
+        if seq is None:
+            reporter.note(f"run {run_id} loaded nothing and nothing was loaded before it: nothing to do")
+            return EXIT_OK
+        reported = flow.covered(seq) or [seq]
+        if stage == "all":
+            flow.run_all(seq)
+        elif stage == "transforms":
+            names = [step] if step is not None else [each.name for each in topological_order(spec.transforms)]
+            for name in names:
+                flow.run_step(seq, name)
+        elif stage == "validate":
+            flow.validate(seq)
+        else:
+            flow.publish(seq)
+    except PipelineError as exc:
+        return fail(exc)
+    finally:
+        report_runs(spec, reported, reporter, None if flow is None else flow.state)
+    return EXIT_OK
+
+
+def done_already(spec: PipelineSpec, stage: str, run_id: str | None) -> str | None:
+    """Why ``stage`` of run ``run_id`` has nothing to do, found from the state files alone (no
+    Spark session needed: a retried Airflow task of a finished run returns in seconds); None if it
+    may have work, or if the state cannot be read without Spark (the normal path then decides)."""
+    if run_id is None:
+        return None
+    try:
+        state = state_of(spec)
+        recorded, _ = state.run_record(run_id)  # written once the load and its raw publish finished
+        if not recorded:
+            return None
+        if stage == "load" or not spec.outputs:
+            return f"run {run_id} finished before"
+        target = state.run_target(run_id)
+        if target is None:
+            return f"run {run_id} loaded nothing, and nothing was loaded before it"
+        if all(state.storage.exists(published_marker(spec.raw.path, target, o.name)) for o in spec.outputs):
+            return f"run {run_id} (#{target}) is loaded and published"
+    except PipelineError:
+        return None
+    return None
+
+
+def rewind_target(to_time: str | None, to_offsets: str | None, to_run: str | None) -> RewindTarget:
+    """The RewindTarget the options name: exactly one of a time, an offsets file, a run id."""
+    if sum(x is not None for x in (to_time, to_offsets, to_run)) != 1:
+        raise ReplayError("give exactly one of --to-time, --to-offsets, --to-run")
+    if to_time is not None:
+        return RewindTarget(time_ms=parse_time(to_time))
+    if to_offsets is not None:
+        return RewindTarget(offsets=load_offsets(to_offsets))
+    return RewindTarget(run_id=to_run)
+
+
+def replay(spec: PipelineSpec, spark: Any, target: RewindTarget, *, quiet: bool = False) -> int:
+    """Carry a replay out on ``spark`` (or finish the stored one); returns the exit code."""
+    from pipelines.replay.run import Replay  # noqa: PLC0415 - the Spark source only when replaying
+
+    reporter = Reporter(quiet=quiet)
+    try:
+        job = Replay(spec, spark, reporter=reporter)
+        manifest = job.run(target)
+    except PipelineError as exc:
+        return fail(exc)
+    report_runs(spec, [manifest.seq], reporter, job.state)
+    return EXIT_OK
+
+
+def report_runs(spec: PipelineSpec, seqs: Iterable[int], reporter: Reporter, state: PipelineState | None) -> None:
+    """(Re)write the run reports of ``seqs`` and say where they are; a report that cannot be
+    written is noted, never fatal (the run committed; ``pipelines report`` rebuilds it). ``state``:
+    the job's own, used when the tools' storage cannot reach the raw layer (hdfs:// without a
+    WebHDFS address); otherwise local files or WebHDFS are read directly, since the job's (the
+    driver's Hadoop filesystem) costs a JVM round trip per file and a report reads every manifest."""
+    from pipelines.reporting.report import try_write_report  # noqa: PLC0415 - jinja2 only when reporting
+
+    wanted = sorted(set(seqs))
+    if not wanted:
+        return
+    try:
+        state = state_of(spec)
+    except PipelineError as exc:
+        if state is None:
+            reporter.note(f"warning: no run report written: {exc}")
+            return
+    for seq in wanted:
+        written = try_write_report(spec, state, seq)
+        reporter.note(f"warning: {written}" if isinstance(written, str) else f"run report #{seq}: {written[1]}")
