@@ -234,6 +234,7 @@ def profile_ours(spark: Any, root: Path, bootstrap: str, count: int) -> None:
     from pipelines.executor.source import SplitTask
     from pipelines.executor.splits import Split
     from pipelines.ingest import run as load_module
+    from pipelines.ingest import stage as stage_module
     from pipelines.ingest.plan import make_plan
     from pipelines.ingest.state import PipelineState
 
@@ -258,10 +259,10 @@ def profile_ours(spark: Any, root: Path, bootstrap: str, count: int) -> None:
 
     timed(load_module, "make_plan", "plan (metadata and offsets from the broker)")
     timed(PipelineState, "store_plan", "store the plan")
-    timed(load_module.PipelineRun, "_read_splits", "load: the Spark job (tasks read, decode, write Parquet)")
-    timed(load_module, "inspect_local", "reconcile: the staged files read back with Arrow")
-    timed(load_module, "spark_file_facts", "reconcile: per-file stats, a Spark scan (spark writer)")
-    timed(load_module, "spark_coverage", "reconcile: distinct offsets, a Spark scan (spark writer)")
+    timed(stage_module.SparkStager, "_read_splits", "load: the Spark job (tasks read, decode, write Parquet)")
+    timed(stage_module, "inspect_local", "reconcile: the staged files read back with Arrow")
+    timed(stage_module, "spark_file_facts", "reconcile: per-file stats, a Spark scan (spark writer)")
+    timed(stage_module, "spark_coverage", "reconcile: distinct offsets, a Spark scan (spark writer)")
     timed(PipelineState, "commit", "commit the manifest")
     timed(PipelineState, "roll_forward", "publish (renames)")
     spec_path = write_spec(root, bootstrap, root / "raw-profile", TOPIC, "profile")

@@ -54,7 +54,7 @@ from pipelines.config.pipeline import PipelineSpec, load_spec
 from pipelines.errors import PipelineError
 from pipelines.progress import Reporter
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 HOME = Path(".cache/demo")
 PIPELINE = Path("conf/pipelines/page_views.yaml")
 TOPIC = "web.page_views"

@@ -24,7 +24,7 @@ from typing import Any
 from pipelines.config.pipeline import PipelineSpec, load_spec
 from pipelines.config.steps import RAW_VIEW
 
-PROJECT_DIR = Path(__file__).resolve().parents[1]
+PROJECT_DIR = Path(__file__).resolve().parents[2]
 RUN_ID = (
     "airflow-{{ ts_nodash if logical_date else (run_id | replace(':', '') | replace('+', '') | replace('/', '_')) }}"
 )

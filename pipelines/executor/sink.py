@@ -143,7 +143,7 @@ class StagingWriter:
 
     def _failed(self, exc: Exception) -> StorageError:
         """An I/O failure (a full disk, a directory that cannot be made) as an error naming the split
-        and the attempt's directory (it reaches the driver through Spark; see load.py _cause_of)."""
+        and the attempt's directory (it reaches the driver through Spark; see pipelines.ingest.stage.cause_of)."""
         return StorageError(f"{self.topic}-{self.partition}: writing staged files under {self.root} failed: {exc}")
 
     def write_rows(self, table: pa.Table) -> None:

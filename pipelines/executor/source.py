@@ -22,7 +22,7 @@ import json
 import os
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from operator import itemgetter
 from pathlib import Path
@@ -31,6 +31,7 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
+from kafkalog.client import SimpleConsumer
 from pipelines.config.pipeline import BadRecords, Decoder, EventTime, Source
 from pipelines.errors import BadRecordError, DataLossError, LoadError, PlanError
 from pipelines.executor.decode import (
@@ -117,7 +118,14 @@ class SplitReader(DataSourceReader):
             brokers=settings["brokers"],
         )
         if emit == "files":
-            yield from _write_split(task, self.options, partition.index, progress, fault)
+            yield write_split(
+                task,
+                self.options["stage_dir"],
+                self.options.get("compression", "snappy"),
+                partition.index,
+                progress,
+                fault,
+            )
             return
         for table, bad in task.chunks():
             if emit == "quarantine":
@@ -130,18 +138,25 @@ class SplitReader(DataSourceReader):
         progress.update(task.loaded, task.bytes, done=True)
 
 
-def _write_split(
-    task: SplitTask, options: dict[str, str], index: int, progress: _Progress, fault: _TaskFault
-) -> Iterator[pa.RecordBatch]:
+def write_split(
+    task: SplitTask,
+    stage_dir: str,
+    compression: str,
+    index: int,
+    progress: _Progress | None = None,
+    fault: _TaskFault | None = None,
+) -> pa.RecordBatch:
     """``emit=files``: the task writes its split as Parquet under a directory of its own inside
-    ``stage_dir`` and yields one row per complete file (see sink.py)."""
+    ``stage_dir`` (a local path) and returns one row per complete file (see sink.py)."""
+    progress = progress or _Progress(None, index, task.split)
+    fault = fault or _TaskFault("")
     attempt_dir = f"tasks/{index}-{uuid.uuid4().hex[:12]}"
     split = task.split
     writer = StagingWriter(
-        Path(options["stage_dir"]) / attempt_dir,
+        Path(stage_dir) / attempt_dir,
         topic=split.topic,
         partition=split.partition,
-        compression=options.get("compression", "snappy"),
+        compression=compression,
     )
     try:
         for table, bad in task.chunks():
@@ -155,7 +170,7 @@ def _write_split(
         writer.abort()
         raise
     progress.update(task.loaded, task.bytes, done=True)
-    yield staged_files_batch([replace(f, path=f"{attempt_dir}/{f.path}") for f in files])
+    return staged_files_batch([replace(f, path=f"{attempt_dir}/{f.path}") for f in files])
 
 
 def _decoder_options(data: dict[str, Any]) -> dict[str, Any]:
@@ -197,6 +212,7 @@ class SplitTask:
         split: Split,
         *,
         brokers: Sequence[str] | None = None,
+        consumer: Callable[[], SimpleConsumer] | None = None,
     ) -> None:
         self.source = source
         self.split = split
@@ -209,11 +225,12 @@ class SplitTask:
         self.from_zookeeper = not self.brokers
         """The task bootstrapped from ZooKeeper (no brokers were given, or none of them answered)."""
         self._consumer: Any = None
+        self._open = consumer or (lambda: open_consumer(self.source, self.brokers))
 
     def chunks(self) -> Iterator[tuple[pa.Table, list[BadRecord]]]:
         """(rows, bad records) per fetched chunk, covering [start, end) exactly, in offset order."""
         split = self.split
-        self._consumer = open_consumer(self.source, self.brokers)
+        self._consumer = self._open()
         try:
             offset = split.start
             while offset < split.end:

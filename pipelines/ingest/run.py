@@ -16,47 +16,42 @@ The driver's side of exactly-once (the tasks' side is source.py; the state layou
 
 from __future__ import annotations
 
-import json
-import re
+import logging
 import tempfile
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import unquote
 
 from kafkalog.client import SimpleConsumer
-from pipelines import errors as errors_module
 from pipelines import faults
 from pipelines.config.pipeline import PipelineSpec
 from pipelines.errors import (
     ConcurrentRunError,
     DataLossError,
-    LoadError,
     PipelineError,
     ReconciliationError,
 )
-from pipelines.executor.source import KafkalogSource
-from pipelines.executor.splits import Split, open_consumer
+from pipelines.executor.splits import open_consumer
 from pipelines.ingest.plan import Plan, check_still_valid, make_plan, new_run_id, task_brokers
 from pipelines.ingest.reconcile import (
     FileFacts,
     OffsetCoverage,
     SplitKey,
-    inspect_local,
     reconcile,
-    spark_coverage,
-    spark_file_facts,
 )
+from pipelines.ingest.stage import SparkStager, Staged
 from pipelines.ingest.state import Manifest, OutputFile, PipelineState
 from pipelines.layout import generation_prefix
 from pipelines.progress import Reporter, read_progress
 from pipelines.storage import Storage, storage_for
-from pipelines.storage.local import local_path
 
 _Staged = tuple[list[FileFacts], list[FileFacts], dict[SplitKey, OffsetCoverage]]
 """Data files, quarantine files, and the offset coverage of every split."""
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,12 +65,17 @@ class RunResult:
     """Manifests this invocation committed (a pending plan completed first, then its own)."""
 
 
-def register_source(spark: Any) -> None:
-    spark.dataSource.register(KafkalogSource)
+class Stager(Protocol):
+    """The load stage: stages a plan's splits under a staging directory (SparkStager on a cluster;
+    the unit tier runs the same task code in-process)."""
+
+    def stage(self, plan: Plan, staging: str, progress_dir: str) -> Staged: ...
 
 
 class PipelineRun:
-    """Runs one pipeline on a SparkSession (see the module doc for the steps)."""
+    """Runs one pipeline (see the module doc for the steps). ``spark``: the session the load stage
+    runs on; ``stager`` and ``consumer``, given instead, replace Spark and the brokers (the unit
+    tier's in-process load and in-memory cluster)."""
 
     def __init__(
         self,
@@ -85,20 +85,23 @@ class PipelineRun:
         storage: Storage | None = None,
         reporter: Reporter | None = None,
         task_faults: str = "",
+        stager: Stager | None = None,
+        consumer: Callable[[], SimpleConsumer] | None = None,
     ) -> None:
         self.spec = spec
-        self.spark = spark
         self.root = spec.raw.path.rstrip("/")
         self.storage = storage or storage_for(self.root, spark=spark)
         self.state = PipelineState(self.storage, self.root)
         self.reporter = reporter or Reporter(quiet=True)
-        self.task_faults = task_faults
+        self._consumer = consumer or (lambda: open_consumer(spec.source))
         self._brokers: list[str] | None = None
-        register_source(spark)
+        self.stager: Stager = stager or SparkStager(
+            spec, spark, self.storage, reporter=self.reporter, brokers=self.task_brokers, task_faults=task_faults
+        )
 
     def consumer(self) -> SimpleConsumer:
         """The driver's consumer: through the bootstrap list, or bootstrapped from ZooKeeper."""
-        return open_consumer(self.spec.source)
+        return self._consumer()
 
     def task_brokers(self, consumer: SimpleConsumer | None = None) -> list[str]:
         """The brokers this run's tasks connect to, resolved once (see plan.task_brokers): for a
@@ -169,17 +172,43 @@ class PipelineRun:
     # ------------------------------------------------------------------ executing a plan
 
     def execute(self, plan: Plan) -> Manifest:
+        """Load, reconcile, commit and publish ``plan`` as a new attempt, holding the attempt's
+        lease throughout, so that no other run deletes its staging while it works."""
         attempt = uuid.uuid4().hex[:8]
         staging = self.state.staging_dir(plan.seq, attempt)
-        try:
-            manifest = self.load_and_reconcile(plan, attempt, staging)
-            self.state.commit(manifest)
-        except BaseException:
-            self._discard(staging)
-            raise
-        self.state.roll_forward(manifest)
+        with self.state.leases.held(staging.rsplit("/", 1)[1]):
+            log.info("run %s (#%d): attempt %s loads %d messages", plan.run_id, plan.seq, attempt, plan.total)
+            try:
+                manifest = self.load_and_reconcile(plan, attempt, staging)
+                self.state.commit(manifest)
+            except BaseException as exc:
+                if faults.is_crash(exc):
+                    raise  # a dead driver cleans nothing up
+                self._discard(staging)
+                lost_to = self._winner_of(plan, exc)
+                if lost_to is not None:
+                    raise lost_to from exc
+                raise
+            log.info("run %s committed as #%d (attempt %s)", plan.run_id, plan.seq, attempt)
+            self.state.roll_forward(manifest)
         self.state.remove_dead_staging(manifest.seq)  # attempts of crashed drivers at this seq
         return manifest
+
+    def _winner_of(self, plan: Plan, exc: BaseException) -> ConcurrentRunError | None:
+        """If another run committed ``plan``'s seq while this attempt failed, the failure is that
+        run's win (whatever it broke on the way): the ConcurrentRunError to raise instead."""
+        if isinstance(exc, ConcurrentRunError) or not isinstance(exc, PipelineError):
+            return None
+        try:
+            if not self.storage.exists(self.state.manifest_path(plan.seq)):
+                return None
+            other = self.state.manifest(plan.seq)
+        except PipelineError:
+            return None
+        return ConcurrentRunError(
+            f"pipeline {plan.pipeline}: run {other.run_id} committed run #{plan.seq} while this run "
+            f"({plan.run_id}) was loading it; this run discards its output (it failed on: {exc})"
+        )
 
     def _discard(self, staging: str) -> None:
         try:
@@ -187,46 +216,19 @@ class PipelineRun:
         except PipelineError as exc:  # the next run removes it; the original error matters more
             self.reporter.note(f"could not remove {staging}: {exc}")
 
-    def _options(self, splits: list[Split], emit: str, progress_dir: str | None) -> dict[str, str]:
-        spec = self.spec
-        settings = {
-            "source": asdict(spec.source),
-            "decoder": asdict(spec.decoder),
-            "event_time": asdict(spec.event_time),
-            "bad_records": asdict(spec.bad_records),
-            "brokers": self.task_brokers(),  # tasks connect through these (see source.py)
-        }
-        options = {
-            "spec": json.dumps(settings),
-            "splits": json.dumps([asdict(s) for s in splits]),
-            "emit": emit,
-            "faults": self.task_faults,
-        }
-        if progress_dir:
-            options["progress_dir"] = progress_dir
-        return options
-
-    def _in_spark(self, what: str, action: Callable[[], None]) -> None:
-        try:
-            action()
-        except Exception as exc:  # Spark raises its own exception types; find our cause in them
-            raise _cause_of(exc, what) from exc
-
     def load_and_reconcile(self, plan: Plan, attempt: str, staging: str) -> Manifest:
         splits = [s for s in plan.splits if s.size > 0]
         started = datetime.now(UTC)
         # the tasks' progress files (local runs): the live view while loading, the split timings after
         with tempfile.TemporaryDirectory(prefix="pipelines-progress-") as progress_dir:
-            if self.spec.raw.tasks_write:
-                data, quarantine, coverage = self._stage_by_tasks(plan, splits, staging, progress_dir)
-            else:
-                data, quarantine, coverage = self._stage_by_spark(plan, splits, staging, progress_dir)
+            staged = self.stager.stage(plan, staging, progress_dir)
+            data, quarantine = staged.data, staged.quarantine
             split_seconds = {
                 f"{splits[index].topic}:{splits[index].partition}": round(item["seconds"], 3)
                 for index, item in read_progress(progress_dir).items()
                 if item.get("done") and index < len(splits) and "seconds" in item
             }
-        results = reconcile(plan, data, quarantine, coverage)
+        results = reconcile(plan, data, quarantine, staged.coverage)
         generation = plan.generation if plan.kind == "replay" else self.state.current_generation()
         files = self._output_files(plan, staging, data, quarantine, generation_prefix(generation))
         stats: dict[str, Any] = {
@@ -250,84 +252,6 @@ class PipelineRun:
             kind=plan.kind,
             generation=generation,
         )
-
-    def _read_splits(self, plan: Plan, splits: list[Split], options: dict[str, str], progress_dir: str) -> Any:
-        """Runs the source over ``splits`` with a live progress view; returns the collected rows."""
-        frame = self.spark.read.format("kafkalog").options(**options).load()
-        with self.reporter.loading(f"run {plan.run_id} (#{plan.seq})", splits, progress_dir):
-            rows: list[Any] = []
-            self._in_spark(f"loading run #{plan.seq}", lambda: rows.extend(frame.collect()))
-        return rows
-
-    def _stage_by_tasks(self, plan: Plan, splits: list[Split], staging: str, progress_dir: str) -> _Staged:
-        """Each task writes its split's files itself (sink.py); the files that count are those the
-        successful task attempts reported, checked by reading them back with Arrow."""
-        reported: list[Any] = []
-        if splits:
-            options = {
-                **self._options(splits, "files", progress_dir),
-                "stage_dir": local_path(staging),
-                "compression": self.spec.raw.compression,
-            }
-            reported = self._read_splits(plan, splits, options, progress_dir)
-        faults.crash_point("load.after_staging")
-        paths = {"data": [], "quarantine": []}  # type: dict[str, list[str]]
-        for row in reported:
-            paths[row["kind"]].append(f"{staging}/{row['path']}")
-        planned = {s.key: (s.start, s.end) for s in plan.splits}
-        data, coverage = inspect_local(paths["data"] + paths["quarantine"], planned)
-        claimed = {f"{staging}/{row['path']}": row for row in reported}
-        for fact in data:
-            said = claimed[fact.file]
-            if (said["rows"], said["min_offset"], said["max_offset"]) != (fact.rows, fact.min_offset, fact.max_offset):
-                raise ReconciliationError(
-                    f"staged file {fact.file} holds rows {fact.rows}, offsets {fact.min_offset}..{fact.max_offset}; "
-                    f"its task reported {said['rows']}, {said['min_offset']}..{said['max_offset']}"
-                )
-        quarantined = set(paths["quarantine"])
-        return (
-            [f for f in data if f.file not in quarantined],
-            [f for f in data if f.file in quarantined],
-            coverage,
-        )
-
-    def _stage_by_spark(self, plan: Plan, splits: list[Split], staging: str, progress_dir: str) -> _Staged:
-        """Spark's partitioned writer stages the rows (its commit protocol keeps failed task
-        attempts out); a second pass quarantines bad records of the splits that were short."""
-        data_dir, quarantine_dir = f"{staging}/data", f"{staging}/quarantine"
-        compression = self.spec.raw.compression
-        if splits:
-            frame = self.spark.read.format("kafkalog").options(**self._options(splits, "data", progress_dir)).load()
-            with self.reporter.loading(f"run {plan.run_id} (#{plan.seq})", splits, progress_dir):
-                self._in_spark(
-                    f"loading run #{plan.seq}",
-                    lambda: (
-                        frame.write.partitionBy("dt", "hour")
-                        .option("compression", compression)
-                        .mode("errorifexists")
-                        .parquet(data_dir)
-                    ),
-                )
-        faults.crash_point("load.after_staging")
-        data = spark_file_facts(self.spark, data_dir) if self._has_parquet(data_dir) else []
-        rows_by_split: dict[tuple[str, int], int] = {}
-        for fact in data:
-            rows_by_split[fact.key] = rows_by_split.get(fact.key, 0) + fact.rows
-        short = [s for s in splits if rows_by_split.get(s.key, 0) < s.size]
-        quarantine: list[FileFacts] = []
-        if short and self.spec.bad_records.policy == "quarantine":
-            frame = self.spark.read.format("kafkalog").options(**self._options(short, "quarantine", None)).load()
-            self._in_spark(
-                f"quarantining bad records of run #{plan.seq}",
-                lambda: frame.write.option("compression", compression).mode("errorifexists").parquet(quarantine_dir),
-            )
-            if self._has_parquet(quarantine_dir):
-                quarantine = spark_file_facts(self.spark, quarantine_dir)
-        directories = [d for d, facts in ((data_dir, data), (quarantine_dir, quarantine)) if facts]
-        return data, quarantine, spark_coverage(self.spark, directories)
-
-    def _has_parquet(self, directory: str) -> bool:
-        return any(f.name.endswith(".parquet") for f in self.storage.walk_files(directory))
 
     def _output_files(
         self,
@@ -374,25 +298,3 @@ class PipelineRun:
         if at < 0:
             raise ReconciliationError(f"{path} is not a staged file")
         return path[at + 1 :]
-
-
-_OUR_ERROR = re.compile(r"pipelines\.errors\.(\w+): (.+)")
-
-
-def _cause_of(exc: Exception, what: str) -> PipelineError:
-    """Our error raised in a task, recovered from Spark's wrapping (the last one in the text is
-    the task's own; earlier ones may be from retried attempts)."""
-    text = str(exc)
-    found = _OUR_ERROR.findall(text)
-    if found:
-        name, message = found[-1]
-        kind = getattr(errors_module, name, None)
-        if isinstance(kind, type) and issubclass(kind, PipelineError):
-            if kind is DataLossError:
-                return LoadError(f"{what}: {message}")
-            return kind(f"{what}: {message}")
-    lines = [line for line in text.splitlines() if line.strip()]
-    reason = next(
-        (line.strip() for line in lines if "Error:" in line or "Exception:" in line), lines[0] if lines else ""
-    )
-    return LoadError(f"{what} failed in Spark: {reason[:500]}")

@@ -30,6 +30,7 @@ from typing import Any
 from pipelines import faults
 from pipelines.errors import AlreadyExistsError, CommitError, ConcurrentRunError, PlanError, StorageError
 from pipelines.executor.splits import SplitKey
+from pipelines.ingest.lease import Leases
 from pipelines.ingest.plan import Plan
 from pipelines.storage import Storage
 
@@ -144,6 +145,7 @@ class PipelineState:
         self.storage = storage
         self.root = root.rstrip("/")
         self.meta = f"{self.root}/_pipeline"
+        self.leases = Leases(storage, self.meta)
 
     # ------------------------------------------------------------------ paths
 
@@ -316,12 +318,18 @@ class PipelineState:
         self.remove_dead_staging(latest.seq if latest else 0)
         return latest
 
-    def remove_dead_staging(self, committed_seq: int, keep: str | None = None) -> list[str]:
-        """Delete staging dirs of seqs already committed (losers, crashed attempts), except ``keep``."""
+    def remove_dead_staging(self, committed_seq: int) -> list[str]:
+        """Delete the staging of dead attempts at seqs already committed (crashed drivers, losers
+        that died), and their leases. An attempt whose lease is alive is left alone even though its
+        seq is committed: it is a run still loading, which finds out at its commit that it lost and
+        removes its own staging (see pipelines.ingest.lease)."""
         removed = []
-        for entry in self.storage.list(f"{self.meta}/staging"):
-            stem = entry.name.partition("-")[0]
-            if entry.path != keep and stem.isdigit() and int(stem) <= committed_seq:
-                self.storage.delete(entry.path, recursive=True)
-                removed.append(entry.path)
+        attempts = {e.name for e in self.storage.list(f"{self.meta}/staging")}
+        attempts |= {e.name for e in self.storage.list(self.leases.dir)}  # a lease whose staging was published
+        for name in sorted(attempts):
+            stem = name.partition("-")[0]
+            if stem.isdigit() and int(stem) <= committed_seq and not self.leases.alive(name):
+                if self.storage.delete(f"{self.meta}/staging/{name}", recursive=True):
+                    removed.append(f"{self.meta}/staging/{name}")
+                self.leases.release(name)
         return removed

@@ -1,0 +1,204 @@
+"""The load stage: Spark reads a plan's splits (one task each) and stages them as Parquet.
+
+Role: the only part of a load that runs on executors. ``SparkStager.stage`` starts the Spark job over
+the splits, waits, and returns what was staged, as facts read back from the files themselves (the
+reconciliation that follows trusts nothing a task merely said). Two ways to stage:
+
+- tasks write (``raw.tasks_write``, the default): each task writes its split's Parquet files itself
+  (pipelines.executor.sink) and reports them; the files the successful attempts reported count;
+- Spark writes: Spark's partitioned writer stages the rows (its commit protocol keeps failed task
+  attempts out); a second pass quarantines the bad records of splits that came up short.
+
+An error raised in a task comes back as the pipelines error it was (``cause_of``), not Spark's text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from pipelines import errors as errors_module
+from pipelines import faults
+from pipelines.config.pipeline import PipelineSpec
+from pipelines.errors import DataLossError, LoadError, PipelineError, ReconciliationError
+from pipelines.executor.source import KafkalogSource
+from pipelines.executor.splits import Split, SplitKey
+from pipelines.ingest.plan import Plan
+from pipelines.ingest.reconcile import FileFacts, OffsetCoverage, inspect_local, spark_coverage, spark_file_facts
+from pipelines.progress import Reporter
+from pipelines.storage import Storage
+from pipelines.storage.local import local_path
+
+
+@dataclass(frozen=True, slots=True)
+class Staged:
+    """What an attempt staged: data files, quarantine files, and each split's offset coverage."""
+
+    data: list[FileFacts]
+    quarantine: list[FileFacts]
+    coverage: dict[SplitKey, OffsetCoverage] = field(default_factory=dict)
+
+
+class SparkStager:
+    """Stages splits through Spark (see the module doc). ``brokers``: what tasks connect through."""
+
+    def __init__(
+        self,
+        spec: PipelineSpec,
+        spark: Any,
+        storage: Storage,
+        *,
+        reporter: Reporter,
+        brokers: Callable[[], list[str]],
+        task_faults: str = "",
+    ) -> None:
+        self.spec = spec
+        self.spark = spark
+        self.storage = storage
+        self.reporter = reporter
+        self.brokers = brokers
+        self.task_faults = task_faults
+        spark.dataSource.register(KafkalogSource)
+
+    def stage(self, plan: Plan, staging: str, progress_dir: str) -> Staged:
+        """Load the splits of ``plan`` that have messages into ``staging`` (tasks report progress
+        into ``progress_dir``); the facts of the staged files."""
+        splits = [s for s in plan.splits if s.size > 0]
+        if self.spec.raw.tasks_write:
+            return self._stage_by_tasks(plan, splits, staging, progress_dir)
+        return self._stage_by_spark(plan, splits, staging, progress_dir)
+
+    def _options(self, splits: list[Split], emit: str, progress_dir: str | None) -> dict[str, str]:
+        spec = self.spec
+        settings = {
+            "source": asdict(spec.source),
+            "decoder": asdict(spec.decoder),
+            "event_time": asdict(spec.event_time),
+            "bad_records": asdict(spec.bad_records),
+            "brokers": self.brokers(),  # tasks connect through these (see source.py)
+        }
+        options = {
+            "spec": json.dumps(settings),
+            "splits": json.dumps([asdict(s) for s in splits]),
+            "emit": emit,
+            "faults": self.task_faults,
+        }
+        if progress_dir:
+            options["progress_dir"] = progress_dir
+        return options
+
+    def _in_spark(self, what: str, action: Callable[[], None]) -> None:
+        try:
+            action()
+        except Exception as exc:  # Spark raises its own exception types; find our cause in them
+            raise cause_of(exc, what) from exc
+
+    def _read_splits(self, plan: Plan, splits: list[Split], options: dict[str, str], progress_dir: str) -> Any:
+        """Runs the source over ``splits`` with a live progress view; returns the collected rows."""
+        frame = self.spark.read.format("kafkalog").options(**options).load()
+        with self.reporter.loading(f"run {plan.run_id} (#{plan.seq})", splits, progress_dir):
+            rows: list[Any] = []
+            self._in_spark(f"loading run #{plan.seq}", lambda: rows.extend(frame.collect()))
+        return rows
+
+    def _stage_by_tasks(self, plan: Plan, splits: list[Split], staging: str, progress_dir: str) -> Staged:
+        """Each task writes its split's files itself (sink.py); the files that count are those the
+        successful task attempts reported, checked by reading them back with Arrow."""
+        reported: list[Any] = []
+        if splits:
+            options = {
+                **self._options(splits, "files", progress_dir),
+                "stage_dir": local_path(staging),
+                "compression": self.spec.raw.compression,
+            }
+            reported = self._read_splits(plan, splits, options, progress_dir)
+        faults.crash_point("load.after_staging")
+        return staged_from_reports(plan, staging, reported)
+
+    def _stage_by_spark(self, plan: Plan, splits: list[Split], staging: str, progress_dir: str) -> Staged:
+        """Spark's partitioned writer stages the rows (its commit protocol keeps failed task
+        attempts out); a second pass quarantines bad records of the splits that were short."""
+        data_dir, quarantine_dir = f"{staging}/data", f"{staging}/quarantine"
+        compression = self.spec.raw.compression
+        if splits:
+            frame = self.spark.read.format("kafkalog").options(**self._options(splits, "data", progress_dir)).load()
+            with self.reporter.loading(f"run {plan.run_id} (#{plan.seq})", splits, progress_dir):
+                self._in_spark(
+                    f"loading run #{plan.seq}",
+                    lambda: (
+                        frame.write.partitionBy("dt", "hour")
+                        .option("compression", compression)
+                        .mode("errorifexists")
+                        .parquet(data_dir)
+                    ),
+                )
+        faults.crash_point("load.after_staging")
+        data = spark_file_facts(self.spark, data_dir) if self._has_parquet(data_dir) else []
+        rows_by_split: dict[tuple[str, int], int] = {}
+        for fact in data:
+            rows_by_split[fact.key] = rows_by_split.get(fact.key, 0) + fact.rows
+        short = [s for s in splits if rows_by_split.get(s.key, 0) < s.size]
+        quarantine: list[FileFacts] = []
+        if short and self.spec.bad_records.policy == "quarantine":
+            frame = self.spark.read.format("kafkalog").options(**self._options(short, "quarantine", None)).load()
+            self._in_spark(
+                f"quarantining bad records of run #{plan.seq}",
+                lambda: frame.write.option("compression", compression).mode("errorifexists").parquet(quarantine_dir),
+            )
+            if self._has_parquet(quarantine_dir):
+                quarantine = spark_file_facts(self.spark, quarantine_dir)
+        directories = [d for d, facts in ((data_dir, data), (quarantine_dir, quarantine)) if facts]
+        return Staged(data, quarantine, spark_coverage(self.spark, directories))
+
+    def _has_parquet(self, directory: str) -> bool:
+        return any(f.name.endswith(".parquet") for f in self.storage.walk_files(directory))
+
+
+def staged_from_reports(plan: Plan, staging: str, reported: list[Any]) -> Staged:
+    """The Staged of an attempt whose tasks wrote their own files: the files the successful task
+    attempts reported (rows of pipelines.executor.sink's STAGED_FILE_DDL, paths relative to
+    ``staging``), each read back with Arrow and checked against what its task said."""
+    paths = {"data": [], "quarantine": []}  # type: dict[str, list[str]]
+    for row in reported:
+        paths[row["kind"]].append(f"{staging}/{row['path']}")
+    planned = {s.key: (s.start, s.end) for s in plan.splits}
+    data, coverage = inspect_local(paths["data"] + paths["quarantine"], planned)
+    claimed = {f"{staging}/{row['path']}": row for row in reported}
+    for fact in data:
+        said = claimed[fact.file]
+        if (said["rows"], said["min_offset"], said["max_offset"]) != (fact.rows, fact.min_offset, fact.max_offset):
+            raise ReconciliationError(
+                f"staged file {fact.file} holds rows {fact.rows}, offsets {fact.min_offset}..{fact.max_offset}; "
+                f"its task reported {said['rows']}, {said['min_offset']}..{said['max_offset']}"
+            )
+    quarantined = set(paths["quarantine"])
+    return Staged(
+        [f for f in data if f.file not in quarantined],
+        [f for f in data if f.file in quarantined],
+        coverage,
+    )
+
+
+_OUR_ERROR = re.compile(r"pipelines\.errors\.(\w+): (.+)")
+
+
+def cause_of(exc: Exception, what: str) -> PipelineError:
+    """Our error raised in a task, recovered from Spark's wrapping (the last one in the text is
+    the task's own; earlier ones may be from retried attempts)."""
+    text = str(exc)
+    found = _OUR_ERROR.findall(text)
+    if found:
+        name, message = found[-1]
+        kind = getattr(errors_module, name, None)
+        if isinstance(kind, type) and issubclass(kind, PipelineError):
+            if kind is DataLossError:
+                return LoadError(f"{what}: {message}")
+            return kind(f"{what}: {message}")
+    lines = [line for line in text.splitlines() if line.strip()]
+    reason = next(
+        (line.strip() for line in lines if "Error:" in line or "Exception:" in line), lines[0] if lines else ""
+    )
+    return LoadError(f"{what} failed in Spark: {reason[:500]}")

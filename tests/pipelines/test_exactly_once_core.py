@@ -1,0 +1,256 @@
+"""The exactly-once core in milliseconds: plan, state, reconcile, commit, publish and replay planning.
+
+Everything runs for real (the driver's code, the tasks' code, Parquet on local disk) except the
+broker and Spark, replaced by tests.support.in_memory. Each crash point of the commit protocol is
+a simulated death (pipelines.faults.simulated_crash: nothing cleans up after it), followed by the
+retry; harness.oracle then checks every offset once, none lost, none twice, nothing visible that no
+manifest lists. Two overlapping runs of one pipeline are run both ways round.
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipelines import faults
+from pipelines.app.runner import EXIT_CONCURRENT, fail
+from pipelines.config.pipeline import PipelineSpec, load_spec
+from pipelines.errors import CommitError, ConcurrentRunError, DataLossError, PlanError, ReconciliationError
+from pipelines.ingest.lease import Lease, Leases, is_alive, own_lease
+from pipelines.ingest.plan import make_plan
+from pipelines.ingest.reconcile import FileFacts, OffsetCoverage, reconcile
+from pipelines.ingest.run import PipelineRun, RunResult
+from pipelines.ingest.state import PipelineState
+from pipelines.replay.plan import plan_replay
+from pipelines.replay.target import RewindTarget
+from pipelines.storage import LocalStorage
+from tests.pipelines.harness import oracle, write_spec
+from tests.support.in_memory import InProcessStager, MemoryCluster, events
+
+pytestmark = pytest.mark.unit
+
+TOPIC = "events"
+NOW_MS = 1_795_000_000_000
+
+
+def cluster_with(messages: int, partitions: int = 2) -> MemoryCluster:
+    cluster = MemoryCluster()
+    cluster.create(TOPIC, partitions)
+    for partition in range(partitions):
+        cluster.append(TOPIC, partition, events(messages, start=partition * 1000), timestamp_ms=NOW_MS)
+    return cluster
+
+
+def spec_for(tmp_path: Path, **overrides: Any) -> PipelineSpec:
+    return load_spec(write_spec(tmp_path, "127.0.0.1:1", tmp_path / "raw", **overrides))
+
+
+def run(spec: PipelineSpec, cluster: MemoryCluster, **kwargs: Any) -> RunResult:
+    return job(spec, cluster).run(**kwargs)
+
+
+def job(spec: PipelineSpec, cluster: MemoryCluster, **stager: Any) -> PipelineRun:
+    return PipelineRun(
+        spec,
+        None,
+        storage=LocalStorage(),
+        stager=InProcessStager(spec, cluster, **stager),
+        consumer=cluster.consumer,
+    )
+
+
+def leftovers(raw: Path) -> list[str]:
+    """Staging directories and leases left under ``raw``."""
+    meta = raw / "_pipeline"
+    return sorted(
+        str(p.relative_to(meta)) for d in ("staging", "leases") if (meta / d).exists() for p in (meta / d).iterdir()
+    )
+
+
+# ---------------------------------------------------------------------- a run, and the next
+
+
+def test_a_run_commits_every_message_once_and_the_next_loads_only_new_ones(tmp_path: Path) -> None:
+    spec, cluster = spec_for(tmp_path), cluster_with(30)
+    first = run(spec, cluster)
+    assert first.status == "committed" and first.manifest is not None and first.manifest.seq == 1
+    assert oracle(tmp_path / "raw")["rows"] == 60
+    assert run(spec, cluster).status == "up-to-date"
+    cluster.append(TOPIC, 1, events(5, start=5000), timestamp_ms=NOW_MS)
+    second = run(spec, cluster)
+    assert second.manifest is not None and [(s.partition, s.start, s.end) for s in second.manifest.splits] == [
+        (0, 30, 30),
+        (1, 30, 35),
+    ]
+    totals = oracle(tmp_path / "raw")
+    assert totals["rows"] == 65 and totals["seqs"] == [1, 2]
+    assert leftovers(tmp_path / "raw") == []
+
+
+def test_a_run_id_that_committed_is_a_no_op(tmp_path: Path) -> None:
+    spec, cluster = spec_for(tmp_path), cluster_with(10)
+    assert run(spec, cluster, run_id="2026-11-21").status == "committed"
+    cluster.append(TOPIC, 0, events(3, start=100), timestamp_ms=NOW_MS)
+    again = run(spec, cluster, run_id="2026-11-21")
+    assert again.status == "already-committed" and "already committed as #1" in again.message
+    assert oracle(tmp_path / "raw")["rows"] == 20
+
+
+def test_bad_records_are_quarantined_and_reconciled(tmp_path: Path) -> None:
+    spec = spec_for(tmp_path, bad_records={"policy": "quarantine", "max_share": 0.5})
+    cluster = MemoryCluster()
+    cluster.create(TOPIC, 1)
+    cluster.append(TOPIC, 0, events(20, bad_every=4), timestamp_ms=NOW_MS)
+    result = run(spec, cluster)
+    assert result.manifest is not None and [(s.rows, s.quarantined) for s in result.manifest.splits] == [(15, 5)]
+    totals = oracle(tmp_path / "raw")
+    assert (totals["rows"], totals["quarantined"]) == (15, 5)
+
+
+# ---------------------------------------------------------------------- every crash point, then the retry
+
+CRASH_POINTS = [
+    "plan.after_store",
+    "load.after_staging",
+    "commit.before_manifest",
+    "commit.after_manifest",
+    "publish.after_file:0",
+    "publish.after_file:1",
+    "publish.after_files",
+]
+
+
+@pytest.mark.parametrize("point", CRASH_POINTS)
+def test_a_crash_at_each_point_then_the_retry_commits_exactly_once(tmp_path: Path, point: str) -> None:
+    spec, cluster = spec_for(tmp_path), cluster_with(25)
+    raw = tmp_path / "raw"
+    with faults.simulated_crash(point), pytest.raises(faults.Crash):
+        run(spec, cluster)
+    state = PipelineState(LocalStorage(), str(raw))
+    committed = state.committed_seqs()
+    assert committed == ([1] if point.startswith(("commit.after", "publish")) else [])
+    if not committed:  # nothing is visible before the commit: at most a plan and a staged attempt
+        assert not [p for p in raw.rglob("*.parquet") if "_pipeline" not in p.parts]
+    cluster.append(TOPIC, 0, events(4, start=500), timestamp_ms=NOW_MS)  # new messages arrive meanwhile
+    retry = run(spec, cluster)  # an uncommitted plan is completed as it was; a committed run is published
+    assert retry.status == "committed" and retry.manifest is not None
+    assert [m.seq for m in retry.completed] == ([2] if committed else [1])
+    run(spec, cluster)  # and the next run loads what came meanwhile (if the retry did not)
+    totals = oracle(raw)
+    assert totals["rows"] == 54 and totals["seqs"] == [1, 2], f"after a crash at {point}: {totals}"
+    assert leftovers(raw) == [], f"a crash at {point} left {leftovers(raw)}"
+
+
+def test_a_crashed_attempts_lease_is_dead_at_once_on_this_host(tmp_path: Path) -> None:
+    spec, cluster = spec_for(tmp_path), cluster_with(5)
+    with faults.simulated_crash("load.after_staging"), pytest.raises(faults.Crash):
+        run(spec, cluster)
+    (name,) = [p.name for p in (tmp_path / "raw" / "_pipeline" / "staging").iterdir()]
+    leases = Leases(LocalStorage(), str(tmp_path / "raw" / "_pipeline"))
+    lease = leases.read(name)
+    assert lease is not None and lease.host == socket.gethostname() and not leases.alive(name)
+
+
+# ---------------------------------------------------------------------- two runs at once
+
+
+@pytest.mark.parametrize("winner", ["completer", "planner"])
+def test_overlapping_runs_one_commits_the_other_stops_with_exit_3_and_cleans_its_own(
+    tmp_path: Path, winner: str
+) -> None:
+    """Run A plans #1 and stores the plan; run B starts meanwhile, finds the stored plan and
+    executes it too. Whichever commits first wins (``completer``: B; ``planner``: A); the winner's
+    cleanup must leave the loser's staging alone while the loser is still loading, and the loser
+    stops with ConcurrentRunError (exit 3) at its commit, having removed its own staging."""
+    spec, cluster = spec_for(tmp_path), cluster_with(20)
+    raw = tmp_path / "raw"
+    plan = make_plan(spec, cluster.consumer(), {}, 1, "run-a")
+    stagings: dict[str, str] = {}
+
+    def other_run_commits(loser: str) -> Any:
+        def hook(staging: str) -> None:
+            stagings[loser] = staging
+            if loser == "a":
+                assert job(spec, cluster).run().status == "committed"  # B completes A's plan, to the end
+            else:
+                assert job(spec, cluster).execute(plan).seq == 1  # A executes its own plan, to the end
+            assert Path(staging).is_dir(), "the winner deleted the staging of a run still loading"
+
+        return hook
+
+    loser = "a" if winner == "completer" else "b"
+    losing_job = job(spec, cluster, during=other_run_commits(loser))
+    losing_job.state.store_plan(plan)  # A planned
+    with pytest.raises(ConcurrentRunError, match="committed run #1") as lost:
+        losing_job.execute(plan) if loser == "a" else losing_job.run()
+    assert fail(lost.value) == EXIT_CONCURRENT
+    assert not Path(stagings[loser]).exists(), "the loser left its staging behind"
+    totals = oracle(raw)
+    assert totals["rows"] == 40 and totals["seqs"] == [1]
+    assert leftovers(raw) == []
+
+
+def test_leases_judge_liveness_by_process_here_and_by_renewal_elsewhere() -> None:
+    here = socket.gethostname()
+    mine = own_lease(NOW_MS)
+    assert is_alive(mine, now_ms=NOW_MS + 10**9, host=here)  # this process: alive however old
+    assert not is_alive(Lease(here, mine.pid, "boot:1", NOW_MS), now_ms=NOW_MS, host=here)  # a reused pid
+    remote = Lease("elsewhere", 1, "boot:1", NOW_MS)
+    assert is_alive(remote, now_ms=NOW_MS + 30_000, host=here)
+    assert not is_alive(remote, now_ms=NOW_MS + 61_000, host=here)
+
+
+# ---------------------------------------------------------------------- planning and reconciling
+
+
+def test_a_plan_follows_the_committed_offsets_and_the_retention_policy(tmp_path: Path) -> None:
+    cluster = cluster_with(10, partitions=1)
+    spec = spec_for(tmp_path, on_offset_out_of_range="earliest")
+    plan = make_plan(spec, cluster.consumer(), {(TOPIC, 0): 4}, 2, "r")
+    assert [(s.start, s.end, s.lost_from) for s in plan.splits] == [(4, 10, None)]
+    cluster.delete_before(TOPIC, 0, 7)
+    lost = make_plan(spec, cluster.consumer(), {(TOPIC, 0): 4}, 2, "r")
+    assert [(s.start, s.end, s.lost_from, s.lost_to) for s in lost.splits] == [(7, 10, 4, 7)]
+    with pytest.raises(DataLossError, match="4"):
+        make_plan(spec_for(tmp_path, on_offset_out_of_range="fail"), cluster.consumer(), {(TOPIC, 0): 4}, 2, "r")
+    with pytest.raises(PlanError, match="beyond the log end"):
+        make_plan(spec, cluster.consumer(), {(TOPIC, 0): 11}, 2, "r")
+    capped = make_plan(spec_for(tmp_path, limits={"max_messages_per_split": 2}), cluster.consumer(), {}, 1, "r")
+    assert [(s.start, s.end, s.log_end) for s in capped.splits] == [(7, 9, 10)]
+
+
+def test_reconcile_refuses_duplicates_gaps_and_foreign_rows(tmp_path: Path) -> None:
+    spec, cluster = spec_for(tmp_path), cluster_with(10, partitions=1)
+    plan = make_plan(spec, cluster.consumer(), {}, 1, "r")
+    whole = FileFacts("a.parquet", TOPIC, 0, 10, 0, 9)
+    assert reconcile(plan, [whole], [], {(TOPIC, 0): OffsetCoverage(10, 0, 9)})[0].rows == 10
+    with pytest.raises(ReconciliationError, match="more than once"):
+        reconcile(plan, [whole, FileFacts("b", TOPIC, 0, 1, 3, 3)], [], {(TOPIC, 0): OffsetCoverage(10, 0, 9)})
+    with pytest.raises(ReconciliationError, match=r"rows 9 \+ quarantined 0"):
+        reconcile(plan, [FileFacts("a", TOPIC, 0, 9, 1, 9)], [], {(TOPIC, 0): OffsetCoverage(9, 1, 9)})
+    with pytest.raises(ReconciliationError, match="does not load"):
+        reconcile(plan, [whole, FileFacts("c", "other", 0, 1, 0, 0)], [], {(TOPIC, 0): OffsetCoverage(10, 0, 9)})
+
+
+def test_publishing_is_idempotent_and_a_missing_file_is_named(tmp_path: Path) -> None:
+    spec, cluster = spec_for(tmp_path), cluster_with(10)
+    result = run(spec, cluster)
+    assert result.manifest is not None
+    state = PipelineState(LocalStorage(), str(tmp_path / "raw"))
+    assert state.roll_forward(result.manifest) == 0  # everything is in place: nothing moves
+    victim = tmp_path / "raw" / result.manifest.files[0].path
+    victim.unlink()
+    with pytest.raises(CommitError, match="changed outside the pipeline"):
+        state.roll_forward(result.manifest)
+
+
+def test_a_replay_plan_rewinds_each_split_to_its_offset_and_names_the_partitions(tmp_path: Path) -> None:
+    spec, cluster = spec_for(tmp_path), cluster_with(12)
+    run(spec, cluster)
+    state = PipelineState(LocalStorage(), str(tmp_path / "raw"))
+    plan = plan_replay(spec, state, cluster.consumer(), RewindTarget(offsets={(TOPIC, 0): 5, (TOPIC, 1): 12}))
+    assert [(s.partition, s.start, s.end, s.messages) for s in plan.splits] == [(0, 5, 12, 7), (1, 12, 12, 0)]
+    assert plan.seq == 2 and plan.generation == 1 and plan.raw_partitions
