@@ -12,18 +12,28 @@ from kafkalog.record import _fastpath
 from kafkalog.record.format import Message, TimestampType
 
 
-def _load() -> tuple[ModuleType, bool]:
+def _load() -> tuple[ModuleType, bool, str]:
     if os.environ.get("KAFKALOG_PURE_PYTHON") == "1":
-        return _fastpath, False
+        return _fastpath, False, "KAFKALOG_PURE_PYTHON=1"
     try:
         from kafkalog.record import _speedups  # noqa: PLC0415 - optional: absent when not compiled
-    except ImportError:
-        return _fastpath, False
-    return _speedups, True
+    except ImportError as exc:
+        return _fastpath, False, f"the C kernels did not import: {exc}"
+    return _speedups, True, ""
 
 
-implementation, NATIVE = _load()
-"""The module whose decode_plain / scan_entries / assign_plain the record layer calls."""
+implementation, NATIVE, WHY_PURE = _load()
+"""The module whose decode_plain / scan_entries / assign_plain the record layer calls; whether it is
+the C one; if not, why."""
+
+KERNELS = "C" if NATIVE else "pure Python"
+"""Which record kernels this process runs, as brokers, jobs and tasks log it."""
+
+
+def describe() -> str:
+    """One line for a log: which kernels run here, and why not the C ones if they do not."""
+    return f"record kernels: {KERNELS}" + (f" ({WHY_PURE})" if WHY_PURE else "")
+
 
 for _module in {implementation, _fastpath}:
     _module.configure(Message, TimestampType.CREATE_TIME, TimestampType.LOG_APPEND_TIME)

@@ -7,6 +7,7 @@ import logging
 from types import TracebackType
 
 from kafkalog.log import LogManager
+from kafkalog.record import kernels
 from kafkalog.registry.producer_ids import allocate_block
 from kafkalog.server.cluster import Cluster, ClusterView
 from kafkalog.server.config import BrokerConfig, BrokerConfigError
@@ -104,9 +105,12 @@ class Broker:
             self._metrics_http = MetricsHttpServer(self.config.host, self.config.metrics_port, self.render_metrics)
             self._metrics_http.start()
         logger.info(
-            "broker %d listening on %s:%d (data in %s)",
+            "broker %d listening on %s:%d (data in %s; %s)",
             self.config.broker_id, self.config.host, self.port, ", ".join(map(str, self.config.data_dirs)),
+            kernels.describe(),
         )  # fmt: skip
+        if not kernels.NATIVE:
+            logger.warning("broker %d runs the pure-Python %s", self.config.broker_id, kernels.describe())
 
     def render_metrics(self) -> str:
         offsets = {tp: log.log_end_offset for tp, log in self.logs.logs.items()}

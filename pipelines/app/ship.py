@@ -19,9 +19,13 @@ and permissions), so a rebuilt zip can be compared with the deployed one.
 from __future__ import annotations
 
 import argparse
+import gzip
+import importlib.machinery
 import importlib.util
+import io
 import os
 import sys
+import tarfile
 import tempfile
 import zipfile
 from collections.abc import Iterator
@@ -30,9 +34,14 @@ from pathlib import Path
 PACKAGES = ("kafkalog", "pipelines")
 """The top-level packages the executors import."""
 
-DEFAULT_OUT = Path("dist/pipelines.zip")
+DEFAULT_DIR = Path("dist")
+ZIP_NAME = "pipelines.zip"
+ARCHIVE_NAME = "pipelines-code.tar.gz"
+ARCHIVE_ALIAS = "pipelines_code"
+"""The directory the archive is unpacked as in each executor's working directory."""
 
 SHIPPED_SUFFIXES = frozenset({".py", ".pyi"})
+EXTENSION_SUFFIXES = frozenset(importlib.machinery.EXTENSION_SUFFIXES)
 SHIPPED_NAMES = frozenset({"py.typed"})
 SKIPPED_DIRS = frozenset({"__pycache__"})
 
@@ -50,14 +59,16 @@ def package_dir(name: str) -> Path:
     return Path(next(iter(spec.submodule_search_locations))).resolve()
 
 
-def shipped_files(root: Path) -> Iterator[tuple[str, Path]]:
-    """(name in the zip, file) for the shippable files of the package at ``root``, sorted by name."""
+def shipped_files(root: Path, *, compiled: bool = False) -> Iterator[tuple[str, Path]]:
+    """(name in the zip, file) for the shippable files of the package at ``root``, sorted by name;
+    ``compiled``: the extension modules built for this interpreter too."""
     found: list[tuple[str, Path]] = []
     for directory, dirnames, filenames in os.walk(root):
         dirnames[:] = [d for d in dirnames if d not in SKIPPED_DIRS and not d.startswith(".")]
         for filename in filenames:
             path = Path(directory, filename)
-            if path.suffix in SHIPPED_SUFFIXES or filename in SHIPPED_NAMES:
+            native = compiled and any(filename.endswith(s) for s in EXTENSION_SUFFIXES)
+            if path.suffix in SHIPPED_SUFFIXES or filename in SHIPPED_NAMES or native:
                 arcname = Path(root.name, path.relative_to(root)).as_posix()
                 found.append((arcname, path))
     yield from sorted(found)
@@ -89,15 +100,71 @@ def build_zip(out: Path) -> Path:
     return out
 
 
+def build_archive(out: Path) -> Path:
+    """Write the ``--archives`` tarball of ``kafkalog`` and ``pipelines`` with their compiled
+    kernels to ``out`` (atomically) and return ``out``; ShipError if the kernels are not built."""
+    entries: list[tuple[str, Path]] = []
+    for name in PACKAGES:
+        entries.extend(shipped_files(package_dir(name), compiled=True))
+    entries.sort()
+    if not any(any(arcname.endswith(s) for s in EXTENSION_SUFFIXES) for arcname, _ in entries):
+        raise ShipError(
+            "the C record kernels are not built for this Python (make native, or pip install -e . with a C "
+            f"compiler): an archive without them would run the pure-Python kernels; ship {ZIP_NAME} for that"
+        )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+    tmp = Path(tmp_name)
+    try:
+        with (
+            os.fdopen(fd, "wb") as raw,
+            gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as stream,
+            tarfile.open(fileobj=stream, mode="w", format=tarfile.PAX_FORMAT) as archive,
+        ):
+            for arcname, path in entries:
+                info = tarfile.TarInfo(arcname)
+                data = path.read_bytes()
+                info.size, info.mtime, info.mode = len(data), 0, 0o644
+                archive.addfile(info, io.BytesIO(data))
+        tmp.chmod(0o644)
+        tmp.replace(out)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return out
+
+
+class ShipError(Exception):
+    """What cannot be shipped, and why."""
+
+
+def submit_options(directory: Path, *, archive: bool) -> list[str]:
+    """The spark-submit options that ship the files built in ``directory``."""
+    if archive:
+        return [
+            "--archives", f"{directory / ARCHIVE_NAME}#{ARCHIVE_ALIAS}",
+            "--conf", f"spark.executorEnv.PYTHONPATH={ARCHIVE_ALIAS}",
+        ]  # fmt: skip
+    return ["--py-files", str(directory / ZIP_NAME)]
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``python -m pipelines.app.ship [OUT.zip]``: build the zip and print its path."""
+    """``python -m pipelines.app.ship [DIR]``: build both files and print how to ship them."""
     parser = argparse.ArgumentParser(
-        prog="python -m pipelines.app.ship", description="Build the --py-files zip of kafkalog and pipelines."
+        prog="python -m pipelines.app.ship",
+        description="Build what executors get: the --archives tarball (with the C kernels) and the --py-files zip.",
     )
-    parser.add_argument("out", nargs="?", type=Path, default=DEFAULT_OUT, help=f"the zip to write ({DEFAULT_OUT})")
+    parser.add_argument("dir", nargs="?", type=Path, default=DEFAULT_DIR, help=f"where to write them ({DEFAULT_DIR})")
     args = parser.parse_args(argv)
-    out = build_zip(args.out)
-    sys.stdout.write(f"{out}\n")
+    zipped = build_zip(args.dir / ZIP_NAME)
+    try:
+        archived: Path | None = build_archive(args.dir / ARCHIVE_NAME)
+    except ShipError as exc:
+        sys.stderr.write(f"warning: {exc}\n")
+        archived = None
+    if archived is not None:
+        sys.stdout.write(f"{archived}: ship with {' '.join(submit_options(args.dir, archive=True))}\n")
+    sys.stdout.write(f"{zipped}: pure Python: ship with {' '.join(submit_options(args.dir, archive=False))}\n")
     return 0
 
 

@@ -34,7 +34,8 @@ from pipelines.errors import StorageError
 PARTITION_COLUMNS = ("dt", "hour")
 
 STAGED_FILE_DDL = (
-    "kind STRING, path STRING, topic STRING, `partition` INT, `rows` BIGINT, min_offset BIGINT, max_offset BIGINT"
+    "kind STRING, path STRING, topic STRING, `partition` INT, `rows` BIGINT, min_offset BIGINT, max_offset BIGINT, "
+    "kernels STRING"
 )
 STAGED_FILE_SCHEMA = pa.schema(
     [
@@ -45,6 +46,7 @@ STAGED_FILE_SCHEMA = pa.schema(
         ("rows", pa.int64()),
         ("min_offset", pa.int64()),
         ("max_offset", pa.int64()),
+        ("kernels", pa.string()),
     ]
 )
 
@@ -61,6 +63,8 @@ class StagedFile:
     rows: int
     min_offset: int
     max_offset: int
+    kernels: str = ""
+    """The record kernels the task that wrote it ran (kafkalog.record.kernels.KERNELS)."""
 
 
 def staged_files_batch(files: list[StagedFile]) -> pa.RecordBatch:
@@ -74,6 +78,7 @@ def staged_files_batch(files: list[StagedFile]) -> pa.RecordBatch:
                 "rows": f.rows,
                 "min_offset": f.min_offset,
                 "max_offset": f.max_offset,
+                "kernels": f.kernels,
             }
             for f in files
         ],

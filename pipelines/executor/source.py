@@ -19,6 +19,7 @@ progress of a failed attempt is trusted), and the driver's reconciliation checks
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 import uuid
@@ -31,7 +32,7 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from kafkalog.client import SimpleConsumer
+from kafkalog.client import KERNELS, SimpleConsumer, describe_kernels
 from pipelines.config.pipeline import BadRecords, Decoder, EventTime, Source
 from pipelines.errors import BadRecordError, DataLossError, LoadError, PlanError
 from pipelines.executor.decode import (
@@ -46,6 +47,8 @@ from pipelines.executor.decode import (
 )
 from pipelines.executor.sink import STAGED_FILE_DDL, StagingWriter, staged_files_batch
 from pipelines.executor.splits import Split, open_consumer
+
+log = logging.getLogger(__name__)
 
 QUARANTINE_SCHEMA = pa.schema(
     [
@@ -106,6 +109,7 @@ class SplitReader(DataSourceReader):
         settings = json.loads(self.options["spec"])
         split = Split(**partition.split)
         emit = self.options.get("emit", "data")
+        _log_kernels()
         progress = _Progress(self.options.get("progress_dir"), partition.index, split)
         fault = _TaskFault(self.options.get("faults", ""))
         source = settings["source"]
@@ -170,7 +174,23 @@ def write_split(
         writer.abort()
         raise
     progress.update(task.loaded, task.bytes, done=True)
-    return staged_files_batch([replace(f, path=f"{attempt_dir}/{f.path}") for f in files])
+    return staged_files_batch([replace(f, path=f"{attempt_dir}/{f.path}", kernels=KERNELS) for f in files])
+
+
+_kernels_logged: list[bool] = []
+
+
+def _log_kernels() -> None:
+    """Once per Python worker: which record kernels its tasks decode with (a warning if not the C
+    ones: a task then decodes several times slower than the driver; pipelines.app.ship says how to
+    ship them)."""
+    if _kernels_logged:
+        return
+    _kernels_logged.append(True)
+    if KERNELS == "C":
+        log.info("executor %s", describe_kernels())
+    else:
+        log.warning("executor %s; ship them with the archive of `python -m pipelines.app.ship`", describe_kernels())
 
 
 def _decoder_options(data: dict[str, Any]) -> dict[str, Any]:

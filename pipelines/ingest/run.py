@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 from urllib.parse import unquote
 
-from kafkalog.client import SimpleConsumer
+from kafkalog.client import KERNELS, SimpleConsumer, describe_kernels
 from pipelines import faults
 from pipelines.config.pipeline import PipelineSpec
 from pipelines.errors import (
@@ -95,6 +95,7 @@ class PipelineRun:
         self.reporter = reporter or Reporter(quiet=True)
         self._consumer = consumer or (lambda: open_consumer(spec.source))
         self._brokers: list[str] | None = None
+        log.info("pipeline %s: driver %s", spec.name, describe_kernels())
         self.stager: Stager = stager or SparkStager(
             spec, spark, self.storage, reporter=self.reporter, brokers=self.task_brokers, task_faults=task_faults
         )
@@ -235,7 +236,10 @@ class PipelineRun:
             "seconds": round((datetime.now(UTC) - started).total_seconds(), 3),
             "bytes": sum(f.bytes for f in files if f.kind == "data"),
             "split_seconds": split_seconds,
+            "driver_kernels": KERNELS,
+            "task_kernels": sorted(staged.task_kernels),
         }
+        self._check_kernels(staged)
         offsets = {f"{t}:{p}": o for (t, p), o in self.state.committed_offsets().items()}
         offsets.update({f"{s.topic}:{s.partition}": s.end for s in plan.splits})
         return Manifest(
@@ -252,6 +256,20 @@ class PipelineRun:
             kind=plan.kind,
             generation=generation,
         )
+
+    def _check_kernels(self, staged: Staged) -> None:
+        """Say which record kernels the tasks ran; warn when they ran the pure-Python ones."""
+        if not staged.task_kernels:
+            return
+        ran = ", ".join(sorted(staged.task_kernels))
+        log.info("tasks ran the %s record kernels (the driver: %s)", ran, KERNELS)
+        if "pure Python" in staged.task_kernels:
+            warning = (
+                "tasks decoded with the pure-Python record kernels, several times slower than the C ones: ship "
+                "those to the executors with the archive `python -m pipelines.app.ship` builds (--archives)"
+            )
+            log.warning(warning)
+            self.reporter.note(f"warning: {warning}")
 
     def _output_files(
         self,

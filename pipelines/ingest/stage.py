@@ -40,6 +40,9 @@ class Staged:
     data: list[FileFacts]
     quarantine: list[FileFacts]
     coverage: dict[SplitKey, OffsetCoverage] = field(default_factory=dict)
+    task_kernels: frozenset[str] = frozenset()
+    """The record kernels the tasks ran ("C", "pure Python"), as they reported them (tasks that
+    write their own files report it; empty when Spark's writer staged the rows)."""
 
 
 class SparkStager:
@@ -179,6 +182,7 @@ def staged_from_reports(plan: Plan, staging: str, reported: list[Any]) -> Staged
         [f for f in data if f.file not in quarantined],
         [f for f in data if f.file in quarantined],
         coverage,
+        frozenset(row["kernels"] for row in reported if row["kernels"]),
     )
 
 

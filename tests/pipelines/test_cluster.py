@@ -1,5 +1,7 @@
 """The load job as a cluster runs it: spark-submit of jobs/load_warehouse.py to a real Spark standalone
-master and worker on loopback, with our code shipped as the ``--py-files`` zip of ``pipelines.app.ship``.
+master and worker on loopback, with our code shipped by ``pipelines.app.ship``: the ``--py-files`` zip
+(pure Python: the run records and warns that its tasks ran the slow kernels), then the ``--archives``
+tarball (the executors load the C kernels from it, and the manifest records it).
 
 The venv has this project installed (editable), so a job could pass by importing it from there. The
 executors here run the venv's interpreter and libraries WITHOUT the install: ``python -S`` (no site
@@ -14,133 +16,32 @@ from __future__ import annotations
 
 import os
 import re
-import signal
-import stat
 import subprocess
 import sys
-import sysconfig
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from pipelines.app.ship import build_zip
+from pipelines.app.ship import ARCHIVE_NAME, build_archive, build_zip, submit_options
+from pipelines.ingest.state import PipelineState
+from pipelines.storage import LocalStorage
 from tests.pipelines.harness import REPO, oracle, produce, write_spec
 from tests.support.kafkalog import BrokerProcess
-from tests.support.spark import SPARK_HOME, spark_cluster, spark_submit, worker_dir
+from tests.support.spark import (
+    executor_imports,
+    explain,
+    imports_dir,
+    node_libraries,
+    node_python,
+    spark_cluster,
+    submit,
+    worker_dir,
+)
 
 EVENTS = 20_000
 SUBMIT_TIMEOUT = 180.0
-SITE_PACKAGES = Path(sysconfig.get_paths()["purelib"])
-OUR_INSTALL = re.compile(r"^(__editable__.*kafkalog_pipelines.*|kafkalog_pipelines-.*\.dist-info|kafkalog|pipelines)$")
-VERBOSE_IMPORT = re.compile(r"^import '((?:pipelines|kafkalog)(?:\.\w+)*)' # (.*)$", re.MULTILINE)
 ZIP_IN_LOADER = re.compile(r'^<zipimporter object "(.+?\.zip)/')
-EXTENSION_LOADED = re.compile(r"^# extension module '(kafkalog[\w.]*)' loaded from", re.MULTILINE)
-
-
-def node_python(directory: Path) -> Path:
-    """An interpreter like a cluster node's: the venv's Python and third-party libraries, but not this
-    project (``-S`` skips the .pth hooks, among them the editable finder; the libraries come from a
-    directory of links to site-packages that leaves our entries out).
-
-    It runs verbose (``-v``): each process logs every import, and where from, to its own file in
-    ``imports_dir(directory)``, not to stderr: Spark reads a starting Python worker's stderr only
-    once the worker has reported its port, and a full pipe buffer before that is a deadlock."""
-    libraries = node_libraries(directory)
-    imports_dir(directory).mkdir()
-    script = directory / "python"
-    script.write_text(
-        "#!/bin/sh\n"
-        f'log="{imports_dir(directory)}/python-$$.log"\n'
-        'echo "# cwd: $PWD" >"$log"\n'
-        f'export PYTHONPATH="${{PYTHONPATH:+$PYTHONPATH:}}{libraries}"\n'
-        f'exec "{sys.executable}" -S -v "$@" 2>>"$log"\n'
-    )
-    script.chmod(script.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-    return script
-
-
-def node_libraries(directory: Path) -> Path:
-    """A directory of links to every entry of site-packages but this project's installation."""
-    libraries = directory / "site-packages"
-    libraries.mkdir(parents=True)
-    for entry in SITE_PACKAGES.iterdir():
-        if not OUR_INSTALL.match(entry.name) and entry.suffix != ".pth":
-            (libraries / entry.name).symlink_to(entry)
-    return libraries
-
-
-def imports_dir(directory: Path) -> Path:
-    return directory / "imports"
-
-
-def submit(
-    master: str, py_files: Path, executor_python: Path, pipeline: Path, cwd: Path
-) -> subprocess.CompletedProcess[str]:
-    """spark-submit of jobs/load_warehouse.py in client mode; the driver runs the venv's Python.
-
-    Run from ``cwd``, not the repo: ``python -m`` puts the working directory first on sys.path."""
-    conf = {
-        "spark.executorEnv.PYSPARK_PYTHON": str(executor_python),
-        "spark.driver.host": "127.0.0.1",
-        "spark.driver.bindAddress": "127.0.0.1",
-        "spark.ui.enabled": "false",
-        "spark.ui.showConsoleProgress": "false",
-        "spark.executor.memory": "1g",
-        "spark.sql.shuffle.partitions": "4",
-    }
-    command = [str(spark_submit()), "--master", master, "--py-files", str(py_files)]
-    for key, value in conf.items():
-        command += ["--conf", f"{key}={value}"]
-    command += [str(REPO / "jobs" / "load_warehouse.py"), "--pipeline", str(pipeline), "--quiet"]
-    env = {
-        **os.environ,
-        "SPARK_HOME": str(SPARK_HOME),
-        "SPARK_CONF_DIR": str(cwd / "conf"),
-        "SPARK_LOCAL_DIRS": str(cwd / "local"),
-        "SPARK_LOCAL_IP": "127.0.0.1",
-        # the Python of the application's workers (executors, and the driver JVM's planner workers)
-        "PYSPARK_PYTHON": str(executor_python),
-        "PYSPARK_DRIVER_PYTHON": sys.executable,
-    }
-    for directory in ("conf", "local"):
-        (cwd / directory).mkdir(parents=True, exist_ok=True)
-    return run_in_group(command, cwd=cwd, env=env, timeout=SUBMIT_TIMEOUT)
-
-
-def run_in_group(
-    command: list[str], *, cwd: Path, env: dict[str, str], timeout: float
-) -> subprocess.CompletedProcess[str]:
-    """Run ``command`` in its own process group; on timeout kill the whole group (spark-submit's JVM
-    and the driver's Python under it) and fail with the output so far."""
-    with subprocess.Popen(
-        command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
-    ) as process:
-        try:
-            stdout, stderr = process.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            stdout, stderr = process.communicate()
-            pytest.fail(f"timed out after {timeout:.0f} s: {command}\n" + explain(stdout, stderr))
-    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
-
-
-def executor_imports(node: Path, spark_base: Path) -> list[tuple[str, str, Path]]:
-    """(module, loader, working directory) of every import of ours in the node Pythons that executors
-    ran (their working directory is the executor's, under the worker's), not in those that the
-    driver's JVM ran for planning."""
-    found = []
-    for path in sorted(imports_dir(node).glob("python-*.log")):
-        text = path.read_text(errors="replace")
-        cwd = Path(text.partition("\n")[0].removeprefix("# cwd: "))
-        if cwd.is_relative_to(worker_dir(spark_base)):
-            found += [(name, loader, cwd) for name, loader in VERBOSE_IMPORT.findall(text)]
-            found += [(name, "extension module", cwd) for name in EXTENSION_LOADED.findall(text)]
-    return found
-
-
-def explain(stdout: str, stderr: str) -> str:
-    return f"stdout:\n{stdout[-3000:]}\nstderr:\n" + "\n".join(stderr.splitlines()[-60:])
 
 
 @pytest.mark.integration
@@ -152,7 +53,7 @@ def test_the_zip_is_deterministic_and_self_sufficient(tmp_path: Path) -> None:
         names = archive.namelist()
         assert names == sorted(names)
         assert {info.date_time for info in archive.infolist()} == {(1980, 1, 1, 0, 0, 0)}
-    assert "pipelines/source.py" in names
+    assert "pipelines/executor/source.py" in names
     assert "kafkalog/client/__init__.py" in names
     assert "kafkalog/record/_speedups.pyi" in names
     assert "kafkalog/py.typed" in names
@@ -187,7 +88,7 @@ def test_the_zip_is_deterministic_and_self_sufficient(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_spark_submit_to_a_standalone_cluster_loads_exactly_once_with_the_shipped_zip(
+def test_spark_submit_to_a_standalone_cluster_loads_exactly_once_with_the_zip_then_the_archive(
     tmp_path: Path, broker: BrokerProcess
 ) -> None:
     produce(broker.bootstrap, "events", EVENTS, partitions=4)
@@ -197,12 +98,16 @@ def test_spark_submit_to_a_standalone_cluster_loads_exactly_once_with_the_shippe
     python = node_python(tmp_path / "node")
     spark_base = tmp_path / "spark"
     with spark_cluster(spark_base, python=str(python)) as master:
-        first = submit(master, py_files, python, pipeline, tmp_path / "submit")
+        first = submit(master, ["--py-files", str(py_files)], python, pipeline, tmp_path / "submit")
         assert first.returncode == 0, f"exit {first.returncode}\n" + explain(first.stdout, first.stderr)
         totals = oracle(raw, broker.bootstrap)
         assert totals["rows"] == EVENTS
         assert totals["quarantined"] == 0
         assert len(totals["seqs"]) == 1
+        state = PipelineState(LocalStorage(), str(raw))
+        assert state.manifest(1).stats["task_kernels"] == ["pure Python"]
+        # (spark-submit merges the Python driver's stderr into its stdout)
+        assert "pure-Python record kernels" in first.stdout, "a run whose tasks ran slow kernels must say so"
 
         # where the executors' code came from (read before the second run adds its own logs)
         imports = executor_imports(tmp_path / "node", spark_base)
@@ -221,8 +126,23 @@ def test_spark_submit_to_a_standalone_cluster_loads_exactly_once_with_the_shippe
             assert shipped.is_relative_to(worker_dir(spark_base).resolve()), shipped
             assert shipped.read_bytes() == py_files.read_bytes(), shipped
 
-        second = submit(master, py_files, python, pipeline, tmp_path / "submit")
+        # the archive: the same code with the C kernels, unpacked on the executors
+        produce(broker.bootstrap, "events", EVENTS // 4, first=EVENTS)
+        dist = tmp_path / "dist"
+        build_archive(dist / ARCHIVE_NAME)
+        ship = submit_options(dist, archive=True)
+        second = submit(master, ship, python, pipeline, tmp_path / "submit2", driver_path=REPO)
         assert second.returncode == 0, f"exit {second.returncode}\n" + explain(second.stdout, second.stderr)
         again = oracle(raw, broker.bootstrap)
-        assert again["seqs"] == totals["seqs"], "the rerun committed something"
-        assert again["rows"] == totals["rows"]
+        assert again["rows"] == EVENTS + EVENTS // 4 and again["seqs"] == [1, 2]
+        assert state.manifest(2).stats["task_kernels"] == ["C"]
+        assert "pure-Python" not in second.stdout
+        loaded = [
+            Path(loader.removeprefix("extension module "))
+            for name, loader, _ in executor_imports(tmp_path / "node", spark_base)
+            if loader.startswith("extension module") and name == "kafkalog.record._speedups"
+        ]
+        assert loaded, "no executor loaded the C kernels"
+        for path in loaded:  # from the archive Spark unpacked for the executor, not from this checkout
+            assert path.resolve().is_relative_to(worker_dir(spark_base).resolve()), path
+            assert "pipelines_code" in path.parts, path

@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import os
 import re
+import signal
+import stat
 import subprocess
 import sys
+import sysconfig
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -175,3 +178,129 @@ def spark_cluster(
             worker = worker_stack.enter_context(_daemon(worker_args(url), env, worker_log))
         _wait_for("worker", registered, {"master": master, "worker": worker}, [master_log, worker_log], deadline)
         yield url
+
+
+# ---------------------------------------------------------------------- a cluster node without this project
+
+REPO = Path(__file__).resolve().parents[2]
+SITE_PACKAGES = Path(sysconfig.get_paths()["purelib"])
+OUR_INSTALL = re.compile(r"^(__editable__.*kafkalog_pipelines.*|kafkalog_pipelines-.*\.dist-info|kafkalog|pipelines)$")
+VERBOSE_IMPORT = re.compile(r"^import '((?:pipelines|kafkalog)(?:\.\w+)*)' # (.*)$", re.MULTILINE)
+EXTENSION_LOADED = re.compile(r"^# extension module '(kafkalog[\w.]*)' loaded from '([^']+)'", re.MULTILINE)
+
+
+def node_python(directory: Path) -> Path:
+    """An interpreter like a cluster node's: the venv's Python and third-party libraries, but not this
+    project (``-S`` skips the .pth hooks, among them the editable finder; the libraries come from a
+    directory of links to site-packages that leaves our entries out).
+
+    It runs verbose (``-v``): each process logs every import, and where from, to its own file in
+    ``imports_dir(directory)``, not to stderr: Spark reads a starting Python worker's stderr only
+    once the worker has reported its port, and a full pipe buffer before that is a deadlock."""
+    libraries = node_libraries(directory)
+    imports_dir(directory).mkdir()
+    script = directory / "python"
+    script.write_text(
+        "#!/bin/sh\n"
+        f'log="{imports_dir(directory)}/python-$$.log"\n'
+        'echo "# cwd: $PWD" >"$log"\n'
+        f'export PYTHONPATH="${{PYTHONPATH:+$PYTHONPATH:}}{libraries}"\n'
+        f'exec "{sys.executable}" -S -v "$@" 2>>"$log"\n'
+    )
+    script.chmod(script.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return script
+
+
+def node_libraries(directory: Path) -> Path:
+    """A directory of links to every entry of site-packages but this project's installation."""
+    libraries = directory / "site-packages"
+    libraries.mkdir(parents=True)
+    for entry in SITE_PACKAGES.iterdir():
+        if not OUR_INSTALL.match(entry.name) and entry.suffix != ".pth":
+            (libraries / entry.name).symlink_to(entry)
+    return libraries
+
+
+def imports_dir(directory: Path) -> Path:
+    return directory / "imports"
+
+
+def submit(
+    master: str,
+    ship: list[str],
+    executor_python: Path,
+    pipeline: Path,
+    cwd: Path,
+    *,
+    timeout: float = 180.0,
+    driver_path: Path | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """spark-submit of jobs/load_warehouse.py in client mode, our code shipped by the spark-submit
+    options ``ship`` (pipelines.app.ship.submit_options); the driver runs the venv's Python.
+
+    Run from ``cwd``, not the repo: ``python -m`` puts the working directory first on sys.path.
+    ``driver_path``: where the driver JVM's own Python workers (which plan the data source, on the
+    machine the job is submitted from) find our code when nothing in ``ship`` gives it to them, as
+    the project installed on that machine would (the ``--archives`` way ships to executors only)."""
+    conf = {
+        "spark.executorEnv.PYSPARK_PYTHON": str(executor_python),
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.executor.memory": "1g",
+        "spark.sql.shuffle.partitions": "4",
+    }
+    command = [str(spark_submit()), "--master", master, *ship]
+    for key, value in conf.items():
+        command += ["--conf", f"{key}={value}"]
+    command += [str(REPO / "jobs" / "load_warehouse.py"), "--pipeline", str(pipeline), "--quiet"]
+    env = {
+        **os.environ,
+        "SPARK_HOME": str(SPARK_HOME),
+        "SPARK_CONF_DIR": str(cwd / "conf"),
+        "SPARK_LOCAL_DIRS": str(cwd / "local"),
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        # the Python of the application's workers (executors, and the driver JVM's planner workers)
+        "PYSPARK_PYTHON": str(executor_python),
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        **({"PYTHONPATH": str(driver_path)} if driver_path is not None else {}),
+    }
+    for directory in ("conf", "local"):
+        (cwd / directory).mkdir(parents=True, exist_ok=True)
+    return run_in_group(command, cwd=cwd, env=env, timeout=timeout)
+
+
+def run_in_group(
+    command: list[str], *, cwd: Path, env: dict[str, str], timeout: float
+) -> subprocess.CompletedProcess[str]:
+    """Run ``command`` in its own process group; on timeout kill the whole group (spark-submit's JVM
+    and the driver's Python under it) and fail with the output so far."""
+    with subprocess.Popen(
+        command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    ) as process:
+        try:
+            stdout, stderr = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            stdout, stderr = process.communicate()
+            raise TimeoutError(f"timed out after {timeout:.0f} s: {command}\n" + explain(stdout, stderr)) from None
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
+def executor_imports(node: Path, spark_base: Path) -> list[tuple[str, str, Path]]:
+    """(module, loader, working directory) of every import of ours in the node Pythons that executors
+    ran (their working directory is the executor's, under the worker's), not in those that the
+    driver's JVM ran for planning."""
+    found = []
+    for path in sorted(imports_dir(node).glob("python-*.log")):
+        text = path.read_text(errors="replace")
+        cwd = Path(text.partition("\n")[0].removeprefix("# cwd: "))
+        if cwd.is_relative_to(worker_dir(spark_base)):
+            found += [(name, loader, cwd) for name, loader in VERBOSE_IMPORT.findall(text)]
+            found += [(name, f"extension module {path}", cwd) for name, path in EXTENSION_LOADED.findall(text)]
+    return found
+
+
+def explain(stdout: str, stderr: str) -> str:
+    return f"stdout:\n{stdout[-3000:]}\nstderr:\n" + "\n".join(stderr.splitlines()[-60:])
