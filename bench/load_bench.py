@@ -146,8 +146,8 @@ def produce_partition(port: int, topic: str, partition: int, count: int, partiti
     now = int(time.time() * 1000)
     sent = in_flight = 0
     try:
-        for lo in range(0, len(numbers), 5000):
-            block = numbers[lo : lo + 5000]
+        for lo in range(0, len(numbers), 3000):  # 3,000 events: a set under message.max.bytes (1 MB)
+            block = numbers[lo : lo + 3000]
             builder = MessageSetBuilder()
             for value in events(block.start, block.stop, partitions):
                 builder.append(value, None, now)
