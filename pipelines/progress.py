@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import sys
 import threading
 import time
@@ -29,6 +30,8 @@ from rich.progress import (
 
 if TYPE_CHECKING:
     from pipelines.executor.splits import Split
+
+log = logging.getLogger(__name__)
 
 
 def rate(count: float, seconds: float) -> str:
@@ -51,7 +54,11 @@ class Reporter:
         self.interval = interval
 
     def note(self, text: str) -> None:
-        if not self.quiet:
+        """A line for people: printed, or when quiet (Airflow tasks, library use) logged at INFO, so
+        that a task's log at ``--log-level INFO`` tells what the run did."""
+        if self.quiet:
+            log.info("%s", text)
+        else:
             self.console.print(text, highlight=False)
 
     @contextlib.contextmanager

@@ -23,6 +23,7 @@ from typing import Any
 
 from pipelines.config.pipeline import PipelineSpec, load_spec
 from pipelines.config.steps import RAW_VIEW
+from pipelines.logs import ENV_LEVEL
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 RUN_ID = (
@@ -48,7 +49,14 @@ def _spark_submit(spec: PipelineSpec) -> str:
 
 def _task_env() -> dict[str, str]:
     """Spark's Python is this environment's; the driver binds to loopback."""
-    return {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+    return {
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        # a task's log shows what the job did (plan, commit, publish, the kernels tasks ran);
+        # the operator's environment decides, INFO unless it says otherwise
+        ENV_LEVEL: os.environ.get(ENV_LEVEL, "INFO"),
+    }
 
 
 def _job_command(spec: PipelineSpec, pipeline_file: Path) -> list[str]:

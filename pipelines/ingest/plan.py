@@ -11,6 +11,7 @@ boundaries). Offsets deleted by retention are handled here, by the pipeline's po
 from __future__ import annotations
 
 import json
+import logging
 import re
 import uuid
 from collections.abc import Mapping
@@ -23,6 +24,8 @@ from kafkalog.errors import KafkalogError
 from pipelines.config.pipeline import PipelineSpec, Source
 from pipelines.errors import DataLossError, PipelineError, PlanError
 from pipelines.executor.splits import Split, SplitKey
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,7 +173,11 @@ def make_plan(
             raise PlanError(f"cannot read the offsets of {topic}-{partition}: {exc}") from exc
         split = plan_split(spec, topic, partition, leader, committed.get((topic, partition)), earliest, latest)
         splits.append(_cap(spec, consumer, split))
-    return Plan(spec.name, seq, run_id, datetime.now(UTC).isoformat(), spec.fingerprint(), tuple(splits))
+    plan = Plan(spec.name, seq, run_id, datetime.now(UTC).isoformat(), spec.fingerprint(), tuple(splits))
+    log.info(
+        "pipeline %s: planned run %s (#%d): %d messages, %d splits", spec.name, run_id, seq, plan.total, len(splits)
+    )
+    return plan
 
 
 def plan_split(

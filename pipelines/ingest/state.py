@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -33,6 +34,9 @@ from pipelines.executor.splits import SplitKey
 from pipelines.ingest.lease import Leases
 from pipelines.ingest.plan import Plan
 from pipelines.storage import Storage
+
+log = logging.getLogger(__name__)
+
 
 FORMAT_VERSION = 1
 
@@ -275,6 +279,7 @@ class PipelineState:
                 f"pipeline {manifest.pipeline}: run {other.run_id} committed run #{manifest.seq} first; "
                 f"this run ({manifest.run_id}) loaded the same offsets and discards its output"
             ) from exc
+        log.info("pipeline %s: run %s committed as #%d", manifest.pipeline, manifest.run_id, manifest.seq)
         faults.crash_point("commit.after_manifest")
 
     def roll_forward(self, manifest: Manifest) -> int:
@@ -299,6 +304,8 @@ class PipelineState:
             moved += 1
             faults.crash_point("publish.after_file", number)
         faults.crash_point("publish.after_files")
+        if moved:
+            log.info("run #%d: published %d files", manifest.seq, moved)
         self.storage.delete(self.staging_dir(manifest.seq, manifest.attempt), recursive=True)
         self._index_run(manifest)
         return moved
@@ -331,5 +338,6 @@ class PipelineState:
             if stem.isdigit() and int(stem) <= committed_seq and not self.leases.alive(name):
                 if self.storage.delete(f"{self.meta}/staging/{name}", recursive=True):
                     removed.append(f"{self.meta}/staging/{name}")
+                    log.info("removed the staging of dead attempt %s", name)
                 self.leases.release(name)
         return removed

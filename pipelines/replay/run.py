@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import uuid
 from collections.abc import Mapping
 from dataclasses import replace
@@ -56,6 +57,8 @@ from pipelines.progress import Reporter
 from pipelines.replay.plan import NOT_REPLAYED, ReplayPlan, plan_replay
 from pipelines.replay.target import RewindTarget
 from pipelines.storage import Storage, storage_for
+
+log = logging.getLogger(__name__)
 
 
 class Replay:
@@ -116,6 +119,7 @@ class Replay:
         else:
             self._catch_up_flow(plan.base_seq)
             self.state.store_plan(load_plan)
+        log.info("pipeline %s: replay to %s stored as run #%d", self.spec.name, plan.target, load_plan.seq)
         faults.crash_point("replay.after_plan")
         self._clear_generation(load_plan.generation)
         manifest = self._build(plan, load_plan)

@@ -111,7 +111,7 @@ def test_a_write_that_fails_names_the_split_and_the_directory(tmp_path: Path) ->
 
 
 def test_reports_travel_as_one_arrow_batch() -> None:
-    files = [StagedFile("data", "a/b.parquet", "events", 3, 5, 10, 14)]
+    files = [StagedFile("data", "a/b.parquet", "events", 3, 5, 10, 14, kernels="C")]
     batch = staged_files_batch(files)
     assert batch.to_pylist() == [
         {
@@ -122,6 +122,7 @@ def test_reports_travel_as_one_arrow_batch() -> None:
             "rows": 5,
             "min_offset": 10,
             "max_offset": 14,
+            "kernels": "C",
         }
     ]
 
