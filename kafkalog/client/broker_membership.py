@@ -42,7 +42,8 @@ from kafkalog.protocol.consumer_protocol import (
     decode_subscription,
     encode_subscription,
 )
-from kafkalog.registry.assign import ThreadId, TopicPartition, range_assign
+from kafkalog.registry.assign import ThreadId, range_assign
+from kafkalog.topics import TopicPartition
 
 log = logging.getLogger(__name__)
 

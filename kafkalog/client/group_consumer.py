@@ -43,7 +43,8 @@ from kafkalog.client.consumer import SimpleConsumer
 from kafkalog.client.zookeeper_membership import ZooKeeperMembership
 from kafkalog.errors import AssignmentError, ClientError, KafkalogError, OffsetOutOfRangeError
 from kafkalog.record import Message, decode_all
-from kafkalog.registry.assign import ThreadId, TopicPartition
+from kafkalog.registry.assign import ThreadId
+from kafkalog.topics import TopicPartition
 
 log = logging.getLogger(__name__)
 

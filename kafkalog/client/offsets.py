@@ -16,8 +16,7 @@ from kafkalog.client.client import Client, UsesClient, error_name
 from kafkalog.client.connection import BrokerConnection
 from kafkalog.errors import BrokerResponseError, KafkaConnectionError
 from kafkalog.protocol import ApiKey
-
-TopicPartition = tuple[str, int]
+from kafkalog.topics import TopicPartition
 
 _BATCHED_FIND_COORDINATOR = 4  # KIP-699: several keys in one request
 _BATCHED_OFFSET_FETCH = 8  # KIP-709: several groups in one request

@@ -23,12 +23,13 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kafkalog.errors import ClientError, RegistryError
-from kafkalog.registry.assign import ThreadId, TopicPartition
+from kafkalog.registry.assign import ThreadId
 from kafkalog.registry.brokers import BROKER_IDS, live_brokers
 from kafkalog.registry.connect import connect
 from kafkalog.registry.groups import Rebalancer, ids_path, register_member
 from kafkalog.registry.offsets import commit_offset, offset_path
 from kafkalog.registry.topics import BROKER_TOPICS, all_topics
+from kafkalog.topics import TopicPartition
 
 log = logging.getLogger(__name__)
 

@@ -16,13 +16,12 @@ import logging
 from pathlib import Path
 
 from kafkalog.log.files import write_atomically
+from kafkalog.topics import TopicPartition
 
 logger = logging.getLogger(__name__)
 
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 _VERSION = 0
-
-TopicPartition = tuple[str, int]
 
 
 def read_checkpoint(path: Path) -> dict[TopicPartition, int]:

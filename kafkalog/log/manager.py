@@ -22,11 +22,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from kafkalog.errors import LogClosedError, LogConfigError, LogDirLockedError, StorageError
-from kafkalog.log.checkpoint import RECOVERY_POINT_FILE, TopicPartition, read_checkpoint, write_checkpoint
+from kafkalog.log.checkpoint import RECOVERY_POINT_FILE, read_checkpoint, write_checkpoint
 from kafkalog.log.config import LogConfig
 from kafkalog.log.faults import crash_point
 from kafkalog.log.files import TMP_SUFFIX, fsync_dir, write_atomically
 from kafkalog.log.log import Clock, Log, wall_clock_ms
+from kafkalog.topics import TopicPartition
 
 logger = logging.getLogger(__name__)
 

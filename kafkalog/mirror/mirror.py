@@ -37,10 +37,9 @@ from kafkalog.mirror.faults import fail_point
 from kafkalog.mirror.gaps import GapPolicy
 from kafkalog.mirror.tracker import AckTracker
 from kafkalog.record import Codec, Message
+from kafkalog.topics import TopicPartition
 
 log = logging.getLogger(__name__)
-
-TopicPartition = tuple[str, int]
 
 
 class MirrorError(KafkalogError):

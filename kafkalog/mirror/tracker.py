@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-TopicPartition = tuple[str, int]
+from kafkalog.topics import TopicPartition
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,7 @@ from typing import Any
 from kafkalog.errors import ProtocolError
 from kafkalog.protocol.declare import Field, field, schema_for
 from kafkalog.protocol.types import BYTES, INT32, STRING, Array, Reader, Writer
+from kafkalog.topics import TopicPartition
 
 CONSUMER = "consumer"
 """The protocol type of consumer groups."""
@@ -44,8 +45,6 @@ _ASSIGNMENT_VERSIONS = 3  # v1-v3 add no field to v0
 _WRITTEN_SUBSCRIPTION_VERSION = 1
 """What we write: v1 carries the partitions a member owns, which cooperative assignors of other
 members' clients read; v2's generation and v3's rack are for assignors we do not run."""
-
-TopicPartition = tuple[str, int]
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,8 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from kafkalog.errors import AssignmentError
-
-TopicPartition = tuple[str, int]
+from kafkalog.topics import TopicPartition
 
 
 @dataclass(frozen=True, order=True, slots=True)

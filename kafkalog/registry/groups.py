@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafkalog.errors import AssignmentError, RegistryError
-from kafkalog.registry.assign import ASSIGNORS, ThreadId, TopicPartition
+from kafkalog.registry.assign import ASSIGNORS, ThreadId
 from kafkalog.registry.topics import read_topic
+from kafkalog.topics import TopicPartition
 
 
 class RebalanceError(RegistryError):

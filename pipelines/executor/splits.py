@@ -11,9 +11,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kafkalog.client import SimpleConsumer
+from kafkalog.topics import TopicPartition
 from pipelines.config.pipeline import Source
 
-SplitKey = tuple[str, int]
+SplitKey = TopicPartition
+"""A split is keyed by its topic and partition."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,11 +18,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipelines.errors import ReconciliationError
+from pipelines.executor.splits import SplitKey
 from pipelines.ingest.plan import Plan
 from pipelines.ingest.state import SplitResult
 from pipelines.storage.local import local_path
-
-SplitKey = tuple[str, int]
 
 
 @dataclass(frozen=True, slots=True)

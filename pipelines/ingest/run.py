@@ -36,20 +36,12 @@ from pipelines.errors import (
 )
 from pipelines.executor.splits import open_consumer
 from pipelines.ingest.plan import Plan, check_still_valid, make_plan, new_run_id, task_brokers
-from pipelines.ingest.reconcile import (
-    FileFacts,
-    OffsetCoverage,
-    SplitKey,
-    reconcile,
-)
+from pipelines.ingest.reconcile import FileFacts, reconcile
 from pipelines.ingest.stage import SparkStager, Staged
 from pipelines.ingest.state import Manifest, OutputFile, PipelineState
 from pipelines.layout import generation_prefix
 from pipelines.progress import Reporter, read_progress
 from pipelines.storage import Storage, storage_for
-
-_Staged = tuple[list[FileFacts], list[FileFacts], dict[SplitKey, OffsetCoverage]]
-"""Data files, quarantine files, and the offset coverage of every split."""
 
 log = logging.getLogger(__name__)
 
