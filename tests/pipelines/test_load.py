@@ -27,6 +27,7 @@ from pipelines.errors import (
 from pipelines.ingest import run as load_module
 from pipelines.ingest.plan import make_plan
 from pipelines.ingest.run import PipelineRun, RunResult
+from pipelines.ingest.stage import SparkStager
 from pipelines.ingest.state import PipelineState
 from pipelines.reporting.report import build_report
 from pipelines.storage import LocalStorage
@@ -373,27 +374,28 @@ def test_a_second_attempt_of_a_split_in_the_output_is_caught_before_commit(
 
 @pytest.mark.parametrize("lie", ["a second attempt's file", "a wrong row count"])
 def test_task_reports_are_checked_against_the_files_before_commit(
-    tmp_path: Path, broker: BrokerProcess, spark: Any, lie: str
+    tmp_path: Path, broker: BrokerProcess, spark: Any, lie: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # tasks writing their own files: only files reported by successful attempts count, and what a
     # report says must be what the file holds
     produce(broker.bootstrap, "events", 600)
     spec = spec_for(tmp_path, broker, raw_options={"writer": "tasks"})
+    honest = SparkStager._read_splits
 
-    class Lying(PipelineRun):
-        def _read_splits(self, *args: Any) -> Any:
-            reported = [row.asDict() for row in super()._read_splits(*args)]
-            first = reported[0]
-            if lie == "a wrong row count":
-                return [{**first, "rows": first["rows"] + 1}, *reported[1:]]
-            (source,) = (tmp_path / "raw" / "_pipeline" / "staging").glob(f"*/{first['path']}")
-            copy = PurePosixPath(first["path"]).with_name("part-duplicate-attempt.parquet")
-            shutil.copy(source, source.with_name(copy.name))
-            return [*reported, {**first, "path": str(copy)}]
+    def lying(self: SparkStager, *args: Any) -> Any:
+        reported = [row.asDict() for row in honest(self, *args)]
+        first = reported[0]
+        if lie == "a wrong row count":
+            return [{**first, "rows": first["rows"] + 1}, *reported[1:]]
+        (source,) = (tmp_path / "raw" / "_pipeline" / "staging").glob(f"*/{first['path']}")
+        copy = PurePosixPath(first["path"]).with_name("part-duplicate-attempt.parquet")
+        shutil.copy(source, source.with_name(copy.name))
+        return [*reported, {**first, "path": str(copy)}]
 
     expected = "appear more than once" if lie != "a wrong row count" else "its task reported"
-    with pytest.raises(ReconciliationError, match=expected):
-        Lying(spec, spark).run()
+    with monkeypatch.context() as patched, pytest.raises(ReconciliationError, match=expected):
+        patched.setattr(SparkStager, "_read_splits", lying)
+        PipelineRun(spec, spark).run()
     assert not list((tmp_path / "raw").rglob("dt=*"))
     assert run(spec, spark).status == "committed"
     assert oracle(tmp_path / "raw", broker.bootstrap)["rows"] == 600
