@@ -28,8 +28,9 @@ import sys
 import tarfile
 import tempfile
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 PACKAGES = ("kafkalog", "pipelines")
 """The top-level packages the executors import."""
@@ -81,23 +82,17 @@ def build_zip(out: Path) -> Path:
     for name in PACKAGES:
         entries.extend(shipped_files(package_dir(name)))
     entries.sort()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "wb") as stream, zipfile.ZipFile(stream, "w") as archive:
+
+    def write(stream: BinaryIO) -> None:
+        with zipfile.ZipFile(stream, "w") as archive:
             for arcname, path in entries:
                 info = zipfile.ZipInfo(arcname, date_time=ZIP_TIME)
                 info.compress_type = zipfile.ZIP_DEFLATED
                 info.create_system = 3  # Unix, so external_attr holds the mode on every platform
                 info.external_attr = ZIP_MODE << 16
                 archive.writestr(info, path.read_bytes(), compresslevel=9)
-        tmp.chmod(0o644)
-        tmp.replace(out)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return out
+
+    return _write_atomically(out, write)
 
 
 def build_archive(out: Path) -> Path:
@@ -112,20 +107,30 @@ def build_archive(out: Path) -> Path:
             "the C record kernels are not built for this Python (make native, or pip install -e . with a C "
             f"compiler): an archive without them would run the pure-Python kernels; ship {ZIP_NAME} for that"
         )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
-    tmp = Path(tmp_name)
-    try:
+
+    def write(stream: BinaryIO) -> None:
         with (
-            os.fdopen(fd, "wb") as raw,
-            gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as stream,
-            tarfile.open(fileobj=stream, mode="w", format=tarfile.PAX_FORMAT) as archive,
+            gzip.GzipFile(fileobj=stream, mode="wb", mtime=0) as packed,
+            tarfile.open(fileobj=packed, mode="w", format=tarfile.PAX_FORMAT) as archive,
         ):
             for arcname, path in entries:
                 info = tarfile.TarInfo(arcname)
                 data = path.read_bytes()
                 info.size, info.mtime, info.mode = len(data), 0, 0o644
                 archive.addfile(info, io.BytesIO(data))
+
+    return _write_atomically(out, write)
+
+
+def _write_atomically(out: Path, write: Callable[[BinaryIO], None]) -> Path:
+    """``write`` into a temporary file beside ``out``, then rename it into place (rw-r--r--): a
+    reader never sees half a file."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as stream:
+            write(stream)
         tmp.chmod(0o644)
         tmp.replace(out)
     except BaseException:
