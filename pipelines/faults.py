@@ -57,18 +57,17 @@ def simulated_crash(point: str) -> Iterator[None]:
         _simulated.remove(point)
 
 
-def _wanted(wanted: str, name: str, number: int | None) -> bool:
-    here = name if number is None else f"{name}:{number}"
+def _wanted(wanted: str, name: str, here: str, number: int | None) -> bool:
     return wanted in (here, name) and (number is None or wanted == here or number == 0)
 
 
 def crash_point(name: str, number: int | None = None) -> None:
+    here = name if number is None else f"{name}:{number}"
     for wanted in _simulated:
-        if _wanted(wanted, name, number):
-            raise Crash(f"simulated crash at {name if number is None else f'{name}:{number}'}")
+        if _wanted(wanted, name, here, number):
+            raise Crash(f"simulated crash at {here}")
     configured = os.environ.get("PIPELINES_CRASH_AT")
-    if configured and _wanted(configured, name, number):
-        here = name if number is None else f"{name}:{number}"
+    if configured and _wanted(configured, name, here, number):
         sys.stderr.write(f"PIPELINES_CRASH_AT={configured}: the driver dies at {here}\n")
         sys.stderr.flush()
         os._exit(CRASH_EXIT_CODE)

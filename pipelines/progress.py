@@ -1,6 +1,6 @@
 """What a run shows while it works and when it ends: live progress per split, a summary table.
 
-Tasks report progress into a local directory (source.py); this side polls it in a thread while
+Tasks report progress into a local directory (pipelines.executor.source); this side polls it in a thread while
 Spark runs. On a terminal each split has a progress bar redrawn in place (rich); otherwise a line
 is logged every ``interval`` seconds, which is what Airflow, spark-submit logs and CI want. The
 same two forms serve any long work a caller counts itself (``Reporter.work``: producing, copying).

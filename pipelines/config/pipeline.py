@@ -1,7 +1,7 @@
 """The pipeline spec: one YAML file per pipeline, parsed once into typed, frozen config.
 
 The loading part lives here (source, topics, decoder, event time, raw layer, limits, policies);
-what follows the load (transforms, outputs, expectations, schedule) in flowspec.py. Every value is
+what follows the load (transforms, outputs, expectations, schedule) in pipelines.config.steps. Every value is
 checked when the file is loaded, and errors name ``file:key.path``. See docs/pipelines.md and
 docs/spec-reference.md.
 """

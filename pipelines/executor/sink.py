@@ -5,7 +5,7 @@ Role: used when the raw layer is on a filesystem every task and the driver can o
 fresh directory, so a failed, killed or speculative attempt never touches another attempt's files;
 it reports the files it completed as rows (``StagedFile``). The driver trusts only the reports of
 the attempts Spark counted as successful, then reads the files themselves before committing (see
-reconcile.py); files of other attempts stay behind in staging and are deleted with it.
+pipelines.ingest.reconcile); files of other attempts stay behind in staging and are deleted with it.
 
 Layout under the attempt directory, the same as Spark's partitioned writer produces:
 ``dt=<dt>/hour=<hour>/part-<topic>-<partition>-<first offset>.parquet`` for rows (dt and hour are

@@ -1,6 +1,6 @@
 """Data-quality checks of an output's rows with great-expectations (GX Core), and the quarantine split.
 
-Role: turn the ``Expectation`` configs of an output (flowspec.py) into one GX suite, run it on a
+Role: turn the ``Expectation`` configs of an output (pipelines.config.steps) into one GX suite, run it on a
 Spark DataFrame (ephemeral context, spark datasource, dataframe asset, one batch, result format
 SUMMARY) and report per check; for ``on_failure: quarantine`` outputs, set aside the rows that fail
 a row check, with their reasons, and publish the rest.

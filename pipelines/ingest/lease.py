@@ -95,16 +95,24 @@ class Leases:
         return f"{self.dir}/{name}"
 
     def read(self, name: str) -> Lease | None:
-        renewals = [e for e in self.storage.list(self.path(name)) if e.name.endswith(".json")]
-        if not renewals:
-            return None
-        newest = max(renewals, key=lambda e: e.name).path
-        try:
-            return Lease(**json.loads(self.storage.read_bytes(newest)))
-        except (ValueError, TypeError) as exc:
-            raise PipelineError(f"{newest}: unreadable attempt lease ({exc}); delete it if no run is loading") from exc
-        except PipelineError:  # deleted by a renewal between the listing and the read: read again
-            return self.read(name)
+        for attempt in range(3):  # a renewal may delete the newest file between the listing and the read
+            renewals = [e for e in self.storage.list(self.path(name)) if e.name.endswith(".json")]
+            if not renewals:
+                return None
+            newest = max(renewals, key=lambda e: e.name).path
+            try:
+                raw = self.storage.read_bytes(newest)
+            except PipelineError:
+                if attempt == 2:
+                    raise
+                continue
+            try:
+                return Lease(**json.loads(raw))
+            except (ValueError, TypeError) as exc:
+                raise PipelineError(
+                    f"{newest}: unreadable attempt lease ({exc}); delete it if no run is loading"
+                ) from exc
+        return None
 
     def alive(self, name: str) -> bool:
         lease = self.read(name)

@@ -3,7 +3,7 @@
 The splits (topics, partitions, their brokers) come from the brokers' metadata, or for a source
 that names ZooKeeper from the registry there (``/brokers/topics``, ``/brokers/ids``). start comes
 from the last committed manifest (offsets exist nowhere else); end is the log end offset at planning
-time, capped by the pipeline's limits. The plan is stored before loading (state.py), so a retried
+time, capped by the pipeline's limits. The plan is stored before loading (pipelines.ingest.state), so a retried
 task or a re-run after a crash reads exactly the same ranges (no clock- or size-dependent
 boundaries). Offsets deleted by retention are handled here, by the pipeline's policy, and recorded.
 """

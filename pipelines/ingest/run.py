@@ -1,6 +1,6 @@
 """One run of a pipeline: recover → plan → load → reconcile → commit → publish.
 
-The driver's side of exactly-once (the tasks' side is source.py; the state layout is state.py):
+The driver's side of exactly-once (the tasks' side is pipelines.executor; the state layout is pipelines.ingest.state):
 
 1. recover: finish publishing the newest manifest; remove attempts that can never commit.
 2. plan: a stored, uncommitted plan is executed as it is (a retry after a crash loads exactly the

@@ -81,7 +81,7 @@ class SparkStager:
             "decoder": asdict(spec.decoder),
             "event_time": asdict(spec.event_time),
             "bad_records": asdict(spec.bad_records),
-            "brokers": self.brokers(),  # tasks connect through these (see source.py)
+            "brokers": self.brokers(),  # tasks connect through these (see pipelines.executor.source)
         }
         options = {
             "spec": json.dumps(settings),
@@ -108,7 +108,7 @@ class SparkStager:
         return rows
 
     def _stage_by_tasks(self, plan: Plan, splits: list[Split], staging: str, progress_dir: str) -> Staged:
-        """Each task writes its split's files itself (sink.py); the files that count are those the
+        """Each task writes its split's files itself (pipelines.executor.sink); the files that count are those the
         successful task attempts reported, checked by reading them back with Arrow."""
         reported: list[Any] = []
         if splits:

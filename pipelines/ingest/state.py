@@ -6,7 +6,7 @@ Layout under the raw layer's root (``_pipeline`` is skipped by Spark and Hive re
     _pipeline/staging/<seq>-<attempt>/    Spark's output of one attempt to execute plan <seq>
     _pipeline/manifests/<seq>.json        committed runs: THE commit point, and the only offset store
     _pipeline/runs/<run id>.json          run id -> seq, so a re-run of a committed run is a no-op
-    _pipeline/reports/<seq>.json|.html    the run report: derived from the rest (report.py)
+    _pipeline/reports/<seq>.json|.html    the run report: derived from the rest (pipelines.reporting.report)
     dt=YYYY-MM-DD/hour=HH/*.parquet       published data
     _quarantine/seq=<seq>/*.parquet       published bad records (raw bytes + reason)
 
