@@ -5,7 +5,8 @@
 Role: one source of truth for the YAML of ``kafkalog broker --config FILE`` (BrokerConfig and what
 it nests) and ``kafkalog mirror --config FILE`` (MirrorConfig and ClusterSpec). Both loaders take
 exactly the dataclass fields as keys, so keys, types and defaults come from the classes and the
-descriptions from their docstrings (kafkalog.docgen); what only a loader knows (a default it fills
+descriptions from their docstrings (kafkalog.configfile.reference), and the rules every file obeys
+from the loader that reads it (kafkalog.configfile.typed); what only a loader knows (a default it fills
 in that the class cannot state) is listed here, and must name a real key. A test checks the file is
 up to date, every key is described, and the broker's loader accepts every key listed.
 
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import sys
 
-from kafkalog.docgen import Section, render, sections, with_defaults
+from kafkalog.configfile.reference import Section, render, rules, sections, with_defaults
 from kafkalog.mirror.config import MirrorConfig
 from kafkalog.server.config import BrokerConfig
 
@@ -46,11 +47,10 @@ def reference() -> str:
         "",
         f"Generated from the config classes by `{REGENERATE}`; do not edit by hand.",
         "",
-        "Each file is YAML. Keys left out take their default (those marked **required** must be",
-        "given); unknown keys are errors naming the file and the key; command-line flags override the",
-        "file. `None` in a description is YAML's `null`. Pipeline files have their own reference:",
-        "docs/spec-reference.md.",
+        "Each file is YAML, read by the loader that reads pipeline files too (their reference:",
+        "docs/spec-reference.md). Command-line flags override the file's top-level keys.",
         "",
+        *rules(),
         "## Broker: `kafkalog broker --config FILE`",
         "",
         "One broker process; example: conf/broker.yaml. Flags: `kafkalog broker --help`. Guides:",

@@ -78,7 +78,7 @@ class LogConfig:
     def __post_init__(self) -> None:
         def need(condition: bool, field: str, rule: str) -> None:
             if not condition:
-                raise LogConfigError(f"log config {field}={getattr(self, field)!r}: {rule}")
+                raise LogConfigError(f"{field}: {rule}, not {getattr(self, field)!r}")
 
         for f in fields(self):
             value = getattr(self, f.name)
@@ -87,7 +87,7 @@ class LogConfig:
                 and value is not None
                 and (not isinstance(value, int) or isinstance(value, bool))
             ):
-                raise LogConfigError(f"log config {f.name}={value!r}: must be an integer")
+                raise LogConfigError(f"{f.name}: must be an integer, not {value!r}")
         need(64 <= self.segment_bytes <= _MAX_SEGMENT_BYTES, "segment_bytes", f"must be in [64, {_MAX_SEGMENT_BYTES}]")
         need(self.segment_ms is None or self.segment_ms > 0, "segment_ms", "must be positive or None")
         need(self.index_interval_bytes >= 0, "index_interval_bytes", "must be >= 0")

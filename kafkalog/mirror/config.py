@@ -8,19 +8,18 @@ takes every partition and commits through the source brokers.
 
 from __future__ import annotations
 
+import difflib
 import inspect
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from kafkalog.client.client import parse_bootstrap
 from kafkalog.client.producer import Producer
+from kafkalog.configfile import TypedLoader
 from kafkalog.errors import ClientError, KafkalogError, RegistryError
 from kafkalog.registry.connect import check_connect_string
-from kafkalog.yamlfile import YamlKeyError, parse_strict
 
 
 class MirrorConfigError(KafkalogError):
@@ -42,17 +41,17 @@ class ClusterSpec:
 
     def __post_init__(self) -> None:
         if (self.bootstrap is None) == (self.zookeeper is None):
-            raise MirrorConfigError(f"cluster {self.name!r}: give bootstrap or zookeeper (one of them)")
+            raise MirrorConfigError(f"bootstrap: give bootstrap or zookeeper (one of them) for cluster {self.name!r}")
         if self.zookeeper is not None:
             try:
                 check_connect_string(self.zookeeper)
             except RegistryError as exc:
-                raise MirrorConfigError(f"cluster {self.name!r}: {exc}") from None
+                raise MirrorConfigError(f"zookeeper: {exc}") from None
         if self.bootstrap is not None:
             try:
                 parse_bootstrap(self.bootstrap)
             except ClientError as exc:
-                raise MirrorConfigError(f"cluster {self.name!r}: {exc}") from None
+                raise MirrorConfigError(f"bootstrap: {exc}") from None
 
     @property
     def client_args(self) -> dict[str, Any]:
@@ -62,12 +61,17 @@ class ClusterSpec:
     def __str__(self) -> str:
         return f"{self.name} ({self.zookeeper or self.bootstrap})"
 
-    @classmethod
-    def parse(cls, text: str, name: str) -> ClusterSpec:
-        """``zk:host:port[/chroot]`` or ``host:port[,host:port]`` (command-line form)."""
-        if text.startswith("zk:"):
-            return cls(name, zookeeper=text[3:])
-        return cls(name, bootstrap=text)
+    @staticmethod
+    def mapping(value: Any, name: str) -> Any:
+        """A cluster as a mapping: a string (the command-line form, ``zk:host:port[/chroot]`` or
+        ``host:port[,host:port]``) becomes one, a mapping without a name gets ``name``; anything else
+        is left for the loader to refuse."""
+        if isinstance(value, str):
+            key = "zookeeper" if value.startswith("zk:") else "bootstrap"
+            return {"name": name, key: value.removeprefix("zk:")}
+        if isinstance(value, dict):
+            return {"name": name, **value}
+        return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +126,7 @@ class MirrorConfig:
         if len(set(names)) != len(names):
             raise MirrorConfigError(f"sources: names must be unique, got {names}")
         if self.whitelist is not None and self.blacklist is not None:
-            raise MirrorConfigError("give whitelist or blacklist, not both")
+            raise MirrorConfigError("blacklist: give whitelist or blacklist, not both")
         for key in ("whitelist", "blacklist"):
             value = getattr(self, key)
             if value is not None:
@@ -144,11 +148,13 @@ class MirrorConfig:
             if getattr(self, key) < 1:
                 raise MirrorConfigError(f"{key}: must be at least 1, not {getattr(self, key)}")
         if self.status_interval_ms < 0:
-            raise MirrorConfigError("status_interval_ms: must be >= 0")
+            raise MirrorConfigError(f"status_interval_ms: must be >= 0, not {self.status_interval_ms}")
         known = _producer_settings()
         for key, value in self.producer.items():
             if key not in known:
-                raise MirrorConfigError(f"producer.{key}: unknown key (known: {', '.join(known)})")
+                close = difflib.get_close_matches(key, known, n=1)
+                hint = f"did you mean {close[0]!r}? " if close else ""
+                raise MirrorConfigError(f"producer.{key}: unknown key ({hint}known: {', '.join(known)})")
             if isinstance(value, bool) or not isinstance(value, int):
                 raise MirrorConfigError(f"producer.{key}: expected an integer, got {value!r}")
 
@@ -168,72 +174,23 @@ def _producer_settings() -> list[str]:
     return [p.name for p in parameters if type(p.default) is int and p.name != "acks"]
 
 
-def _cluster(value: Any, name: str, where: str) -> ClusterSpec:
-    """A cluster from YAML or a flag; ``name``: its default name, ``where``: its key path."""
-    if isinstance(value, str):
-        return ClusterSpec.parse(value, name)
-    if not isinstance(value, dict):
-        raise MirrorConfigError(f"{where}: expected a mapping (name, bootstrap or zookeeper) or a string")
-    unknown = sorted(set(value) - {"name", "bootstrap", "zookeeper"})
-    if unknown:
-        raise MirrorConfigError(f"{where}.{unknown[0]}: unknown key (known: name, bootstrap, zookeeper)")
-    for key in ("bootstrap", "zookeeper"):
-        if value.get(key) is not None and not isinstance(value[key], str):
-            raise MirrorConfigError(f"{where}.{key}: expected a string, got {value[key]!r}")
-    return ClusterSpec(str(value.get("name", name)), value.get("bootstrap"), value.get("zookeeper"))
-
-
-_EXPECTED = {int: "an integer", str: "a string", bool: "true or false", dict: "a mapping"}
-
-
-def _check_type(key: str, value: Any) -> None:
-    """A scalar setting of MirrorConfig has the type its field declares (YAML gives any type)."""
-    kind = str(MirrorConfig.__dataclass_fields__[key].type)  # a string: annotations are postponed
-    if value is None and "None" in kind:
-        return
-    if kind.startswith("Path"):
-        kind = "str"  # a path is written as a string
-    expected = next((k for k in _EXPECTED if kind.startswith(k.__name__)), None)
-    if expected is None:
-        return
-    fits = isinstance(value, expected) and not (expected is int and isinstance(value, bool))
-    if not fits:
-        raise MirrorConfigError(f"{key}: expected {_EXPECTED[expected]}, got {value!r}")
+LOADER = TypedLoader(MirrorConfigError, what="mirror config file")
+"""Reads mirror files: kafkalog.configfile's rules (``file:key.path`` errors, ``${env:NAME}``)."""
 
 
 def load_mirror_config(path: Path | None, overrides: dict[str, Any]) -> MirrorConfig:
-    """The YAML file (if any) with the flags' ``overrides`` (None values ignored) applied."""
-    values: dict[str, Any] = {}
-    if path is not None:
-        try:
-            loaded = parse_strict(path.read_text(encoding="utf-8"), str(path))
-        except (OSError, UnicodeDecodeError, yaml.YAMLError, YamlKeyError) as exc:
-            raise MirrorConfigError(f"{path}: {exc}") from exc
-        if loaded is not None and not isinstance(loaded, dict):
-            raise MirrorConfigError(f"{path}: the top level must be a mapping")
-        values = dict(loaded or {})
-    values |= {k: v for k, v in overrides.items() if v is not None}
-    where = str(path) if path is not None else "flags"
-    known = set(MirrorConfig.__dataclass_fields__)
-    unknown = sorted(set(values) - known)
-    if unknown:
-        raise MirrorConfigError(f"{where}: {unknown[0]}: unknown key (known: {', '.join(sorted(known))})")
-    try:
-        sources = values.get("sources")
-        if not isinstance(sources, list | tuple) or not sources:
-            raise MirrorConfigError("sources: a list of clusters is needed (--source)")
-        values["sources"] = tuple(_cluster(s, f"source{i}", f"sources[{i}]") for i, s in enumerate(sources))
-        if "target" not in values:
-            raise MirrorConfigError("target: the aggregate cluster is needed (--target)")
-        values["target"] = _cluster(values["target"], "target", "target")
-        for key, value in values.items():
-            if key not in ("sources", "target"):
-                _check_type(key, value)
-        for key in ("gap_file", "metrics_file"):
-            if values.get(key) is not None:
-                values[key] = Path(values[key])
-        return MirrorConfig(**values)
-    except MirrorConfigError as exc:
-        raise MirrorConfigError(f"{where}: {exc}") from None
-    except TypeError as exc:
-        raise MirrorConfigError(f"{where}: {exc}") from None
+    """The YAML file (if any) with the flags' ``overrides`` (None values ignored) applied.
+
+    What only the mirror knows is done before the loader types the rest: a cluster may be written
+    as a string (as on the command line), and one without a name is named by where it stands
+    (``source<i>``, ``target``)."""
+    values, source = LOADER.values(path, overrides)
+    sources = values.get("sources")
+    if not sources:
+        raise MirrorConfigError(f"{source}:sources: a list of clusters is needed (--source)")
+    if "target" not in values:
+        raise MirrorConfigError(f"{source}:target: the aggregate cluster is needed (--target)")
+    if isinstance(sources, list | tuple):
+        values["sources"] = [ClusterSpec.mapping(s, f"source{i}") for i, s in enumerate(sources)]
+    values["target"] = ClusterSpec.mapping(values["target"], "target")
+    return LOADER.build(MirrorConfig, values, source)

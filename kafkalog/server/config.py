@@ -1,24 +1,21 @@
 """Broker configuration: typed, frozen, validated once; loaded from YAML with flag overrides.
 
-Errors name the file and the key path (``conf/broker.yaml:limits.max_request_bytes: ...``).
+Read by kafkalog.configfile's loader, like the mirror's and the pipelines' files: errors name the
+file and the key path (``conf/broker.yaml:limits.max_request_bytes: ...``), strings may hold
+``${env:NAME}``. Reference: docs/config-reference.md (generated from these classes).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import types
-import typing
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from kafkalog.configfile import TypedLoader
 from kafkalog.errors import KafkalogError, RegistryError
 from kafkalog.log import LogConfig
 from kafkalog.registry.connect import check_connect_string
 from kafkalog.server.groups.settings import GroupSettings
-from kafkalog.yamlfile import YamlKeyError, parse_strict
 
 
 class BrokerConfigError(KafkalogError):
@@ -48,6 +45,10 @@ class TopicSpec:
 
     partitions: int = 1
     """How many partitions it has (at least one)."""
+
+    def __post_init__(self) -> None:
+        if self.partitions < 1:
+            raise BrokerConfigError(f"partitions: a topic needs at least one, not {self.partitions}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +126,7 @@ class BrokerConfig:
     def __post_init__(self) -> None:
         def need(condition: bool, key: str, rule: str) -> None:
             if not condition:
-                raise BrokerConfigError(f"{key}={getattr(self, key)!r}: {rule}")
+                raise BrokerConfigError(f"{key}: {rule}, not {getattr(self, key)!r}")
 
         need(self.broker_id >= 0, "broker_id", "must be >= 0")
         need(0 <= self.port <= 65535, "port", "must be a TCP port")
@@ -133,13 +134,16 @@ class BrokerConfig:
         need(1 <= self.num_processors <= 64, "num_processors", "must be in [1, 64]")
         need(self.default_partitions >= 1, "default_partitions", "must be >= 1")
         ids = [b.id for b in self.cluster]
-        need(len(set(ids)) == len(ids), "cluster", "broker ids must be unique")
-        need(not self.cluster or self.broker_id in ids, "cluster", f"must list this broker (id {self.broker_id})")
+        if len(set(ids)) != len(ids):
+            raise BrokerConfigError(f"cluster: broker ids must be unique, got {ids}")
+        if self.cluster and self.broker_id not in ids:
+            raise BrokerConfigError(f"cluster: must list this broker (broker_id {self.broker_id}), got ids {ids}")
         names = [t.name for t in self.topics]
-        need(len(set(names)) == len(names), "topics", "topic names must be unique")
-        need(all(t.partitions >= 1 for t in self.topics), "topics", "every topic needs at least one partition")
+        if len(set(names)) != len(names):
+            raise BrokerConfigError(f"topics: topic names must be unique, got {names}")
         if self.zookeeper is not None:
-            need(not self.cluster, "zookeeper", "a broker joins either a static cluster or ZooKeeper, not both")
+            if self.cluster:
+                raise BrokerConfigError("zookeeper: a broker joins either a static cluster or ZooKeeper, not both")
             try:
                 check_connect_string(self.zookeeper)
             except RegistryError as exc:
@@ -159,78 +163,11 @@ class BrokerConfig:
         return (BrokerAddress(self.broker_id, self.advertised_host or self.host, self.port),)
 
 
-def _convert(value: Any, kind: Any, where: str) -> Any:
-    """Convert a YAML value to the annotated type, or raise naming ``where``."""
-    origin = typing.get_origin(kind)
-    args = typing.get_args(kind)
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        (inner,) = [a for a in args if a is not type(None)]
-        return _convert(value, inner, where)
-    if origin is tuple:
-        if not isinstance(value, list):
-            raise BrokerConfigError(f"{where}: expected a list, got {type(value).__name__}")
-        return tuple(_convert(item, args[0], f"{where}[{i}]") for i, item in enumerate(value))
-    if dataclasses.is_dataclass(kind):
-        if not isinstance(value, dict):
-            raise BrokerConfigError(f"{where}: expected a mapping, got {type(value).__name__}")
-        return _build(kind, value, where)
-    if typing.get_origin(kind) is typing.Literal:
-        if value not in args:
-            raise BrokerConfigError(f"{where}: must be one of {', '.join(map(str, args))}, not {value!r}")
-        return value
-    if kind is Path:
-        if not isinstance(value, str):
-            raise BrokerConfigError(f"{where}: expected a path, got {type(value).__name__}")
-        return Path(value)
-    if kind is bool:
-        if not isinstance(value, bool):
-            raise BrokerConfigError(f"{where}: expected true or false, got {value!r}")
-        return value
-    if kind is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise BrokerConfigError(f"{where}: expected an integer, got {value!r}")
-        return value
-    if kind is str:
-        if not isinstance(value, str):
-            raise BrokerConfigError(f"{where}: expected a string, got {value!r}")
-        return value
-    raise BrokerConfigError(f"{where}: unsupported type {kind!r}")
-
-
-def _build(cls: Any, values: dict[str, Any], where: str) -> Any:
-    hints = typing.get_type_hints(cls)
-    known = {f.name for f in fields(cls)}
-    unknown = sorted(set(values) - known)
-    if unknown:
-        raise BrokerConfigError(
-            f"{where}{'.' if where else ''}{unknown[0]}: unknown key (known: {', '.join(sorted(known))})"
-        )
-    converted = {
-        name: _convert(value, hints[name], f"{where}{'.' if where else ''}{name}") for name, value in values.items()
-    }
-    try:
-        return cls(**converted)
-    except KafkalogError as exc:
-        raise BrokerConfigError(f"{where or 'config'}: {exc}") from exc
+LOADER = TypedLoader(BrokerConfigError, invalid=(KafkalogError,), what="broker config file")
+"""Reads broker files: kafkalog.configfile's rules (``file:key.path`` errors, ``${env:NAME}``);
+a nested class's own error (LogConfigError, GroupSettingsError) gets the key path too."""
 
 
 def load_config(path: Path | None = None, overrides: dict[str, Any] | None = None) -> BrokerConfig:
     """Read ``path`` (YAML) if given, apply ``overrides`` (from flags), validate, return the config."""
-    values: dict[str, Any] = {}
-    source = str(path) if path else "flags"
-    if path is not None:
-        try:
-            loaded = parse_strict(path.read_text(encoding="utf-8"), source)
-        except (OSError, UnicodeDecodeError, yaml.YAMLError, YamlKeyError) as exc:
-            raise BrokerConfigError(f"{source}: {exc}") from exc
-        if loaded is not None and not isinstance(loaded, dict):
-            raise BrokerConfigError(f"{source}: the top level must be a mapping")
-        values = loaded or {}
-    values = {**values, **{k: v for k, v in (overrides or {}).items() if v is not None}}
-    try:
-        config: BrokerConfig = _build(BrokerConfig, values, "")
-    except BrokerConfigError as exc:
-        raise BrokerConfigError(f"{source}:{exc}") from exc
-    return config
+    return LOADER.load(BrokerConfig, path, overrides)

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from kafkalog.errors import KafkalogError
+from kafkalog.errors import KafkalogError, LogConfigError
 from kafkalog.log import LogConfig
 from kafkalog.log.files import write_atomically
 
@@ -58,7 +58,13 @@ def topic_log_config(base: LogConfig, entries: Mapping[str, str]) -> LogConfig |
                 "message.format.version": "a Kafka version such as 0.10.2 (message sets) or 3.0 (record batches)",
             }.get(name, "an integer")
             raise ValueError(f"{name}={value!r} is not a valid value (expected {expected})") from None
-    return LogConfig(**{**{f: getattr(base, f) for f in base.__dataclass_fields__}, **values})
+    try:
+        return LogConfig(**{**{f: getattr(base, f) for f in base.__dataclass_fields__}, **values})
+    except LogConfigError as exc:
+        # LogConfig names its own field ("segment_bytes: ..."): name the topic config the client sent
+        field, sep, rule = str(exc).partition(": ")
+        kafka_name = next((name for name, (f, _) in TOPIC_CONFIGS.items() if f == field), field)
+        raise LogConfigError(f"{kafka_name}: {rule}" if sep else str(exc)) from exc
 
 
 def kafka_value(name: str, config: LogConfig) -> str | None:

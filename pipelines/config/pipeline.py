@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pipelines.config.loader import build, forget_expansions, read_yaml, redact
+from pipelines.config.loader import LOADER
 from pipelines.config.steps import Output, Schedule, Transform, check_graph
 from pipelines.errors import SpecError
 
@@ -370,19 +370,4 @@ class PipelineSpec:
 
 def load_spec(path: str | Path) -> PipelineSpec:
     """Read and validate the pipeline YAML at ``path``."""
-    source = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SpecError(f"{source}: cannot read the pipeline file: {exc.strerror or exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise SpecError(f"{source}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
-    values = read_yaml(text, source)
-    forget_expansions()
-    try:
-        spec: PipelineSpec = build(PipelineSpec, values, "")
-    except SpecError as exc:
-        raise SpecError(redact(f"{source}:{exc}")) from None  # the cause could quote a secret
-    finally:
-        forget_expansions()
-    return spec
+    return LOADER.load(PipelineSpec, path)

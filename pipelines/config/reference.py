@@ -3,15 +3,16 @@
     python -m pipelines.config.reference > docs/spec-reference.md
 
 Role: one source of truth. Keys, types and defaults come from the frozen dataclasses themselves;
-descriptions from their class docstrings and the docstring under each field (kafkalog.docgen reads
-them, shared with the broker and mirror-maker reference). A test checks the file is up to date.
+descriptions from their class docstrings and the docstring under each field, and the rules every
+file obeys from the loader that reads it (kafkalog.configfile, shared with the broker's and the
+mirror-maker's reference). A test checks the file is up to date.
 """
 
 from __future__ import annotations
 
 import sys
 
-from kafkalog.docgen import render, sections
+from kafkalog.configfile.reference import render, rules, sections
 from pipelines.config.pipeline import PipelineSpec
 
 
@@ -20,10 +21,12 @@ def reference() -> str:
         "# Pipeline file reference",
         "",
         "Generated from the config classes by `python -m pipelines.config.reference > docs/spec-reference.md`;",
-        "do not edit by hand. Every key is checked when the file loads (`pipelines lint FILE...`); errors",
-        "name `file:key.path`. Strings may hold `${env:NAME}` references (secrets go there: their",
-        "values never appear in errors or logs). Guides: docs/pipelines.md (the load) and",
-        "docs/transforms.md (transforms, expectations, publish, Airflow).",
+        "do not edit by hand. Every key is checked when the file loads (`pipelines lint FILE...`), by the",
+        "loader that reads the broker's and the mirror-maker's files too (docs/config-reference.md):",
+        "",
+        *rules(),
+        "Guides: docs/pipelines.md (the load) and docs/transforms.md (transforms, expectations, publish,",
+        "Airflow).",
         "",
         *render(sections(PipelineSpec)),
     ]

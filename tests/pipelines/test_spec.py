@@ -713,12 +713,16 @@ def test_env_value_is_not_echoed_when_it_is_invalid(tmp_path: Path, monkeypatch:
 # the file itself
 
 
-@pytest.mark.parametrize(
-    "text", ["- name: p\n- raw: x\n", "just a string\n", "42\n", "", "# only a comment\n", "null\n"]
-)
+@pytest.mark.parametrize("text", ["- name: p\n- raw: x\n", "just a string\n", "42\n"])
 def test_top_level_must_be_a_mapping(tmp_path: Path, text: str) -> None:
     message = error(tmp_path, text)
     assert message == " the top level must be a mapping of keys to values"
+
+
+@pytest.mark.parametrize("text", ["", "# only a comment\n", "null\n"])
+def test_an_empty_file_names_the_first_required_key(tmp_path: Path, text: str) -> None:
+    # an empty document is an empty mapping (a broker file may be empty: every default)
+    assert error(tmp_path, text) == "name: required key is missing"
 
 
 @pytest.mark.parametrize(

@@ -32,10 +32,10 @@ class GroupSettings:
     def __post_init__(self) -> None:
         if not 1 <= self.min_session_timeout_ms <= self.max_session_timeout_ms:
             raise GroupSettingsError(
-                f"min_session_timeout_ms={self.min_session_timeout_ms} and max_session_timeout_ms="
-                f"{self.max_session_timeout_ms}: need 1 <= min <= max"
+                f"min_session_timeout_ms: must be in [1, max_session_timeout_ms ({self.max_session_timeout_ms})],"
+                f" not {self.min_session_timeout_ms}"
             )
         if self.initial_rebalance_delay_ms < 0:
-            raise GroupSettingsError(f"initial_rebalance_delay_ms={self.initial_rebalance_delay_ms}: must be >= 0")
+            raise GroupSettingsError(f"initial_rebalance_delay_ms: must be >= 0, not {self.initial_rebalance_delay_ms}")
         if self.max_size < 1:
-            raise GroupSettingsError(f"max_size={self.max_size}: must be >= 1")
+            raise GroupSettingsError(f"max_size: must be >= 1, not {self.max_size}")

@@ -5,10 +5,12 @@ class and the dataclasses it nests into one ``Section`` per mapping of the file 
 ``[]`` marking list items); ``render`` turns sections into markdown tables. Keys, types and
 defaults come from the classes themselves; descriptions from each class's docstring and the string
 literal right under each field, read with ``ast`` since Python keeps no attribute docstrings at run
-time. Callers add what only they know (titles, the file's own conventions) around the tables.
+time. ``rules()`` states what the loader (kafkalog.configfile.typed) enforces for every file, in
+the same words in both references. Callers add what only they know (titles, the file's own
+conventions) around the tables.
 
-Invariant: this module imports nothing of ours, so any package (kafkalog's commands, pipelines)
-may use it without crossing a layer.
+Invariant: this module imports nothing of ours outside kafkalog.configfile, so any package
+(kafkalog's commands, pipelines) may use it without crossing a layer.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ import typing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from kafkalog.configfile.typed import RULES
 
 TOP_LEVEL = "top level"
 """The title of the section of the file's top-level keys (whose path is "")."""
@@ -197,3 +201,8 @@ def render(parts: typing.Iterable[Section], level: int = 2) -> list[str]:
             out.append(f"| `{row.key}` | {row.type} | {row.default} | {meaning} |")
         out.append("")
     return out
+
+
+def rules() -> list[str]:
+    """Markdown bullets: what the loader enforces in every file (typed.RULES)."""
+    return [f"- {rule}" for rule in RULES] + [""]

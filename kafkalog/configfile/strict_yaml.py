@@ -1,10 +1,9 @@
 """Strict YAML for the files operators write (broker, mirror-maker and pipeline files).
 
-Role: one parser for every config file, so they all refuse the same mistakes. PyYAML's safe loader
-silently keeps the last of two equal keys (a setting written twice is a setting lost); this one
-refuses them, and keys that are not plain values, with the line. Errors from PyYAML itself name the
-file instead of ``<unicode string>``. Imports nothing of ours but the exception root, so every
-layer may use it.
+Role: the parser under kafkalog.configfile.typed. PyYAML's safe loader silently keeps the last of
+two equal keys (a setting written twice is a setting lost); this one refuses them, and keys that are
+not plain values, with the line. Errors from PyYAML itself name the file instead of
+``<unicode string>``.
 """
 
 from __future__ import annotations
