@@ -1,17 +1,16 @@
 """Crash points for fault tests: the driver dies at a named step of the commit protocol.
 
-Two ways to die, with the same points:
+The points are a family of kafkalog.faults (one grammar for every fault test: ``<point>`` or
+``<point>@<n>``, the n-th time it is reached, from 1: ``publish.after_file@2`` dies after the second
+file). Two ways to die, at the same points:
 
-- ``PIPELINES_CRASH_AT=<point>`` in the driver's environment (or ``<point>:<n>`` for a numbered
-  point: ``n`` counts from 0, so ``publish.after_file:1`` dies after the second file; the bare name
-  is the first, ``:0``): the process exits at once (os._exit, no cleanup, like SIGKILL);
-- ``simulated_crash(point)`` (the unit tier, in-process): ``Crash`` is raised there. Nothing cleans
+- ``PIPELINES_CRASH_AT=<target>`` in the driver's environment: the process exits at once
+  (os._exit, no cleanup, like SIGKILL);
+- ``simulated_crash(target)`` (the unit tier, in-process): ``Crash`` is raised there. Nothing cleans
   up after a Crash (code that cleans up on the way out re-raises it first, see ``is_crash``), and
   the leases the dying run held are left as a dead process leaves them.
 
-Points: plan.after_store, load.after_staging, commit.before_manifest, commit.after_manifest,
-publish.after_file:<n>, publish.after_files, replay.after_plan, replay.before_commit. Unset, a point
-costs one dict lookup.
+Unarmed, a point costs one truth test.
 """
 
 from __future__ import annotations
@@ -20,6 +19,9 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator
+from typing import NoReturn
+
+from kafkalog.faults import FaultPoints, FaultTarget
 
 CRASH_EXIT_CODE = 137
 POINTS = (
@@ -33,8 +35,6 @@ POINTS = (
     "replay.before_commit",
 )
 
-_simulated: list[str] = []
-
 
 class Crash(BaseException):
     """The driver's death at a crash point, simulated in-process (``simulated_crash``)."""
@@ -45,29 +45,23 @@ def is_crash(exc: BaseException) -> bool:
     return isinstance(exc, Crash)
 
 
+def _die(target: FaultTarget) -> NoReturn:
+    sys.stderr.write(f"PIPELINES_CRASH_AT={target}: the driver dies at {target.name}\n")
+    sys.stderr.flush()
+    os._exit(CRASH_EXIT_CODE)
+
+
+def _raise(target: FaultTarget) -> NoReturn:
+    raise Crash(f"simulated crash at {target}")
+
+
+CRASH_POINTS = FaultPoints("PIPELINES_CRASH_AT", POINTS, _die)
+crash_point = CRASH_POINTS.reach
+"""The driver is at a crash point: it dies there if PIPELINES_CRASH_AT or a simulated crash says so."""
+
+
 @contextlib.contextmanager
-def simulated_crash(point: str) -> Iterator[None]:
-    """Raise Crash at ``point`` (same grammar as PIPELINES_CRASH_AT) while the body runs."""
-    if point.partition(":")[0] not in POINTS:
-        raise ValueError(f"unknown crash point {point!r} (points: {', '.join(POINTS)})")
-    _simulated.append(point)
-    try:
+def simulated_crash(target: str) -> Iterator[None]:
+    """Raise Crash at ``target`` (PIPELINES_CRASH_AT's grammar) while the body runs."""
+    with CRASH_POINTS.armed(target, _raise):
         yield
-    finally:
-        _simulated.remove(point)
-
-
-def _wanted(wanted: str, name: str, here: str, number: int | None) -> bool:
-    return wanted in (here, name) and (number is None or wanted == here or number == 0)
-
-
-def crash_point(name: str, number: int | None = None) -> None:
-    here = name if number is None else f"{name}:{number}"
-    for wanted in _simulated:
-        if _wanted(wanted, name, here, number):
-            raise Crash(f"simulated crash at {here}")
-    configured = os.environ.get("PIPELINES_CRASH_AT")
-    if configured and _wanted(configured, name, here, number):
-        sys.stderr.write(f"PIPELINES_CRASH_AT={configured}: the driver dies at {here}\n")
-        sys.stderr.flush()
-        os._exit(CRASH_EXIT_CODE)

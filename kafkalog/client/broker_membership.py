@@ -43,6 +43,7 @@ from kafkalog.protocol.consumer_protocol import (
     encode_subscription,
 )
 from kafkalog.registry.assign import ThreadId, range_assign
+from kafkalog.retry import Backoff
 from kafkalog.topics import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -194,7 +195,7 @@ class BrokerMembership:
             except KafkalogError as exc:  # fenced already: positions since the last commit are redone
                 log.warning("%s: offsets not committed before rebalancing: %s", self.client_id, exc)
             self.owned.clear()
-        deadline = time.monotonic() + self.rebalance_timeout_s + 30
+        backoff = Backoff(first=0.1, cap=0.5, budget_s=self.rebalance_timeout_s + 30)
         while not self._closed:
             try:
                 partitions = self._join_and_sync(subscription)
@@ -204,18 +205,16 @@ class BrokerMembership:
                 self._drop_connection("_group_connection")
             except KafkalogError:  # the coordinator went away: find it again
                 self._drop_connection("_group_connection")
-                if time.monotonic() > deadline:
+                if not backoff.wait():
                     raise
-                time.sleep(0.5)
                 continue
             else:
                 if partitions is not None:
                     self.lost = False
                     self.owned = _local_streams(self.client_id, partitions, subscription)
                     return dict(self.owned)
-            if time.monotonic() > deadline:
+            if not backoff.wait():
                 raise ClientError(f"{self.client_id}: group {self.group} did not complete a rebalance in time")
-            time.sleep(0.1)
         return {}
 
     def _join_and_sync(self, subscription: Mapping[str, int]) -> list[TopicPartition] | None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Self
@@ -13,6 +12,7 @@ from kafkalog.client.connection import KAFKA_0_9_VERSIONS, BrokerConnection
 from kafkalog.client.discovery import ZooKeeperBootstrap
 from kafkalog.errors import BrokerResponseError, ClientError, KafkaConnectionError
 from kafkalog.protocol import ApiKey, ErrorCode
+from kafkalog.retry import Backoff
 
 logger = logging.getLogger(__name__)
 
@@ -152,7 +152,7 @@ class Client:
     def topic(self, name: str, *, refresh: bool = False, wait_ms: int = 0) -> TopicMetadata:
         """The metadata of ``name``, refreshed if unknown, retrying up to ``wait_ms`` (a topic being
         auto-created may take a moment to have leaders)."""
-        deadline = time.monotonic() + wait_ms / 1000
+        backoff = self._backoff(wait_ms)
         while True:
             with self._lock:
                 known = None if refresh else self._topics.get(name)
@@ -161,15 +161,14 @@ class Client:
             found = self.refresh_metadata([name]).get(name)
             if found is not None and found.leaders and all(leader >= 0 for leader in found.leaders.values()):
                 return found
-            if time.monotonic() >= deadline:
+            if not backoff.wait():
                 raise BrokerResponseError(3, "UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} has no metadata")
             refresh = True
-            time.sleep(self.retry_backoff_ms / 1000)
 
     def leader(self, topic: str, partition: int) -> BrokerConnection:
         """The connection to the partition's leader, waiting up to the request timeout for it to have
         one. Only this partition's leader matters: others of the topic may be unavailable."""
-        deadline = time.monotonic() + self.request_timeout_ms / 1000
+        backoff = self._backoff(self.request_timeout_ms)
         refresh = False
         while True:
             with self._lock:
@@ -180,12 +179,16 @@ class Client:
                     raise BrokerResponseError(3, "UNKNOWN_TOPIC_OR_PARTITION", f"{topic} has no partition {partition}")
                 if metadata.leaders[partition] >= 0:
                     return self.broker(metadata.leaders[partition])
-            if time.monotonic() >= deadline:
+            if not backoff.wait():
                 if metadata is None or not metadata.leaders:
                     raise BrokerResponseError(3, "UNKNOWN_TOPIC_OR_PARTITION", f"topic {topic!r} has no metadata")
                 raise BrokerResponseError(5, "LEADER_NOT_AVAILABLE", f"{topic}-{partition} has no live leader")
             refresh = True
-            time.sleep(self.retry_backoff_ms / 1000)
+
+    def _backoff(self, budget_ms: int) -> Backoff:
+        """Waits of ``retry_backoff_ms`` between metadata refreshes, for up to ``budget_ms``."""
+        step = self.retry_backoff_ms / 1000
+        return Backoff(first=step, cap=step, budget_s=budget_ms / 1000)
 
     def invalidate(self, topic: str) -> None:
         """Forget a topic's leaders (after an error said they moved)."""

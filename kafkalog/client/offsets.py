@@ -9,13 +9,13 @@ Kafka 0.9 (which keeps v1+ commits in ``__consumer_offsets``). An offset is the 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from kafkalog.client.client import Client, UsesClient, error_name
 from kafkalog.client.connection import BrokerConnection
 from kafkalog.errors import BrokerResponseError, KafkaConnectionError
 from kafkalog.protocol import ApiKey
+from kafkalog.retry import Backoff
 from kafkalog.topics import TopicPartition
 
 _BATCHED_FIND_COORDINATOR = 4  # KIP-699: several keys in one request
@@ -128,24 +128,21 @@ class OffsetsClient(UsesClient):
     def _with_retries(
         self, group: str, once: Callable[[BrokerConnection], list[tuple[str, int, int]]], what: str
     ) -> None:
-        deadline = time.monotonic() + self.request_timeout
+        backoff = Backoff(first=0.2, cap=0.2, budget_s=self.request_timeout)
         while True:
             try:
                 errors = once(self._coordinator(group))
             except KafkaConnectionError:
-                if time.monotonic() >= deadline:
+                if not backoff.wait():
                     raise
-                time.sleep(0.2)
                 continue
             except BrokerResponseError as exc:
-                if exc.error_code not in _COORDINATOR_MOVED or time.monotonic() >= deadline:
+                if exc.error_code not in _COORDINATOR_MOVED or not backoff.wait():
                     raise
-                time.sleep(0.2)
                 continue
             if not errors:
                 return
             topic, partition, code = errors[0]
-            if code in _COORDINATOR_MOVED and time.monotonic() < deadline:
-                time.sleep(0.2)
+            if code in _COORDINATOR_MOVED and backoff.wait():
                 continue
             raise BrokerResponseError(code, error_name(code), f"{what} of group {group} for {topic}-{partition}")

@@ -1,27 +1,44 @@
-"""Named crash points, for testing what a process killed mid-operation leaves on disk.
+"""The log's crash points, for testing what a process killed mid-operation leaves on disk.
 
-A test runs a child process with ``KAFKALOG_CRASH_AT=<name>`` (or ``<name>@<n>`` for the n-th time
-that point is reached); when the code reaches that point the process exits at once with
-``os._exit(CRASH_EXIT_CODE)``: no flush, no cleanup, no finally blocks, like a SIGKILL.
+A test runs a child process with ``KAFKALOG_CRASH_AT=<name>`` (or ``<name>@<n>``: the n-th time
+that point is reached; kafkalog.faults' grammar); when the code reaches that point the process exits
+at once with ``os._exit(CRASH_EXIT_CODE)``: no flush, no cleanup, no finally blocks, like a SIGKILL.
 Points are named ``<operation>.<moment>``, e.g. ``segment.append.after_write`` or
-``log.roll.after_seal``. Without the variable a crash point costs one comparison.
+``log.roll.after_seal``. Without the variable a crash point costs one truth test.
 """
 
 from __future__ import annotations
 
 import os
+from typing import NoReturn
+
+from kafkalog.faults import FaultPoints, FaultTarget
 
 CRASH_EXIT_CODE = 86
-_target = os.environ.get("KAFKALOG_CRASH_AT") or None
-_name, _, _count = (_target or "").partition("@")
-_remaining = int(_count) if _count else 1
+
+ATOMIC_WRITES = ("checkpoint", "log.start", "marker", "producers", "offsets", "producer_ids", "topic_config")
+"""The ``crash_prefix`` of every write_atomically caller: each has ``<prefix>.tmp_written``,
+``.tmp_synced`` and ``.renamed`` (the last three are the broker's files, written with the log's writer)."""
+
+POINTS = (
+    "segment.append.after_write",
+    "segment.append.after_index",
+    "segment.delete.after_rename",
+    "segment.delete.after_unlink",
+    "log.flush.after_fsync",
+    "log.roll.before_seal",
+    "log.roll.after_seal",
+    "log.roll.after_create",
+    "log.retention.before_delete",
+    "manager.close.before_marker",
+    *(f"{prefix}.{moment}" for prefix in ATOMIC_WRITES for moment in ("tmp_written", "tmp_synced", "renamed")),
+)
 
 
-def crash_point(name: str) -> None:
-    """Exit the process immediately if the environment asked to crash here."""
-    global _remaining
-    if _target is None or name != _name:
-        return
-    _remaining -= 1
-    if _remaining <= 0:
-        os._exit(CRASH_EXIT_CODE)
+def _die(target: FaultTarget) -> NoReturn:
+    os._exit(CRASH_EXIT_CODE)
+
+
+CRASH_POINTS = FaultPoints("KAFKALOG_CRASH_AT", POINTS, _die)
+crash_point = CRASH_POINTS.reach
+"""Exit the process immediately if KAFKALOG_CRASH_AT asked to crash here (this time)."""

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafkalog.errors import RegistryError
+from kafkalog.retry import Backoff
 
 BROKER_IDS = "/brokers/ids"
 log = logging.getLogger(__name__)
@@ -130,11 +131,12 @@ class BrokerRegistration:
                 self.client.add_listener(on_state)
 
     def _register_again(self) -> None:
-        deadline = time.monotonic() + max(self.stale_wait_s, 60.0)
-        while self._active and time.monotonic() < deadline:
+        backoff = Backoff(first=0.2, cap=0.2, budget_s=max(self.stale_wait_s, 60.0))
+        while self._active:
             if self.client.connected and self._try_again():
                 return
-            time.sleep(0.2)
+            if not backoff.wait():
+                return
 
     def _try_again(self) -> bool:
         """One attempt to register after an expiry; True when done (registered, or refused)."""
@@ -154,7 +156,7 @@ class BrokerRegistration:
     def _create(self) -> None:
         from kazoo.exceptions import NodeExistsError, NoNodeError  # noqa: PLC0415
 
-        deadline = time.monotonic() + self.stale_wait_s
+        backoff = Backoff(first=0.25, cap=0.25, budget_s=self.stale_wait_s)
         said_waiting = False
         while True:
             session = self.client.client_id[0]
@@ -184,7 +186,7 @@ class BrokerRegistration:
                     f"broker id {self.info.broker_id} is already registered by another broker at "
                     f"{other.endpoint} ({self.path}, session 0x{owner:x}); give each broker its own broker id"
                 )
-            if time.monotonic() > deadline:
+            if backoff.spent:
                 raise RegistryError(
                     f"{self.path} still holds this broker's previous registration (session 0x{owner:x}) after "
                     f"{self.stale_wait_s:g} s; is an old process of broker {self.info.broker_id} still running?"
@@ -198,7 +200,7 @@ class BrokerRegistration:
                     self.stale_wait_s,
                 )
                 said_waiting = True
-            time.sleep(0.25)
+            backoff.wait()
 
     def unregister(self) -> None:
         """Stop re-registering and delete the node if this session owns it."""

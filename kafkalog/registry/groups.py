@@ -16,7 +16,6 @@ fails with RebalanceError (never a silent half-assignment).
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +23,7 @@ from typing import Any
 from kafkalog.errors import AssignmentError, RegistryError
 from kafkalog.registry.assign import ASSIGNORS, ThreadId
 from kafkalog.registry.topics import read_topic
+from kafkalog.retry import Backoff
 from kafkalog.topics import TopicPartition
 
 
@@ -129,21 +129,21 @@ class Rebalancer:
         return {tp: thread for tp, thread in everything.items() if thread.consumer == self.consumer_id}
 
     def rebalance(self) -> dict[TopicPartition, ThreadId]:
-        last: Exception | None = None
-        for attempt in range(1, self.max_attempts + 1):
+        backoff = Backoff(first=0.2, cap=1.0, attempts=self.max_attempts)
+        while True:
             mine = self.assignment()
             self.release([tp for tp in self.owned if self.owned[tp] != mine.get(tp)])
             try:
                 self._claim_all(mine)
             except RebalanceError as exc:
-                last = exc
                 self.release(list(self.owned))  # never a half-assignment: start over
-                time.sleep(min(0.2 * attempt, 1.0))
+                if not backoff.wait():
+                    raise RebalanceError(
+                        f"group {self.group}: {self.consumer_id} could not rebalance after {backoff.made} attempts:"
+                        f" {exc}"
+                    ) from exc
                 continue
             return dict(self.owned)
-        raise RebalanceError(
-            f"group {self.group}: {self.consumer_id} could not rebalance after {self.max_attempts} attempts: {last}"
-        )
 
     def _claim_all(self, mine: dict[TopicPartition, ThreadId]) -> None:
         from kazoo.exceptions import NodeExistsError, NoNodeError  # noqa: PLC0415
@@ -152,8 +152,7 @@ class Rebalancer:
             if self.owned.get((topic, partition)) == thread:
                 continue
             path = owner_path(self.group, topic, partition)
-            deadline = time.monotonic() + self.claim_timeout_s
-            delay = 0.05
+            backoff = Backoff(first=0.05, cap=0.5, budget_s=self.claim_timeout_s)
             while True:
                 try:
                     self.client.create(path, str(thread).encode(), ephemeral=True, makepath=True)
@@ -166,12 +165,10 @@ class Rebalancer:
                     if stat.ephemeralOwner == self.client.client_id[0]:
                         self.client.set(path, str(thread).encode())  # ours from an earlier attempt
                         break
-                    if time.monotonic() > deadline:
+                    if not backoff.wait():
                         raise RebalanceError(
                             f"{topic}-{partition} is still owned by {raw.decode()} after {self.claim_timeout_s:g} s"
                         ) from None
-                    time.sleep(delay)
-                    delay = min(delay * 2, 0.5)
             self.owned[(topic, partition)] = thread
 
     def release(self, partitions: list[TopicPartition]) -> None:

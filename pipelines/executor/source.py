@@ -33,6 +33,8 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from kafkalog.client import KERNELS, SimpleConsumer, describe_kernels
+from kafkalog.faults import FaultPoints, FaultTarget
+from kafkalog.retry import Backoff
 from pipelines.config.pipeline import BadRecords, Decoder, EventTime, Source
 from pipelines.errors import BadRecordError, DataLossError, LoadError, PlanError
 from pipelines.executor.decode import (
@@ -270,8 +272,7 @@ class SplitTask:
         from kafkalog.errors import KafkalogError, OffsetOutOfRangeError  # noqa: PLC0415
 
         split = self.split
-        deadline = time.monotonic() + self.source.retry_ms / 1000
-        delay = 0.1
+        backoff = Backoff(first=0.1, cap=2.0, budget_s=self.source.retry_ms / 1000)
         while True:
             consumer = self._consumer
             try:
@@ -284,13 +285,11 @@ class SplitTask:
             except KafkalogError as exc:
                 if self._rediscover():
                     continue
-                if time.monotonic() + delay > deadline:
+                consumer.client.invalidate(split.topic)
+                if not backoff.wait():
                     raise LoadError(
                         f"{split.name}: fetching offset {offset} failed for {self.source.retry_ms} ms: {exc}"
                     ) from exc
-                consumer.client.invalidate(split.topic)
-                time.sleep(delay)
-                delay = min(delay * 2, 2.0)
                 continue
             messages: list[Message] = result.messages
             if messages and messages[-1].offset >= split.end:
@@ -308,7 +307,7 @@ class SplitTask:
                     f"{split.name}: planned end offset {split.end} > log end {result.high_watermark}; the broker "
                     "lost messages after the run was planned"
                 )
-            if time.monotonic() > deadline:
+            if backoff.spent:
                 raise LoadError(f"{split.name}: no message at offset {offset} for {self.source.retry_ms} ms")
 
     def _rediscover(self) -> bool:
@@ -374,25 +373,31 @@ class _Progress:
         temp.replace(self.path)  # progress only: overwriting the previous report is the point
 
 
-class _TaskFault:
-    """Test hook: ``fail_after_rows:N`` raises and ``exit_after_rows:N`` kills the Python worker
-    after N rows, in the first attempt of every task only (the retry then succeeds)."""
+TASK_FAULTS = ("fail_after_rows", "exit_after_rows")
+"""The points of the job option ``faults`` (a test hook, kafkalog.faults' grammar): a task reaches
+both once per row it produces; ``fail_after_rows@N`` raises and ``exit_after_rows@N`` kills the
+Python worker at the N-th row, in the first attempt of every task only (the retry then succeeds)."""
 
-    def __init__(self, spec: str) -> None:
-        self.kind, _, count = spec.partition(":")
-        self.limit = int(count) if count else 0
-        self.rows = 0
+
+class _TaskFault:
+    """The task faults of one task (none when the option is empty)."""
+
+    def __init__(self, target: str) -> None:
+        self.points = FaultPoints("faults", TASK_FAULTS, self._fail, target=target) if target else None
+
+    @staticmethod
+    def _fail(target: FaultTarget) -> None:
+        if target.name == "exit_after_rows":
+            os._exit(1)
+        raise RuntimeError(f"injected task failure at {target} (the job option faults)")
 
     def after_rows(self, rows: int) -> None:
-        if not self.kind:
+        if self.points is None:
             return
         from pyspark import TaskContext  # noqa: PLC0415
 
         context = TaskContext.get()
         if context is None or context.attemptNumber() != 0:
             return
-        self.rows += rows
-        if self.rows >= self.limit:
-            if self.kind == "exit_after_rows":
-                os._exit(1)
-            raise RuntimeError(f"injected task failure after {self.rows} rows")
+        for name in TASK_FAULTS:
+            self.points.reach(name, rows)

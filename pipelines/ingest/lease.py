@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from kafkalog.retry import Backoff
 from pipelines import faults
 from pipelines.errors import PipelineError
 from pipelines.storage import Storage
@@ -95,7 +96,8 @@ class Leases:
         return f"{self.dir}/{name}"
 
     def read(self, name: str) -> Lease | None:
-        for attempt in range(3):  # a renewal may delete the newest file between the listing and the read
+        backoff = Backoff(first=0.01, cap=0.05, attempts=3)
+        while True:  # a renewal may delete the newest file between the listing and the read
             renewals = [e for e in self.storage.list(self.path(name)) if e.name.endswith(".json")]
             if not renewals:
                 return None
@@ -103,7 +105,7 @@ class Leases:
             try:
                 raw = self.storage.read_bytes(newest)
             except PipelineError:
-                if attempt == 2:
+                if not backoff.wait():
                     raise
                 continue
             try:
@@ -112,7 +114,6 @@ class Leases:
                 raise PipelineError(
                     f"{newest}: unreadable attempt lease ({exc}); delete it if no run is loading"
                 ) from exc
-        return None
 
     def alive(self, name: str) -> bool:
         lease = self.read(name)

@@ -20,11 +20,12 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from kafkalog.faults import parse_target
 from pipelines import errors as errors_module
 from pipelines import faults
 from pipelines.config.pipeline import PipelineSpec
 from pipelines.errors import DataLossError, LoadError, PipelineError, ReconciliationError
-from pipelines.executor.source import KafkalogSource
+from pipelines.executor.source import TASK_FAULTS, KafkalogSource
 from pipelines.executor.splits import Split, SplitKey
 from pipelines.ingest.plan import Plan
 from pipelines.ingest.reconcile import FileFacts, OffsetCoverage, inspect_local, spark_coverage, spark_file_facts
@@ -63,6 +64,8 @@ class SparkStager:
         self.storage = storage
         self.reporter = reporter
         self.brokers = brokers
+        if task_faults:  # refused here, before any task runs, rather than as a failed task
+            parse_target(task_faults, TASK_FAULTS, "task_faults")
         self.task_faults = task_faults
         spark.dataSource.register(KafkalogSource)
 

@@ -286,7 +286,7 @@ class PipelineState:
         """Publish ``manifest``'s files (idempotent; safe against a concurrent publisher).
         Returns how many files this call moved."""
         moved = 0
-        for number, item in enumerate(manifest.files):
+        for item in manifest.files:
             final, staged = self.path(item.path), self.path(item.staged)
             if self.storage.exists(final):
                 continue
@@ -302,7 +302,7 @@ class PipelineState:
             except StorageError as exc:
                 raise CommitError(f"publishing run #{manifest.seq}: {exc}") from exc
             moved += 1
-            faults.crash_point("publish.after_file", number)
+            faults.crash_point("publish.after_file")
         faults.crash_point("publish.after_files")
         if moved:
             log.info("run #%d: published %d files", manifest.seq, moved)

@@ -27,7 +27,7 @@ CRASH_POINTS = [
     "plan.after_store",
     "load.after_staging",
     "commit.after_manifest",
-    "publish.after_file:1",
+    "publish.after_file@2",
     "publish.after_files",
 ]
 

@@ -117,8 +117,8 @@ CRASH_POINTS = [
     "load.after_staging",
     "commit.before_manifest",
     "commit.after_manifest",
-    "publish.after_file:0",
-    "publish.after_file:1",
+    "publish.after_file",
+    "publish.after_file@2",
     "publish.after_files",
 ]
 

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -159,38 +158,12 @@ def assert_raw_holds_exactly(raw: Path, bootstrap: str, sent: dict[Where, Sent])
 # ------------------------------------------------------------------ a driver that dies
 
 
-class DriverKilled(BaseException):
-    """The driver dying at a crash point: a BaseException, so that no handler of ours takes it."""
-
-
-class KilledDriverRun(PipelineRun):
-    """A run whose driver dies at a crash point (``driver_dies_at``), in this process so that the
-    session's Spark serves it. It leaves on disk what ``PIPELINES_CRASH_AT`` (os._exit in a child
-    driver, test_cli_pipelines.py) leaves: the one handler on the way out that touches storage,
-    removing the attempt's staging, does not run, as nothing runs in a killed driver."""
-
-    def _discard(self, staging: str) -> None:
-        pass
-
-
-@contextmanager
-def driver_dies_at(point: str) -> Iterator[None]:
-    """While in the block, reaching crash point ``point`` (``name`` or ``name:n``, as
-    PIPELINES_CRASH_AT takes it) raises DriverKilled."""
-
-    def crash_point(name: str, number: int | None = None) -> None:
-        here = name if number is None else f"{name}:{number}"
-        if point in (here, name):
-            raise DriverKilled(here)
-
-    with pytest.MonkeyPatch.context() as patched:
-        patched.setattr(faults, "crash_point", crash_point)
-        yield
-
-
 def killed_run(spec: PipelineSpec, spark: Any, point: str, task_faults: str) -> None:
-    with driver_dies_at(point), pytest.raises(DriverKilled, match=point):
-        KilledDriverRun(spec, spark, task_faults=task_faults).run()
+    """A run whose driver dies at crash point ``point``, in this process so that the session's Spark
+    serves it (pipelines.faults.simulated_crash). It leaves on disk what ``PIPELINES_CRASH_AT``
+    (os._exit in a child driver, test_cli_pipelines.py) leaves: nothing cleans up after a crash."""
+    with faults.simulated_crash(point), pytest.raises(faults.Crash, match=point):
+        PipelineRun(spec, spark, task_faults=task_faults).run()
 
 
 def topic_name(kind: str) -> str:
@@ -228,7 +201,7 @@ def test_a_load_from_kafka4_killed_midway_holds_every_message_once_with_its_head
 
     # 1. each task's Python worker is killed after 20 rows (Spark retries the split from its start),
     #    then the driver dies with the splits staged: nothing committed, nothing visible
-    killed_run(spec, spark, "load.after_staging", "exit_after_rows:20")
+    killed_run(spec, spark, "load.after_staging", "exit_after_rows@20")
     planned = state.pending_plan()
     assert planned is not None and state.committed_seqs() == []
     assert sorted((s.topic, s.partition, s.start, s.end) for s in planned.splits) == sorted(
@@ -238,7 +211,7 @@ def test_a_load_from_kafka4_killed_midway_holds_every_message_once_with_its_head
     assert list((raw / "_pipeline" / "staging").iterdir()), "a killed driver leaves its staging behind"
 
     # 2. the retry executes the stored plan; its driver dies after the commit, one file published
-    killed_run(spec, spark, "publish.after_file:0", "exit_after_rows:20")  # after the first file
+    killed_run(spec, spark, "publish.after_file", "exit_after_rows@20")  # after the first file
     assert state.committed_seqs() == [1]
     first = state.manifest(1)
     assert (first.run_id, first.plan.splits) == (planned.run_id, planned.splits)
@@ -248,7 +221,7 @@ def test_a_load_from_kafka4_killed_midway_holds_every_message_once_with_its_head
     #    of a batch; then runs until nothing is left
     sent |= send(kafka4.bootstrap, created, {i: record(i) for i in range(200, 320)}, partitions=2)
     sent |= send(kafka4.bootstrap, appended, {i: record(i) for i in range(60, 80)}, configs=log_append)
-    result = PipelineRun(spec, spark, task_faults="fail_after_rows:15").run()
+    result = PipelineRun(spec, spark, task_faults="fail_after_rows@15").run()
     assert result.status == "committed" and result.manifest is not None
     assert sorted((s.topic, s.partition, s.start, s.end) for s in result.manifest.splits) == sorted(
         [(created, 0, 70, 140), (created, 1, 70, 140), (appended, 0, 60, 80)]

@@ -97,7 +97,7 @@ def test_new_messages_are_loaded_by_the_next_run_and_run_ids_are_idempotent(
     assert totals["seqs"] == [1, 2]
 
 
-@pytest.mark.parametrize("fault", ["fail_after_rows:50", "exit_after_rows:50"])
+@pytest.mark.parametrize("fault", ["fail_after_rows@50", "exit_after_rows@50"])
 @pytest.mark.parametrize("writer", ["tasks", "spark"])
 def test_a_task_that_fails_midway_is_retried_and_its_partial_output_never_appears(
     tmp_path: Path, broker: BrokerProcess, spark: Any, fault: str, writer: str
