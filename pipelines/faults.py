@@ -46,7 +46,7 @@ def is_crash(exc: BaseException) -> bool:
 
 
 def _die(target: FaultTarget) -> NoReturn:
-    sys.stderr.write(f"PIPELINES_CRASH_AT={target}: the driver dies at {target.name}\n")
+    sys.stderr.write(f"PIPELINES_CRASH_AT={target}: the driver dies at {target}\n")
     sys.stderr.flush()
     os._exit(CRASH_EXIT_CODE)
 

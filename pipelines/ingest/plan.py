@@ -22,7 +22,7 @@ from typing import Any
 from kafkalog.client import Client, SimpleConsumer, read_registry
 from kafkalog.errors import KafkalogError
 from pipelines.config.pipeline import PipelineSpec, Source
-from pipelines.errors import DataLossError, PipelineError, PlanError
+from pipelines.errors import ConcurrentRunError, DataLossError, PipelineError, PlanError
 from pipelines.executor.splits import Split, SplitKey
 
 log = logging.getLogger(__name__)
@@ -240,3 +240,62 @@ def check_still_valid(plan: Plan, spec: PipelineSpec, consumer: SimpleConsumer) 
         if split.start < earliest:
             gone.append(split)
     return gone
+
+
+@dataclass(frozen=True, slots=True)
+class Planned:
+    """What one run executes, in this order: the stored plan it finishes first, then its own."""
+
+    pending: Plan | None
+    """The stored, uncommitted plan, executed as it was planned (None: there is none to finish)."""
+    new: Plan | None
+    """This run's own plan (None: the run only finishes ``pending``, which is the run it was asked for)."""
+    discarded: int | None = None
+    """The seq of a stored plan not to execute (--replan, or its start offsets were deleted under a
+    skip policy): the caller deletes it before storing ``new``."""
+    notes: tuple[str, ...] = ()
+    """What the run should tell its user about these choices."""
+
+
+def plan_run(
+    spec: PipelineSpec,
+    consumer: SimpleConsumer,
+    *,
+    committed: Mapping[SplitKey, int],
+    next_seq: int,
+    stored: Plan | None,
+    run_id: str | None,
+    replan: bool = False,
+) -> Planned:
+    """The planning stage of a run: whether the stored plan (``stored``, of seq ``next_seq``) is
+    finished first, and this run's own plan, starting where the committed runs (``committed``) and
+    the stored plan end. A replay's stored plan is the replay's to finish: ConcurrentRunError."""
+    notes: list[str] = []
+    pending, discarded = stored, None
+    if pending is not None and replan:
+        notes.append(f"discarding the stored plan of run {pending.run_id} (#{pending.seq}): --replan")
+        pending, discarded = None, pending.seq
+    if pending is not None and pending.kind == "replay":
+        raise ConcurrentRunError(
+            f"pipeline {spec.name}: a replay ({pending.target or pending.run_id}, planned "
+            f"{pending.created_at}) is in progress as run #{pending.seq}; this run stops without loading "
+            "and the next one goes on from the committed offsets once the replay is done. If that replay "
+            "died, run `pipelines rewind` again to finish it, or `pipelines rewind --abandon` to drop it"
+        )
+    gone = check_still_valid(pending, spec, consumer) if pending is not None else []
+    if pending is not None and gone:
+        if spec.on_offset_out_of_range == "fail":
+            first = gone[0]
+            earliest = consumer.earliest_offset(first.topic, first.partition)
+            raise DataLossError(first.topic, first.partition, first.start, earliest, first.end)
+        notes.append(f"the stored plan #{pending.seq} starts at deleted offsets; planning again")
+        pending, discarded = None, pending.seq
+    if pending is not None and run_id in (None, pending.run_id):
+        return Planned(pending, None, discarded, tuple(notes))
+    offsets = dict(committed)
+    seq = next_seq
+    if pending is not None:  # this run commits it first, exactly as planned
+        offsets.update({(s.topic, s.partition): s.end for s in pending.splits})
+        seq = pending.seq + 1
+    new = make_plan(spec, consumer, offsets, seq, run_id or new_run_id())
+    return Planned(pending, new, discarded, tuple(notes))

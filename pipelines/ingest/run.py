@@ -28,17 +28,12 @@ from urllib.parse import unquote
 from kafkalog.client import KERNELS, SimpleConsumer, describe_kernels
 from pipelines import faults
 from pipelines.config.pipeline import PipelineSpec
-from pipelines.errors import (
-    ConcurrentRunError,
-    DataLossError,
-    PipelineError,
-    ReconciliationError,
-)
+from pipelines.errors import ConcurrentRunError, PipelineError, ReconciliationError
 from pipelines.executor.splits import open_consumer
-from pipelines.ingest.plan import Plan, check_still_valid, make_plan, new_run_id, task_brokers
+from pipelines.ingest.plan import Plan, Planned, plan_run, task_brokers
 from pipelines.ingest.reconcile import FileFacts, reconcile
 from pipelines.ingest.stage import SparkStager, Staged
-from pipelines.ingest.state import Manifest, OutputFile, PipelineState
+from pipelines.ingest.state import Manifest, OutputFile, PipelineState, Recovered
 from pipelines.layout import generation_prefix
 from pipelines.progress import Reporter, read_progress
 from pipelines.storage import Storage, storage_for
@@ -106,61 +101,51 @@ class PipelineRun:
     # ------------------------------------------------------------------ the run
 
     def run(self, *, run_id: str | None = None, replan: bool = False) -> RunResult:
-        latest = self.state.recover()
-        if run_id is not None:
-            done = self.state.committed_run(run_id)
-            if done is not None:
-                ends = ", ".join(f"{s.topic}-{s.partition}@{s.end}" for s in done.splits)
-                return RunResult("already-committed", done, f"run {run_id} already committed as #{done.seq} ({ends})")
-            if self.state.run_record(run_id)[0]:
-                return RunResult("already-committed", latest, f"run {run_id} ran before and found nothing new")
-        completed: list[Manifest] = []
+        """The stages in order, each handing its result to the next: recover (the state, read once),
+        plan (the stored plan to finish, then this run's own), execute each plan (load → reconcile →
+        commit → publish)."""
+        start = self.state.recovered(run_id)
+        if start.done is not None:
+            ends = ", ".join(f"{s.topic}-{s.partition}@{s.end}" for s in start.done.splits)
+            message = f"run {run_id} already committed as #{start.done.seq} ({ends})"
+            return RunResult("already-committed", start.done, message)
+        if start.found_nothing:
+            return RunResult("already-committed", start.latest, f"run {run_id} ran before and found nothing new")
         with self.consumer() as consumer:
             self.task_brokers(consumer)  # through the planning session: no second one to ZooKeeper
-            pending = self.state.pending_plan()
-            if pending is not None and replan:
-                self.reporter.note(f"discarding the stored plan of run {pending.run_id} (#{pending.seq}): --replan")
-                self.state.discard_plan(pending.seq)
-                pending = None
-            if pending is not None and pending.kind == "replay":
-                raise ConcurrentRunError(
-                    f"pipeline {self.spec.name}: a replay ({pending.target or pending.run_id}, planned "
-                    f"{pending.created_at}) is in progress as run #{pending.seq}; this run stops without loading "
-                    "and the next one goes on from the committed offsets once the replay is done. If that replay "
-                    "died, run `pipelines rewind` again to finish it, or `pipelines rewind --abandon` to drop it"
-                )
-            if pending is not None:
-                pending = self._still_valid(pending, consumer)
-            if pending is not None:
-                self.reporter.note(f"completing run {pending.run_id} (#{pending.seq}), planned {pending.created_at}")
-                completed.append(self.execute(pending))
-                if run_id is None or pending.run_id == run_id:
-                    return RunResult("committed", completed[-1], completed=tuple(completed))
-                latest = completed[-1]
-            seq = (latest.seq if latest else 0) + 1
-            plan = make_plan(self.spec, consumer, self.state.committed_offsets(), seq, run_id or new_run_id())
+            planned = plan_run(
+                self.spec,
+                consumer,
+                committed=start.offsets,
+                next_seq=start.next_seq,
+                stored=start.pending,
+                run_id=run_id,
+                replan=replan,
+            )
+        for note in planned.notes:
+            self.reporter.note(note)
+        if planned.discarded is not None:
+            self.state.discard_plan(planned.discarded)
+        return self._execute_planned(planned, start, run_id)
+
+    def _execute_planned(self, planned: Planned, start: Recovered, run_id: str | None) -> RunResult:
+        completed: list[Manifest] = []
+        pending, plan = planned.pending, planned.new
+        if pending is not None:
+            self.reporter.note(f"completing run {pending.run_id} (#{pending.seq}), planned {pending.created_at}")
+            completed.append(self.execute(pending))
+        if plan is None:
+            return RunResult("committed", completed[-1], completed=tuple(completed))
         if not any(s.size or s.lost_from is not None for s in plan.splits):
             message = "up to date: no new messages on " + ", ".join(f"{s.name}@{s.end}" for s in plan.splits)
             if run_id is not None:
                 self.state.record_empty_run(run_id)
+            latest = completed[-1] if completed else start.latest
             return RunResult("committed" if completed else "up-to-date", latest, message, tuple(completed))
         self.state.store_plan(plan)
         faults.crash_point("plan.after_store")
         completed.append(self.execute(plan))
         return RunResult("committed", completed[-1], completed=tuple(completed))
-
-    def _still_valid(self, plan: Plan, consumer: SimpleConsumer) -> Plan | None:
-        """A stored plan whose start offsets were deleted since: fail, or replan under a skip policy."""
-        gone = check_still_valid(plan, self.spec, consumer)
-        if not gone:
-            return plan
-        if self.spec.on_offset_out_of_range == "fail":
-            first = gone[0]
-            earliest = consumer.earliest_offset(first.topic, first.partition)
-            raise DataLossError(first.topic, first.partition, first.start, earliest, first.end)
-        self.reporter.note(f"the stored plan #{plan.seq} starts at deleted offsets; planning again")
-        self.state.discard_plan(plan.seq)
-        return None
 
     # ------------------------------------------------------------------ executing a plan
 

@@ -138,6 +138,27 @@ class Manifest:
             raise CommitError(f"{where}: the manifest is unreadable: {exc}") from exc
 
 
+@dataclass(frozen=True, slots=True)
+class Recovered:
+    """What a run starts from, read once after recovery (``PipelineState.recovered``), so that
+    planning needs nothing more of the state."""
+
+    latest: Manifest | None
+    """The newest committed manifest (published in full by the recovery)."""
+    offsets: dict[SplitKey, int]
+    """Split → the next offset to load (the newest manifest's ends)."""
+    pending: Plan | None
+    """The stored plan of the next seq, if a run planned it and did not commit."""
+    done: Manifest | None = None
+    """For a named run: its manifest, if it committed."""
+    found_nothing: bool = False
+    """For a named run: it ran before and found nothing new."""
+
+    @property
+    def next_seq(self) -> int:
+        return (self.latest.seq if self.latest else 0) + 1
+
+
 def _seq_name(seq: int) -> str:
     return f"{seq:010d}"
 
@@ -324,6 +345,16 @@ class PipelineState:
             self.roll_forward(latest)
         self.remove_dead_staging(latest.seq if latest else 0)
         return latest
+
+    def recovered(self, run_id: str | None = None) -> Recovered:
+        """Recover, then read everything a run plans from (``run_id``: whether that run is done)."""
+        latest = self.recover()
+        done, found_nothing = None, False
+        if run_id is not None:
+            done = self.committed_run(run_id)
+            found_nothing = done is None and self.run_record(run_id)[0]
+        offsets = latest.end_offsets() if latest is not None else {}
+        return Recovered(latest, offsets, self.pending_plan(), done, found_nothing)
 
     def remove_dead_staging(self, committed_seq: int) -> list[str]:
         """Delete the staging of dead attempts at seqs already committed (crashed drivers, losers
