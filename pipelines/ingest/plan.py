@@ -271,10 +271,11 @@ def plan_run(
     finished first, and this run's own plan, starting where the committed runs (``committed``) and
     the stored plan end. A replay's stored plan is the replay's to finish: ConcurrentRunError."""
     notes: list[str] = []
-    pending, discarded = stored, None
+    pending: Plan | None = stored
+    discarded: int | None = None
     if pending is not None and replan:
         notes.append(f"discarding the stored plan of run {pending.run_id} (#{pending.seq}): --replan")
-        pending, discarded = None, pending.seq
+        discarded, pending = pending.seq, None
     if pending is not None and pending.kind == "replay":
         raise ConcurrentRunError(
             f"pipeline {spec.name}: a replay ({pending.target or pending.run_id}, planned "
@@ -289,7 +290,7 @@ def plan_run(
             earliest = consumer.earliest_offset(first.topic, first.partition)
             raise DataLossError(first.topic, first.partition, first.start, earliest, first.end)
         notes.append(f"the stored plan #{pending.seq} starts at deleted offsets; planning again")
-        pending, discarded = None, pending.seq
+        discarded, pending = pending.seq, None
     if pending is not None and run_id in (None, pending.run_id):
         return Planned(pending, None, discarded, tuple(notes))
     offsets = dict(committed)
