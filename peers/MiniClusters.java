@@ -6,13 +6,25 @@ import java.io.InputStreamReader;
 import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.EnumSet;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 
 import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.RemoteIterator;
+import org.apache.hadoop.hdfs.DistributedFileSystem;
 import org.apache.hadoop.hdfs.MiniDFSCluster;
+import org.apache.hadoop.hdfs.protocol.OpenFileEntry;
+import org.apache.hadoop.hdfs.protocol.OpenFilesIterator.OpenFilesType;
+import org.apache.hadoop.yarn.api.records.ApplicationAttemptReport;
+import org.apache.hadoop.yarn.api.records.ApplicationId;
+import org.apache.hadoop.yarn.api.records.ContainerId;
+import org.apache.hadoop.yarn.api.records.ContainerReport;
+import org.apache.hadoop.yarn.api.records.ContainerState;
+import org.apache.hadoop.yarn.api.records.SignalContainerCommand;
+import org.apache.hadoop.yarn.client.api.YarnClient;
 import org.apache.hadoop.yarn.conf.YarnConfiguration;
 import org.apache.hadoop.yarn.server.MiniYARNCluster;
 
@@ -29,7 +41,11 @@ import org.apache.hadoop.yarn.server.MiniYARNCluster;
  * one line {@code READY {json of addresses}}. Then it reads commands, one per line, from stdin and
  * answers each with {@code OK <command>} or {@code ERROR <command>: <cause>}:
  * {@code namenode stop}, {@code namenode start} (same ports, same data: the NameNode comes back with
- * its namespace), {@code namenode restart}, {@code datanode stop I}, {@code datanode start I}.
+ * its namespace), {@code namenode restart}, {@code datanode stop I}, {@code datanode start I};
+ * and two questions, answered {@code OK <command> <json list>}: {@code openfiles PATH} (the files
+ * under PATH that a writer holds open: leases the NameNode still keeps) and {@code containers APP}
+ * (the running containers of YARN application APP but its ApplicationMaster's); and
+ * {@code container kill ID}, which has YARN kill one (SIGKILL, as when a NodeManager enforces a limit).
  * End of stdin (the parent gone, whatever the way) or SIGTERM stops every cluster and exits, so a
  * crashed test run leaves no Hadoop process behind.
  */
@@ -196,8 +212,8 @@ public final class MiniClusters {
                 continue;
             }
             try {
-                run(command.split("\\s+"));
-                System.out.println("OK " + command);
+                String answer = run(command.split("\\s+"));
+                System.out.println("OK " + command + (answer.isEmpty() ? "" : " " + answer));
             } catch (Exception e) {
                 System.out.println("ERROR " + command + ": " + e.toString().replace('\n', ' '));
             }
@@ -205,10 +221,20 @@ public final class MiniClusters {
         }
     }
 
-    private void run(String[] words) throws Exception {
+    /** Carries out one command; returns what it answers (a JSON list for questions, else ""). */
+    private String run(String[] words) throws Exception {
         String target = words[0];
         String action = words.length > 1 ? words[1] : "";
-        if (target.equals("namenode") && action.equals("stop")) {
+        if (target.equals("openfiles") && words.length == 2) {
+            return openFiles(words[1]);
+        } else if (target.equals("containers") && words.length == 2) {
+            return containers(ApplicationId.fromString(words[1]));
+        } else if (target.equals("container") && action.equals("kill") && words.length == 3) {
+            withYarnClient(client -> {
+                client.signalToContainer(ContainerId.fromString(words[2]), SignalContainerCommand.FORCEFUL_SHUTDOWN);
+                return "";
+            });
+        } else if (target.equals("namenode") && action.equals("stop")) {
             dfs.shutdownNameNode(0);
         } else if (target.equals("namenode") && action.equals("start")) {
             dfs.restartNameNode(0, true);
@@ -230,8 +256,64 @@ public final class MiniClusters {
             dfs.restartDataNode(properties, true);
             dfs.waitActive();
         } else {
-            throw new IllegalArgumentException("unknown command (namenode stop|start|restart, datanode stop|start I)");
+            throw new IllegalArgumentException("unknown command (namenode stop|start|restart, datanode stop|start I, "
+                    + "openfiles PATH, containers APP, container kill ID)");
         }
+        return "";
+    }
+
+    private String openFiles(String path) throws IOException {
+        DistributedFileSystem fs = dfs.getFileSystem();
+        List<String> open = new ArrayList<>();
+        RemoteIterator<OpenFileEntry> entries = fs.listOpenFiles(EnumSet.of(OpenFilesType.ALL_OPEN_FILES), path);
+        while (entries.hasNext()) {
+            open.add(entries.next().getFilePath());
+        }
+        return jsonList(open);
+    }
+
+    private String containers(ApplicationId app) throws Exception {
+        return withYarnClient(client -> {
+            List<String> running = new ArrayList<>();
+            for (ApplicationAttemptReport attempt : client.getApplicationAttempts(app)) {
+                for (ContainerReport container : client.getContainers(attempt.getApplicationAttemptId())) {
+                    if (container.getContainerState() == ContainerState.RUNNING
+                            && !container.getContainerId().equals(attempt.getAMContainerId())) {
+                        running.add(container.getContainerId().toString());
+                    }
+                }
+            }
+            return jsonList(running);
+        });
+    }
+
+    private interface YarnCall {
+        String call(YarnClient client) throws Exception;
+    }
+
+    private String withYarnClient(YarnCall call) throws Exception {
+        if (yarn == null) {
+            throw new IllegalStateException("YARN is not running (start with --yarn)");
+        }
+        YarnClient client = YarnClient.createYarnClient();
+        client.init(yarn.getConfig());
+        client.start();
+        try {
+            return call.call(client);
+        } finally {
+            client.stop();
+        }
+    }
+
+    private static String jsonList(List<String> values) {
+        StringBuilder out = new StringBuilder("[");
+        for (String value : values) {
+            if (out.length() > 1) {
+                out.append(", ");
+            }
+            out.append('"').append(value.replace("\\", "\\\\").replace("\"", "\\\"")).append('"');
+        }
+        return out.append(']').toString();
     }
 
     private synchronized void stopAll() {

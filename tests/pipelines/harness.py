@@ -1,7 +1,8 @@
 """Helpers of the pipeline tests: events on a real broker, pipeline files, and the oracle.
 
 The oracle is the judge of exactly-once: it reads the broker's log (what was there to load) and
-the committed output (manifests and the files they list, read with pyarrow, not Spark) and checks
+the committed output (manifests and the files they list, read with pyarrow, not Spark, through a
+``Storage``: local files, or HDFS over WebHDFS) and checks
 that every offset of every committed split appears exactly once, in data or quarantine, with the
 key the broker has at that offset; that committed ranges never overlap; and that no Parquet file
 is visible in the raw layer unless a committed manifest lists it.
@@ -19,12 +20,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
 from kafkalog.client import Admin, Producer, SimpleConsumer
 from pipelines.ingest.state import PipelineState
-from pipelines.storage import LocalStorage
+from pipelines.storage import LocalStorage, Storage
 
 PIPELINES = Path(sys.executable).with_name("pipelines")
 REPO = Path(__file__).resolve().parents[2]
@@ -101,10 +103,12 @@ def broker_keys(bootstrap: str, topic: str, partition: int, start: int, end: int
         return {m.offset: m.key for m in consumer.messages(topic, partition, first, end)} if first < end else {}
 
 
-def oracle(raw: Path, bootstrap: str | None = None) -> dict[str, Any]:
-    """Check exactly-once over everything committed under ``raw`` (see the module doc); returns
-    totals for further assertions."""
-    state = PipelineState(LocalStorage(), str(raw))
+def oracle(raw: Path | str, bootstrap: str | None = None, *, storage: Storage | None = None) -> dict[str, Any]:
+    """Check exactly-once over everything committed under ``raw`` (see the module doc), read
+    through ``storage`` (local files by default); returns totals for further assertions."""
+    storage = storage or LocalStorage()
+    root = str(raw).rstrip("/")
+    state = PipelineState(storage, root)
     seqs = state.committed_seqs()
     seen: Counter[tuple[str, int, int]] = Counter()
     keys: dict[tuple[str, int, int], bytes | None] = {}
@@ -117,7 +121,8 @@ def oracle(raw: Path, bootstrap: str | None = None) -> dict[str, Any]:
             ranges.setdefault((split.topic, split.partition), []).append((split.start, split.end))
         for item in manifest.files:
             listed.add(item.path)
-            table = pq.read_table(raw / item.path, columns=["topic", "partition", "offset", "key"])
+            content = pa.BufferReader(storage.read_bytes(f"{root}/{item.path}"))
+            table = pq.read_table(content, columns=["topic", "partition", "offset", "key"])
             assert table.num_rows == item.rows, f"{item.path}: {table.num_rows} rows, manifest says {item.rows}"
             for topic, partition, offset, key in zip(
                 *(table.column(c).to_pylist() for c in table.column_names), strict=True
@@ -149,7 +154,9 @@ def oracle(raw: Path, bootstrap: str | None = None) -> dict[str, Any]:
                     )
     assert len(seen) == expected, f"{len(seen)} offsets in the output, committed ranges hold {expected}"
     visible = {
-        str(p.relative_to(raw)) for p in raw.rglob("*.parquet") if not str(p.relative_to(raw)).startswith("_pipeline/")
+        relative
+        for f in storage.walk_files(root)
+        if f.name.endswith(".parquet") and not (relative := f.path[len(root) + 1 :]).startswith("_pipeline/")
     }
     assert visible == listed, (
         f"files visible but not committed: {sorted(visible - listed)[:5]}; "

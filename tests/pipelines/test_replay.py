@@ -205,23 +205,6 @@ def test_a_replay_killed_before_its_commit_leaves_the_old_generation_and_finishe
     assert set(offsets.values()) == {1} and len(offsets) == len(events)
 
 
-def test_abandoning_a_replay_that_died_drops_what_it_wrote(tmp_path: Path, broker: BrokerProcess, spark: Any) -> None:
-    send(broker.bootstrap, "web.page_views", batch(0))
-    good = spec_file(tmp_path, broker.bootstrap)
-    load_and_publish(good, spark)
-    first_run = PipelineState(LocalStorage(), str(tmp_path / "raw")).manifest(1).run_id
-    crashed = run_cli("rewind", str(good), "--to-run", first_run, env={"PIPELINES_CRASH_AT": "replay.before_commit"})
-    assert crashed.returncode == 137, crashed.stderr[-2000:]
-    assert (tmp_path / "raw" / "_generations" / "000001").exists()
-    dropped = run_cli("rewind", str(good), "--abandon")
-    assert dropped.returncode == 0 and "dropped the replay to run" in dropped.stdout, dropped.stderr
-    assert not (tmp_path / "raw" / "_generations" / "000001").exists()
-    assert not (tmp_path / "warehouse" / "hourly_page_views" / "_generations" / "000001").exists()
-    assert PipelineState(LocalStorage(), str(tmp_path / "raw")).pending_plan() is None
-    send(broker.bootstrap, "web.page_views", batch(1))
-    load_and_publish(good, spark)  # scheduled runs go on
-
-
 def test_a_time_resolves_to_the_offsets_a_scan_of_message_timestamps_finds(
     tmp_path: Path, broker: BrokerProcess, spark: Any
 ) -> None:
@@ -284,47 +267,3 @@ def test_a_rewind_into_deleted_offsets_follows_the_policy(tmp_path: Path, spark:
         offsets = raw_offsets(good)
         assert set(offsets.values()) == {1} and len(offsets) == 300
         assert current_rows(good, "hourly_page_views") == before
-
-
-def test_gc_reaches_outputs_on_hdfs_through_the_raw_layers_webhdfs_address(tmp_path: Path) -> None:
-    """The tools run without Spark: outputs on the raw layer's HDFS are listed and deleted over
-    raw.webhdfs_url (outputs have no address of their own). A WebHDFS-compatible server stands in
-    for the NameNode, since HDFS itself cannot run here."""
-    from pipelines.ingest.plan import Plan
-    from pipelines.ingest.state import Manifest
-    from pipelines.replay.gc import collect_garbage
-    from pipelines.storage import storage_for
-    from tests.support.webhdfs_server import WebHdfsServer
-
-    with WebHdfsServer() as server:
-        data = yaml.safe_load(spec_file(tmp_path, "127.0.0.1:1").read_text())
-        data["raw"] = {"path": "hdfs://namenode:8020/raw/page_views", "webhdfs_url": server.url}
-        for output in data["outputs"]:
-            output["path"] = f"hdfs://namenode:8020/warehouse/{output['name']}"
-        path = tmp_path / "hdfs_page_views.yaml"
-        path.write_text(yaml.safe_dump(data, sort_keys=False))
-        spec = load_spec(path)
-        assert spec.webhdfs_url_for(spec.outputs[0].path) == server.url
-        assert spec.webhdfs_url_for("hdfs://othernn:8020/x") is None and spec.webhdfs_url_for("/local") is None
-        for relative in [
-            "raw/page_views/dt=2026-05-04/hour=06/part-0",
-            "raw/page_views/_generations/000001/dt=2026-05-04/hour=06/part-0",
-            *(f"warehouse/{o.name}/dt=2026-05-04/part-0" for o in spec.outputs),
-            *(f"warehouse/{o.name}/_generations/000001/dt=2026-05-04/part-0" for o in spec.outputs),
-        ]:
-            (server.root / relative).parent.mkdir(parents=True, exist_ok=True)
-            (server.root / relative).write_bytes(b"x")
-        storage = storage_for(spec.raw.path, webhdfs_url=server.url)
-        state = PipelineState(storage, spec.raw.path)
-        plan = Plan(spec.name, 1, "replay-1", "now", spec.fingerprint(), (), kind="replay", generation=1)
-        state.commit(Manifest(spec.name, 1, "replay-1", "now", plan, (), (), "a", kind="replay", generation=1))
-        removed = collect_garbage(spec, state)
-        assert sorted(removed) == sorted(
-            [
-                "hdfs://namenode:8020/raw/page_views/dt=2026-05-04",
-                *(f"hdfs://namenode:8020/warehouse/{o.name}/dt=2026-05-04" for o in spec.outputs),
-            ]
-        )
-        for output in spec.outputs:  # generation 1 stays; generation 0's partitions are gone
-            assert (server.root / f"warehouse/{output.name}/_generations/000001/dt=2026-05-04/part-0").exists()
-            assert not (server.root / f"warehouse/{output.name}/dt=2026-05-04").exists()

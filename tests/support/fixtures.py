@@ -55,7 +55,7 @@ def kafka4(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kafka4Process]:
 @pytest.fixture(scope="package")
 def hadoop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HadoopCluster]:
     """A real HDFS (NameNode with WebHDFS, one DataNode) and YARN (ResourceManager, NodeManager),
-    for the tests of one package (only tests/peers uses them): stopped when that package is done,
+    for the tests of one package (only tests/hadoop uses them): stopped when that package is done,
     so their idle JVMs do not slow the rest of the run."""
     with HadoopCluster(Path(tmp_path_factory.mktemp("hadoop")), yarn=True) as cluster:
         yield cluster

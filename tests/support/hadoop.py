@@ -4,7 +4,8 @@ and optionally a real YARN (ResourceManager, one NodeManager), in one JVM on loo
 The launcher is peers/MiniClusters.java. It writes a Hadoop configuration directory
 (``conf_dir``: core-site.xml with ``fs.defaultFS``, hdfs-site.xml, yarn-site.xml) and takes fault
 commands on its stdin: the NameNode stopped, started or restarted (same ports, same namespace), a
-DataNode stopped and started. When its stdin closes (this object stopped, or the test process gone)
+DataNode stopped and started, a YARN container killed; and answers two questions: which files a
+writer holds open, which containers an application runs. When its stdin closes (this object stopped, or the test process gone)
 it shuts everything down.
 """
 
@@ -107,15 +108,31 @@ class HadoopCluster:
             raise PeerError(f"Hadoop mini clusters exited ({code}) while waiting for {what}\n{tail(self.log)}")
         return line
 
-    def command(self, command: str, timeout: float = 120) -> None:
-        """One fault command (``namenode stop|start|restart``, ``datanode stop|start I``); returns
-        once the launcher has carried it out, PeerError if it could not."""
+    def command(self, command: str, timeout: float = 120) -> str:
+        """One command (``namenode stop|start|restart``, ``datanode stop|start I``, ``openfiles PATH``,
+        ``containers APP``, ``container kill ID``); returns once the launcher has carried it out, with
+        its answer ("" for the faults), PeerError if it could not."""
         assert self.process is not None and self.process.stdin is not None, "not started"
         self.process.stdin.write(command.encode() + b"\n")
         self.process.stdin.flush()
         answer = self._next_line(timeout, command)
-        if answer != f"OK {command}":
+        if answer != f"OK {command}" and not answer.startswith(f"OK {command} "):
             raise PeerError(f"Hadoop mini clusters: {answer}")
+        return answer.removeprefix(f"OK {command}").strip()
+
+    def open_files(self, path: str = "/") -> list[str]:
+        """The HDFS paths under ``path`` that some writer holds open (a lease the NameNode keeps)."""
+        found: list[str] = json.loads(self.command(f"openfiles {path}"))
+        return found
+
+    def containers(self, application_id: str) -> list[str]:
+        """The running containers of a YARN application, its ApplicationMaster's left out."""
+        found: list[str] = json.loads(self.command(f"containers {application_id}"))
+        return found
+
+    def kill_container(self, container_id: str) -> None:
+        """Have YARN kill one container (FORCEFUL_SHUTDOWN: SIGKILL from the NodeManager)."""
+        self.command(f"container kill {container_id}")
 
     def stop(self) -> None:
         """Close the launcher's stdin (it shuts the clusters down), then end its process group."""

@@ -1,0 +1,163 @@
+"""Exactly-once on a real HDFS when things break (reliability rows S2, S5, S6).
+
+- The driver killed at every step of the commit protocol (``pipelines run`` in a child process that
+  dies with ``os._exit`` at the crash point), then the retry: the oracle finds every offset once,
+  nothing visible that no manifest lists. The same test on a local disk is the unit tier's
+  (tests/pipelines/test_exactly_once_core.py, every point) and tests/pipelines/test_cli_pipelines.py.
+- The driver and its executors SIGKILLed while they write: HDFS keeps the dead writer's files open
+  (the NameNode holds their leases for up to an hour); the retry commits exactly once beside them and
+  removes them with the dead run's staging.
+- The NameNode restarted in the middle of a load; the only DataNode stopped.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipelines.config.pipeline import load_spec
+from pipelines.ingest.run import PipelineRun
+from pipelines.ingest.state import PipelineState
+from tests.hadoop.on_hdfs import hdfs_directory, move_to_hdfs, webhdfs
+from tests.pipelines.harness import PIPELINES, oracle, produce, run_cli, write_spec
+from tests.support.hadoop import HadoopCluster
+from tests.support.kafkalog import BrokerProcess
+
+pytestmark = pytest.mark.integration
+
+CRASH_POINTS = [
+    "plan.after_store",
+    "load.after_staging",
+    "commit.after_manifest",
+    "publish.after_file@2",
+    "publish.after_files",
+]
+
+
+def _pipeline(tmp_path: Path, broker: BrokerProcess, hadoop: HadoopCluster, name: str, **spec: Any) -> tuple[Path, str]:
+    root = hdfs_directory(hadoop, name)
+    return move_to_hdfs(write_spec(tmp_path, broker.bootstrap, tmp_path / "raw", **spec), hadoop, root), f"{root}/raw"
+
+
+def _small_fetches(broker: BrokerProcess) -> dict[str, Any]:
+    """A source of many small fetches: the load writes for seconds, long enough to interrupt."""
+    return {"bootstrap": broker.bootstrap, "fetch_max_bytes": 1024}
+
+
+@pytest.mark.parametrize("point", CRASH_POINTS)
+def test_the_driver_killed_at_each_commit_step_on_hdfs_then_a_rerun_loads_exactly_once(
+    tmp_path: Path, broker: BrokerProcess, spark: Any, hadoop: HadoopCluster, point: str
+) -> None:
+    produce(broker.bootstrap, "events", 1200)
+    path, raw = _pipeline(tmp_path, broker, hadoop, point.replace("@", "-"))
+    storage = webhdfs(hadoop)
+    crashed = run_cli("run", str(path), "--master", "local[2]", "--quiet", env={"PIPELINES_CRASH_AT": point})
+    assert crashed.returncode == 137, crashed.stderr[-2000:]
+    assert f"dies at {point}" in crashed.stderr
+    state = PipelineState(storage, raw)
+    committed_before = state.committed_seqs()
+    assert committed_before == ([1] if point.startswith(("commit.after", "publish")) else [])
+    result = PipelineRun(load_spec(path), spark).run()
+    assert result.status == ("up-to-date" if committed_before else "committed")
+    totals = oracle(raw, broker.bootstrap, storage=storage)
+    assert totals["rows"] == 1200
+    assert totals["seqs"] == [1]
+    assert storage.list(f"{raw}/_pipeline/staging") == []
+
+
+def test_a_driver_killed_mid_write_leaves_open_files_and_the_rerun_loads_exactly_once(
+    tmp_path: Path, broker: BrokerProcess, spark: Any, hadoop: HadoopCluster
+) -> None:
+    produce(broker.bootstrap, "events", 3000)
+    path, raw = _pipeline(tmp_path, broker, hadoop, "killed", source=_small_fetches(broker))
+    log = tmp_path / "driver.log"
+    with log.open("w") as output:
+        child = subprocess.Popen(
+            [str(PIPELINES), "run", str(path), "--master", "local[2]"],
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    deadline = time.monotonic() + 120
+    while not (writing := [f for f in hadoop.open_files(raw) if f.endswith(".parquet")]):
+        assert child.poll() is None, log.read_text()[-3000:]
+        assert time.monotonic() < deadline, "the load never started writing"
+        time.sleep(0.2)
+    os.killpg(child.pid, signal.SIGKILL)  # the driver, its JVM and the executors' workers, mid-write
+    child.wait(30)
+    assert all("/_pipeline/staging/" in f for f in writing), writing
+    # the dead writer's files stay open: the NameNode keeps its leases (soft limit a minute, hard an hour)
+    assert set(writing) <= set(hadoop.open_files(raw))
+    storage = webhdfs(hadoop)
+    assert PipelineState(storage, raw).committed_seqs() == []
+    result = PipelineRun(load_spec(path), spark).run()
+    assert result.status == "committed"
+    assert oracle(raw, broker.bootstrap, storage=storage)["rows"] == 3000
+    assert hadoop.open_files(raw) == [], "the dead run's open files went with its staging"
+    assert storage.list(f"{raw}/_pipeline/staging") == []
+
+
+def test_a_namenode_restarted_mid_load_then_the_retry_commits_exactly_once(
+    tmp_path: Path, broker: BrokerProcess, spark: Any, hadoop: HadoopCluster
+) -> None:
+    """The run either rides the restart out (Hadoop's client retries) or fails naming the NameNode;
+    either way the next run leaves every offset loaded once."""
+    produce(broker.bootstrap, "events", 3000)
+    path, raw = _pipeline(tmp_path, broker, hadoop, "namenode", source=_small_fetches(broker))
+    log = tmp_path / "driver.log"
+    with log.open("w") as output:
+        child = subprocess.Popen(
+            [str(PIPELINES), "run", str(path), "--master", "local[2]"],
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + 120
+        while not [f for f in hadoop.open_files(raw) if f.endswith(".parquet")]:
+            assert child.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, "the load never started writing"
+            time.sleep(0.2)
+        hadoop.command("namenode restart")
+        code = child.wait(300)
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
+    output_text = log.read_text()
+    if code != 0:
+        assert code == 1, output_text[-3000:]
+        assert "Traceback" not in output_text, output_text[-3000:]
+        error = [line for line in output_text.splitlines() if line.startswith("error:")]
+        assert error and "hdfs://" in error[-1], output_text[-3000:]
+    storage = webhdfs(hadoop)
+    result = PipelineRun(load_spec(path), spark).run()
+    assert result.status == ("up-to-date" if code == 0 else "committed")
+    totals = oracle(raw, broker.bootstrap, storage=storage)
+    assert totals["rows"] == 3000 and totals["seqs"] == [1]
+
+
+def test_with_the_only_datanode_stopped_the_run_fails_clearly_and_the_retry_commits(
+    tmp_path: Path, broker: BrokerProcess, spark: Any, hadoop: HadoopCluster
+) -> None:
+    produce(broker.bootstrap, "events", 400)
+    path, raw = _pipeline(tmp_path, broker, hadoop, "datanode")
+    hadoop.command("datanode stop 0")
+    try:
+        failed = run_cli("run", str(path), "--master", "local[2]")
+    finally:
+        hadoop.command("datanode start 0")
+    assert failed.returncode == 1, failed.stderr[-3000:]
+    assert "Traceback" not in failed.stderr
+    error = [line for line in failed.stderr.splitlines() if line.startswith("error:")]
+    assert error and "minReplication" in error[-1], failed.stderr[-3000:]
+    storage = webhdfs(hadoop)
+    assert PipelineState(storage, raw).committed_seqs() == []
+    result = PipelineRun(load_spec(path), spark).run()
+    assert result.status == "committed"
+    assert oracle(raw, broker.bootstrap, storage=storage)["rows"] == 400
