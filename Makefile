@@ -9,7 +9,7 @@ PYTEST_ARGS ?= --durations=25
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install lint test test-fast bench fuzz demo demo-zk clean native system-deps peers java zookeeper
+.PHONY: install lint test test-fast bench fuzz demo demo-zk demo-hadoop clean native system-deps peers java zookeeper
 
 install: $(INSTALLED) $(NATIVE) system-deps peers
 
@@ -91,6 +91,11 @@ demo: java $(INSTALLED) $(NATIVE)
 
 demo-zk: java $(INSTALLED) $(NATIVE) zookeeper
 	$(BIN)/python -m demo --zookeeper $(DEMO_ARGS)
+
+# The same with the raw layer and the warehouse on a real HDFS and the Spark jobs on a real YARN
+# (Hadoop's mini clusters from Maven Central), ending with a listing of what was written on HDFS.
+demo-hadoop: java $(INSTALLED) $(NATIVE) peers
+	$(BIN)/python -m demo --hadoop $(DEMO_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis kafkalog/record/_speedups*.so

@@ -8,7 +8,10 @@
    message (counted: nothing missing, nothing twice).
 3. Runs the page_views pipeline (conf/pipelines/page_views.yaml, with its source pointed at this
    demo's aggregate in a copy under .cache/demo/conf: load, transforms, expectations, publish) with
-   ``spark-submit jobs/load_warehouse.py`` on local Spark.
+   ``spark-submit jobs/load_warehouse.py`` on local Spark. With ``--hadoop`` (``make demo-hadoop``)
+   the demo also starts a real HDFS and YARN (Hadoop's mini clusters, ``make peers``): the raw layer
+   and the warehouse are on HDFS, the jobs run on YARN with the code shipped as the archive
+   (pipelines.app.ship, C kernels included), and the demo ends with a listing of what it wrote.
 4. Produces the next twenty minutes (and some late events), runs the pipeline again: it loads only
    what is new.
 5. Rewinds to six hours ago and replays (dry run first), and checks that the warehouse tables
@@ -33,12 +36,12 @@ from pathlib import Path
 from typing import Any
 
 import click
-import pyarrow.dataset as ds
 import yaml
 from rich.console import Console
 from rich.table import Table
 
 from demo.activity import DATA_CENTERS, activity
+from demo.hadoop import client_env, launcher_argv, listing, ready_addresses, yarn_submit_conf
 from demo.processes import (
     DemoError,
     Supervisor,
@@ -48,11 +51,14 @@ from demo.processes import (
     zookeeper_argv,
     zookeeper_ready,
 )
+from demo.tables import published_rows
 from kafkalog.client import Admin, Producer, SimpleConsumer
 from kafkalog.errors import KafkalogError
+from pipelines.app.ship import ARCHIVE_NAME, build_archive, submit_options
 from pipelines.config.pipeline import PipelineSpec, load_spec
 from pipelines.errors import PipelineError
 from pipelines.progress import Reporter
+from pipelines.storage import Storage, storage_for
 
 REPO = Path(__file__).resolve().parents[1]
 HOME = Path(".cache/demo")
@@ -82,17 +88,27 @@ class Demo:
     """One demo run: the clusters, what was produced, what the pipeline made of it."""
 
     def __init__(
-        self, supervisor: Supervisor, console: Console, reporter: Reporter, zookeeper: bool, ports: dict[str, int]
+        self,
+        supervisor: Supervisor,
+        console: Console,
+        reporter: Reporter,
+        zookeeper: bool,
+        ports: dict[str, int],
+        hadoop: bool = False,
     ) -> None:
         self.supervisor = supervisor
         self.console = console
         self.reporter = reporter
         self.zookeeper = zookeeper
+        self.hadoop = hadoop
+        self.hadoop_addresses: dict[str, str] = {}
         self.ports = ports
         self.produced: dict[str, int] = dict.fromkeys(DATA_CENTER_NAMES, 0)
-        self.facts: dict[str, Any] = {"mode": "zookeeper" if zookeeper else "embedded", "ports": ports, "runs": []}
+        mode = "zookeeper" if zookeeper else "embedded"
+        self.facts: dict[str, Any] = {"mode": f"{mode}+hadoop" if hadoop else mode, "ports": ports, "runs": []}
         self.pipeline = PIPELINE
         self.env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+        self.ship: list[str] = []
 
     def say(self, text: str) -> None:
         self.console.print(text, highlight=False)
@@ -111,6 +127,8 @@ class Demo:
                 f"port(s) {', '.join(map(str, busy))} on 127.0.0.1 are in use: is another demo running? "
                 "(`ss -ltnp` shows who holds them)"
             )
+        if self.hadoop:
+            self._start_hadoop()
         if self.zookeeper:
             port = self.ports["zookeeper"]
             self.supervisor.start("zookeeper", zookeeper_argv(HOME / "zookeeper", port), zookeeper_ready(port))
@@ -128,6 +146,32 @@ class Demo:
         argv += ["--commit-interval-ms", "1000", "--status-interval-ms", "5000"]
         self.supervisor.start("mirror", argv, (HOME / "mirror-metrics.json").exists, grace=60)
         self.say(f"mirror-maker: {' + '.join(DATA_CENTER_NAMES)} → aggregate ({' '.join(argv[1:6])} ...)")
+
+    def _start_hadoop(self) -> None:
+        """HDFS (NameNode with WebHDFS, one DataNode) and YARN (ResourceManager, one NodeManager)."""
+        base = (HOME / "hadoop").resolve()
+        log = HOME / "logs" / "hadoop.log"
+
+        def ready() -> bool:
+            found = ready_addresses(log.read_text(errors="replace")) if log.exists() else None
+            if found is not None:
+                self.hadoop_addresses = found
+            return found is not None
+
+        # cwd: MiniYARNCluster keeps its work directories under ./target
+        argv = launcher_argv(base, yarn=True, nodemanager_memory_mb=4096)
+        self.supervisor.start("hadoop", argv, ready, timeout=180, grace=60, cwd=base, hold_stdin=True)
+        self.env.update(client_env(Path(self.hadoop_addresses["conf_dir"])))
+        self.env["PYTHONPATH"] = str(REPO)  # the driver's own Python workers plan the source: they need our code
+        archive = build_archive(HOME / "dist" / ARCHIVE_NAME)
+        self.ship = submit_options(archive.parent, archive=True)
+        for key, value in yarn_submit_conf().items():
+            self.ship += ["--conf", f"{key}={value}"]
+        self.say(
+            f"HDFS: NameNode {self.hadoop_addresses['hdfs']} (WebHDFS {self.hadoop_addresses['webhdfs']}); "
+            f"YARN: ResourceManager {self.hadoop_addresses['resourcemanager']}; Hadoop's configuration in "
+            f"{self.hadoop_addresses['conf_dir']}; executors get the code as {archive}"
+        )
 
     def _start_broker(self, name: str, port: int) -> None:
         config = {
@@ -167,6 +211,16 @@ class Demo:
         """The pipeline file, copied under .cache/demo/conf with its source set to this demo's
         aggregate: its brokers (the port of this run), or with ``--zookeeper`` its ZooKeeper chroot."""
         data = yaml.safe_load(PIPELINE.read_text())
+        if self.hadoop:
+            root = f"{self.hadoop_addresses['hdfs']}/demo"
+            data["raw"] = {
+                **data["raw"],
+                "path": f"{root}/page_views/raw",
+                "webhdfs_url": self.hadoop_addresses["webhdfs"],
+            }
+            for output in data["outputs"]:
+                output["path"] = f"{root}/warehouse/{output['name']}"
+            self.say(f"raw layer and warehouse on HDFS under {root}")
         if self.zookeeper:
             data["source"] = {"zookeeper": f"127.0.0.1:{self.ports['zookeeper']}/aggregate"}
             how = f"zookeeper 127.0.0.1:{self.ports['zookeeper']}/aggregate"
@@ -241,13 +295,15 @@ class Demo:
     # ------------------------------------------------------------------ the pipeline
 
     def spark_submit(self, *args: str) -> None:
+        master = ["--master", "yarn", "--deploy-mode", "client"] if self.hadoop else ["--master", "local[2]"]
         command = [
-            _tool("spark-submit"), "--master", "local[2]",
+            _tool("spark-submit"), *master, *self.ship,
             "--conf", "spark.ui.enabled=false", "--conf", "spark.ui.showConsoleProgress=false",
             "--conf", "spark.log.level=WARN", "--conf", "spark.driver.host=127.0.0.1",
             "jobs/load_warehouse.py", "--pipeline", str(self.pipeline), *args,
         ]  # fmt: skip
-        self.say(f"[dim]$ spark-submit --master local[2] jobs/load_warehouse.py --pipeline {self.pipeline} "
+        shipped = " --archives .cache/demo/dist/pipelines-code.tar.gz#pipelines_code ..." if self.hadoop else ""
+        self.say(f"[dim]$ spark-submit {' '.join(master)}{shipped} jobs/load_warehouse.py --pipeline {self.pipeline} "
                  f"{' '.join(args)}[/dim]")  # fmt: skip
         code = subprocess.call(command, env=self.env)
         if code != 0:
@@ -259,9 +315,15 @@ class Demo:
             raise DemoError(f"pipelines {' '.join(args)} exited with {done.returncode}: {done.stderr.strip()}")
         return done.stdout
 
+    def storage(self, path: str) -> Storage:
+        """Local files, or HDFS through WebHDFS (the way the tools reach it)."""
+        return storage_for(path, webhdfs_url=self.hadoop_addresses.get("webhdfs"))
+
     def latest_report(self, spec: PipelineSpec) -> dict[str, Any]:
         report: dict[str, Any] = json.loads(self.pipelines("report", str(self.pipeline), "--json"))
-        html = sorted(Path(spec.raw.path, "_pipeline", "reports").glob("*.html"))[-1]
+        raw = self.raw_path()
+        reports = self.storage(raw).list(f"{raw}/_pipeline/reports")
+        html = [entry.path for entry in reports if entry.name.endswith(".html")][-1]
         self.facts["runs"].append(
             {
                 "seq": report["run"]["seq"],
@@ -270,10 +332,19 @@ class Demo:
                 "rows": report["totals"]["rows"],
                 "quarantined": report["totals"]["quarantined"],
                 "outputs": {o["name"]: o["status"] for o in report["outputs"]},
-                "report": str(html.resolve()),
+                "report": _shown(html),
             }
         )
         return report
+
+    def raw_path(self) -> str:
+        return self.pipelines("location", str(self.pipeline)).strip()
+
+    def table_rows(self, path: str) -> list[tuple[Any, ...]]:
+        """Every row of a published table, sorted (hive partition columns read as strings)."""
+        rows = published_rows(self.storage(path), path)
+        columns = sorted(rows[0]) if rows else []
+        return sorted(tuple(str(row[c]) for c in columns) for row in rows)
 
     def show_run(self, report: dict[str, Any]) -> None:
         totals, run = report["totals"], report["run"]
@@ -284,12 +355,9 @@ class Demo:
         )
 
 
-def table_rows(path: str) -> list[tuple[Any, ...]]:
-    """Every row of a published table, sorted (hive partition columns read as strings)."""
-    dataset = ds.dataset(path, format="parquet", partitioning="hive", ignore_prefixes=["_", "."])
-    table = dataset.to_table()
-    columns = sorted(table.column_names)
-    return sorted(tuple(str(row[c]) for c in columns) for row in table.to_pylist())
+def _shown(path: str) -> str:
+    """A path as the summary shows it: absolute if local, the URL as it is otherwise."""
+    return path if "://" in path else str(Path(path).resolve())
 
 
 def story(demo: Demo, spec: PipelineSpec, events: int) -> None:
@@ -316,7 +384,7 @@ def story(demo: Demo, spec: PipelineSpec, events: int) -> None:
 
     demo.step("5. rewind to six hours ago and replay")
     tables = {o.name: demo.pipelines("location", str(demo.pipeline), "--output", o.name).strip() for o in spec.outputs}
-    before = {name: table_rows(path) for name, path in tables.items()}
+    before = {name: demo.table_rows(path) for name, path in tables.items()}
     rewind_to = (now - timedelta(hours=6)).strftime("%Y-%m-%dT%H:%M:%SZ")
     demo.say(f"[dim]$ pipelines rewind {demo.pipeline} --to-time {rewind_to} --dry-run[/dim]")
     demo.say(demo.pipelines("rewind", str(demo.pipeline), "--to-time", rewind_to, "--dry-run").rstrip())
@@ -325,7 +393,7 @@ def story(demo: Demo, spec: PipelineSpec, events: int) -> None:
     after_tables = {
         o.name: demo.pipelines("location", str(demo.pipeline), "--output", o.name).strip() for o in spec.outputs
     }
-    same = {name: table_rows(after_tables[name]) == before[name] for name in before}
+    same = {name: demo.table_rows(after_tables[name]) == before[name] for name in before}
     if not all(same.values()):
         raise DemoError(f"after the replay, these tables differ from before: {[n for n, s in same.items() if not s]}")
     demo.say("after the replay every warehouse table holds exactly the rows it held before: none lost, none twice")
@@ -335,11 +403,17 @@ def story(demo: Demo, spec: PipelineSpec, events: int) -> None:
         "rows": {name: len(rows) for name, rows in before.items()},
     }
     demo.facts["tables"] = {
-        name: {"path": str(Path(path).resolve()), "rows": len(before[name])} for name, path in after_tables.items()
+        name: {"path": _shown(path), "rows": len(before[name])} for name, path in after_tables.items()
     }
-    raw = demo.pipelines("location", str(demo.pipeline)).strip()
-    demo.facts["raw"] = str(Path(raw).resolve())
-    demo.facts["raw_rows"] = ds.dataset(raw, format="parquet", ignore_prefixes=["_", "."]).count_rows()
+    raw = demo.raw_path()
+    demo.facts["raw"] = _shown(raw)
+    demo.facts["raw_rows"] = len(published_rows(demo.storage(raw), raw))
+    if demo.hadoop:
+        root = f"{demo.hadoop_addresses['hdfs']}/demo"
+        demo.step("what the demo wrote on HDFS (hdfs dfs -ls, two levels)")
+        lines = listing(demo.storage(root), root, depth=3)
+        demo.say("\n".join(line for line in lines if "/_pipeline/" not in line or line.endswith("/_pipeline")))
+        demo.facts["hdfs"] = {"root": root, "entries": len(lines)}
 
 
 def summary(demo: Demo, started: float) -> None:
@@ -372,6 +446,11 @@ def summary(demo: Demo, started: float) -> None:
 
 @click.command()
 @click.option("--zookeeper", is_flag=True, help="Register the clusters in a ZooKeeper the demo starts.")
+@click.option(
+    "--hadoop",
+    is_flag=True,
+    help="Put the raw layer and warehouse on a real HDFS and run the jobs on YARN (Hadoop's mini clusters).",
+)
 @click.option("--events", default=30_000, show_default=True, help="Page views per data center for the day.")
 @click.option(
     "--port-base",
@@ -379,7 +458,7 @@ def summary(demo: Demo, started: float) -> None:
     default=None,
     help="Listen on this port and the three after it (aggregate, us-east, eu-west, ZooKeeper) instead of free ports.",
 )
-def main(zookeeper: bool, events: int, port_base: int | None) -> None:
+def main(zookeeper: bool, hadoop: bool, events: int, port_base: int | None) -> None:
     """Run the whole deployment on this machine: clusters, mirror, pipeline, replay, report."""
     started = time.monotonic()
     os.chdir(REPO)  # the pipeline file's paths are relative to the repository
@@ -394,7 +473,7 @@ def main(zookeeper: bool, events: int, port_base: int | None) -> None:
         spec = load_spec(PIPELINE)
         with Supervisor(HOME / "logs") as supervisor:
             reporter = Reporter(console=console, interval=5)
-            demo = Demo(supervisor, console, reporter, zookeeper, pick_ports(port_base))
+            demo = Demo(supervisor, console, reporter, zookeeper, pick_ports(port_base), hadoop)
             story(demo, spec, events)
             summary(demo, started)
     except (PipelineError, KafkalogError) as exc:

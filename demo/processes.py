@@ -98,12 +98,29 @@ class Supervisor:
             signal.signal(signal.SIGTERM, self._previous_sigterm)  # type: ignore[arg-type]
 
     def start(
-        self, name: str, argv: list[str], ready: Callable[[], bool], *, timeout: float = 60, grace: float = 30
+        self,
+        name: str,
+        argv: list[str],
+        ready: Callable[[], bool],
+        *,
+        timeout: float = 60,
+        grace: float = 30,
+        cwd: Path | None = None,
+        hold_stdin: bool = False,
     ) -> Child:
-        """Start ``argv`` (output to ``<logs>/<name>.log``) and wait until ``ready()`` says so."""
+        """Start ``argv`` (output to ``<logs>/<name>.log``) and wait until ``ready()`` says so.
+        ``hold_stdin``: give it a pipe as stdin, open until it is stopped (a child that exits when
+        its stdin closes then cannot outlive the demo)."""
         log = self.logs / f"{name}.log"
         with log.open("ab") as sink:
-            process = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+            process = subprocess.Popen(
+                argv,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.PIPE if hold_stdin else None,
+                cwd=cwd,
+                start_new_session=True,
+            )
         child = Child(name, process, log, grace)
         self.children.append(child)
         deadline = time.monotonic() + timeout

@@ -221,10 +221,16 @@ class Replay:
                     self.storage.copy(source, target)
                     kept.append(replace(item, staged=new, path=new))
                     continue
-                table = pq.read_table(io.BytesIO(self.storage.read_bytes(source)))
+                original = pq.ParquetFile(io.BytesIO(self.storage.read_bytes(source)))
+                table = original.read()
                 table = table.filter(pc.less(table["offset"], limit))
+                # Spark's writer stores timestamps as INT96, which Arrow reads as naive nanoseconds:
+                # written back as such, Spark could no longer read the column. Keep the file's form.
+                int96 = any(column.physical_type == "INT96" for column in original.schema)
                 buffer = io.BytesIO()
-                pq.write_table(table, buffer, compression=self.spec.raw.compression)
+                pq.write_table(
+                    table, buffer, compression=self.spec.raw.compression, use_deprecated_int96_timestamps=int96
+                )
                 self.storage.write_new(target, buffer.getvalue())
                 offsets = table["offset"]
                 kept.append(

@@ -85,10 +85,12 @@ class HadoopStorage(Storage):
     def list(self, path: str) -> list[FileStatus]:
         p = self._path(path)
 
-        def listing() -> list[FileStatus]:
+        def listing() -> list[FileStatus] | None:
             fs = self._fs(p)
             if not fs.exists(p):
                 return []
+            if not fs.getFileStatus(p).isDirectory():
+                return None  # listStatus would list the file as its own only entry, at <path>/<name>
             prefix = path.rstrip("/")
             out = []
             for status in fs.listStatus(p):
@@ -96,7 +98,9 @@ class HadoopStorage(Storage):
                 out.append(FileStatus(f"{prefix}/{name}", name, bool(status.isDirectory()), int(status.getLen())))
             return sorted(out, key=lambda f: f.name)
 
-        result: list[FileStatus] = self._call("listing", path, listing)
+        result: list[FileStatus] | None = self._call("listing", path, listing)
+        if result is None:
+            raise StorageError(f"listing {path} failed: it is a file, not a directory")
         return result
 
     def delete(self, path: str, *, recursive: bool = False) -> bool:

@@ -35,25 +35,41 @@ _READ_CHUNK = 1 << 20
 
 
 def _cause(exc: BaseException) -> str:
-    """The Java exception name and message WebHDFS sent, or the client-side error."""
-    if isinstance(exc, HdfsError) and exc.exception:
-        return f"{exc.exception}: {exc.message}"
+    """The Java exception name and message WebHDFS sent, or the client-side error.
+
+    Only the message's first line: a DataNode's refusal (of CREATE, OPEN) carries the NameNode's Java
+    stack trace after it. A server that is not WebHDFS answers with a body the package keeps as bytes."""
+    if isinstance(exc, HdfsError):
+        message = exc.message.decode(errors="replace") if isinstance(exc.message, bytes) else str(exc.message)
+        first = message.strip().partition("\n")[0].strip()
+        return f"{exc.exception}: {first}" if exc.exception else first or type(exc).__name__
     return str(exc) or type(exc).__name__
 
 
-@contextmanager
-def _failures(action: str) -> Iterator[None]:
-    """Turn the errors of the ``hdfs`` package into StorageError("<action> failed: <cause>").
+def _is_http_address(address: str) -> bool:
+    """``address`` is http(s)://host[:port]: a request to it could reach a server (a missing host, or
+    a port that is not a number below 65536, would only fail at the first request)."""
+    try:
+        parts = urlsplit(address)
+        return parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port != 0
+    except ValueError:  # urlsplit's port: not a number, or out of range
+        return False
 
-    ``action`` names the operation and its path(s). requests' exceptions (connection refused, timeouts,
-    a body cut short) derive from OSError, so catching OSError covers them without importing requests.
+
+@contextmanager
+def _failures(action: str, webhdfs_url: str) -> Iterator[None]:
+    """Turn the errors of the ``hdfs`` package into StorageError("<action> failed: <cause> (WebHDFS at
+    <webhdfs_url>)").
+
+    ``action`` names the operation and its path(s); ``webhdfs_url`` the address(es) asked, since a dead
+    or wrong one (not a NameNode's WebHDFS) is the mistake to fix and the cause alone does not name it.
+    requests' exceptions (connection refused, timeouts, a body cut short) derive from OSError, so
+    catching OSError covers them without importing requests.
     """
     try:
         yield
-    except HdfsError as exc:
-        raise StorageError(f"{action} failed: {_cause(exc)}") from exc
-    except OSError as exc:
-        raise StorageError(f"{action} failed: {_cause(exc)}") from exc
+    except (HdfsError, OSError) as exc:
+        raise StorageError(f"{action} failed: {_cause(exc)} (WebHDFS at {webhdfs_url})") from exc
 
 
 class WebHdfsStorage(Storage):
@@ -78,8 +94,11 @@ class WebHdfsStorage(Storage):
         self.webhdfs_url = webhdfs_url
         self.prefix = prefix.rstrip("/")
         for address in webhdfs_url.split(";"):
-            if urlsplit(address).scheme not in ("http", "https"):
-                raise StorageError(f"{prefix}: WebHDFS address {address!r} is not an http:// or https:// URL")
+            if not _is_http_address(address):
+                raise StorageError(
+                    f"{prefix}: WebHDFS address {address!r} is not an http:// or https:// URL of a host "
+                    "(http://namenode:9870)"
+                )
         try:
             self._client: Any = hdfs.InsecureClient(webhdfs_url, user=user, timeout=timeout)
         except (KeyError, OSError) as exc:  # getpass.getuser() finds no name for this uid
@@ -137,7 +156,7 @@ class WebHdfsStorage(Storage):
 
     def exists(self, path: str) -> bool:
         hdfs_path = self._hdfs_path(path)
-        with _failures(f"checking {path}"):
+        with _failures(f"checking {path}", self.webhdfs_url):
             try:
                 self._client.status(hdfs_path)
             except HdfsError as exc:
@@ -150,7 +169,10 @@ class WebHdfsStorage(Storage):
         hdfs_path = self._hdfs_path(path)
         # A chunk size makes the package read through requests' iter_content, which reports a body cut
         # short as a requests error; its raw stream would raise urllib3's own exceptions instead.
-        with _failures(f"reading {path}"), self._client.read(hdfs_path, chunk_size=_READ_CHUNK) as chunks:
+        with (
+            _failures(f"reading {path}", self.webhdfs_url),
+            self._client.read(hdfs_path, chunk_size=_READ_CHUNK) as chunks,
+        ):
             return b"".join(chunks)
 
     def write_bytes(self, path: str, data: bytes) -> None:
@@ -163,7 +185,7 @@ class WebHdfsStorage(Storage):
         is someone else's. Publish with ``write_new`` so a partial file is only ever a temporary one.
         """
         hdfs_path = self._hdfs_path(path)
-        with _failures(f"creating {path}"):
+        with _failures(f"creating {path}", self.webhdfs_url):
             try:
                 self._client.write(hdfs_path, data=data, overwrite=False)
             except HdfsError as exc:
@@ -187,20 +209,25 @@ class WebHdfsStorage(Storage):
         if not self.exists(src):
             return False
         parent = target.rpartition("/")[0] or "/"
-        with _failures(f"renaming {src} to {dst}: creating {parent}"):
+        with _failures(f"renaming {src} to {dst}: creating {parent}", self.webhdfs_url):
             self._client.makedirs(parent)
         return self._rename_once(src, dst, source, target) is True  # None: the source went away meanwhile
 
     def _rename_once(self, src: str, dst: str, source: str, target: str) -> bool | None:
         """One RENAME with renameoptions=NONE: True (moved), False (``dst`` exists), or None (the source
         or the destination's parent is missing, or a server without rename options refused)."""
-        with _failures(f"renaming {src} to {dst}"):
+        with _failures(f"renaming {src} to {dst}", self.webhdfs_url):
             try:
                 # The raw endpoint, not Client.rename: that one sends no rename options and raises a bare
                 # HdfsError("Unable to rename ...") for a false answer, indistinguishable from a failure.
                 response = self._client._rename(source, destination=target, renameoptions="NONE")
             except HdfsError as exc:
                 if exc.exception == "FileAlreadyExistsException":  # also "source and destination are the same"
+                    return False
+                if exc.exception == "IOException" and self.exists(dst):
+                    # rename2 checks an existing destination's kind before refusing it for existing: a file
+                    # onto a directory, or a directory onto a file, is IOException("Source ... and
+                    # destination ... must both be directories"). dst exists all the same: a refusal.
                     return False
                 if exc.exception == "FileNotFoundException":
                     return None
@@ -218,7 +245,7 @@ class WebHdfsStorage(Storage):
 
     def list(self, path: str) -> list[FileStatus]:
         hdfs_path = self._hdfs_path(path)
-        with _failures(f"listing {path}"):
+        with _failures(f"listing {path}", self.webhdfs_url):
             try:
                 entries = self._client.list(hdfs_path, status=True)
             except HdfsError as exc:
@@ -236,7 +263,7 @@ class WebHdfsStorage(Storage):
 
     def delete(self, path: str, *, recursive: bool = False) -> bool:
         hdfs_path = self._hdfs_path(path)
-        with _failures(f"deleting {path}"):
+        with _failures(f"deleting {path}", self.webhdfs_url):
             # skip_trash (the default) deletes for good, as the local storage does; a non-empty
             # directory without recursive is refused by HDFS (PathIsNotEmptyDirectoryException).
             return bool(self._client.delete(hdfs_path, recursive=recursive))

@@ -14,10 +14,9 @@ import itertools
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import yaml
 
+from demo.tables import published_rows
 from pipelines.storage.webhdfs import WebHdfsStorage
 from tests.support.hadoop import HadoopCluster
 
@@ -47,15 +46,5 @@ def webhdfs(hadoop: HadoopCluster) -> WebHdfsStorage:
 
 
 def table_rows(storage: WebHdfsStorage, path: str) -> list[dict[str, Any]]:
-    """Every row of a table published at ``path`` (Hive partitions ``k=v`` as string columns),
-    ignoring ``_`` and ``.`` directories and files: what a reader of the table's root sees."""
-    rows: list[dict[str, Any]] = []
-    root = path.rstrip("/")
-    for item in storage.walk_files(root):
-        relative = item.path[len(root) + 1 :].split("/")
-        if any(part.startswith(("_", ".")) for part in relative) or not item.name.endswith(".parquet"):
-            continue
-        partitions = dict(part.split("=", 1) for part in relative[:-1])
-        for row in pq.read_table(pa.BufferReader(storage.read_bytes(item.path))).to_pylist():
-            rows.append({**row, **partitions})
-    return rows
+    """Every row of a table published at ``path``, as a reader of its root sees it (demo.tables)."""
+    return published_rows(storage, path)

@@ -5,8 +5,9 @@ The launcher is peers/MiniClusters.java. It writes a Hadoop configuration direct
 (``conf_dir``: core-site.xml with ``fs.defaultFS``, hdfs-site.xml, yarn-site.xml) and takes fault
 commands on its stdin: the NameNode stopped, started or restarted (same ports, same namespace), a
 DataNode stopped and started, a YARN container killed; and answers two questions: which files a
-writer holds open, which containers an application runs. When its stdin closes (this object stopped, or the test process gone)
-it shuts everything down.
+writer holds open, which containers an application runs. When its stdin closes (this object
+stopped, or the test process gone) it shuts everything down. The launcher's command line and the
+client settings are demo.hadoop's, shared with ``make demo-hadoop``.
 """
 
 from __future__ import annotations
@@ -16,25 +17,13 @@ import json
 import os
 import queue
 import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import IO
 
-import pyspark
-
-from tests.support.installed import HADOOP_LAUNCHER, HADOOP_LIBS, classpath, java_home, require
+from demo.hadoop import client_env, launcher_argv, yarn_submit_conf
+from tests.support.installed import HADOOP_LAUNCHER, java_home, require
 from tests.support.processes import PeerError, spawn, stop_group, tail
-
-SPARK_HOME = Path(pyspark.__file__).resolve().parent
-# The daemons' own log (stderr, into hadoop.log): warnings and errors, with times.
-LOG4J = """\
-log4j.rootLogger=WARN, err
-log4j.appender.err=org.apache.log4j.ConsoleAppender
-log4j.appender.err.target=System.err
-log4j.appender.err.layout=org.apache.log4j.PatternLayout
-log4j.appender.err.layout.ConversionPattern=%d{ISO8601} %p %c{1}: %m%n
-"""
 
 
 class HadoopCluster:
@@ -69,17 +58,9 @@ class HadoopCluster:
         return Path(self.addresses["conf_dir"])
 
     def start(self, timeout: float = 180) -> HadoopCluster:
-        self.root.mkdir(parents=True, exist_ok=True)
-        log4j = self.root / "log4j.properties"
-        log4j.write_text(LOG4J)
-        argv = [
-            "java", "-Xmx1g", "-Djava.net.preferIPv4Stack=true", f"-Dlog4j.configuration=file:{log4j}",
-            "-cp", classpath(HADOOP_LAUNCHER, HADOOP_LIBS), "MiniClusters",
-            "--base", str(self.root), "--datanodes", str(self.datanodes),
-            "--nm-memory-mb", str(self.nodemanager_memory_mb),
-        ]  # fmt: skip
-        if self.yarn:
-            argv.append("--yarn")
+        argv = launcher_argv(
+            self.root, yarn=self.yarn, datanodes=self.datanodes, nodemanager_memory_mb=self.nodemanager_memory_mb
+        )
         env = {**os.environ, "JAVA_HOME": str(java_home())}
         # cwd: MiniYARNCluster keeps its work directories under ./target
         self.process = spawn(argv, log=self.log, env=env, cwd=self.root, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
@@ -148,31 +129,12 @@ class HadoopCluster:
             self.process.stdout.close()
 
     def client_env(self) -> dict[str, str]:
-        """Environment for Hadoop clients and spark-submit against these clusters."""
-        return {
-            "HADOOP_CONF_DIR": str(self.conf_dir),
-            "JAVA_HOME": str(java_home()),
-            "SPARK_LOCAL_IP": "127.0.0.1",
-            "PYSPARK_PYTHON": sys.executable,
-            "SPARK_HOME": str(SPARK_HOME),
-            # pyspark from pip has no python/lib/pyspark.zip to ship to YARN containers: they run
-            # this interpreter, which imports pyspark from its own site-packages (local: = in place)
-            "PYSPARK_ARCHIVES_PATH": f"local:{SPARK_HOME.parent}",
-        }
+        """Environment for Hadoop clients and spark-submit against these clusters (demo.hadoop's)."""
+        return client_env(self.conf_dir)
 
     def yarn_submit_conf(self) -> dict[str, str]:
-        """``--conf`` settings for ``spark-submit --master yarn`` on this machine: the containers use
-        the installed pyspark's jars in place (``local:``, nothing uploaded) and this interpreter."""
-        return {
-            "spark.yarn.jars": f"local:{SPARK_HOME}/jars/*",
-            "spark.yarn.am.memory": "512m",
-            "spark.executor.memory": "512m",
-            "spark.executor.instances": "1",
-            "spark.driver.host": "127.0.0.1",
-            "spark.ui.enabled": "false",
-            "spark.yarn.appMasterEnv.PYSPARK_PYTHON": sys.executable,
-            "spark.executorEnv.PYSPARK_PYTHON": sys.executable,
-        }
+        """``--conf`` settings for ``spark-submit --master yarn`` on this machine (demo.hadoop's)."""
+        return yarn_submit_conf()
 
     def __enter__(self) -> HadoopCluster:
         return self.start()

@@ -1,28 +1,26 @@
-"""A WebHDFS server for tests: the namenode's REST API over a local directory.
+"""A WebHDFS gateway for tests that ignores RENAME's ``renameoptions``: the one fault of a WebHDFS
+server that the real NameNode (Hadoop's MiniDFSCluster, tests/hadoop) cannot produce, since Hadoop 3's
+WebHDFS always honours the parameter. A gateway that drops it (HttpFS, say) serves the plain RENAME,
+``FileSystem.rename``, where WebHdfsStorage asked for ``rename2``. Everything else WebHdfsStorage
+relies on is asked of the real NameNode (tests/hadoop/test_storage_on_hdfs.py); this server keeps just
+enough of the REST API over a local directory for a storage to work through it, as a NameNode does:
 
-No real HDFS can run here (no JVM, no Hadoop), so this server implements the WebHDFS REST semantics
-our code depends on, as Hadoop's WebHDFS documentation and its namenode and datanode handlers define
-them:
-
-* CREATE is two requests. The namenode answers the first PUT with 307 and a Location (a datanode URL;
-  here this same server with ``datanode=true``), without looking at the namespace; the second PUT,
-  with the data, creates the file and its parents, and is refused when the path exists and
-  overwrite is false (403 FileAlreadyExistsException; always for an existing directory).
-* OPEN is also redirected to a datanode (307), after the namenode checked that the path is a file
-  (404 FileNotFoundException otherwise); the datanode answers 200 with the bytes (offset, length).
+* CREATE is two requests. The first PUT is answered 307 with a Location (a datanode URL; here this
+  same server with ``datanode=true``), without looking at the namespace; the second PUT, with the
+  data, creates the file and its parents, and is refused when the path exists and overwrite is false
+  (403 FileAlreadyExistsException; always for an existing directory).
+* OPEN is also redirected (307) after checking that the path is a file (404 FileNotFoundException
+  otherwise); the datanode step answers 200 with the bytes (offset, length).
 * GETFILESTATUS, LISTSTATUS (404 when missing; a file lists as itself with an empty pathSuffix),
   MKDIRS ({"boolean": true}), DELETE (recursive flag; {"boolean": false} when missing; 403
   PathIsNotEmptyDirectoryException for a non-empty directory without it).
-* RENAME without ``renameoptions`` is ``FileSystem.rename``: when the destination is an existing
-  directory the source moves *into* it; otherwise {"boolean": false}, with nothing changed, when the
-  source is missing, the (final) destination exists, its parent is missing, or it lies under the
-  source. RENAME with ``renameoptions=NONE`` is ``rename2``: never into a directory, never over
-  anything; 200 with an empty body, or 403 FileAlreadyExistsException / 404 FileNotFoundException
-  (missing source, missing destination parent) / 403 ParentNotDirectoryException / 403 IOException.
+* RENAME, whatever its ``renameoptions``, is ``FileSystem.rename``: when the destination is an
+  existing directory the source moves *into* it; otherwise {"boolean": false}, with nothing changed,
+  when the source is missing, the (final) destination exists, its parent is missing, or it lies under
+  the source; 403 ParentNotDirectoryException when an ancestor of the destination is a file.
 
 Errors are ``{"RemoteException": {"exception", "javaClassName", "message"}}`` with the status codes
-Hadoop's exception handlers use. Namespace operations hold one lock, as the namenode's do. Tests can
-make the next request of an operation fail (``fail_next``) and see every request (``requests``).
+Hadoop's exception handlers use. Namespace operations hold one lock, as the NameNode's do.
 """
 
 from __future__ import annotations
@@ -33,7 +31,6 @@ import posixpath
 import shutil
 import tempfile
 import threading
-from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -45,14 +42,10 @@ PREFIX = "/webhdfs/v1"
 
 _JAVA_CLASSES = {
     "FileNotFoundException": "java.io.FileNotFoundException",
-    "IOException": "java.io.IOException",
     "IllegalArgumentException": "java.lang.IllegalArgumentException",
     "FileAlreadyExistsException": "org.apache.hadoop.fs.FileAlreadyExistsException",
     "ParentNotDirectoryException": "org.apache.hadoop.fs.ParentNotDirectoryException",
     "PathIsNotEmptyDirectoryException": "org.apache.hadoop.fs.PathIsNotEmptyDirectoryException",
-    "AccessControlException": "org.apache.hadoop.security.AccessControlException",
-    "RetriableException": "org.apache.hadoop.ipc.RetriableException",
-    "StandbyException": "org.apache.hadoop.ipc.StandbyException",
 }
 
 
@@ -81,16 +74,6 @@ def _forbidden(exception: str, message: str) -> RemoteError:
 
 def _bad_request(message: str) -> RemoteError:
     return RemoteError(HTTPStatus.BAD_REQUEST, "IllegalArgumentException", message)
-
-
-@dataclass(frozen=True)
-class Request:
-    """One request the server answered (``datanode``: the second step of CREATE or OPEN)."""
-
-    method: str
-    op: str
-    path: str
-    datanode: bool
 
 
 class Namespace:
@@ -139,13 +122,9 @@ class _Server(ThreadingHTTPServer):
     # Clients keep connections alive; closing the server must not wait for them to hang up.
     block_on_close = False
 
-    def __init__(self, namespace: Namespace, *, rename_options: bool) -> None:
+    def __init__(self, namespace: Namespace) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.namespace = namespace
-        self.rename_options = rename_options
-        self.requests: list[Request] = []
-        self.failures: dict[str, RemoteError] = {}
-        self.guard = threading.Lock()
 
     @property
     def url(self) -> str:
@@ -193,12 +172,6 @@ class _Handler(BaseHTTPRequestHandler):
             if not url.path.startswith(PREFIX):
                 raise RemoteError(HTTPStatus.NOT_FOUND, "IllegalArgumentException", f"{url.path}: not under {PREFIX}")
             hdfs_path = unquote(url.path[len(PREFIX) :]) or "/"
-            datanode = params.get("datanode") == "true"
-            with self.server.guard:
-                self.server.requests.append(Request(method, op, hdfs_path, datanode))
-                failure = self.server.failures.pop(op, None)
-            if failure is not None:
-                raise failure
             handler = getattr(self, f"_{method.lower()}_{op.lower()}", None)
             if handler is None:
                 raise _bad_request(f'Invalid value for webhdfs parameter "op": {method} {op or "(none)"}')
@@ -248,9 +221,6 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 statuses = [ns.status(local, "")]
         self._json(HTTPStatus.OK, {"FileStatuses": {"FileStatus": statuses}})
-
-    def _get_gethomedirectory(self, hdfs_path: str, params: dict[str, str], body: bytes) -> None:
-        self._json(HTTPStatus.OK, {"Path": f"/user/{params.get('user.name', 'hdfs')}"})
 
     def _get_open(self, hdfs_path: str, params: dict[str, str], body: bytes) -> None:
         ns = self.server.namespace
@@ -305,25 +275,16 @@ class _Handler(BaseHTTPRequestHandler):
         destination = params.get("destination", "")
         if not destination.startswith("/"):
             raise _bad_request(f"Invalid parameter value: destination = {destination!r} is not an absolute path")
-        options = {option.strip().upper() for option in params.get("renameoptions", "").split(",") if option.strip()}
-        if not self.server.rename_options:
-            options = set()  # a server that ignores the parameter (HttpFS, say)
+        # renameoptions is ignored: the fault this server exists for
         ns = self.server.namespace
-        src, dst = posixpath.normpath(hdfs_path), posixpath.normpath(destination)
-        if not options:
-            with ns.lock:
-                moved = self._rename(ns, src, dst)
-            self._json(HTTPStatus.OK, {"boolean": moved})
-            return
-        if options != {"NONE"}:
-            raise _bad_request(f"renameoptions {sorted(options)}: this test server implements NONE only")
         with ns.lock:
-            self._rename2(ns, src, dst)
-        self._send(HTTPStatus.OK, b"", "application/octet-stream")
+            moved = self._rename(ns, posixpath.normpath(hdfs_path), posixpath.normpath(destination))
+        self._json(HTTPStatus.OK, {"boolean": moved})
 
     @staticmethod
     def _rename(ns: Namespace, src: str, dst: str) -> bool:
-        """FileSystem.rename (FSDirRenameOp.renameTo without options): False for every refusal."""
+        """FileSystem.rename (FSDirRenameOp.renameTo without options): False for every refusal but a
+        file among the destination's ancestors, which the NameNode reports as an exception."""
         source, target = ns.local(src), ns.local(dst)
         if src == "/" or not source.exists():
             return False
@@ -332,31 +293,13 @@ class _Handler(BaseHTTPRequestHandler):
             target = ns.local(dst)
         if dst == src:
             return True
-        if dst.startswith(src + "/") or target.exists() or not target.parent.is_dir():
+        if dst.startswith(src + "/") or target.exists():
+            return False
+        ns.check_parents(target, dst)
+        if not target.parent.is_dir():
             return False
         source.rename(target)
         return True
-
-    @staticmethod
-    def _rename2(ns: Namespace, src: str, dst: str) -> None:
-        """ClientProtocol.rename2 with Options.Rename.NONE: an exception for every refusal."""
-        source, target = ns.local(src), ns.local(dst)
-        if not source.exists():
-            raise _not_found(f"rename source {src} is not found.")
-        if src == "/":
-            raise _forbidden("IOException", "rename source cannot be the root")
-        if dst == src:
-            raise _forbidden("FileAlreadyExistsException", f"The source {src} and destination {dst} are the same")
-        if dst.startswith(src + "/"):
-            raise _forbidden("IOException", f"Rename destination {dst} is a directory or file under source {src}")
-        if dst == "/":
-            raise _forbidden("IOException", "rename destination cannot be the root")
-        if target.exists():
-            raise _forbidden("FileAlreadyExistsException", f"rename destination {dst} already exists")
-        ns.check_parents(target, dst)
-        if not target.parent.exists():
-            raise _not_found(f"rename destination parent {dst} not found.")
-        source.rename(target)
 
     # DELETE
 
@@ -382,16 +325,14 @@ def _utf8_name(path: Path) -> bytes:
 
 
 class WebHdfsServer:
-    """A WebHDFS namenode (and datanode) on 127.0.0.1, in a thread, over ``root``.
+    """The gateway on 127.0.0.1, in a thread, over ``root``.
 
     ``url`` is http://127.0.0.1:port; ``root`` the local directory holding the namespace (a temporary
     one, removed on exit, unless given). Use as a context manager.
     """
 
-    def __init__(self, root: Path | None = None, *, rename_options: bool = True) -> None:
-        """``rename_options=False``: ignore RENAME's renameoptions, as a server without rename2 would."""
+    def __init__(self, root: Path | None = None) -> None:
         self._given_root = root
-        self._rename_options = rename_options
         self._temp: tempfile.TemporaryDirectory[str] | None = None
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -401,7 +342,7 @@ class WebHdfsServer:
         if self._given_root is None:
             self._temp = tempfile.TemporaryDirectory(prefix="webhdfs-")
             self.root = Path(self._temp.name)
-        self._server = _Server(Namespace(self.root), rename_options=self._rename_options)
+        self._server = _Server(Namespace(self.root))
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="webhdfs-server", daemon=True
         )
@@ -432,14 +373,3 @@ class WebHdfsServer:
     @property
     def port(self) -> int:
         return int(self._running.server_address[1])
-
-    @property
-    def requests(self) -> list[Request]:
-        """Every request answered so far, in order."""
-        with self._running.guard:
-            return list(self._running.requests)
-
-    def fail_next(self, op: str, exception: str, message: str, status: int = HTTPStatus.FORBIDDEN) -> None:
-        """Answer the next request of ``op`` (e.g. "RENAME") with this RemoteException, touching nothing."""
-        with self._running.guard:
-            self._running.failures[op.upper()] = RemoteError(status, exception, message)
