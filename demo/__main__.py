@@ -321,9 +321,14 @@ class Demo:
 
     def latest_report(self, spec: PipelineSpec) -> dict[str, Any]:
         report: dict[str, Any] = json.loads(self.pipelines("report", str(self.pipeline), "--json"))
-        raw = self.raw_path()
+        raw = load_spec(self.pipeline).raw.path  # the root (location names the current generation)
         reports = self.storage(raw).list(f"{raw}/_pipeline/reports")
         html = [entry.path for entry in reports if entry.name.endswith(".html")][-1]
+        if "://" in html:  # on the demo's HDFS, which stops with the demo: a copy to open afterwards
+            copy = HOME / "reports" / html.rpartition("/")[2]
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            copy.write_bytes(self.storage(html).read_bytes(html))
+            self.say(f"run report copied from HDFS to {copy}")
         self.facts["runs"].append(
             {
                 "seq": report["run"]["seq"],
@@ -410,7 +415,7 @@ def story(demo: Demo, spec: PipelineSpec, events: int) -> None:
     demo.facts["raw_rows"] = len(published_rows(demo.storage(raw), raw))
     if demo.hadoop:
         root = f"{demo.hadoop_addresses['hdfs']}/demo"
-        demo.step("what the demo wrote on HDFS (hdfs dfs -ls, two levels)")
+        demo.step("what the demo wrote on HDFS (hdfs dfs -ls, three levels)")
         lines = listing(demo.storage(root), root, depth=3)
         demo.say("\n".join(line for line in lines if "/_pipeline/" not in line or line.endswith("/_pipeline")))
         demo.facts["hdfs"] = {"root": root, "entries": len(lines)}

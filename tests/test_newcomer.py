@@ -1,4 +1,5 @@
-"""A newcomer's first minutes: clone the repository, `make demo` (and `make demo-zk`), read the report.
+"""A newcomer's first minutes: clone the repository, `make demo` (and `make demo-hadoop` with ZooKeeper),
+read the report.
 
 The e2e tier: the whole product from a fresh clone.
 
@@ -7,12 +8,19 @@ virtualenv is this one (installing packages again would test pip and the network
 is told not to remake it (``-o``), and everything else is the real target: the Java check, the C
 kernels built in the clone, the demo's script with its three brokers, mirror-maker, spark-submit
 runs, replay and report. Afterwards no process may be left that runs from the clone or holds the
-demo's ports (free ports by default; ``--port-base`` in the ZooKeeper run)."""
+demo's ports (free ports by default; ``--port-base`` in the ZooKeeper run).
+
+The second run is ``make demo-hadoop`` with ``--zookeeper``: the flags are independent, so one run
+covers both the ZooKeeper registry (``make demo-zk`` is ``python -m demo --zookeeper``, checked with
+``make -n``) and the raw layer and warehouse on HDFS with the jobs on YARN. Hadoop's mini clusters
+come from Maven Central through ``make peers``: the clone shares this checkout's ``.cache/peers``
+(fetching them again would test Maven and the network, not us)."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -39,10 +47,14 @@ def clone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     yield target
 
 
-def _make(clone: Path, target: str, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+def _make(
+    clone: Path, target: str, *args: str, timeout: float = 900, done: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
+    """``make target args`` in the clone; ``done``: more files make must take as up to date."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "COLUMNS")}
+    up_to_date = [arg for path in (str(VENV / ".installed"), *done) for arg in ("-o", path)]
     return subprocess.run(
-        ["make", "-o", str(VENV / ".installed"), f"VENV={VENV}", target, *args],
+        ["make", *up_to_date, f"VENV={VENV}", target, *args],
         cwd=clone,
         capture_output=True,
         text=True,
@@ -68,7 +80,7 @@ def _left_behind(clone: Path) -> list[str]:
     return found
 
 
-def _check_demo(clone: Path, done: subprocess.CompletedProcess[str], mode: str) -> dict[str, Any]:
+def _check_demo(clone: Path, done: subprocess.CompletedProcess[str], mode: str, hdfs: bool = False) -> dict[str, Any]:
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-5000:]
     assert _left_behind(clone) == [], "the demo left processes running"
@@ -89,6 +101,9 @@ def _check_demo(clone: Path, done: subprocess.CompletedProcess[str], mode: str) 
     assert report["raw_rows"] == sum(r["rows"] for r in loads)
     for run in runs:
         assert set(run["outputs"].values()) == {"published"}, run
+        if hdfs:  # the reports were on the demo's HDFS, which went with it
+            assert run["report"].startswith("hdfs://") and "/demo/page_views/raw/_pipeline/reports/" in run["report"]
+            continue
         page = Path(run["report"])
         assert page.is_file() and page.is_relative_to(clone)
         document = json.loads(page.with_suffix(".json").read_text())
@@ -99,7 +114,10 @@ def _check_demo(clone: Path, done: subprocess.CompletedProcess[str], mode: str) 
     assert report["replay"]["tables_identical"] is True
     for name, table in report["tables"].items():
         assert table["rows"] > 0, name
-        assert Path(table["path"]).is_relative_to(clone / ".cache" / "demo" / "warehouse")
+        if hdfs:
+            assert table["path"].startswith("hdfs://") and f"/demo/warehouse/{name}/" in table["path"]
+        else:
+            assert Path(table["path"]).is_relative_to(clone / ".cache" / "demo" / "warehouse")
         assert "_generations" in table["path"]  # after the replay, readers are sent to generation 1
     return report
 
@@ -113,12 +131,27 @@ def test_make_demo_in_a_fresh_clone(clone: Path) -> None:
     assert any((clone / "kafkalog" / "record").glob("_speedups*.so")), "make demo built the C kernels in the clone"
 
 
-def test_make_demo_zk_in_a_fresh_clone(clone: Path) -> None:
+def test_make_demo_hadoop_with_zookeeper_in_a_fresh_clone(clone: Path) -> None:
+    plan = subprocess.run(["make", "-n", "demo-zk"], cwd=clone, capture_output=True, text=True, check=False)
+    assert "python -m demo --zookeeper" in plan.stdout, plan.stdout + plan.stderr
+    (clone / ".cache").mkdir(exist_ok=True)
+    (clone / ".cache" / "peers").symlink_to(REPO / ".cache" / "peers")
     base = _free_port_run(4)
-    done = _make(clone, "demo-zk", f"DEMO_ARGS=--events 8000 --port-base {base}")
-    report = _check_demo(clone, done, "zookeeper")
+    done = _make(
+        clone,
+        "demo-hadoop",
+        f"DEMO_ARGS=--zookeeper --events 8000 --port-base {base}",
+        done=(".cache/peers/maven.done",),
+    )
+    report = _check_demo(clone, done, "zookeeper+hadoop", hdfs=True)
     assert report["ports"] == {"aggregate": base, "us-east": base + 1, "eu-west": base + 2, "zookeeper": base + 3}
     assert f"ZooKeeper on 127.0.0.1:{base + 3}" in done.stdout
+    assert "spark-submit --master yarn" in done.stdout
+    assert report["raw"].startswith("hdfs://") and report["raw"].endswith("/demo/page_views/raw/_generations/000001")
+    # the listing of what was written, as hdfs dfs -ls shows it: the raw layer's generations and hours
+    listing = done.stdout[done.stdout.index("what the demo wrote on HDFS") :]
+    assert re.search(r"^drwxr-xr-x +\d+ files +[\d,]+ B +hdfs://\S+/demo/page_views/raw/_generations$", listing, re.M)
+    assert re.search(r"^drwxr-xr-x .*/demo/warehouse/hourly_page_views/dt=\d{4}-\d\d-\d\d$", listing, re.M)
 
 
 def _free_port_run(count: int) -> int:
