@@ -14,6 +14,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pipelines.config.loader import LOADER
@@ -191,6 +192,15 @@ class EventTime:
             )
 
 
+def _is_http_address(address: str) -> bool:
+    """``address`` is http(s)://host[:port] with a port a request could use."""
+    try:
+        parts = urlsplit(address)
+        return parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port != 0
+    except ValueError:  # the port is not a number, or out of range
+        return False
+
+
 @dataclass(frozen=True, slots=True)
 class RawLayer:
     """Where loaded rows land: ``<path>/dt=YYYY-MM-DD/hour=HH/*.parquet``, with the pipeline's
@@ -203,7 +213,8 @@ class RawLayer:
     compression: Literal["snappy", "zstd", "gzip", "none"] = "snappy"
     """Parquet compression codec."""
     webhdfs_url: str | None = None
-    """For hdfs:// paths: the NameNode's WebHDFS address (http://host:9870), used by tools without Spark."""
+    """For hdfs:// paths: the NameNode's WebHDFS address (http://host:9870), used by tools without Spark;
+    with HA NameNodes, each one's, separated by ``;`` (tried in turn)."""
     writer: Literal["auto", "tasks", "spark"] = "auto"
     """Who writes the staged Parquet files: ``tasks`` (each task writes its own split with Arrow,
     no row crosses into the JVM: the fast path, for paths every executor and the driver can open
@@ -213,6 +224,14 @@ class RawLayer:
     def __post_init__(self) -> None:
         if not self.path:
             raise _fail("path", "must not be empty")
+        for address in self.webhdfs_url.split(";") if self.webhdfs_url is not None else ():
+            if not _is_http_address(address):
+                shown = address.rpartition("@")[2]  # never a user's credentials in an error
+                raise _fail(
+                    "webhdfs_url",
+                    f"{shown!r} is not an http:// or https:// address of a NameNode (http://namenode:9870; "
+                    "several, for HA, separated by ';')",
+                )
         if self.writer == "tasks" and not self.is_local:
             raise _fail(
                 "writer",

@@ -25,7 +25,7 @@ from pipelines.config.pipeline import load_spec
 from pipelines.ingest.run import PipelineRun
 from pipelines.ingest.state import PipelineState
 from tests.hadoop.on_hdfs import hdfs_directory, move_to_hdfs, webhdfs
-from tests.pipelines.harness import PIPELINES, oracle, produce, run_cli, write_spec
+from tests.pipelines.harness import oracle, produce, run_cli, start_run, write_spec
 from tests.support.hadoop import HadoopCluster
 from tests.support.kafkalog import BrokerProcess
 
@@ -48,6 +48,16 @@ def _pipeline(tmp_path: Path, broker: BrokerProcess, hadoop: HadoopCluster, name
 def _small_fetches(broker: BrokerProcess) -> dict[str, Any]:
     """A source of many small fetches: the load writes for seconds, long enough to interrupt."""
     return {"bootstrap": broker.bootstrap, "fetch_max_bytes": 1024}
+
+
+def _until_writing(hadoop: HadoopCluster, raw: str, child: subprocess.Popen[bytes], log: Path) -> list[str]:
+    """Wait until the run ``child`` holds Parquet files open under ``raw``; returns them."""
+    deadline = time.monotonic() + 120
+    while not (writing := [f for f in hadoop.open_files(raw) if f.endswith(".parquet")]):
+        assert child.poll() is None, log.read_text()[-3000:]
+        assert time.monotonic() < deadline, "the load never started writing"
+        time.sleep(0.2)
+    return writing
 
 
 @pytest.mark.parametrize("point", CRASH_POINTS)
@@ -77,18 +87,8 @@ def test_a_driver_killed_mid_write_leaves_open_files_and_the_rerun_loads_exactly
     produce(broker.bootstrap, "events", 3000)
     path, raw = _pipeline(tmp_path, broker, hadoop, "killed", source=_small_fetches(broker))
     log = tmp_path / "driver.log"
-    with log.open("w") as output:
-        child = subprocess.Popen(
-            [str(PIPELINES), "run", str(path), "--master", "local[2]"],
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    deadline = time.monotonic() + 120
-    while not (writing := [f for f in hadoop.open_files(raw) if f.endswith(".parquet")]):
-        assert child.poll() is None, log.read_text()[-3000:]
-        assert time.monotonic() < deadline, "the load never started writing"
-        time.sleep(0.2)
+    child = start_run(path, log)
+    writing = _until_writing(hadoop, raw, child, log)
     os.killpg(child.pid, signal.SIGKILL)  # the driver, its JVM and the executors' workers, mid-write
     child.wait(30)
     assert all("/_pipeline/staging/" in f for f in writing), writing
@@ -111,19 +111,9 @@ def test_a_namenode_restarted_mid_load_then_the_retry_commits_exactly_once(
     produce(broker.bootstrap, "events", 3000)
     path, raw = _pipeline(tmp_path, broker, hadoop, "namenode", source=_small_fetches(broker))
     log = tmp_path / "driver.log"
-    with log.open("w") as output:
-        child = subprocess.Popen(
-            [str(PIPELINES), "run", str(path), "--master", "local[2]"],
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    child = start_run(path, log)
     try:
-        deadline = time.monotonic() + 120
-        while not [f for f in hadoop.open_files(raw) if f.endswith(".parquet")]:
-            assert child.poll() is None, log.read_text()[-3000:]
-            assert time.monotonic() < deadline, "the load never started writing"
-            time.sleep(0.2)
+        _until_writing(hadoop, raw, child, log)
         hadoop.command("namenode restart")
         code = child.wait(300)
     finally:

@@ -96,6 +96,18 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300)
     )
 
 
+def start_run(path: Path, log: Path, *args: str) -> subprocess.Popen[bytes]:
+    """``pipelines run <path> --master local[2] <args>`` in the background, in a session of its own
+    (``os.killpg`` kills the driver, its JVM and workers at once), its output into ``log``."""
+    with log.open("w") as output:
+        return subprocess.Popen(
+            [str(PIPELINES), "run", str(path), "--master", "local[2]", *args],
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
 def broker_keys(bootstrap: str, topic: str, partition: int, start: int, end: int) -> dict[int, bytes | None]:
     """Keys of [start, end) that are still on the broker (retention may have deleted the first)."""
     with SimpleConsumer(bootstrap) as consumer:

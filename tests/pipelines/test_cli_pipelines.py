@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ import pytest
 
 from pipelines.config.pipeline import load_spec
 from pipelines.ingest.run import PipelineRun
-from tests.pipelines.harness import PIPELINES, oracle, produce, run_cli, write_spec
+from tests.pipelines.harness import oracle, produce, run_cli, start_run, write_spec
 from tests.support.kafkalog import BrokerProcess
 
 pytestmark = pytest.mark.slow
@@ -36,13 +35,7 @@ def test_a_driver_killed_by_sigkill_while_loading_leaves_nothing_visible(
         raw_options={"writer": writer},
     )
     log = tmp_path / "driver.log"
-    with log.open("w") as output:
-        child = subprocess.Popen(
-            [str(PIPELINES), "run", str(path), "--master", "local[2]"],
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    child = start_run(path, log)
     staging = tmp_path / "raw" / "_pipeline" / "staging"
     deadline = time.monotonic() + 120
     writing = "*/tasks/*/dt=*" if writer == "tasks" else "*/data/_temporary"

@@ -240,6 +240,27 @@ def test_a_password_written_in_a_url_is_refused_and_not_echoed(tmp_path: Path, m
 
 
 @pytest.mark.parametrize(
+    ("webhdfs_url", "named"),
+    [
+        ("namenode:9870", "'namenode:9870'"),
+        ("http://nn1:9870;nn2:9870", "'nn2:9870'"),
+        ("hdfs://namenode:8020", "'hdfs://namenode:8020'"),
+        ("http://namenode:98070", "'http://namenode:98070'"),
+        ("etl:${env:NN_PASSWORD}@namenode:9870", "'namenode:9870'"),
+    ],
+)
+def test_a_webhdfs_address_that_is_not_http_is_refused_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, webhdfs_url: str, named: str
+) -> None:
+    monkeypatch.setenv("NN_PASSWORD", "hunter2")
+    message = error(tmp_path, put(base(), "raw.webhdfs_url", webhdfs_url))
+    assert message.startswith(f"raw.webhdfs_url: {named} is not an http:// or https:// address"), message
+    assert "hunter2" not in message
+    spec = load(tmp_path, put(base(), "raw.webhdfs_url", "http://nn1:9870;https://nn2:9871"))
+    assert spec.raw.webhdfs_url == "http://nn1:9870;https://nn2:9871"
+
+
+@pytest.mark.parametrize(
     ("paths", "expected"),
     [
         (["/data/raw/events/warehouse/t"], "outputs[0].path: /data/raw/events/warehouse/t overlaps the raw layer"),
