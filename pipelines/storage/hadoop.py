@@ -9,10 +9,26 @@ why commit points (manifests) use create-if-absent, which every Hadoop filesyste
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from pipelines.errors import AlreadyExistsError, StorageError
 from pipelines.storage.base import FileStatus, Storage
+
+_STALE_CONNECTION = "java.io.EOFException"
+"""What Hadoop's RPC client raises for a call sent down a connection the NameNode has closed."""
+_READ_ATTEMPTS = 3
+_READ_RETRY_WAIT = 0.5
+"""Seconds between tries of a read (the client reconnects on the next call)."""
+
+
+def _error(what: str, path: str, exc: Exception) -> StorageError:
+    """The StorageError for a failed call: the Java exception's line, AlreadyExistsError for a refusal."""
+    text = str(exc).strip().splitlines()
+    reason = next((line for line in text if "Exception" in line), text[0] if text else repr(exc))
+    if "FileAlreadyExistsException" in reason:
+        return AlreadyExistsError(f"{what} {path} refused: it already exists")
+    return StorageError(f"{what} {path} failed: {reason.strip()}")
 
 
 class HadoopStorage(Storage):
@@ -28,19 +44,27 @@ class HadoopStorage(Storage):
     def _fs(self, path: Any) -> Any:
         return path.getFileSystem(self._conf)
 
-    def _call(self, what: str, path: str, action: Any) -> Any:
-        try:
-            return action()
-        except Exception as exc:  # py4j raises Py4JJavaError carrying the Java exception's text
-            text = str(exc).strip().splitlines()
-            reason = next((line for line in text if "Exception" in line), text[0] if text else repr(exc))
-            if "FileAlreadyExistsException" in reason:
-                raise AlreadyExistsError(f"{what} {path} refused: it already exists") from exc
-            raise StorageError(f"{what} {path} failed: {reason.strip()}") from exc
+    def _call(self, what: str, path: str, action: Any, *, idempotent: bool = False) -> Any:
+        """``action()``, its Java exception turned into StorageError naming ``what`` and ``path``.
+
+        ``idempotent`` (reads): after a NameNode restart, the client's first call goes down the
+        connection the old NameNode closed and fails with an EOFException that Hadoop does not
+        retry; a read is asked once more. Writes are never repeated: a rename or create whose
+        answer was lost may have happened."""
+        attempts = _READ_ATTEMPTS if idempotent else 1
+        for attempt in range(1, attempts + 1):
+            try:
+                return action()
+            except Exception as exc:  # py4j raises Py4JJavaError carrying the Java exception's text
+                if attempt < attempts and _STALE_CONNECTION in str(exc):
+                    time.sleep(_READ_RETRY_WAIT)
+                    continue
+                raise _error(what, path, exc) from exc
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     def exists(self, path: str) -> bool:
         p = self._path(path)
-        return bool(self._call("checking", path, lambda: self._fs(p).exists(p)))
+        return bool(self._call("checking", path, lambda: self._fs(p).exists(p), idempotent=True))
 
     def read_bytes(self, path: str) -> bytes:
         p = self._path(path)
@@ -55,7 +79,7 @@ class HadoopStorage(Storage):
                 stream.close()
             return bytes(data)
 
-        return bytes(self._call("reading", path, read))
+        return bytes(self._call("reading", path, read, idempotent=True))
 
     def write_bytes(self, path: str, data: bytes) -> None:
         p = self._path(path)
@@ -98,7 +122,7 @@ class HadoopStorage(Storage):
                 out.append(FileStatus(f"{prefix}/{name}", name, bool(status.isDirectory()), int(status.getLen())))
             return sorted(out, key=lambda f: f.name)
 
-        result: list[FileStatus] | None = self._call("listing", path, listing)
+        result: list[FileStatus] | None = self._call("listing", path, listing, idempotent=True)
         if result is None:
             raise StorageError(f"listing {path} failed: it is a file, not a directory")
         return result

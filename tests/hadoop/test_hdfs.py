@@ -1,6 +1,7 @@
 """HDFS is real: files written, renamed and read through the ``hdfs`` package over WebHDFS and
 through Spark ``hdfs://`` on a MiniDFSCluster; HDFS's own rename rule (never onto an existing path);
-the NameNode restarted by the fixture comes back with the data."""
+the NameNode restarted by the fixture comes back with the data, and the Spark driver's client
+reads it again over the connection the restart broke."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from hdfs import InsecureClient
 from hdfs.util import HdfsError
 
+from pipelines.storage.hadoop import HadoopStorage
 from tests.support.hadoop import HadoopCluster
 
 pytestmark = pytest.mark.integration
@@ -50,9 +52,11 @@ def test_spark_reads_and_writes_hdfs(hadoop: HadoopCluster, spark: Any) -> None:
     assert len(parts) == 3
 
 
-def test_namenode_restart_keeps_the_data(hadoop: HadoopCluster) -> None:
+def test_namenode_restart_keeps_the_data(hadoop: HadoopCluster, spark: Any) -> None:
     client = _client(hadoop)
     client.write("/smoke/restart/kept.txt", data=b"survives a restart", overwrite=True)
+    driver = HadoopStorage(spark)  # the driver's own client, connected before the restart
+    assert driver.exists(f"{hadoop.hdfs_url}/smoke/restart/kept.txt")
     hadoop.command("namenode stop")
     with pytest.raises(Exception):  # noqa: B017 - the connection error's type is urllib3's
         InsecureClient(hadoop.webhdfs_url, user=getpass.getuser(), timeout=3).status("/smoke/restart/kept.txt")
@@ -70,3 +74,7 @@ def test_namenode_restart_keeps_the_data(hadoop: HadoopCluster) -> None:
                 raise
             time.sleep(0.5)
     assert _client(hadoop).list("/smoke/restart") == ["kept.txt"]
+    # the driver's client's connection died with the old NameNode: its reads still work (a read
+    # that meets the dead connection's EOFException is asked again)
+    assert [f.name for f in driver.list(f"{hadoop.hdfs_url}/smoke/restart")] == ["kept.txt"]
+    assert driver.read_bytes(f"{hadoop.hdfs_url}/smoke/restart/kept.txt") == b"survives a restart"
