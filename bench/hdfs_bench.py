@@ -33,28 +33,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from bench.load_bench import PARTITIONS, SCHEMA, TOPIC, produce
+from bench.load_bench import PARTITIONS, TOPIC, produce, write_spec
 from bench.results import print_results, result
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 CONTENDERS = ("local", "local-spark", "hdfs")
-
-
-def write_spec(directory: Path, bootstrap: str, raw: str, name: str, writer: str) -> Path:
-    spec = {
-        "name": name,
-        "source": {"bootstrap": bootstrap},
-        "topics": [TOPIC],
-        "decoder": {"format": "json", "schema": SCHEMA, "required": ["user_id"]},
-        "event_time": {"field": "ts", "format": "iso8601"},
-        "raw": {"path": raw, "writer": writer},
-    }
-    path = directory / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    return path
 
 
 class CommitTimer:
@@ -137,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
                 where, writer = places[contender]
                 name = f"{contender.replace('-', '_')}_{rep + 1}"
                 seconds, commit, rows, files = run_once(
-                    spark, write_spec(root, broker.bootstrap, where(name), name, writer)
+                    spark, write_spec(root, broker.bootstrap, where(name), TOPIC, name, writer)
                 )
                 if rows != count:
                     raise RuntimeError(f"{contender}: {rows:,} rows committed, wanted {count:,}")

@@ -196,14 +196,16 @@ def produce(broker: Any, topic: str, count: int, repeat: int = 1, partitions: in
 # ---------------------------------------------------------------------------------------------- ours
 
 
-def write_spec(directory: Path, bootstrap: str, raw: Path, topic: str, name: str) -> Path:
+def write_spec(directory: Path, bootstrap: str, raw: Path | str, topic: str, name: str, writer: str = "auto") -> Path:
+    """The bench's pipeline file: ``topic`` into the raw layer at ``raw`` (a path or a URL), written by
+    ``writer`` (raw.writer)."""
     spec = {
         "name": name,
         "source": {"bootstrap": bootstrap},
         "topics": [topic],
         "decoder": {"format": "json", "schema": SCHEMA, "required": ["user_id"]},
         "event_time": {"field": "ts", "format": "iso8601"},
-        "raw": {"path": str(raw)},
+        "raw": {"path": str(raw), "writer": writer},
     }
     path = directory / f"{name}.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))

@@ -14,9 +14,9 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
-from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from pipelines.addresses import is_http_address
 from pipelines.config.loader import LOADER
 from pipelines.config.steps import Output, Schedule, Transform, check_graph
 from pipelines.errors import SpecError
@@ -192,15 +192,6 @@ class EventTime:
             )
 
 
-def _is_http_address(address: str) -> bool:
-    """``address`` is http(s)://host[:port] with a port a request could use."""
-    try:
-        parts = urlsplit(address)
-        return parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port != 0
-    except ValueError:  # the port is not a number, or out of range
-        return False
-
-
 @dataclass(frozen=True, slots=True)
 class RawLayer:
     """Where loaded rows land: ``<path>/dt=YYYY-MM-DD/hour=HH/*.parquet``, with the pipeline's
@@ -225,7 +216,7 @@ class RawLayer:
         if not self.path:
             raise _fail("path", "must not be empty")
         for address in self.webhdfs_url.split(";") if self.webhdfs_url is not None else ():
-            if not _is_http_address(address):
+            if not is_http_address(address):
                 shown = address.rpartition("@")[2]  # never a user's credentials in an error
                 raise _fail(
                     "webhdfs_url",

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 import hdfs
 from hdfs.util import HdfsError
 
+from pipelines.addresses import is_http_address
 from pipelines.errors import AlreadyExistsError, StorageError
 from pipelines.storage.base import FileStatus, Storage
 
@@ -44,16 +45,6 @@ def _cause(exc: BaseException) -> str:
         first = message.strip().partition("\n")[0].strip()
         return f"{exc.exception}: {first}" if exc.exception else first or type(exc).__name__
     return str(exc) or type(exc).__name__
-
-
-def _is_http_address(address: str) -> bool:
-    """``address`` is http(s)://host[:port]: a request to it could reach a server (a missing host, or
-    a port that is not a number below 65536, would only fail at the first request)."""
-    try:
-        parts = urlsplit(address)
-        return parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port != 0
-    except ValueError:  # urlsplit's port: not a number, or out of range
-        return False
 
 
 @contextmanager
@@ -94,7 +85,7 @@ class WebHdfsStorage(Storage):
         self.webhdfs_url = webhdfs_url
         self.prefix = prefix.rstrip("/")
         for address in webhdfs_url.split(";"):
-            if not _is_http_address(address):
+            if not is_http_address(address):
                 raise StorageError(
                     f"{prefix}: WebHDFS address {address!r} is not an http:// or https:// URL of a host "
                     "(http://namenode:9870)"

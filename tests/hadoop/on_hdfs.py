@@ -12,11 +12,9 @@ from __future__ import annotations
 import getpass
 import itertools
 from pathlib import Path
-from typing import Any
 
 import yaml
 
-from demo.tables import published_rows
 from pipelines.storage.webhdfs import WebHdfsStorage
 from tests.support.hadoop import HadoopCluster
 
@@ -43,8 +41,3 @@ def move_to_hdfs(spec_path: Path, hadoop: HadoopCluster, root: str) -> Path:
 def webhdfs(hadoop: HadoopCluster) -> WebHdfsStorage:
     """A Storage for the cluster's hdfs:// paths, over WebHDFS (as the tools reach it)."""
     return WebHdfsStorage.for_url(hadoop.hdfs_url, webhdfs_url=hadoop.webhdfs_url, user=getpass.getuser())
-
-
-def table_rows(storage: WebHdfsStorage, path: str) -> list[dict[str, Any]]:
-    """Every row of a table published at ``path``, as a reader of its root sees it (demo.tables)."""
-    return published_rows(storage, path)

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from demo.tables import published_rows
 from pipelines.config.pipeline import load_spec
 from pipelines.flow.run import FlowRun
 from pipelines.ingest.run import PipelineRun
@@ -28,7 +29,7 @@ from pipelines.replay.gc import current_locations
 from pipelines.replay.run import Replay
 from pipelines.replay.target import RewindTarget
 from pipelines.storage.webhdfs import WebHdfsStorage
-from tests.hadoop.on_hdfs import hdfs_directory, move_to_hdfs, table_rows, webhdfs
+from tests.hadoop.on_hdfs import hdfs_directory, move_to_hdfs, webhdfs
 from tests.pipelines.flow_harness import example_spec, expected_hourly_pages, send
 from tests.pipelines.harness import oracle, produce, run_cli, write_spec
 from tests.pipelines.test_replay import batch
@@ -53,7 +54,7 @@ def _hourly(rows: list[dict[str, Any]]) -> dict[tuple[str, str, str], tuple[int,
 
 def _current(path: Path, storage: WebHdfsStorage, output: str) -> list[dict[str, Any]]:
     spec = load_spec(path)
-    return table_rows(storage, current_locations(spec, PipelineState(storage, spec.raw.path))[output])
+    return published_rows(storage, current_locations(spec, PipelineState(storage, spec.raw.path))[output])
 
 
 def test_load_transform_publish_replay_and_gc_on_hdfs(
@@ -99,7 +100,7 @@ def test_load_transform_publish_replay_and_gc_on_hdfs(
     where = run_cli("location", str(path), "--output", "hourly_page_views")
     assert where.stdout.strip() == f"{root}/warehouse/hourly_page_views/_generations/000001", where.stderr
     assert _hourly(_current(path, storage, "hourly_page_views")) == expected_hourly_pages(events)
-    generation_0 = table_rows(storage, f"{root}/warehouse/hourly_page_views")
+    generation_0 = published_rows(storage, f"{root}/warehouse/hourly_page_views")
     assert _hourly(generation_0) == expected_hourly_pages(events), "generation 0 is whole until gc"
 
     collected = run_cli("gc", str(path))
@@ -107,7 +108,7 @@ def test_load_transform_publish_replay_and_gc_on_hdfs(
     assert f"deleted {root}/raw/dt=2026-05-04" in collected.stdout
     assert f"deleted {root}/warehouse/user_sessions/dt=2026-05-04" in collected.stdout
     assert not [e for e in storage.list(f"{root}/raw") if e.name.startswith("dt=")]
-    assert table_rows(storage, f"{root}/warehouse/hourly_page_views") == []
+    assert published_rows(storage, f"{root}/warehouse/hourly_page_views") == []
     assert _hourly(_current(path, storage, "hourly_page_views")) == expected_hourly_pages(events)
     state = PipelineState(storage, f"{root}/raw")
     offsets: Counter[tuple[str, int, int]] = Counter()
