@@ -204,6 +204,7 @@ class Producer(UsesClient):
                 self._sealed.append(self._batches.pop((topic, partition)))
                 batch = None
                 self._cond.notify_all()
+            opened = batch is None
             if batch is None:
                 batch = self._batches[(topic, partition)] = _Batch(topic, partition, time.monotonic())
             future = SendFuture(batch, len(batch.messages))
@@ -212,8 +213,9 @@ class Producer(UsesClient):
             batch.size += size
             self._buffered += size
             self._unfinished += 1
-            # Wake the sender when the batch first fills (not on every message after that).
-            if batch.size >= self.batch_bytes > batch.size - size or self.mode == "sync":
+            # Wake the sender when a batch opens (an idle sender sleeps until told, so its linger
+            # must start counting now) and when it first fills; not on every message after that.
+            if opened or batch.size >= self.batch_bytes > batch.size - size or self.mode == "sync":
                 self._cond.notify_all()
         if self.mode == "sync":
             future.result()

@@ -155,6 +155,18 @@ def test_stored_sets_are_fetched_and_sent_on_unchanged_in_order(broker: BrokerPr
     assert [(m.key, m.timestamp) for m in copied[1:41]] == [(m.key, m.timestamp) for m in decoded]
 
 
+def test_an_idle_producer_sends_within_its_linger_not_its_idle_sleep(broker: BrokerProcess) -> None:
+    """A send to an idle producer wakes its sender: each message goes once its linger has passed,
+    not at the sender's next idle wake-up (half a second), so one-at-a-time sends are not slowed."""
+    with Producer(broker.bootstrap, linger_ms=0) as producer:
+        producer.send("idle-wake", b"warm", partition=0).result(10)  # connections and metadata made
+        for i in range(20):
+            time.sleep(0.01)  # the sender is asleep again before each send
+            started = time.monotonic()
+            producer.send("idle-wake", f"m{i}".encode(), partition=0).result(10)
+            assert time.monotonic() - started < 0.25, f"message {i} waited for the sender's idle sleep"
+
+
 def test_admin_errors_are_named(broker: BrokerProcess) -> None:
     with Admin(broker.bootstrap) as admin:
         admin.create_topic("admin-made", 2)
