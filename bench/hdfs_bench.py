@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     with (
         BrokerProcess(root / "broker", default_partitions=PARTITIONS) as broker,
-        HadoopCluster(root / "hadoop") as hadoop,
+        HadoopCluster(root / "hadoop", quick_jvm=False) as hadoop,
     ):
         print(f"produced {count:,} events in {produce(broker, TOPIC, count):.1f} s")
         spark = local_session("local[2]")

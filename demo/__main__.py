@@ -48,6 +48,7 @@ from demo.processes import (
     free_port,
     java_version,
     port_is_free,
+    quick_jvm_env,
     zookeeper_argv,
     zookeeper_ready,
 )
@@ -107,7 +108,8 @@ class Demo:
         mode = "zookeeper" if zookeeper else "embedded"
         self.facts: dict[str, Any] = {"mode": f"{mode}+hadoop" if hadoop else mode, "ports": ports, "runs": []}
         self.pipeline = PIPELINE
-        self.env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+        python = {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+        self.env = quick_jvm_env({**os.environ, **python})
         self.ship: list[str] = []
 
     def say(self, text: str) -> None:

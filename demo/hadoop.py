@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pyspark
 
-from demo.processes import DemoError
+from demo.processes import QUICK_JVM_FLAGS, DemoError
 from pipelines.storage import Storage
 
 REPO = Path(__file__).resolve().parents[1]
@@ -37,8 +37,11 @@ log4j.appender.err.layout.ConversionPattern=%d{ISO8601} %p %c{1}: %m%n
 """The daemons' own log: warnings and errors, with times (Hadoop's INFO is thousands of lines)."""
 
 
-def launcher_argv(base: Path, *, yarn: bool, datanodes: int = 1, nodemanager_memory_mb: int = 6144) -> list[str]:
-    """The command that runs the mini clusters under ``base`` (which it creates)."""
+def launcher_argv(
+    base: Path, *, yarn: bool, datanodes: int = 1, nodemanager_memory_mb: int = 6144, quick_jvm: bool = True
+) -> list[str]:
+    """The command that runs the mini clusters under ``base`` (which it creates); ``quick_jvm``:
+    QUICK_JVM_FLAGS (the demo and tests; a benchmark of HDFS wants the default compilers)."""
     if not (LAUNCHER / "MiniClusters.class").exists():
         raise DemoError(f"Hadoop's mini clusters are not installed ({LAUNCHER} is missing): run `make peers`")
     base.mkdir(parents=True, exist_ok=True)
@@ -46,7 +49,8 @@ def launcher_argv(base: Path, *, yarn: bool, datanodes: int = 1, nodemanager_mem
     log4j.write_text(LOG4J)
     classpath = f"{LAUNCHER}:{LAUNCHER}/*:{LIBRARIES}:{LIBRARIES}/*"
     argv = [
-        "java", "-Xmx1g", "-Djava.net.preferIPv4Stack=true", f"-Dlog4j.configuration=file:{log4j}",
+        "java", "-Xmx1g", *(QUICK_JVM_FLAGS if quick_jvm else ()), "-Djava.net.preferIPv4Stack=true",
+        f"-Dlog4j.configuration=file:{log4j}",
         "-cp", classpath, "MiniClusters", "--base", str(base), "--datanodes", str(datanodes),
         "--nm-memory-mb", str(nodemanager_memory_mb),
     ]  # fmt: skip
@@ -99,6 +103,8 @@ def yarn_submit_conf() -> dict[str, str]:
         "spark.ui.enabled": "false",
         "spark.yarn.appMasterEnv.PYSPARK_PYTHON": sys.executable,
         "spark.executorEnv.PYSPARK_PYTHON": sys.executable,
+        "spark.yarn.am.extraJavaOptions": " ".join(QUICK_JVM_FLAGS),
+        "spark.executor.extraJavaOptions": " ".join(QUICK_JVM_FLAGS),
     }
 
 

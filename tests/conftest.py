@@ -22,7 +22,13 @@ from typing import Any
 
 import pytest
 
+from demo.processes import quick_jvm_env
 from tests.support.processes import descendants
+
+# Every Spark driver the tests start (the session's, spark-submit's, Airflow's tasks', the newcomer's
+# demo) compiles with the quick compiler only: most of a test's JVM time is its start-up
+# (demo.processes.QUICK_JVM_FLAGS says why and what it saves). The benchmarks set nothing.
+os.environ.update(quick_jvm_env(dict(os.environ)))
 
 pytest_plugins = ["tests.support.fixtures"]
 

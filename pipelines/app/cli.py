@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
-from typing import Any, TypeVar
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
 
 import click
 from rich.console import Console
@@ -36,7 +37,7 @@ def _spec(path: str) -> PipelineSpec:
         sys.exit(EXIT_BAD_SPEC)
 
 
-def _exit_on(exc: PipelineError) -> None:
+def _exit_on(exc: PipelineError) -> NoReturn:
     sys.exit(runner.fail(exc))
 
 
@@ -132,13 +133,19 @@ def run(
     """Load the new messages of PIPELINE into its raw layer, exactly once, then build its outputs."""
     spec = _spec(pipeline)
     settings = _settings(conf)
-    from pipelines.app.session import local_session  # noqa: PLC0415 - Spark only for commands that run
+    from pipelines.app.session import jvm_log_path, local_session, spark_log_note  # noqa: PLC0415 - Spark only here
 
-    spark = local_session(master, f"pipelines-{spec.name}", settings)
+    jvm_log = jvm_log_path(f"pipelines-{spec.name}")
+    try:
+        spark = local_session(master, f"pipelines-{spec.name}", settings, jvm_log=jvm_log)
+    except PipelineError as exc:
+        _exit_on(exc)
+    code = EXIT_FAILED
     try:
         code = runner.run_stage(spec, spark, stage, run_id=run_id, step=step, replan=replan, quiet=quiet)
     finally:
         spark.stop()
+        spark_log_note(jvm_log, code)
     sys.exit(code)
 
 
@@ -163,15 +170,19 @@ def rewind(
     raw layer, recompute the affected partitions of every output, validate, and switch every reader
     to the new generation in one step (the old one stays until `pipelines gc`)."""
     spec = _spec(pipeline)
+    from pipelines.app.session import jvm_log_path  # noqa: PLC0415 - Spark only for commands that run
+
+    jvm_log = jvm_log_path(f"pipelines-replay-{spec.name}")
     _replay(
-        spec, to_time, to_offsets, to_run, dry_run, abandon, as_json, quiet, session=lambda: _local(master, conf, spec)
-    )
+        spec, to_time, to_offsets, to_run, dry_run, abandon, as_json, quiet,
+        session=lambda: _local(master, conf, spec, jvm_log), jvm_log=jvm_log,
+    )  # fmt: skip
 
 
-def _local(master: str, conf: tuple[str, ...], spec: PipelineSpec) -> Any:
+def _local(master: str, conf: tuple[str, ...], spec: PipelineSpec, jvm_log: Path) -> Any:
     from pipelines.app.session import local_session  # noqa: PLC0415 - Spark only for commands that run
 
-    return local_session(master, f"pipelines-replay-{spec.name}", _settings(conf))
+    return local_session(master, f"pipelines-replay-{spec.name}", _settings(conf), jvm_log=jvm_log)
 
 
 def _replay(
@@ -185,6 +196,7 @@ def _replay(
     quiet: bool,
     *,
     session: Callable[[], Any],
+    jvm_log: Path | None = None,
 ) -> None:
     """``rewind``'s work, shared with the spark-submit job: abandon, print the plan, or carry it out
     on the session ``session()`` makes (only then is Spark started)."""
@@ -203,13 +215,18 @@ def _replay(
             else:
                 render(plan, Console())
             sys.exit(EXIT_FAILED if plan.failing else 0)
+        spark = session()
     except PipelineError as exc:
         _exit_on(exc)
-    spark = session()
+    code = EXIT_FAILED
     try:
         code = runner.replay(spec, spark, target, quiet=quiet)
     finally:
         spark.stop()
+        if jvm_log is not None:  # a spark-submit job's JVM is its parent: its output is spark-submit's
+            from pipelines.app.session import spark_log_note  # noqa: PLC0415
+
+            spark_log_note(jvm_log, code)
     sys.exit(code)
 
 

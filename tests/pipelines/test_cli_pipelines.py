@@ -56,9 +56,14 @@ def test_run_status_and_offsets_commands(tmp_path: Path, broker: BrokerProcess) 
     before = run_cli("status", str(path))
     assert before.returncode == 0
     assert "no run committed yet" in before.stdout
-    done = run_cli("run", str(path), "--master", "local[2]", "--run-id", "first")
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    done = run_cli("run", str(path), "--master", "local[2]", "--run-id", "first", env={"TMPDIR": str(temporary)})
     assert done.returncode == 0, done.stderr[-2000:]
     assert "committed as #1" in done.stderr
+    # the JVM's output went to a file of its own, deleted after a run that succeeded
+    assert (temporary / "pipelines-spark").is_dir() and list((temporary / "pipelines-spark").iterdir()) == []
+    assert "Spark's own messages" not in done.stderr
     assert "events-0" in done.stderr  # the summary table names each split
     status = run_cli("status", str(path), "--json")
     assert status.returncode == 0
@@ -87,7 +92,13 @@ def test_an_invalid_pipeline_file_exits_2_naming_file_and_key(tmp_path: Path) ->
 @pytest.mark.integration
 def test_an_unreachable_broker_fails_the_run_with_its_address(tmp_path: Path) -> None:
     path = write_spec(tmp_path, "127.0.0.1:1", tmp_path / "raw")
-    result = run_cli("run", str(path), "--master", "local[1]")
+    result = run_cli("run", str(path), "--master", "local[1]", env={"TMPDIR": str(tmp_path)})
     assert result.returncode == 1
-    assert "127.0.0.1:1" in result.stderr
+    error, note = result.stderr.strip().splitlines()[-2:]  # the error, then where Spark's own output is
+    assert error.startswith("error: ") and "127.0.0.1:1" in error
     assert "Traceback" not in result.stderr
+    (jvm_log,) = (tmp_path / "pipelines-spark").glob("pipelines-events_raw-*.log")
+    assert note == f"Spark's own messages (its JVM and executors, stack traces included): {jvm_log}"
+    said = "Using Spark's default log4j profile"  # what Spark's JVM says at start: in the file, not on the terminal
+    assert said in jvm_log.read_text()
+    assert said not in result.stderr

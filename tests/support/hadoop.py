@@ -30,13 +30,20 @@ class HadoopCluster:
     """The mini clusters under ``root``: HDFS with ``datanodes`` DataNodes, YARN if ``yarn``."""
 
     def __init__(
-        self, root: Path, *, yarn: bool = False, datanodes: int = 1, nodemanager_memory_mb: int = 6144
+        self,
+        root: Path,
+        *,
+        yarn: bool = False,
+        datanodes: int = 1,
+        nodemanager_memory_mb: int = 6144,
+        quick_jvm: bool = True,
     ) -> None:
         require(HADOOP_LAUNCHER / "MiniClusters.class", "Hadoop's mini clusters (Maven Central)", "make peers")
         self.root = root
         self.yarn = yarn
         self.datanodes = datanodes
         self.nodemanager_memory_mb = nodemanager_memory_mb
+        self.quick_jvm = quick_jvm
         self.log = root / "hadoop.log"
         self.process: subprocess.Popen[bytes] | None = None
         self._lines: queue.Queue[str | None] = queue.Queue()
@@ -59,7 +66,11 @@ class HadoopCluster:
 
     def start(self, timeout: float = 180) -> HadoopCluster:
         argv = launcher_argv(
-            self.root, yarn=self.yarn, datanodes=self.datanodes, nodemanager_memory_mb=self.nodemanager_memory_mb
+            self.root,
+            yarn=self.yarn,
+            datanodes=self.datanodes,
+            nodemanager_memory_mb=self.nodemanager_memory_mb,
+            quick_jvm=self.quick_jvm,
         )
         env = {**os.environ, "JAVA_HOME": str(java_home())}
         # cwd: MiniYARNCluster keeps its work directories under ./target
