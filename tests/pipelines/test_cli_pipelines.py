@@ -90,6 +90,17 @@ def test_an_invalid_pipeline_file_exits_2_naming_file_and_key(tmp_path: Path) ->
 
 
 @pytest.mark.integration
+def test_a_jvm_that_cannot_start_is_one_error_quoting_its_output(tmp_path: Path) -> None:
+    path = write_spec(tmp_path, "127.0.0.1:1", tmp_path / "raw")
+    result = run_cli("run", str(path), env={"TMPDIR": str(tmp_path), "JAVA_HOME": str(tmp_path / "no-jdk")})
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr
+    (jvm_log,) = (tmp_path / "pipelines-spark").glob("pipelines-events_raw-*.log")
+    assert "error: Spark's JVM did not start (" in result.stderr and f"its output, in {jvm_log}:" in result.stderr
+    assert str(tmp_path / "no-jdk") in result.stderr  # what spark-submit said about the missing Java
+
+
+@pytest.mark.integration
 def test_an_unreachable_broker_fails_the_run_with_its_address(tmp_path: Path) -> None:
     path = write_spec(tmp_path, "127.0.0.1:1", tmp_path / "raw")
     result = run_cli("run", str(path), "--master", "local[1]", env={"TMPDIR": str(tmp_path)})

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from demo.activity import DATA_CENTERS, activity
-from demo.processes import DemoError, Supervisor, java_version
+from demo.hadoop import launcher_argv, yarn_submit_conf
+from demo.processes import QUICK_JVM_FLAGS, DemoError, Supervisor, java_version, quick_jvm_env
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -107,3 +108,22 @@ def test_activity_is_realistic_and_reproducible() -> None:
     assert by_hour[1] > 2 * by_hour[9]
     # visits: some users view several pages in a row, walking the funnel
     assert any(e["page"].startswith("/product/") for e in parsed) and any(e["page"] == "/cart" for e in parsed)
+
+
+def test_quick_jvm_flags_join_what_spark_submit_opts_already_holds() -> None:
+    assert quick_jvm_env({})["SPARK_SUBMIT_OPTS"] == " ".join(QUICK_JVM_FLAGS)
+    given = {"SPARK_SUBMIT_OPTS": "-Dx=1 -XX:+UseSerialGC", "PATH": "/bin"}
+    env = quick_jvm_env(given)
+    # each flag once, the caller's own kept
+    assert env["SPARK_SUBMIT_OPTS"] == "-Dx=1 -XX:+UseSerialGC -XX:TieredStopAtLevel=1"
+    assert env["PATH"] == "/bin" and given["SPARK_SUBMIT_OPTS"] == "-Dx=1 -XX:+UseSerialGC"  # a copy
+    assert quick_jvm_env(env) == env
+
+
+def test_the_mini_clusters_and_yarn_containers_start_quick_unless_a_benchmark_asks(tmp_path: Path) -> None:
+    quick = launcher_argv(tmp_path / "a", yarn=True)
+    assert quick[0] == "java" and set(QUICK_JVM_FLAGS) <= set(quick)
+    assert not set(QUICK_JVM_FLAGS) & set(launcher_argv(tmp_path / "b", yarn=True, quick_jvm=False))
+    conf = yarn_submit_conf()
+    flags = " ".join(QUICK_JVM_FLAGS)
+    assert conf["spark.executor.extraJavaOptions"] == conf["spark.yarn.am.extraJavaOptions"] == flags
