@@ -15,8 +15,6 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.unit
-
 REPO = Path(__file__).resolve().parents[1]
 
 PROVIDED_BY = {
@@ -64,6 +62,7 @@ def third_party_imports(package: str) -> dict[str, str]:
     return found
 
 
+@pytest.mark.unit
 def test_the_broker_side_installs_without_the_job_frameworks_dependencies() -> None:
     base = declared(None)
     assert not base & {"pyspark", "great-expectations", "pyarrow", "pandas", "hdfs", "jinja2", "apache-airflow"}
@@ -72,6 +71,7 @@ def test_the_broker_side_installs_without_the_job_frameworks_dependencies() -> N
         assert PROVIDED_BY[module] in base, f"{where} imports {module}, not in the base dependencies"
 
 
+@pytest.mark.unit
 def test_every_import_of_pipelines_is_declared() -> None:
     available = declared(None) | declared("pipelines")
     for module, where in third_party_imports("pipelines").items():
@@ -79,3 +79,14 @@ def test_every_import_of_pipelines_is_declared() -> None:
             continue
         assert module in PROVIDED_BY, f"{where} imports {module}: which distribution provides it?"
         assert PROVIDED_BY[module] in available, f"{where} imports {module}, not declared for pipelines"
+
+
+@pytest.mark.integration
+def test_the_expectations_library_imports_in_a_program_run_as_python_c() -> None:
+    # pyspark.sql.connect (which great-expectations imports) exits 0 in a `python -c` program, and in
+    # a pytest-xdist worker, unless its own packages are installed: the run would end, "successful"
+    import subprocess
+
+    program = "from pipelines.flow.expect import _import_gx; _import_gx(); print('imported')"
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120, check=False)
+    assert (done.returncode, done.stdout) == (0, "imported\n"), done.stderr[-2000:]

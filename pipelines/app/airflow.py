@@ -76,10 +76,20 @@ def _job_command(spec: PipelineSpec, pipeline_file: Path) -> list[str]:
 
 
 def stage_command(spec: PipelineSpec, pipeline_file: Path, stage: str, step: str | None = None) -> str:
-    """The shell command of one task."""
+    """The shell command of one task: ``pipelines done`` first, which answers from the state files
+    whether this stage of this run is finished (a cleared or re-run task of a finished DAG run), so
+    that such a task exits at once instead of starting a JVM (locally) or an application (on
+    YARN); then, if it may have work (or the check itself failed), the spark-submit job, which
+    decides for itself again."""
+    done = [sys.executable, "-m", "pipelines.app.cli", "done", str(pipeline_file), "--stage", stage]
     parts = [*_job_command(spec, pipeline_file), "--stage", stage, *(["--step", step] if step else [])]
     # the run id is a Jinja template, quoted as a whole: Airflow renders it inside the quotes
-    return " ".join(shlex.quote(p) for p in parts) + f' --run-id "{RUN_ID}" --quiet'
+    return (
+        " ".join(shlex.quote(p) for p in done)
+        + f' --run-id "{RUN_ID}" || '
+        + " ".join(shlex.quote(p) for p in parts)
+        + f' --run-id "{RUN_ID}" --quiet'
+    )
 
 
 def dag_for(name: str) -> Any:

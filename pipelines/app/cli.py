@@ -1,9 +1,10 @@
 """The ``pipelines`` command line, and the spark-submit job's (jobs/load_warehouse.py) with it.
 
-``run`` and ``rewind`` start a local Spark session; the spark-submit job (``spark_submit_main``) takes
+``run`` and ``rewind`` start a local Spark session (``run`` only if the state files do not show the
+stage done already: ``done`` asks that alone); the spark-submit job (``spark_submit_main``) takes
 the session spark-submit made and the same options (``--stage``, ``--run-id``, ``--to-time`` …), so
 there is one vocabulary and one runner (pipelines.app.runner) behind both. ``status``, ``offsets``,
-``report``, ``location`` and ``gc`` read the manifests through the tools' storage, without Spark.
+``report``, ``location``, ``done`` and ``gc`` read the manifests through the tools' storage, without Spark.
 Exit codes: 0 committed (or nothing to do), 1 the run failed (the error names its cause), 2 bad
 usage or an invalid pipeline file, 3 another run of the pipeline won.
 """
@@ -133,6 +134,7 @@ def run(
     """Load the new messages of PIPELINE into its raw layer, exactly once, then build its outputs."""
     spec = _spec(pipeline)
     settings = _settings(conf)
+    _exit_if_done(spec, stage, run_id)
     from pipelines.app.session import jvm_log_path, local_session, spark_log_note  # noqa: PLC0415 - Spark only here
 
     jvm_log = jvm_log_path(f"pipelines-{spec.name}")
@@ -261,16 +263,35 @@ def spark_submit_main(
         _replay(spec, to_time, to_offsets, to_run, dry_run, abandon, as_json, quiet, session=_submitted)
     if dry_run:
         raise click.UsageError("--dry-run goes with a rewind target (--to-time, --to-offsets or --to-run)")
-    reason = runner.done_already(spec, stage, run_id)
-    if reason is not None:  # said even with --quiet: one line that explains a task taking no time
-        click.echo(f"nothing to do: {reason}", err=True)
-        sys.exit(0)
+    _exit_if_done(spec, stage, run_id)
     spark = _submitted(f"load_warehouse-{spec.name}")
     try:
         code = runner.run_stage(spec, spark, stage, run_id=run_id, step=step, replan=replan, quiet=quiet)
     finally:
         spark.stop()
     sys.exit(code)
+
+
+def _exit_if_done(spec: PipelineSpec, stage: str, run_id: str | None) -> None:
+    """Exit 0 before any Spark starts if the state files show ``stage`` of ``run_id`` has nothing
+    to do (a retried or re-run task of a finished run)."""
+    reason = runner.done_already(spec, stage, run_id)
+    if reason is not None:  # said even with --quiet: one line that explains a task taking no time
+        click.echo(f"nothing to do: {reason}", err=True)
+        sys.exit(0)
+
+
+@main.command()
+@click.argument("pipeline", type=click.Path(exists=True, dir_okay=False))
+@click.option("--run-id", required=True, help="The run, as `pipelines run --run-id` named it.")
+@click.option("--stage", type=click.Choice(STAGES), default="all", show_default=True, help="The stage asked about.")
+def done(pipeline: str, run_id: str, stage: str) -> None:
+    """Exit 0 if STAGE of run RUN_ID has nothing left to do (and say why), else 1, from the state
+    files alone: no Spark. Airflow's tasks ask it first, so a finished run's task starts no JVM."""
+    spec = _spec(pipeline)
+    _exit_if_done(spec, stage, run_id)
+    click.echo(f"{'all' if stage == 'all' else f'stage {stage}'} of run {run_id} may have work to do", err=True)
+    sys.exit(EXIT_FAILED)
 
 
 def _submitted(app_name: str = "replay") -> Any:
@@ -521,3 +542,7 @@ def _history(spec: PipelineSpec, as_json: bool) -> None:
     Console().print(table)
     if not items:
         click.echo("no run committed yet")
+
+
+if __name__ == "__main__":  # python -m pipelines.app.cli: what Airflow tasks run (no console script needed)
+    main()

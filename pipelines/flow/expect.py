@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pipelines.config.steps import Expectation
-from pipelines.errors import ValidationError
+from pipelines.errors import PipelineError, ValidationError
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -232,8 +232,16 @@ def _import_gx() -> tuple[Any, Any]:
         # GX's own imports raise DeprecationWarnings (e.g. sre_constants) we cannot fix, and the
         # test suite turns warnings into errors
         warnings.simplefilter("ignore", DeprecationWarning)
-        import great_expectations as gx  # noqa: PLC0415
-        import great_expectations.expectations as gxe  # noqa: PLC0415
+        try:
+            import great_expectations as gx  # noqa: PLC0415
+            import great_expectations.expectations as gxe  # noqa: PLC0415
+        except SystemExit as exc:
+            # pyspark.sql.connect, which GX imports, exits (code 0) when its packages are missing and
+            # the program was started as `python -c`: a run would end silently, "successful"
+            raise PipelineError(
+                "great-expectations could not be imported: pyspark.sql.connect exited"
+                f" (code {exc.code}); install pyspark[connect] (the pipelines extra does)"
+            ) from None
     return gx, gxe
 
 

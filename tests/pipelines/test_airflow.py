@@ -137,7 +137,7 @@ def test_airflow_dags_test_runs_a_pipeline_end_to_end_and_again_changes_nothing(
         assert "state=success" in output or "success" in output.lower(), output[-6000:]
         return output
 
-    dags_test()
+    first = dags_test()
     warehouse = conf / "warehouse"
     rows = table_rows(warehouse / "hourly_page_views")
     assert {(r["dt"], r["hour"], r["page"]): (r["views"], r["users"]) for r in rows} == expected_hourly_pages(events)
@@ -146,8 +146,10 @@ def test_airflow_dags_test_runs_a_pipeline_end_to_end_and_again_changes_nothing(
     before = snapshot(warehouse)
     again = dags_test()  # the same logical date: every task again, nothing changes
     assert snapshot(warehouse) == before
-    # each task saw that from the state files, without starting Spark
+    # each task saw that from the state files (`pipelines done`), without starting spark-submit
     assert again.count(f"nothing to do: run {run.removesuffix('.json')}") == 5, again[-6000:]
+    # (in the first run every task's check said it had work, and its spark-submit job ran)
+    assert (first.count("may have work to do"), again.count("may have work to do")) == (5, 0)
 
     # the manual replay DAG, triggered with its parameters: everything reloaded into generation 1
     replayed = subprocess.run(

@@ -1,4 +1,4 @@
-"""``pipelines run|status|offsets`` as users run them, and the driver SIGKILLed mid-load (reliability
+"""``pipelines run|status|offsets|done`` as users run them, and the driver SIGKILLed mid-load (reliability
 row S2): then the same load runs again and the oracle finds every offset exactly once. The driver
 killed at each commit step is tests/hadoop/test_faults_on_hdfs.py's (a real process, on HDFS) and the
 unit tier's (tests/pipelines/test_exactly_once_core.py, every point, on a local disk)."""
@@ -76,9 +76,14 @@ def test_run_status_and_offsets_commands(tmp_path: Path, broker: BrokerProcess) 
     items = json.loads(offsets.stdout)
     assert sum(i["offset"] for i in items) == 400
     assert sum(i["lag"] for i in items) == 50
+    # a committed run id: said from the state files, before any Spark starts
     again = run_cli("run", str(path), "--master", "local[2]", "--run-id", "first")
     assert again.returncode == 0
-    assert "already committed" in again.stderr
+    assert "nothing to do: run first finished before" in again.stderr
+    finished = run_cli("done", str(path), "--run-id", "first", "--stage", "load")
+    assert (finished.returncode, finished.stderr) == (0, "nothing to do: run first finished before\n")
+    unknown = run_cli("done", str(path), "--run-id", "second")
+    assert (unknown.returncode, unknown.stderr) == (1, "all of run second may have work to do\n")
 
 
 @pytest.mark.integration
