@@ -6,6 +6,10 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 NATIVE := kafkalog/record/_speedups$(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
 PYTEST_ARGS ?= --durations=25
+# Two workers (the machine has two cores; one test at a time leaves a third of the processor idle
+# while tests wait on peers), each given whole files: tests/conftest.py says how the work is split.
+TEST_WORKERS ?= 2
+XDIST := -n $(TEST_WORKERS) --dist loadfile
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -61,11 +65,11 @@ lint: install
 
 # Every tier (unit, integration, e2e: docs/testing.md) after the lint; CI's command.
 test: lint
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
 
 # The unit tier alone: no process, no Spark, no peer; needs only the venv and the C kernels.
 test-fast: $(INSTALLED) $(NATIVE)
-	$(BIN)/python -m pytest -m unit $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m unit $(XDIST) $(PYTEST_ARGS)
 
 bench: install
 	$(BIN)/python -m bench $(BENCH_ARGS)

@@ -78,6 +78,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: 0 if item.get_closest_marker("e2e") or item.get_closest_marker("early") else 1)
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """With ``--dist loadfile`` (``make test``), whole files and tests/hadoop whole, in collection
+    order (tests.support.work_split); any other ``--dist`` is xdist's own."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from tests.support.work_split import WholeFilesInCollectionOrder
+
+    return WholeFilesInCollectionOrder(config, log)
+
+
 class _UnitTierViolation(RuntimeError):
     pass
 

@@ -153,12 +153,10 @@ def test_readers_listing_while_a_load_writes_see_only_whole_committed_files(
     path = move_to_hdfs(write_spec(tmp_path, broker.bootstrap, tmp_path / "raw", source=source), hadoop, root)
     storage = webhdfs(hadoop)
     assert PipelineRun(load_spec(path), spark).run().status == "committed"
-    produce(broker.bootstrap, "events", 3000, first=3000)
     open_while_listing: set[str] = set()
     problems: list[str] = []
-    stop = threading.Event()
 
-    def read_while_loading() -> None:
+    def read_while_loading(stop: threading.Event) -> None:
         reader = webhdfs(hadoop)
         while not stop.is_set():
             open_while_listing.update(hadoop.open_files(raw))
@@ -174,16 +172,23 @@ def test_readers_listing_while_a_load_writes_see_only_whole_committed_files(
                 except Exception as exc:  # any failure to read a visible file is the finding
                     problems.append(f"{relative}: unreadable: {exc}")
 
-    reader = threading.Thread(target=read_while_loading)
-    reader.start()
-    try:
-        status = PipelineRun(load_spec(path), spark).run().status
-    finally:
-        stop.set()
-        reader.join(60)
-    assert status == "committed"
-    assert not problems, problems[:5]
+    # a load, with the reader listing throughout, until the reader has caught a write in progress
+    # (a busy machine can finish one load between two listings; three loads never did)
+    loads = 0
+    while loads < 3 and not [f for f in open_while_listing if "/_pipeline/staging/" in f]:
+        produce(broker.bootstrap, "events", 3000, first=3000 * (loads + 1))
+        stop = threading.Event()
+        reader = threading.Thread(target=read_while_loading, args=(stop,))
+        reader.start()
+        try:
+            status = PipelineRun(load_spec(path), spark).run().status
+        finally:
+            stop.set()
+            reader.join(60)
+        loads += 1
+        assert status == "committed"
+        assert not problems, problems[:5]
     assert [f for f in open_while_listing if "/_pipeline/staging/" in f], "the reader never overlapped a write"
     totals = oracle(raw, broker.bootstrap, storage=storage)
-    assert totals["rows"] == 6000 and totals["seqs"] == [1, 2]
+    assert totals["rows"] == 3000 * (loads + 1) and totals["seqs"] == list(range(1, loads + 2))
     assert hadoop.open_files(root) == [], "a lease outlived the run"

@@ -144,7 +144,15 @@ def test_a_killed_members_partitions_are_taken_over_after_its_session(bootstrap:
         wait_until(lambda: len(victim.consumer.owned()) == PARTITIONS // 2, 30, "the victim owning its share")
         wait_until(lambda: len(survivor.got) + len(victim.got) >= len(written), 30, "the first messages")
         time.sleep(1.0)  # an automatic commit or two
+        # a settled group (on a busy machine a late heartbeat can start another rebalance): the victim
+        # owns half, the survivor the other half, so "taken over" below means the survivor gained them
+        wait_until(
+            lambda: len(victim.consumer.owned()) == len(survivor.consumer.owned()) == PARTITIONS // 2,
+            30,
+            "each member owning half",
+        )
         victims_partitions = set(victim.consumer.owned())
+        assert len(victims_partitions) == PARTITIONS // 2 and not victims_partitions & set(survivor.consumer.owned())
         committed = dict(victim.consumer._committed)
         killed_at = time.monotonic()
         victim.consumer._halt()  # killed: no commit, no LeaveGroup, no more heartbeats
