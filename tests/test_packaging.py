@@ -90,3 +90,28 @@ def test_the_expectations_library_imports_in_a_program_run_as_python_c() -> None
     program = "from pipelines.flow.expect import _import_gx; _import_gx(); print('imported')"
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120, check=False)
     assert (done.returncode, done.stdout) == (0, "imported\n"), done.stderr[-2000:]
+
+
+@pytest.mark.integration
+def test_a_program_that_will_validate_imports_the_expectations_library_while_spark_starts() -> None:
+    import subprocess
+
+    program = """
+import sys, threading
+from pipelines.config.pipeline import load_spec
+from pipelines.app import runner
+from pipelines.flow import expect
+spec = load_spec("conf/pipelines/page_views.yaml")
+runner.import_ahead(spec, "load")  # a load alone checks nothing: no import
+print(expect._background_import is None, "great_expectations" in sys.modules)
+runner.import_ahead(spec, "all")
+started = expect._background_import
+print(started is not None and started.name, threading.current_thread() is not started)
+gx, _ = expect._import_gx()  # waits for the thread: afterwards the library is there, imported once
+print(started.is_alive(), sys.modules["great_expectations"] is gx)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=120, check=False, cwd=REPO
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines() == ["True False", "import great-expectations True", "False True"]

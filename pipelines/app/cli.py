@@ -135,6 +135,7 @@ def run(
     spec = _spec(pipeline)
     settings = _settings(conf)
     _exit_if_done(spec, stage, run_id)
+    runner.import_ahead(spec, stage)
     from pipelines.app.session import jvm_log_path, local_session, spark_log_note  # noqa: PLC0415 - Spark only here
 
     jvm_log = jvm_log_path(f"pipelines-{spec.name}")
@@ -217,6 +218,7 @@ def _replay(
             else:
                 render(plan, Console())
             sys.exit(EXIT_FAILED if plan.failing else 0)
+        runner.import_ahead(spec, "replay")
         spark = session()
     except PipelineError as exc:
         _exit_on(exc)
@@ -264,6 +266,7 @@ def spark_submit_main(
     if dry_run:
         raise click.UsageError("--dry-run goes with a rewind target (--to-time, --to-offsets or --to-run)")
     _exit_if_done(spec, stage, run_id)
+    runner.import_ahead(spec, stage)
     spark = _submitted(f"load_warehouse-{spec.name}")
     try:
         code = runner.run_stage(spec, spark, stage, run_id=run_id, step=step, replan=replan, quiet=quiet)

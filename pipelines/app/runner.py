@@ -119,6 +119,16 @@ def run_stage(
     return EXIT_OK
 
 
+def import_ahead(spec: PipelineSpec, stage: str) -> None:
+    """For a program about to start Spark: if ``stage`` (``all``, ``validate``, or ``replay``) will
+    check expectations, start importing great-expectations now, on a thread of its own, so the
+    seconds it takes pass while the JVM starts and the load runs (pipelines.flow.expect)."""
+    if stage in ("all", "validate", "replay") and any(output.expectations for output in spec.outputs):
+        from pipelines.flow.expect import import_gx_in_background  # noqa: PLC0415
+
+        import_gx_in_background()
+
+
 def done_already(spec: PipelineSpec, stage: str, run_id: str | None) -> str | None:
     """Why ``stage`` of run ``run_id`` has nothing to do, found from the state files alone (no
     Spark session needed: a retried Airflow task of a finished run returns in seconds); None if it

@@ -2,7 +2,7 @@
 
 Role: turn the ``Expectation`` configs of an output (pipelines.config.steps) into one GX suite, run it on a
 Spark DataFrame (ephemeral context, spark datasource, dataframe asset, one batch, result format
-SUMMARY) and report per check; for ``on_failure: quarantine`` outputs, set aside the rows that fail
+BASIC, no samples) and report per check; for ``on_failure: quarantine`` outputs, set aside the rows that fail
 a row check, with their reasons, and publish the rest.
 
 Invariant: GX is the judge. The Spark SQL expressions of :func:`mark_failing_rows` mirror GX's own
@@ -28,8 +28,10 @@ GX semantics mirrored here (great-expectations 1.x, Spark execution engine):
 from __future__ import annotations
 
 import os
+import threading
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -45,7 +47,10 @@ FAILED_CHECKS = "_failed_checks"
 REASON = "reason"
 """The column of quarantined rows: their failed checks joined with ``'; '``."""
 
-_RESULT_FORMAT = "SUMMARY"
+_RESULT_FORMAT = {"result_format": "BASIC", "partial_unexpected_count": 0}
+"""What GX computes per check: its unexpected and element counts, no sample of unexpected values.
+A sample costs GX one more Spark job per check (a third of a validation's time on small data),
+and no result here shows one."""
 _FIRST_CHECKS = 3
 """How many failing checks an error message names (the validation has them all)."""
 
@@ -104,13 +109,14 @@ class Validation:
         return tuple(check for check in self.checks if not check.success)
 
 
-def validate(frame: DataFrame, expectations: Sequence[Expectation], output: str) -> Validation:
+def validate(frame: DataFrame, expectations: Sequence[Expectation], output: str, *, persist: bool = True) -> Validation:
     """Run every expectation with GX (ephemeral context, spark datasource, dataframe asset, one suite,
-    one batch); result_format SUMMARY.
+    one batch); result format BASIC without samples (``_RESULT_FORMAT``).
 
     ``frame`` is persisted for the duration (GX runs several Spark jobs over it) unless it already
-    is, and unpersisted afterwards. A check GX cannot evaluate (e.g. a missing column) fails with
-    ``observed`` starting ``error:``; it does not raise.
+    is or ``persist`` is false (a cheap view of rows persisted elsewhere), and unpersisted
+    afterwards. A check GX cannot evaluate (e.g. a missing column) fails with ``observed`` starting
+    ``error:``; it does not raise.
     """
     gx, gxe = _import_gx()
     context = _context(gx)
@@ -121,7 +127,7 @@ def validate(frame: DataFrame, expectations: Sequence[Expectation], output: str)
         # GX reorders results (it groups them by domain): the index in meta maps each one back
         suite.add_expectation(_to_gx(gxe, expectation, {"index": index}))
 
-    persisted_here = not frame.is_cached
+    persisted_here = persist and not frame.is_cached
     if persisted_here:
         frame.persist()
     try:
@@ -160,11 +166,14 @@ def mark_failing_rows(frame: DataFrame, expectations: Sequence[Expectation]) -> 
     return marked.withColumn(FAILED_CHECKS, failed.cast("array<string>")).drop(*flags)
 
 
+@contextmanager
 def split_for_quarantine(
     frame: DataFrame, expectations: Sequence[Expectation], output: str, max_share: float
-) -> tuple[DataFrame, DataFrame, Validation]:
+) -> Iterator[tuple[DataFrame, DataFrame, Validation]]:
     """(passing rows without the helper column, failing rows with a `reason` string column joining
-    the failed checks with '; ', validation of the passing rows).
+    the failed checks with '; ', validation of the passing rows), valid inside the ``with`` block:
+    the marked rows they both come from are persisted until it ends, so the counting, GX's jobs and
+    the caller's writes compute the marks (window functions, for ``unique``) once.
 
     Raises ValidationError naming the output, the share and the first failing checks if failing rows
     / all rows > max_share, or if a row_count check fails (it cannot be quarantined; it is judged on
@@ -173,9 +182,19 @@ def split_for_quarantine(
     ``frame`` is evaluated several times (counting, validation, and later the caller's writes), so
     it must be deterministic: staged rows, not a random sample.
     """
-    from pyspark.sql import functions as F  # noqa: PLC0415 - pyspark is the caller's, imported on use
+    marked = mark_failing_rows(frame, expectations).persist()
+    try:
+        yield _split(marked, expectations, output, max_share)
+    finally:
+        marked.unpersist()
 
-    marked = mark_failing_rows(frame, expectations)
+
+def _split(
+    marked: DataFrame, expectations: Sequence[Expectation], output: str, max_share: float
+) -> tuple[DataFrame, DataFrame, Validation]:
+    """split_for_quarantine's work on the rows :func:`mark_failing_rows` marked."""
+    from pyspark.sql import functions as F  # noqa: PLC0415
+
     is_failing = F.size(F.col(FAILED_CHECKS)) > 0
     row_checks = list(dict.fromkeys(e.describe() for e in expectations if e.per_row))
     counts = marked.agg(
@@ -196,7 +215,7 @@ def split_for_quarantine(
 
     passing = marked.filter(~is_failing).drop(FAILED_CHECKS)
     quarantined = marked.filter(is_failing).withColumn(REASON, F.array_join(F.col(FAILED_CHECKS), "; "))
-    validation = validate(passing, expectations, output)
+    validation = validate(passing, expectations, output, persist=False)  # a filter of the persisted marks
     if not validation.success:
         failed = validation.failed
         names = _first([f"{c.expectation}: {c.observed}" for c in failed], "; ")
@@ -223,9 +242,34 @@ def _first(items: list[str], separator: str) -> str:
     return separator.join(items[:_FIRST_CHECKS]) + (f"{separator}and {more} more" if more > 0 else "")
 
 
+_background_import: threading.Thread | None = None
+
+
+def import_gx_in_background() -> None:
+    """Start importing great-expectations on a daemon thread, for a program that validates later.
+
+    The import is seconds of Python, while the Spark start and the load before the first check
+    mostly wait on the JVM; :func:`_import_gx` waits for this thread instead of importing again.
+    For programs (the command line, the spark-submit job), not for library callers: the thread
+    turns DeprecationWarnings off process-wide while it imports (warnings filters are global).
+    Calling it again does nothing."""
+    global _background_import  # one import per process, started at most once
+    if _background_import is None:
+        _background_import = threading.Thread(target=_import_quietly, name="import great-expectations", daemon=True)
+        _background_import.start()
+
+
+def _import_quietly() -> None:
+    with suppress(Exception, SystemExit):  # the first check imports again, and says what failed
+        _import_gx()
+
+
 def _import_gx() -> tuple[Any, Any]:
     """great_expectations and its expectations module, imported on first use (seconds of imports
     that only validating runs pay), with analytics off."""
+    started = _background_import
+    if started is not None and started is not threading.current_thread():
+        started.join()
     # GX reads this when it is imported; a batch job must not phone home
     os.environ["GX_ANALYTICS_ENABLED"] = "False"
     with warnings.catch_warnings():

@@ -241,16 +241,16 @@ class FlowRun:
         quarantined = 0
         if output.on_failure == "quarantine" and output.expectations:
             try:
-                good, bad, validation = expect.split_for_quarantine(
+                with expect.split_for_quarantine(
                     frame, output.expectations, output.name, output.max_quarantine_share
-                )
+                ) as (good, bad, validation):
+                    quarantined = bad.count()
+                    if quarantined:
+                        bad.write.mode("overwrite").option("compression", output.compression).parquet(quarantine_dir)
+                    self._stage(good, output, staged)
             except ValidationError as exc:
                 self._save_validation(seq, output, {"output": output.name, "success": False, "error": str(exc)})
                 raise
-            quarantined = bad.count()
-            if quarantined:
-                bad.write.mode("overwrite").option("compression", output.compression).parquet(quarantine_dir)
-            frame = good
         else:
             validation = expect.validate(frame, output.expectations, output.name)
             if not validation.success:
@@ -261,9 +261,7 @@ class FlowRun:
                     + "; ".join(f"{c.expectation}: {c.observed}" for c in failed[:5])
                     + " (nothing of this run is published)"
                 )
-        frame.write.mode("overwrite").partitionBy(*output.partition_by).option(
-            "compression", output.compression
-        ).parquet(staged)
+            self._stage(frame, output, staged)
         self._save_validation(seq, output, {**validation.to_json(), "quarantined": quarantined})
         checks = ", ".join(f"{c.expectation} {'ok' if c.success else 'FAILED'}" for c in validation.checks)
         self.reporter.note(
@@ -272,6 +270,13 @@ class FlowRun:
             + (f" ({checks})" if checks else " (no expectations)")
         )
         return validation
+
+    @staticmethod
+    def _stage(frame: Any, output: Output, staged: str) -> None:
+        """Write the rows ``output`` publishes under its staging directory ``staged``."""
+        frame.write.mode("overwrite").partitionBy(*output.partition_by).option(
+            "compression", output.compression
+        ).parquet(staged)
 
     def _save_validation(self, seq: int, output: Output, document: dict[str, Any]) -> None:
         path = f"{self._flow_dir(seq)}/validation/{output.name}.json"

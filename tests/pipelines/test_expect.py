@@ -250,20 +250,30 @@ def quarantine_frame(spark: Any) -> Any:
 
 
 def test_quarantine_sets_failing_rows_aside_with_their_reasons(spark: Any) -> None:
-    passing, failing, validation = split_for_quarantine(quarantine_frame(spark), QUARANTINE_CHECKS, "events", 0.1)
-    assert passing.columns == ["id", "page", "views", "country", "code", "dt"]
-    assert sorted(r["id"] for r in passing.collect()) == list(range(1, 19))
-    assert failing.columns == [*passing.columns, REASON]
-    assert {r["id"]: r[REASON] for r in failing.collect()} == {
-        19: "not_null(page)",
-        20: "between(views, 0..100); in_set(country, 3 values)",
-    }
-    assert validation.success and validation.rows == 18 and len(validation.checks) == len(QUARANTINE_CHECKS)
+    def reads_a_cache(rows: Any) -> bool:
+        return "InMemoryRelation" in rows._jdf.queryExecution().withCachedData().toString()
+
+    with split_for_quarantine(quarantine_frame(spark), QUARANTINE_CHECKS, "events", 0.1) as split:
+        passing, failing, validation = split
+        assert passing.columns == ["id", "page", "views", "country", "code", "dt"]
+        assert sorted(r["id"] for r in passing.collect()) == list(range(1, 19))
+        assert failing.columns == [*passing.columns, REASON]
+        assert {r["id"]: r[REASON] for r in failing.collect()} == {
+            19: "not_null(page)",
+            20: "between(views, 0..100); in_set(country, 3 values)",
+        }
+        assert validation.success and validation.rows == 18 and len(validation.checks) == len(QUARANTINE_CHECKS)
+        # both come from the marks kept for the block (GX's jobs and the writes reuse them) ...
+        assert reads_a_cache(passing) and reads_a_cache(failing)
+    assert not reads_a_cache(failing.select("*"))  # ... which are let go after it
 
 
 def test_quarantine_refuses_a_share_above_the_maximum(spark: Any) -> None:
-    with pytest.raises(ValidationError) as raised:
-        split_for_quarantine(quarantine_frame(spark), QUARANTINE_CHECKS, "events", 0.05)
+    with (
+        pytest.raises(ValidationError) as raised,
+        split_for_quarantine(quarantine_frame(spark), QUARANTINE_CHECKS, "events", 0.05),
+    ):
+        pass
     message = str(raised.value)
     assert message.startswith("events: 2 of 20 rows (10.00%)")
     assert "max_quarantine_share 5.00%" in message
@@ -272,8 +282,8 @@ def test_quarantine_refuses_a_share_above_the_maximum(spark: Any) -> None:
 
 def test_a_failing_row_count_cannot_be_quarantined(spark: Any) -> None:
     checks = (*QUARANTINE_CHECKS, Expectation("row_count", min=19))
-    with pytest.raises(ValidationError) as raised:
-        split_for_quarantine(quarantine_frame(spark), checks, "events", 0.5)
+    with pytest.raises(ValidationError) as raised, split_for_quarantine(quarantine_frame(spark), checks, "events", 0.5):
+        pass
     message = str(raised.value)
     assert message.startswith("events: a row_count check fails on the 18 rows to publish")
     assert "cannot be quarantined" in message and "row_count(19..): row count 18" in message
@@ -285,8 +295,11 @@ def test_quarantine_refuses_rows_gx_rejects_that_the_mirror_let_through(
     from pyspark.sql import functions as F
 
     monkeypatch.setattr(expect, "_failure", lambda e: F.lit(False))  # a mirror that sees nothing wrong
-    with pytest.raises(ValidationError) as raised:
-        split_for_quarantine(quarantine_frame(spark), QUARANTINE_CHECKS, "events", 0.5)
+    with (
+        pytest.raises(ValidationError) as raised,
+        split_for_quarantine(quarantine_frame(spark), QUARANTINE_CHECKS, "events", 0.5),
+    ):
+        pass
     message = str(raised.value)
     assert message.startswith("events: 20 rows kept after quarantining 0 of 20 (0.00%) still fail")
     assert "not_null(page): 1 of 20 rows" in message

@@ -52,6 +52,13 @@ def cluster_id() -> str:
             return text
 
 
+QUIET_JVM = ("-XX:-UsePerfData", "-Xlog:disable", "-Xlog:all=warning:stderr")
+"""A tool's standard output is what it prints: the JVM's own warnings (which go to stdout by
+default, e.g. "Cannot use file /tmp/hsperfdata_root/<pid> because it is locked by another
+process" when JVMs of another PID namespace share /tmp) go to stderr, and the shared perf-data
+file that causes that one is not used at all."""
+
+
 def run_tool(
     main: str, *args: str, log4j: Path, input: bytes | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess[bytes]:
@@ -61,7 +68,7 @@ def run_tool(
     if not log4j.exists():
         log4j.write_text(TOOL_LOG4J)
     result = subprocess.run(
-        ["java", "-Xmx256m", f"-Dlog4j2.configurationFile={log4j}", "-cp", f"{KAFKA4_LIBS}/*", main, *args],
+        ["java", "-Xmx256m", *QUIET_JVM, f"-Dlog4j2.configurationFile={log4j}", "-cp", f"{KAFKA4_LIBS}/*", main, *args],
         input=input,
         capture_output=True,
         timeout=timeout,

@@ -216,7 +216,8 @@ def test_a_broker_paused_past_its_session_timeout_registers_again(
             broker.resume()
         wait_for(lambda: registered_owner(zk, 0) is not None, what="the broker to register again")
         assert registered_owner(zk, 0) != before
-        assert "registered again" in broker.log_text()
+        # the broker logs it just after the node appears: wait for the line, don't race it
+        wait_for(lambda: "registered again" in broker.log_text(), timeout=10, what="the broker to log it")
         produce_and_read(zk_factory.connect, broker.bootstrap, "events", 2, 100)  # type: ignore[attr-defined]
 
 
