@@ -268,6 +268,19 @@ def test_quarantine_sets_failing_rows_aside_with_their_reasons(spark: Any) -> No
     assert not reads_a_cache(failing.select("*"))  # ... which are let go after it
 
 
+def test_the_kept_marks_are_not_cut_into_a_task_per_shuffle_partition(spark: Any) -> None:
+    # spark-submit's default is 200 shuffle partitions, which a cached plan would otherwise keep
+    # (the marks' window functions shuffle): then every job over 20 rows would run 200 tasks
+    partitions = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", "200")
+    try:
+        with split_for_quarantine(quarantine_frame(spark), QUARANTINE_CHECKS, "events", 0.1) as (passing, _, _):
+            assert passing.rdd.getNumPartitions() < 10
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", partitions)
+    assert spark.conf.get(expect._ADAPTIVE_CACHE) == "false"  # the session's own setting, put back
+
+
 def test_quarantine_refuses_a_share_above_the_maximum(spark: Any) -> None:
     with (
         pytest.raises(ValidationError) as raised,
