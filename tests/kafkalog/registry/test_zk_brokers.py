@@ -336,13 +336,16 @@ def test_topics_created_while_a_broker_was_cut_off_are_noticed_after_it_reconnec
         proxy.cut()
         zk = zk_factory()
         wait_for(lambda: registered_owner(zk, 0) is None, timeout=20, what="b0's session to expire")
-        with Client(b1.bootstrap) as b1_view:  # b1 places partitions on the brokers its watch reported live
 
-            def b1_forgot_b0() -> bool:
+        def b1_forgot_b0() -> bool:
+            # b1 places partitions on the brokers its watch reported live. A new client each time:
+            # a client asks the brokers it knows first, and b0 (cut off, its view frozen) would
+            # answer for b1 and name itself forever.
+            with Client(b1.bootstrap) as b1_view:
                 b1_view.refresh_metadata()
                 return 0 not in b1_view._brokers
 
-            wait_for(b1_forgot_b0, what="b1 to notice that b0 is gone")
+        wait_for(b1_forgot_b0, what="b1 to notice that b0 is gone")
         with Admin(b1.bootstrap) as admin:
             admin.create_topic("during-expiry", 4)
         proxy.restore()
