@@ -167,7 +167,7 @@ def java_consumer_perf(bootstrap: str, topic: str, count: int, log4j: Path) -> t
     group = f"java-perf-{time.monotonic_ns()}"
     out = run_tool(
         CONSUMER_PERF, "--bootstrap-server", bootstrap, "--topic", topic, "--messages", str(count),
-        "--group", group, "--timeout", "60000", log4j=log4j, timeout=600,
+        "--group", group, "--timeout", "60000", log4j=log4j, timeout=600, measured=True,
     ).stdout.decode()  # fmt: skip
     header, values = [line for line in out.splitlines() if line.strip()][-2:]
     row = dict(zip((h.strip() for h in header.split(",")), (v.strip() for v in values.split(",")), strict=True))

@@ -23,12 +23,15 @@ from typing import Any
 import pytest
 
 from demo.processes import quick_jvm_env
+from tests.support import jvm_archive
 from tests.support.processes import descendants
 
 # Every Spark driver the tests start (the session's, spark-submit's, Airflow's tasks', the newcomer's
 # demo) compiles with the quick compiler only: most of a test's JVM time is its start-up
 # (demo.processes.QUICK_JVM_FLAGS says why and what it saves). The benchmarks set nothing.
 os.environ.update(quick_jvm_env(dict(os.environ)))
+# ... and maps the classes it loads from a class-data archive made once (tests.support.jvm_archive).
+os.environ["SPARK_SUBMIT_OPTS"] = " ".join([os.environ["SPARK_SUBMIT_OPTS"], *jvm_archive.driver_flags()])
 
 pytest_plugins = ["tests.support.fixtures"]
 
@@ -56,6 +59,21 @@ PURE_FIXTURES = frozenset(
         "_no_process_left_behind",
     }
 )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Before any worker starts (in the run's main process): the Spark drivers' class archive,
+    unless only the unit tier runs (it starts no JVM)."""
+    if hasattr(config, "workerinput") or (config.getoption("markexpr") or "").strip() == "unit":
+        return
+    config.stash[_ARCHIVE_NOTE] = jvm_archive.ensure_archive()
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    return config.stash.get(_ARCHIVE_NOTE, None)
+
+
+_ARCHIVE_NOTE = pytest.StashKey[str]()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -3,7 +3,9 @@ nothing running; stopping a peer ends everything it forked; servers listen on lo
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -51,3 +53,28 @@ def test_zookeeper_listens_on_loopback_and_stops_completely(tmp_path: Path) -> N
         assert f"127.0.0.1:{server.port}" in mine or f"[::ffff:127.0.0.1]:{server.port}" in mine
         assert all("127.0.0.1" in address for address in mine), mine
     assert _running({pid}) == set()
+
+
+def test_spark_drivers_map_the_class_archive_the_run_made(tmp_path: Path) -> None:
+    """The archive made when the run began fits the driver JVM's class path: with -Xshare:on a
+    JVM that cannot map it refuses to start (silently ignored, it would cost every driver seconds)."""
+    from tests.support import jvm_archive
+    from tests.support.spark import spark_submit
+
+    assert jvm_archive.archive_path().is_file(), "the run's configuration makes it before the workers start"
+    assert os.environ["SPARK_SUBMIT_OPTS"].split()[-3:] == list(jvm_archive.driver_flags())
+    script = tmp_path / "count.py"
+    script.write_text(
+        "from pyspark.sql import SparkSession\nprint(SparkSession.builder.getOrCreate().range(3).count())"
+    )
+    env = {
+        **os.environ,
+        "PYSPARK_PYTHON": sys.executable,
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+        "SPARK_SUBMIT_OPTS": f"{os.environ['SPARK_SUBMIT_OPTS']} -Xshare:on",
+    }
+    done = subprocess.run(
+        [str(spark_submit()), "--master", "local[1]", "--conf", "spark.ui.enabled=false", str(script)],
+        env=env, capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0 and done.stdout.strip().endswith("3"), (done.stdout + done.stderr)[-2000:]
