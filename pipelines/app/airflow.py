@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.config.pipeline import PipelineSpec, load_spec
+from pipelines.app.runner import needs_spark
 from pipelines.config.steps import RAW_VIEW
 from pipelines.logs import ENV_LEVEL
 
@@ -80,9 +81,13 @@ def stage_command(spec: PipelineSpec, pipeline_file: Path, stage: str, step: str
     whether this stage of this run is finished (a cleared or re-run task of a finished DAG run), so
     that such a task exits at once instead of starting a JVM (locally) or an application (on
     YARN); then, if it may have work (or the check itself failed), the spark-submit job, which
-    decides for itself again."""
+    decides for itself again. The publish task runs ``pipelines run --stage publish`` instead when
+    the pipeline's storage is reachable without Spark."""
     done = [sys.executable, "-m", "pipelines.app.cli", "done", str(pipeline_file), "--stage", stage]
-    parts = [*_job_command(spec, pipeline_file), "--stage", stage, *(["--step", step] if step else [])]
+    if needs_spark(spec, stage):
+        parts = [*_job_command(spec, pipeline_file), "--stage", stage, *(["--step", step] if step else [])]
+    else:  # publish moves files: no JVM to start (runner.needs_spark)
+        parts = [sys.executable, "-m", "pipelines.app.cli", "run", str(pipeline_file), "--stage", stage]
     # the run id is a Jinja template, quoted as a whole: Airflow renders it inside the quotes
     return (
         " ".join(shlex.quote(p) for p in done)

@@ -135,6 +135,7 @@ def run(
     spec = _spec(pipeline)
     settings = _settings(conf)
     _exit_if_done(spec, stage, run_id)
+    _exit_without_spark(spec, stage, run_id, quiet)
     runner.import_ahead(spec, stage)
     from pipelines.app.session import jvm_log_path, local_session, spark_log_note  # noqa: PLC0415 - Spark only here
 
@@ -266,6 +267,7 @@ def spark_submit_main(
     if dry_run:
         raise click.UsageError("--dry-run goes with a rewind target (--to-time, --to-offsets or --to-run)")
     _exit_if_done(spec, stage, run_id)
+    _exit_without_spark(spec, stage, run_id, quiet)
     runner.import_ahead(spec, stage)
     spark = _submitted(f"load_warehouse-{spec.name}")
     try:
@@ -273,6 +275,12 @@ def spark_submit_main(
     finally:
         spark.stop()
     sys.exit(code)
+
+
+def _exit_without_spark(spec: PipelineSpec, stage: str, run_id: str | None, quiet: bool) -> None:
+    """Run ``stage`` and exit, without a Spark session, if it needs none (runner.needs_spark)."""
+    if not runner.needs_spark(spec, stage):
+        sys.exit(runner.run_stage(spec, None, stage, run_id=run_id, quiet=quiet))
 
 
 def _exit_if_done(spec: PipelineSpec, stage: str, run_id: str | None) -> None:

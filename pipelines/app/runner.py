@@ -119,6 +119,21 @@ def run_stage(
     return EXIT_OK
 
 
+def needs_spark(spec: PipelineSpec, stage: str) -> bool:
+    """Whether ``stage`` needs a Spark session. Publishing moves files and writes markers only: it
+    runs without one when the raw layer and every output are reachable without the JVM (local
+    paths, or a cluster with ``raw.webhdfs_url``), which saves a scheduled run's publish task the
+    start of a JVM and a session (about 10 s); hdfs:// without a WebHDFS address needs Spark's
+    Hadoop client."""
+    if stage != "publish":
+        return True
+    for path in (spec.raw.path, *(output.path for output in spec.outputs)):
+        scheme = path.partition("://")[0] if "://" in path else ""
+        if scheme not in ("", "file", "webhdfs") and spec.webhdfs_url_for(path) is None:
+            return True
+    return False
+
+
 def import_ahead(spec: PipelineSpec, stage: str) -> None:
     """For a program about to start Spark: if ``stage`` (``all``, ``validate``, or ``replay``) will
     check expectations, start importing great-expectations now, on a thread of its own, so the

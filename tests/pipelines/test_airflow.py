@@ -69,6 +69,9 @@ def test_the_dag_folder_parses_into_one_dag_per_pipeline(airflow_home: Path, mon
     assert load.retries == 2 and load.retry_delay.total_seconds() == 300
     assert "--stage load" in load.bash_command and f'--run-id "{RUN_ID}"' in load.bash_command
     assert "--master 'local[2]'" in load.bash_command
+    # publishing moves files: its task runs `pipelines run --stage publish`, no spark-submit
+    publish = dag.get_task("publish").bash_command
+    assert "pipelines.app.cli run" in publish and "--stage publish" in publish and "spark-submit" not in publish
     assert list(bag.dags["pipeline_demo_events"].task_ids) == ["load"]
 
 

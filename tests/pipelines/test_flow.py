@@ -26,6 +26,7 @@ from tests.pipelines.flow_harness import (
     snapshot,
     table_rows,
 )
+from tests.pipelines.harness import run_cli
 from tests.support.kafkalog import BrokerProcess
 
 START = datetime(2026, 5, 4, 21, 10, tzinfo=UTC)  # the views run past midnight into the next day
@@ -102,7 +103,18 @@ def test_late_data_recomputes_exactly_the_partitions_it_touches(
     late = [e for e in late if e["ts"][:13] == first[0]["ts"][:13]]
     assert late
     send(broker.bootstrap, "web.page_views", late)
-    load_and_flow(spec_path, spark)
+    spec = load_spec(spec_path)
+    assert PipelineRun(spec, spark).run().status == "committed"
+    flow = FlowRun(spec, spark)
+    seq = flow.seq_for(None)
+    for step in ("sessions", "hourly_pages"):
+        flow.run_step(seq, step)
+    flow.validate(seq)
+    # publishing moves files: `pipelines run --stage publish` starts no JVM, and finds no Java here
+    nowhere = str(tmp_path / "no-java")
+    published = run_cli("run", str(spec_path), "--stage", "publish", env={"PATH": nowhere, "JAVA_HOME": nowhere})
+    assert published.returncode == 0, published.stderr[-3000:]
+    assert flow.published(seq)
     assert hourly_pages(tmp_path) == expected_hourly_pages(first + late)
     after = snapshot(tmp_path / "warehouse" / "hourly_page_views")
     second_day = {k: v for k, v in before.items() if "dt=2026-05-05" in k}

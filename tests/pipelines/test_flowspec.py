@@ -279,3 +279,19 @@ def test_outputs_may_not_overlap_the_raw_layer_or_each_other(tmp_path: Path, pat
         {"name": "o1", "source": "hourly", "path": "/data/w/ab"},
     ]
     assert len(load(tmp_path, data).outputs) == 2  # a shared prefix of names is not an overlap
+
+
+def test_only_publish_runs_without_spark_and_only_where_the_tools_reach_every_path(tmp_path: Path) -> None:
+    from pipelines.app.runner import STAGES, needs_spark
+
+    local = load(tmp_path, flow())
+    assert [stage for stage in STAGES if not needs_spark(local, stage)] == ["publish"]
+    on_hdfs = put(put(flow(), "raw.path", "hdfs://nn:8020/raw"), "outputs", [
+        {**flow()["outputs"][0], "path": "hdfs://nn:8020/warehouse/hourly_counts"}
+    ])  # fmt: skip
+    assert needs_spark(load(tmp_path, on_hdfs), "publish")  # Spark's Hadoop client is the only way there
+    with_webhdfs = put(on_hdfs, "raw.webhdfs_url", "http://nn:9870")
+    assert not needs_spark(load(tmp_path, with_webhdfs), "publish")
+    # an output on another cluster than the raw layer's: its WebHDFS address is unknown
+    elsewhere = put(with_webhdfs, "outputs", [{**flow()["outputs"][0], "path": "hdfs://other:8020/w/hourly_counts"}])
+    assert needs_spark(load(tmp_path, elsewhere), "publish")
