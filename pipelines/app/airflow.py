@@ -21,8 +21,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from pipelines.config.pipeline import PipelineSpec, load_spec
 from pipelines.app.runner import needs_spark
+from pipelines.config.pipeline import PipelineSpec, load_spec
 from pipelines.config.steps import RAW_VIEW
 from pipelines.logs import ENV_LEVEL
 
