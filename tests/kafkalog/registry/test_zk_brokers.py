@@ -53,6 +53,13 @@ def zk_broker(root: Path, connect: str, broker_id: int, **config: object) -> Bro
 def two_brokers(tmp_path: Path, zk_factory: Callable[..., Any]) -> Iterator[tuple[BrokerProcess, BrokerProcess]]:
     b0 = zk_broker(tmp_path, zk_factory.connect, 0).start()  # type: ignore[attr-defined]
     b1 = zk_broker(tmp_path, zk_factory.connect, 1).start()  # type: ignore[attr-defined]
+
+    def sees_both(broker: BrokerProcess) -> bool:  # b0 learns of b1 from its watch, a moment later
+        with Client(broker.bootstrap) as view:
+            view.refresh_metadata()
+            return set(view._brokers) == {0, 1}
+
+    wait_for(lambda: sees_both(b0) and sees_both(b1), what="each broker to see the other")
     yield b0, b1
     for b in (b0, b1):
         b.__exit__()
