@@ -32,7 +32,8 @@ from tests.support.processes import descendants
 # (demo.processes.QUICK_JVM_FLAGS says why and what it saves). The benchmarks set nothing.
 os.environ.update(quick_jvm_env(dict(os.environ)))
 # ... and maps the classes it loads from a class-data archive made once (tests.support.jvm_archive).
-os.environ["SPARK_SUBMIT_OPTS"] = " ".join([os.environ["SPARK_SUBMIT_OPTS"], *jvm_archive.driver_flags()])
+_given = os.environ["SPARK_SUBMIT_OPTS"].split()  # a worker inherits its main process's flags
+os.environ["SPARK_SUBMIT_OPTS"] = " ".join([*_given, *(f for f in jvm_archive.driver_flags() if f not in _given)])
 
 pytest_plugins = ["tests.support.fixtures"]
 
