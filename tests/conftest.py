@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -64,43 +63,18 @@ PURE_FIXTURES = frozenset(
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """In the run's main process: the Spark drivers' class archive, made in the background while
-    the workers start (a minute; drivers started before it is there run without it), unless it
-    exists or only the unit tier runs (it starts no JVM)."""
+    """Before any worker starts (in the run's main process): the Spark drivers' class archive,
+    unless only the unit tier runs (it starts no JVM)."""
     if hasattr(config, "workerinput") or (config.getoption("markexpr") or "").strip() == "unit":
         return
-    if not jvm_archive.enabled() or jvm_archive.archive_path().exists():
-        config.stash[_ARCHIVE_NOTE] = jvm_archive.ensure_archive()  # says which, makes nothing
-        return
-    config.stash[_ARCHIVE_MAKER] = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.jvm_archive"], cwd=jvm_archive.REPO, stdout=subprocess.PIPE, text=True
-    )
-    config.stash[_ARCHIVE_NOTE] = "Spark driver class archive: being made in the background"
+    config.stash[_ARCHIVE_NOTE] = jvm_archive.ensure_archive()
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:
     return config.stash.get(_ARCHIVE_NOTE, None)
 
 
-def pytest_unconfigure(config: pytest.Config) -> None:
-    _finish_archive(config)
-
-
-def _finish_archive(config: pytest.Config) -> None:
-    """Wait for the archive maker (if this process started one) and say what it did; once."""
-    maker = config.stash.get(_ARCHIVE_MAKER, None)
-    if maker is None or maker.returncode is not None:
-        return
-    try:
-        said, _ = maker.communicate(timeout=600)
-    except subprocess.TimeoutExpired:
-        maker.kill()
-        said, _ = maker.communicate()
-    sys.stderr.write(f"{said.strip() or f'the class archive maker exited with {maker.returncode}'}\n")
-
-
 _ARCHIVE_NOTE = pytest.StashKey[str]()
-_ARCHIVE_MAKER = pytest.StashKey["subprocess.Popen[str]"]()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -155,12 +129,10 @@ def _unit_tier_starts_no_process(request: pytest.FixtureRequest, monkeypatch: py
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _no_process_left_behind(request: pytest.FixtureRequest) -> Iterator[None]:
+def _no_process_left_behind() -> Iterator[None]:
     """After the whole run, nothing the tests started may still run (every peer, broker, Spark
-    daemon and command stopped). Leftovers are killed and reported as an error of the run. (The
-    class archive's maker is the run's own, not a test's: waited for first.)"""
+    daemon and command stopped). Leftovers are killed and reported as an error of the run."""
     yield
-    _finish_archive(request.config)
     deadline = time.monotonic() + 15
     left = descendants()
     while left and time.monotonic() < deadline:  # a stop may still be reaping its children
