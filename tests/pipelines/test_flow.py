@@ -32,6 +32,17 @@ from tests.support.kafkalog import BrokerProcess
 START = datetime(2026, 5, 4, 21, 10, tzinfo=UTC)  # the views run past midnight into the next day
 
 
+def load_and_validate(spec: Any, spark: Any) -> tuple[FlowRun, int]:
+    """A load committed, its steps run and its outputs validated: everything but the publish."""
+    assert PipelineRun(spec, spark).run().status == "committed"
+    flow = FlowRun(spec, spark)
+    seq = flow.seq_for(None)
+    for step in ("sessions", "hourly_pages"):
+        flow.run_step(seq, step)
+    flow.validate(seq)
+    return flow, seq
+
+
 def load_and_flow(spec_path: Path, spark: Any) -> tuple[FlowRun, int]:
     spec = load_spec(spec_path)
     result = PipelineRun(spec, spark).run()
@@ -103,13 +114,7 @@ def test_late_data_recomputes_exactly_the_partitions_it_touches(
     late = [e for e in late if e["ts"][:13] == first[0]["ts"][:13]]
     assert late
     send(broker.bootstrap, "web.page_views", late)
-    spec = load_spec(spec_path)
-    assert PipelineRun(spec, spark).run().status == "committed"
-    flow = FlowRun(spec, spark)
-    seq = flow.seq_for(None)
-    for step in ("sessions", "hourly_pages"):
-        flow.run_step(seq, step)
-    flow.validate(seq)
+    flow, seq = load_and_validate(load_spec(spec_path), spark)
     # publishing moves files: `pipelines run --stage publish` starts no JVM, and finds no Java here
     nowhere = str(tmp_path / "no-java")
     published = run_cli("run", str(spec_path), "--stage", "publish", env={"PATH": nowhere, "JAVA_HOME": nowhere})
@@ -172,12 +177,7 @@ def test_a_publish_that_dies_midway_is_completed_by_the_next_one(
     events = list(page_views(START, 150, seed=5))
     send(broker.bootstrap, "web.page_views", events)
     spec = load_spec(example_spec(tmp_path, "page_views", broker.bootstrap))
-    assert PipelineRun(spec, spark).run().status == "committed"
-    flow = FlowRun(spec, spark)
-    seq = flow.seq_for(None)
-    for step in ("sessions", "hourly_pages"):
-        flow.run_step(seq, step)
-    flow.validate(seq)
+    flow, seq = load_and_validate(spec, spark)
     renames = {"n": 0}
     original = LocalStorage.rename
 
