@@ -19,6 +19,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pipelines.addresses import is_http_address
 from pipelines.config.loader import LOADER
 from pipelines.config.steps import Output, Schedule, Transform, check_graph
+from pipelines.config.tables import Tables, check_table_name
 from pipelines.errors import SpecError
 
 FIELD_TYPES = ("string", "long", "int", "double", "float", "boolean", "timestamp", "binary")
@@ -306,6 +307,8 @@ class PipelineSpec:
     """Warehouse tables: a step's rows, validated by expectations, overwritten per partition."""
     schedule: Schedule = field(default_factory=Schedule)
     """How Airflow runs the pipeline."""
+    tables: Tables = field(default_factory=Tables)
+    """Where readers find the raw layer and the outputs by name (a Hive metastore; docs/tables.md)."""
 
     def __post_init__(self) -> None:
         if not re.match(r"^[A-Za-z0-9_.-]+$", self.name):
@@ -333,6 +336,35 @@ class PipelineSpec:
 
         check_graph(self.transforms, self.outputs)
         self._check_output_paths()
+        self._check_tables()
+
+    @property
+    def raw_table(self) -> str:
+        """The raw layer's table name in the metastore (without the database)."""
+        if self.tables.raw is not None:
+            return self.tables.raw
+        return re.sub(r"[.-]", "_", self.name.lower()) + "_raw"
+
+    def _check_tables(self) -> None:
+        if self.tables.metastore == "none":
+            return
+        if self.tables.metastore == "embedded" and not self.raw.is_local:
+            raise _fail(
+                "tables.metastore",
+                f"the embedded metastore is a Derby database beside the pipeline's state, which needs a local raw "
+                f"layer (not {self.raw.path}): name a Hive metastore service (thrift://host:9083) or none",
+            )
+        if self.tables.raw is None:
+            try:
+                check_table_name("tables.raw", self.raw_table)
+            except SpecError as exc:
+                raise _fail("tables.raw", f"the default name {self.raw_table!r} cannot be a table's: give one") from exc
+        names = {self.raw_table: "tables.raw"}
+        for i, output in enumerate(self.outputs):
+            other = names.get(output.table_name)
+            if other is not None:
+                raise _fail(f"outputs[{i}].table", f"{output.table_name!r} is already the table of {other}")
+            names[output.table_name] = f"outputs[{i}]"
 
     def _check_output_paths(self) -> None:
         """An output must not live inside the raw layer (publishing moves whole partition

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Literal
 
+from pipelines.config.tables import check_table_name
 from pipelines.errors import SpecError
 
 RAW_VIEW = "raw"
@@ -143,10 +144,19 @@ class Output:
     """quarantine only: if more than this share of the rows fail, nothing is published."""
     compression: Literal["snappy", "zstd", "gzip", "none"] = "snappy"
     """Parquet compression codec."""
+    table: str | None = None
+    """Its table's name in the metastore (``tables``); default: the output's name, lower-cased."""
+
+    @property
+    def table_name(self) -> str:
+        """The name readers find the output by in the metastore (without the database)."""
+        return self.table if self.table is not None else self.name.lower()
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
             raise _fail("name", f"{self.name!r}: letters, digits and '_' (not starting with a digit)")
+        if self.table is not None:
+            check_table_name("table", self.table)
         if self.partition_by not in (("dt", "hour"), ("dt",)):
             raise _fail("partition_by", f"[dt, hour] or [dt], not {list(self.partition_by)}")
         if not self.path:
