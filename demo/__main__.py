@@ -16,7 +16,9 @@
    what is new.
 5. Rewinds to six hours ago and replays (dry run first), and checks that the warehouse tables
    after the replay hold exactly the rows they held before.
-6. Prints a short report (and writes it as JSON to .cache/demo/demo-report.json) and stops every
+6. Queries the raw layer and the warehouse tables by name (``pipelines sql``): every run registered
+   them in the metastore, the embedded one here (not with ``--hadoop``, whose raw layer is on HDFS).
+7. Prints a short report (and writes it as JSON to .cache/demo/demo-report.json) and stops every
    process it started.
 
 Everything lives under .cache/demo/, which is emptied first: each demo starts from nothing.
@@ -415,6 +417,8 @@ def story(demo: Demo, spec: PipelineSpec, events: int) -> None:
     raw = demo.raw_path()
     demo.facts["raw"] = _shown(raw)
     demo.facts["raw_rows"] = len(published_rows(demo.storage(raw), raw))
+    if not demo.hadoop:
+        by_name(demo, spec)
     if demo.hadoop:
         root = f"{demo.hadoop_addresses['hdfs']}/demo"
         demo.step("what the demo wrote on HDFS (hdfs dfs -ls, three levels)")
@@ -423,8 +427,31 @@ def story(demo: Demo, spec: PipelineSpec, events: int) -> None:
         demo.facts["hdfs"] = {"root": root, "entries": len(lines)}
 
 
+def by_name(demo: Demo, spec: PipelineSpec) -> None:
+    """Query the tables by name, as any Spark SQL or Hive reader would, and check they hold what the
+    files do."""
+    demo.step("6. the tables by name: every run registered them in the metastore (embedded here)")
+    names = [spec.raw_table, *(o.table_name for o in spec.outputs)]
+    query = " UNION ALL ".join(f"SELECT '{name}' AS table_name, COUNT(*) AS row_count FROM {name}" for name in names)
+    demo.say(f'[dim]$ pipelines sql {demo.pipeline} "{query}"[/dim]')
+    found = {
+        row["table_name"]: row["row_count"]
+        for row in map(json.loads, demo.pipelines("sql", str(demo.pipeline), query, "--json").splitlines())
+    }
+    expected = {spec.raw_table: demo.facts["raw_rows"]}
+    expected |= {o.table_name: demo.facts["tables"][o.name]["rows"] for o in spec.outputs}
+    if found != expected:
+        raise DemoError(f"the tables by name hold other row counts than their files: {found} vs {expected}")
+    demo.say(
+        ", ".join(f"{spec.tables.database}.{name}: {count:,} rows" for name, count in found.items())
+        + " — what their files hold. Any reader of the metastore finds them so: "
+        f'spark.table("{spec.tables.database}.{spec.outputs[0].table_name}"), spark-sql, Hive'
+    )
+    demo.facts["by_name"] = {f"{spec.tables.database}.{name}": count for name, count in found.items()}
+
+
 def summary(demo: Demo, started: float) -> None:
-    demo.step("6. the report")
+    demo.step("7. the report")
     aggregate = demo.end_offsets(demo._bootstrap("aggregate"))
     demo.facts["produced"] = demo.produced
     demo.facts["aggregate_messages"] = aggregate

@@ -80,3 +80,8 @@ class FlowError(PipelineError):
 
 class ReplayError(PipelineError):
     """A replay cannot be planned or carried out (the message names the split or stage and why)."""
+
+
+class CatalogError(PipelineError):
+    """The metastore cannot be reached, refused a change, or holds something under a pipeline's
+    table name that is not the pipeline's (the message names the metastore, the table and why)."""

@@ -33,6 +33,7 @@ POINTS = (
     "publish.after_files",
     "replay.after_plan",
     "replay.before_commit",
+    "tables.before_view",
 )
 
 

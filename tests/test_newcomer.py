@@ -172,6 +172,14 @@ def _check_demo(clone: Path, done: subprocess.CompletedProcess[str], mode: str, 
         else:
             assert Path(table["path"]).is_relative_to(clone / ".cache" / "demo" / "warehouse")
         assert "_generations" in table["path"]  # after the replay, readers are sent to generation 1
+    if hdfs:  # no metastore beside a raw layer on HDFS, and none configured: no tables by name
+        assert "by_name" not in report
+    else:  # queried by name, each table holds what its files do (the demo checked; the counts are here)
+        assert report["by_name"] == {
+            "warehouse.page_views_raw": report["raw_rows"],
+            **{f"warehouse.{name}": table["rows"] for name, table in report["tables"].items()},
+        }
+        assert "6. the tables by name" in output
     return report
 
 

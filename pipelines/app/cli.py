@@ -23,6 +23,7 @@ from rich.table import Table
 
 from pipelines.app import runner
 from pipelines.app.runner import EXIT_BAD_SPEC, EXIT_FAILED, STAGES, state_of
+from pipelines.app.tables import COMMANDS as TABLE_COMMANDS
 from pipelines.config.pipeline import PipelineSpec, load_spec
 from pipelines.errors import PipelineError, SpecError
 from pipelines.logs import LEVELS, configure_logging
@@ -117,6 +118,10 @@ def main() -> None:
     """Plan, load, inspect and replay pipelines."""
 
 
+for _command in TABLE_COMMANDS:
+    main.add_command(_command)
+
+
 @main.command()
 @click.argument("pipeline", type=click.Path(exists=True, dir_okay=False))
 @SESSION
@@ -137,11 +142,11 @@ def run(
     _exit_if_done(spec, stage, run_id)
     _exit_without_spark(spec, stage, run_id, quiet)
     runner.import_ahead(spec, stage)
-    from pipelines.app.session import jvm_log_path, local_session, spark_log_note  # noqa: PLC0415 - Spark only here
+    from pipelines.app.session import jvm_log_path, pipeline_session, spark_log_note  # noqa: PLC0415 - Spark only here
 
     jvm_log = jvm_log_path(f"pipelines-{spec.name}")
     try:
-        spark = local_session(master, f"pipelines-{spec.name}", settings, jvm_log=jvm_log)
+        spark = pipeline_session(spec, master, f"pipelines-{spec.name}", settings, jvm_log=jvm_log)
     except PipelineError as exc:
         _exit_on(exc)
     code = EXIT_FAILED
@@ -184,9 +189,9 @@ def rewind(
 
 
 def _local(master: str, conf: tuple[str, ...], spec: PipelineSpec, jvm_log: Path) -> Any:
-    from pipelines.app.session import local_session  # noqa: PLC0415 - Spark only for commands that run
+    from pipelines.app.session import pipeline_session  # noqa: PLC0415 - Spark only for commands that run
 
-    return local_session(master, f"pipelines-replay-{spec.name}", _settings(conf), jvm_log=jvm_log)
+    return pipeline_session(spec, master, f"pipelines-replay-{spec.name}", _settings(conf), jvm_log=jvm_log)
 
 
 def _replay(
@@ -263,13 +268,16 @@ def spark_submit_main(
         to_time = to_time or rewind_to
     spec = _spec(pipeline)
     if abandon or any(x is not None for x in (to_time, to_offsets, to_run)):
-        _replay(spec, to_time, to_offsets, to_run, dry_run, abandon, as_json, quiet, session=_submitted)
+        _replay(
+            spec, to_time, to_offsets, to_run, dry_run, abandon, as_json, quiet,
+            session=lambda: _submitted(spec, f"load_warehouse-replay-{spec.name}"),
+        )  # fmt: skip
     if dry_run:
         raise click.UsageError("--dry-run goes with a rewind target (--to-time, --to-offsets or --to-run)")
     _exit_if_done(spec, stage, run_id)
     _exit_without_spark(spec, stage, run_id, quiet)
     runner.import_ahead(spec, stage)
-    spark = _submitted(f"load_warehouse-{spec.name}")
+    spark = _submitted(spec, f"load_warehouse-{spec.name}")
     try:
         code = runner.run_stage(spec, spark, stage, run_id=run_id, step=step, replan=replan, quiet=quiet)
     finally:
@@ -305,11 +313,11 @@ def done(pipeline: str, run_id: str, stage: str) -> None:
     sys.exit(EXIT_FAILED)
 
 
-def _submitted(app_name: str = "replay") -> Any:
-    """The session spark-submit configured (master, resources, the shipped code)."""
-    from pyspark.sql import SparkSession  # noqa: PLC0415 - Spark only for commands that run
+def _submitted(spec: PipelineSpec, app_name: str) -> Any:
+    """The session spark-submit configured, with the pipeline's metastore (pipelines.app.session)."""
+    from pipelines.app.session import submitted_session  # noqa: PLC0415 - Spark only for commands that run
 
-    return SparkSession.builder.appName(app_name).getOrCreate()
+    return submitted_session(spec, app_name)
 
 
 def _settings(conf: tuple[str, ...]) -> dict[str, str]:

@@ -83,15 +83,30 @@ def run_stage(
     quiet: bool = False,
 ) -> int:
     """One stage of a pipeline (``all``: the load, then, if the file has outputs, its transforms,
-    validation and publish); returns the exit code."""
-    from pipelines.flow.run import FlowRun  # noqa: PLC0415 - great-expectations only when validating
-
+    validation and publish); returns the exit code. A stage that commits (load, publish, all) ends
+    by bringing the pipeline's tables up to date (``register_tables``)."""
     if stage not in STAGES:
         return fail(PipelineError(f"unknown stage {stage!r} (stages: {', '.join(STAGES)})"))
     if stage in ("all", "load"):
         code = load(spec, spark, run_id=run_id, replan=replan, quiet=quiet)
         if code or stage == "load" or not spec.outputs:
-            return code
+            return code or register_tables(spec, spark, quiet=quiet)
+    code = _flow_stage(spec, spark, stage, run_id=run_id, step=step, quiet=quiet)
+    if stage in (
+        "all",
+        "publish",
+    ):  # after a failed flow too: the load of ``all`` committed, and its raw rows are readers' now
+        registered = register_tables(spec, spark, quiet=quiet)
+        return code or registered
+    return code
+
+
+def _flow_stage(
+    spec: PipelineSpec, spark: Any, stage: str, *, run_id: str | None, step: str | None, quiet: bool
+) -> int:
+    """The flow's part of ``stage`` (after the load): transforms, validate, publish, or all three."""
+    from pipelines.flow.run import FlowRun  # noqa: PLC0415 - great-expectations only when validating
+
     reporter = Reporter(quiet=quiet)
     reported: list[int] = []  # the loads whose reports this stage changes, even when it fails
     flow: FlowRun | None = None
@@ -119,13 +134,36 @@ def run_stage(
     return EXIT_OK
 
 
+def register_tables(spec: PipelineSpec, spark: Any, *, quiet: bool = False) -> int:
+    """Bring the pipeline's tables in the metastore up to date with what is committed
+    (pipelines.catalog); returns the exit code. Without a session (a publish that needed none) or
+    without tables there is nothing to do. A metastore that fails is an error, but the data stays
+    committed: the next run, or ``pipelines repair``, registers it."""
+    if spark is None or spec.tables.metastore == "none":
+        return EXIT_OK
+    from pipelines.catalog.sync import sync  # noqa: PLC0415 - the catalog only when registering
+
+    root = spec.raw.path
+    state = PipelineState(storage_for(root, spark=spark, webhdfs_url=spec.webhdfs_url_for(root)), root)
+    try:
+        sync(spec, state, spark, reporter=Reporter(quiet=quiet))
+    except PipelineError as exc:
+        return fail(
+            PipelineError(
+                f"tables not registered: {exc} (what the run loaded or published is committed; the next run, "
+                "or `pipelines repair`, registers it)"
+            )
+        )
+    return EXIT_OK
+
+
 def needs_spark(spec: PipelineSpec, stage: str) -> bool:
     """Whether ``stage`` needs a Spark session. Publishing moves files and writes markers only: it
     runs without one when the raw layer and every output are reachable without the JVM (local
-    paths, or a cluster with ``raw.webhdfs_url``), which saves a scheduled run's publish task the
-    start of a JVM and a session (about 10 s); hdfs:// without a WebHDFS address needs Spark's
-    Hadoop client."""
-    if stage != "publish":
+    paths, or a cluster with ``raw.webhdfs_url``) and the pipeline registers no tables (the
+    metastore is reached through Spark), which saves a scheduled run's publish task the start of a
+    JVM and a session (about 10 s); hdfs:// without a WebHDFS address needs Spark's Hadoop client."""
+    if stage != "publish" or spec.tables.metastore != "none":
         return True
     for path in (spec.raw.path, *(output.path for output in spec.outputs)):
         scheme = path.partition("://")[0] if "://" in path else ""
@@ -189,7 +227,7 @@ def replay(spec: PipelineSpec, spark: Any, target: RewindTarget, *, quiet: bool 
     except PipelineError as exc:
         return fail(exc)
     report_runs(spec, [manifest.seq], reporter, job.state)
-    return EXIT_OK
+    return register_tables(spec, spark, quiet=quiet)
 
 
 def report_runs(spec: PipelineSpec, seqs: Iterable[int], reporter: Reporter, state: PipelineState | None) -> None:

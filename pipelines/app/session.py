@@ -63,6 +63,40 @@ def local_session(
     return session
 
 
+def pipeline_session(
+    spec: Any, master: str, app_name: str, conf: dict[str, str] | None = None, *, jvm_log: Path | None = None
+) -> Any:
+    """A local session for ``spec``'s commands: ``local_session`` with the settings that reach the
+    pipeline's metastore (pipelines.catalog.connection; the caller's ``conf`` wins)."""
+    from pipelines.catalog.connection import metastore_for, prepare, session_settings  # noqa: PLC0415
+
+    given = conf or {}
+    metastore = metastore_for(spec, given)
+    session = local_session(master, app_name, {**session_settings(metastore), **given}, jvm_log=jvm_log)
+    prepare(session, metastore)
+    return session
+
+
+def submitted_session(spec: Any, app_name: str) -> Any:
+    """The session spark-submit configured (master, resources, the shipped code), with the
+    settings that reach ``spec``'s metastore added where spark-submit's own do not say otherwise
+    (Hive's settings are read once, when the session starts)."""
+    from pyspark import SparkConf  # noqa: PLC0415
+    from pyspark.sql import SparkSession  # noqa: PLC0415
+
+    from pipelines.catalog.connection import metastore_for, prepare, session_settings  # noqa: PLC0415
+
+    given = dict(SparkConf().getAll())
+    metastore = metastore_for(spec, given)
+    builder = SparkSession.builder.appName(app_name)
+    for key, value in session_settings(metastore).items():
+        if key not in given:
+            builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    prepare(session, metastore)
+    return session
+
+
 def _gateway_logging_to(jvm_log: Path, spark_conf: Any) -> Any:
     """Start Spark's JVM (py4j gateway) with its stdout and stderr in ``jvm_log``; a JVM that dies
     at start is an error that quotes the end of that file."""

@@ -122,6 +122,12 @@ def spark_ddl(decoder: Decoder) -> str:
     return ddl_of(row_schema(decoder))
 
 
+def spark_columns(decoder: Decoder) -> list[tuple[str, str]]:
+    """(name, Spark type) of every raw column but the dt/hour partition columns, in order: the raw
+    layer's table in a metastore (pipelines.catalog)."""
+    return [(f.name, _spark_type(f.type)) for f in row_schema(decoder) if f.name not in ("dt", "hour")]
+
+
 def ddl_of(schema: pa.Schema) -> str:
     """Spark DDL of an Arrow schema of the types raw rows use (every name quoted)."""
     return ", ".join(f"`{f.name}` {_spark_type(f.type)}" for f in schema)

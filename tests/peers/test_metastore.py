@@ -8,12 +8,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 
 import pytest
 
 from tests.support.metastore import HiveMetastoreProcess
-from tests.support.postgres import USER, PostgresProcess
+from tests.support.postgres import USER
 
 pytestmark = pytest.mark.integration
 
@@ -49,10 +48,9 @@ spark.stop()
 )
 
 
-@pytest.fixture(scope="module")
-def metastore(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HiveMetastoreProcess]:
-    with PostgresProcess() as database, HiveMetastoreProcess(tmp_path_factory.mktemp("metastore"), database) as hms:
-        yield hms
+@pytest.fixture
+def metastore(hive_metastore: HiveMetastoreProcess) -> HiveMetastoreProcess:
+    return hive_metastore
 
 
 def _spark(program: str, metastore: HiveMetastoreProcess) -> str:
@@ -81,7 +79,7 @@ def test_a_table_written_by_one_spark_is_read_by_name_by_another(metastore: Hive
          "-At", "-c", 'SELECT "TBL_NAME" FROM "TBLS"'],
         capture_output=True, text=True, timeout=60, check=True,
     )  # fmt: skip
-    assert listed.stdout.split() == ["views"]  # the metastore's rows are PostgreSQL's
+    assert "views" in listed.stdout.split()  # the metastore's rows are PostgreSQL's
 
 
 def test_the_metastore_listens_on_loopback_only(metastore: HiveMetastoreProcess) -> None:

@@ -20,13 +20,15 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def example_spec(tmp_path: Path, name: str, bootstrap: str, **changes: Any) -> Path:
-    """conf/pipelines/<name>.yaml with the broker, the raw layer and every output under ``tmp_path``."""
+    """conf/pipelines/<name>.yaml with the broker, the raw layer and every output under ``tmp_path``;
+    no tables unless ``tables`` is given (registering starts a metastore, and few tests are about it)."""
     data = yaml.safe_load((REPO / "conf" / "pipelines" / f"{name}.yaml").read_text())
     data["source"]["bootstrap"] = bootstrap
     data["source"]["retry_ms"] = 20_000
     data["raw"]["path"] = str(tmp_path / "raw")
     for output in data.get("outputs", []):
         output["path"] = str(tmp_path / "warehouse" / output["name"])
+    data["tables"] = {"metastore": "none"}
     data.update(changes)
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))

@@ -65,7 +65,8 @@ def write_spec(
     **overrides: Any,
 ) -> Path:
     """A pipeline YAML over topic ``events`` into ``raw`` (with ``raw_options`` added to its raw
-    section); ``overrides`` replace top-level keys."""
+    section); ``overrides`` replace top-level keys. It registers no tables unless ``tables`` says
+    so: a run that registers starts a metastore (seconds), and few tests are about tables."""
     spec: dict[str, Any] = {
         "name": name,
         "source": {"bootstrap": bootstrap, "retry_ms": 20_000},
@@ -77,6 +78,7 @@ def write_spec(
         },
         "event_time": {"field": "ts", "format": "iso8601"},
         "raw": {"path": str(raw), **(raw_options or {})},
+        "tables": {"metastore": "none"},
     }
     spec.update(overrides)
     path = directory / f"{name}.yaml"

@@ -18,6 +18,7 @@ import pytest
 from demo.examples import page_views
 from pipelines.app.airflow import RUN_ID
 from tests.pipelines.flow_harness import REPO, example_spec, expected_hourly_pages, send, snapshot, table_rows
+from tests.pipelines.harness import run_cli
 from tests.support.kafkalog import BrokerProcess
 
 AIRFLOW = str(Path(sys.executable).with_name("airflow"))
@@ -69,9 +70,9 @@ def test_the_dag_folder_parses_into_one_dag_per_pipeline(airflow_home: Path, mon
     assert load.retries == 2 and load.retry_delay.total_seconds() == 300
     assert "--stage load" in load.bash_command and f'--run-id "{RUN_ID}"' in load.bash_command
     assert "--master 'local[2]'" in load.bash_command
-    # publishing moves files: its task runs `pipelines run --stage publish`, no spark-submit
+    # publishing registers the tables (through Spark's catalog): a spark-submit job like the others
     publish = dag.get_task("publish").bash_command
-    assert "pipelines.app.cli run" in publish and "--stage publish" in publish and "spark-submit" not in publish
+    assert "--stage publish" in publish and "spark-submit" in publish
     assert list(bag.dags["pipeline_demo_events"].task_ids) == ["load"]
 
 
@@ -112,7 +113,8 @@ def test_airflow_dags_test_runs_a_pipeline_end_to_end_and_again_changes_nothing(
     conf, dags = tmp_path / "conf", tmp_path / "dags"
     conf.mkdir()
     dags.mkdir()
-    example_spec(conf, "page_views", broker.bootstrap)
+    # registered in the embedded metastore, as a pipeline file that says nothing of tables is
+    spec_path = example_spec(conf, "page_views", broker.bootstrap, tables={"metastore": "auto"})
     # the raw layer and the warehouse are under conf/ too (example_spec puts them beside the file)
     shutil.copy(REPO / "airflow_dags" / "page_views.py", dags / "page_views.py")
     env = {
@@ -169,3 +171,14 @@ def test_airflow_dags_test_runs_a_pipeline_end_to_end_and_again_changes_nothing(
         for k, v in before.items()
         if k.startswith("hourly_page_views/dt=2026-05-04/")
     }, "generation 0 untouched"
+
+    # the load, publish and replay tasks registered the tables: the metastore matches the manifests,
+    # and each name reads the replay's generation
+    tables = run_cli("tables", str(spec_path), "--json")
+    assert tables.returncode == 0, tables.stdout + tables.stderr
+    listed = json.loads(tables.stdout)
+    assert listed["metastore"].startswith("the embedded metastore in ") and listed["pending"] == []
+    assert {t["name"]: t["table"] for t in listed["tables"]} == {
+        f"warehouse.{name}": f"warehouse.{name}__gen1"
+        for name in ("page_views_raw", "user_sessions", "hourly_page_views")
+    }

@@ -282,11 +282,18 @@ def test_outputs_may_not_overlap_the_raw_layer_or_each_other(tmp_path: Path, pat
 
 
 def test_only_publish_runs_without_spark_and_only_where_the_tools_reach_every_path(tmp_path: Path) -> None:
+    from pipelines.app.airflow import stage_command
     from pipelines.app.runner import STAGES, needs_spark
 
-    local = load(tmp_path, flow())
+    # registering tables reaches the metastore through Spark: only a pipeline without them can
+    assert needs_spark(load(tmp_path, flow()), "publish")
+    local = load(tmp_path, put(flow(), "tables", {"metastore": "none"}))
     assert [stage for stage in STAGES if not needs_spark(local, stage)] == ["publish"]
-    on_hdfs = put(put(flow(), "raw.path", "hdfs://nn:8020/raw"), "outputs", [
+    # so the Airflow task of such a pipeline's publish runs `pipelines run --stage publish`, no spark-submit
+    publish = stage_command(local, tmp_path / "pipeline.yaml", "publish")
+    assert "pipelines.app.cli run" in publish and "--stage publish" in publish and "spark-submit" not in publish
+    assert "spark-submit" in stage_command(load(tmp_path, flow()), tmp_path / "pipeline.yaml", "publish")
+    on_hdfs = put(put(put(flow(), "tables", {"metastore": "none"}), "raw.path", "hdfs://nn:8020/raw"), "outputs", [
         {**flow()["outputs"][0], "path": "hdfs://nn:8020/warehouse/hourly_counts"}
     ])  # fmt: skip
     assert needs_spark(load(tmp_path, on_hdfs), "publish")  # Spark's Hadoop client is the only way there

@@ -1,6 +1,7 @@
 """The peers shared by the whole test run, started once on first use (session scope) and stopped at
 its end: one Spark session, one ZooKeeper, one Apache Kafka 0.9.0.1 broker, one Apache Kafka 4.x
-broker; and one set of Hadoop mini clusters (HDFS and YARN) for the package that uses them. Loaded
+broker, one Hive metastore service on PostgreSQL; and one set of Hadoop mini clusters (HDFS and
+YARN) for the package that uses them. Loaded
 by the root conftest (``pytest_plugins``). Tests that need a peer of their own (to crash it, or two
 at once) construct it from tests.support directly."""
 
@@ -15,6 +16,8 @@ import pytest
 from tests.support.hadoop import HadoopCluster
 from tests.support.kafka09 import Kafka09Process
 from tests.support.kafka4 import Kafka4Process
+from tests.support.metastore import HiveMetastoreProcess
+from tests.support.postgres import PostgresProcess
 from tests.support.spark import spark_kafka_jars, stop_spark
 from tests.support.zookeeper import ZooKeeperProcess
 
@@ -50,6 +53,13 @@ def kafka4(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kafka4Process]:
     """An Apache Kafka 4.x broker (KRaft, broker and controller in one process)."""
     with Kafka4Process(Path(tmp_path_factory.mktemp("kafka4"))) as broker:
         yield broker
+
+
+@pytest.fixture(scope="session")
+def hive_metastore(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HiveMetastoreProcess]:
+    """A standalone Hive metastore service (thrift, on loopback) backed by a real PostgreSQL."""
+    with PostgresProcess() as database, HiveMetastoreProcess(tmp_path_factory.mktemp("metastore"), database) as hms:
+        yield hms
 
 
 @pytest.fixture(scope="package")

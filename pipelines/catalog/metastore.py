@@ -1,0 +1,167 @@
+"""The metastore as Spark's catalog reaches it: read what a table holds, make one change.
+
+Role: every metastore call of pipelines goes through ``SparkMetastore``, whichever metastore the
+session talks to (the embedded Derby or a thrift service). Reads use Spark's external catalog
+directly (one call for a table, one for all of its partitions); changes are SQL statements, each
+one metastore change: ``ALTER VIEW … AS`` is one alter_table (``CREATE OR REPLACE VIEW`` would
+drop and create, leaving a moment with no view), and ``ALTER TABLE … ADD PARTITION`` with many
+partitions is one add_partitions call (the batch size is raised to hold them all). Errors name the
+metastore and the statement.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pipelines.catalog.connection import Metastore
+from pipelines.catalog.desired import literal, quoted
+from pipelines.errors import CatalogError
+from pipelines.layout import Partition
+
+
+@dataclass(frozen=True, slots=True)
+class Registered:
+    """A table or view as the metastore holds it."""
+
+    name: str
+    kind: str
+    """EXTERNAL, MANAGED or VIEW."""
+    location: str
+    columns: tuple[str, ...]
+    """Data columns, lower-cased, without the partition columns."""
+    partition_columns: tuple[str, ...]
+    view_text: str | None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    for raw_line in text.splitlines():
+        line = raw_line.strip()
+        if line and not line.startswith(("at ", "Traceback", "File ")):
+            return line[:400]
+    return type(exc).__name__
+
+
+def same_location(a: str, b: str) -> bool:
+    """Whether two locations name the same directory (file:/x, file:///x and /x are one)."""
+
+    def norm(path: str) -> str:
+        for prefix in ("file://", "file:"):
+            if path.startswith(prefix):
+                path = path[len(prefix) :]
+                break
+        return path.rstrip("/")
+
+    return norm(a) == norm(b)
+
+
+class SparkMetastore:
+    """The metastore ``metastore`` through the Hive catalog of the session ``spark``."""
+
+    def __init__(self, spark: Any, metastore: Metastore) -> None:
+        self.spark = spark
+        self.metastore = metastore
+        self._jvm = spark._jvm
+        self._converters = self._jvm.scala.jdk.javaapi.CollectionConverters
+
+    def _fail(self, what: str, exc: BaseException) -> CatalogError:
+        cause = _first_line(exc)
+        if "Another instance of Derby" in str(exc) or "XSDB6" in str(exc):
+            cause = "another process has it open (a run of this pipeline?); try again when it ends"
+        return CatalogError(f"{self.metastore.describe()}: {what}: {cause}")
+
+    def _catalog(self) -> Any:
+        try:
+            return self.spark._jsparkSession.sessionState().catalog().externalCatalog()
+        except Exception as exc:
+            raise self._fail("cannot be reached", exc) from exc
+
+    def sql(self, statement: str) -> list[Any]:
+        try:
+            return list(self.spark.sql(statement).collect())
+        except Exception as exc:  # Spark's analysis errors and the metastore's, through py4j
+            raise self._fail(statement if len(statement) < 300 else statement[:300] + " …", exc) from exc
+
+    # ------------------------------------------------------------------ reading
+
+    def database_exists(self, database: str) -> bool:
+        try:
+            return bool(self._catalog().databaseExists(database))
+        except CatalogError:
+            raise
+        except Exception as exc:
+            raise self._fail(f"looking up database {database}", exc) from exc
+
+    def tables(self, database: str) -> list[str]:
+        try:
+            return sorted(str(name) for name in self._converters.asJava(self._catalog().listTables(database)))
+        except CatalogError:
+            raise
+        except Exception as exc:
+            raise self._fail(f"listing the tables of {database}", exc) from exc
+
+    def table(self, database: str, name: str) -> Registered | None:
+        """The table or view ``database.name``, or None if there is none."""
+        try:
+            catalog = self._catalog()
+            if not catalog.tableExists(database, name):
+                return None
+            found = catalog.getTable(database, name)
+            partition_columns = tuple(str(c).lower() for c in self._converters.asJava(found.partitionColumnNames()))
+            fields = json.loads(found.schema().json())["fields"]
+            text = found.viewText()
+        except CatalogError:
+            raise
+        except Exception as exc:
+            raise self._fail(f"reading {database}.{name}", exc) from exc
+        location = found.storage().locationUri()
+        return Registered(
+            name=name,
+            kind=str(found.tableType().name()),
+            location=str(location.get().toString()) if location.isDefined() else "",
+            columns=tuple(f["name"].lower() for f in fields if f["name"].lower() not in partition_columns),
+            partition_columns=partition_columns,
+            view_text=str(text.get()) if text.isDefined() else None,
+        )
+
+    def partitions(self, database: str, table: str, columns: tuple[str, ...]) -> dict[Partition, str]:
+        """Partition values (in ``columns``' order) → location, of ``database.table``."""
+        try:
+            none = getattr(self._jvm.scala, "None$").__getattr__("MODULE$")
+            found = self._converters.asJava(self._catalog().listPartitions(database, table, none))
+            out = {}
+            for partition in found:
+                spec = dict(self._converters.asJava(partition.spec()))
+                out[tuple(str(spec[c]) for c in columns)] = str(partition.location().toString())
+        except CatalogError:
+            raise
+        except Exception as exc:
+            raise self._fail(f"listing the partitions of {database}.{table}", exc) from exc
+        return out
+
+    # ------------------------------------------------------------------ changing
+
+    def add_partitions(self, qualified: str, columns: tuple[str, ...], partitions: dict[Partition, str]) -> None:
+        """All of ``partitions`` in one metastore call."""
+        if not partitions:
+            return
+        self.spark.conf.set("spark.sql.addPartitionInBatch.size", str(max(100, len(partitions))))
+        specs = " ".join(
+            f"PARTITION ({_spec(columns, values)}) LOCATION {literal(location)}"
+            for values, location in sorted(partitions.items())
+        )
+        self.sql(f"ALTER TABLE {qualified} ADD IF NOT EXISTS {specs}")
+
+    def drop_partitions(self, qualified: str, columns: tuple[str, ...], partitions: list[Partition]) -> None:
+        if partitions:
+            specs = ", ".join(f"PARTITION ({_spec(columns, values)})" for values in sorted(partitions))
+            self.sql(f"ALTER TABLE {qualified} DROP IF EXISTS {specs}")
+
+    def relocate_partition(self, qualified: str, columns: tuple[str, ...], values: Partition, location: str) -> None:
+        self.sql(f"ALTER TABLE {qualified} PARTITION ({_spec(columns, values)}) SET LOCATION {literal(location)}")
+
+
+def _spec(columns: tuple[str, ...], values: Partition) -> str:
+    return ", ".join(f"{quoted(c)} = {literal(v)}" for c, v in zip(columns, values, strict=True))

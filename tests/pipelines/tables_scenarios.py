@@ -1,0 +1,175 @@
+"""The tables scenarios, run by test_tables.py in a driver process of their own.
+
+Hive's settings are fixed when a Spark session starts, and the tests' shared session has none; so
+this module is a program: ``python -m tests.pipelines.tables_scenarios METASTORE WORKDIR BOOTSTRAP
+POINTS REPLAY_POINT`` starts one session whose catalog is METASTORE (``embedded``, or a thrift://
+address), runs a pipeline through the runner in-process on it (crashes simulated at each of
+POINTS, comma-separated, each followed by the next run; then a replay fixing a transform, its
+sync crashed at REPLAY_POINT and finished by the next run, while a reader thread queries the
+tables by name), and prints what it saw as one JSON document on its last line. The
+test judges it; this program only observes (it fails only if a step it expects to work fails).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pyarrow.dataset as ds
+
+from pipelines import faults
+from pipelines.app import runner
+from pipelines.app.session import pipeline_session
+from pipelines.catalog.connection import attach
+from pipelines.catalog.sync import compare
+from pipelines.config.pipeline import PipelineSpec, load_spec
+from pipelines.ingest.state import PipelineState
+from pipelines.layout import generation_dir
+from pipelines.replay.target import RewindTarget
+from pipelines.storage import LocalStorage
+from tests.pipelines.harness import oracle, produce, write_spec
+
+HOURLY_SQL = "SELECT dt, hour, COUNT(*) {extra} AS events, SUM(amount) AS amount FROM raw GROUP BY dt, hour"
+
+
+NO_EVENT = {
+    i: json.dumps({"user_id": i, "amount": 1.5, "ts": f"2026-11-21T08:00:{i:02d}+00:00"}).encode() for i in (3, 7)
+}
+"""Events without an ``event`` field: loaded at first, quarantined once the field is required."""
+
+
+def spec_file(workdir: Path, bootstrap: str, metastore: str, *, buggy: bool) -> Path:
+    """The pipeline: topic ``events`` → raw → one output, events per hour. ``buggy`` counts one
+    event too many per hour and does not require the ``event`` field; the fixed one does."""
+    schema = {"user_id": "long", "event": "string", "amount": "double", "ts": "string"}
+    path = write_spec(
+        workdir, bootstrap, workdir / "raw", name="clicks",
+        decoder={"format": "json", "schema": schema, "required": ["user_id"] if buggy else ["user_id", "event"]},
+        bad_records={"policy": "quarantine", "max_share": 0.5},
+        tables={"metastore": metastore, "database": "web"},
+        transforms=[{"name": "per_hour", "depends_on": ["raw"], "sql": HOURLY_SQL.format(extra="+ 1" * buggy)}],
+        outputs=[{"name": "hourly", "source": "per_hour", "path": str(workdir / "warehouse" / "hourly")}],
+    )  # fmt: skip
+    return path.rename(workdir / ("clicks_buggy.yaml" if buggy else "clicks.yaml"))
+
+
+class Observer:
+    """Reads the tables by name and the truth from the files.
+
+    Each reading is a new reader: a new session (sharing the metastore client, not the caches),
+    as a new ``spark-sql -e`` or JDBC query would be. A long-lived session caches the files it
+    listed for a table until ``REFRESH TABLE`` (docs/tables.md)."""
+
+    def __init__(self, spark: Any, spec: PipelineSpec) -> None:
+        self.main = spark
+        self.spec = spec
+
+    def by_name(self) -> dict[str, int]:
+        reader = self.main.newSession()
+        raw = reader.sql("SELECT COUNT(*) FROM web.clicks_raw").collect()[0][0]
+        hourly = reader.sql("SELECT COALESCE(SUM(events), 0) FROM web.hourly").collect()[0][0]
+        return {"raw": int(raw), "hourly": int(hourly)}
+
+    def truth(self) -> dict[str, int]:
+        """The current generation's committed raw rows (before any replay, checked exactly-once by
+        the oracle) and the published output's."""
+        state = PipelineState(LocalStorage(), self.spec.raw.path)
+        if state.current_generation() == 0:
+            oracle(self.spec.raw.path)
+        committed = sum(f.rows for m in state.generation_manifests() for f in m.files if f.kind == "data")
+        where = generation_dir(self.spec.outputs[0].path, state.current_generation())
+        events = 0
+        if Path(where).exists():
+            dataset = ds.dataset(where, format="parquet", partitioning="hive", ignore_prefixes=["_", "."])
+            events = sum(dataset.to_table(columns=["events"]).column("events").to_pylist()) if dataset.files else 0
+        return {"raw": committed, "hourly": int(events)}
+
+    def by_path(self) -> int:
+        """Raw rows a reader of the directories sees now (Parquet files in place, committed or not)."""
+        state = PipelineState(LocalStorage(), self.spec.raw.path)
+        where = generation_dir(self.spec.raw.path, state.current_generation())
+        dataset = ds.dataset(where, format="parquet", partitioning="hive", ignore_prefixes=["_", "."])
+        return int(dataset.count_rows()) if dataset.files else 0
+
+    def pending(self) -> list[str]:
+        metastore = attach(self.spec, self.main)
+        assert metastore is not None
+        state = PipelineState(LocalStorage(), self.spec.raw.path)
+        return [change.what for change in compare(self.spec, state, self.main, metastore).changes]
+
+
+def run(spec: PipelineSpec, spark: Any) -> int:
+    return runner.run_stage(spec, spark, "all", run_id=None, quiet=True)
+
+
+def main(metastore: str, workdir: Path, bootstrap: str, points: list[str], replay_point: str) -> dict[str, Any]:
+    buggy = load_spec(spec_file(workdir, bootstrap, metastore, buggy=True))
+    fixed = load_spec(spec_file(workdir, bootstrap, metastore, buggy=False))
+    # databases created through a metastore service are placed under the session's warehouse directory
+    spark = pipeline_session(
+        buggy, "local[2]", "tables-scenarios", {"spark.sql.warehouse.dir": (workdir / "warehouse-dir").as_uri()}
+    )
+    observer = Observer(spark, buggy)
+    seen: dict[str, Any] = {}
+
+    produce(bootstrap, "events", 120, partitions=2, bad=NO_EVENT)
+    assert run(buggy, spark) == 0, "the first run failed"
+    first_run = PipelineState(LocalStorage(), buggy.raw.path).latest()
+    assert first_run is not None
+    seen["first"] = {"by_name": observer.by_name(), "truth": observer.truth(), "pending": observer.pending()}
+
+    for i, point in enumerate(points, start=1):
+        before = observer.by_name()
+        produce(bootstrap, "events", 90, partitions=2, first=i * 3600 - 45)  # the end of an hour and a new one
+        crashed = False
+        try:
+            with faults.simulated_crash(point):
+                run(buggy, spark)
+        except faults.Crash:
+            crashed = True
+        at_crash = {"by_name": observer.by_name(), "by_path": observer.by_path()}  # the oracle wants files in place
+        code = run(buggy, spark)  # the next run
+        seen[point] = {
+            "crashed": crashed, "before": before, "at_crash": at_crash, "next_run": code,
+            "after": observer.by_name(), "truth": observer.truth(), "pending": observer.pending(),
+        }  # fmt: skip
+
+    # a replay fixes the transform (and drops the events without one), while a reader queries the
+    # tables by name; its sync dies at ``replay_point``, and the next run finishes it
+    before_replay = observer.by_name()
+    readings: list[dict[str, int]] = []
+    stop = threading.Event()
+
+    def read() -> None:
+        while not stop.is_set():
+            readings.append(observer.by_name())
+
+    reader = threading.Thread(target=read, name="reader")
+    reader.start()
+    crashed = False
+    try:
+        with faults.simulated_crash(replay_point):
+            runner.replay(fixed, spark, RewindTarget(run_id=first_run.run_id), quiet=True)
+    except faults.Crash:
+        crashed = True
+    at_crash = observer.by_name()
+    try:
+        code = run(fixed, spark)
+    finally:
+        stop.set()
+        reader.join()
+    seen["replay"] = {
+        "crashed": crashed, "before": before_replay, "at_crash": at_crash, "next_run": code,
+        "after": observer.by_name(), "truth": observer.truth(), "readings": readings, "pending": observer.pending(),
+        "tables": sorted(r.tableName for r in spark.sql("SHOW TABLES IN web").collect() if not r.isTemporary),
+    }  # fmt: skip
+    spark.stop()
+    return seen
+
+
+if __name__ == "__main__":
+    found = main(sys.argv[1], Path(sys.argv[2]), sys.argv[3], [p for p in sys.argv[4].split(",") if p], sys.argv[5])
+    sys.stdout.write("\n" + json.dumps(found) + "\n")

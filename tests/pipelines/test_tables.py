@@ -1,0 +1,123 @@
+"""Tables by name on a real metastore: Spark's embedded one (Derby beside the pipeline's state) and a
+standalone Hive metastore service on PostgreSQL, each with a real broker and real Spark.
+
+The scenarios run in a driver of their own (tests.pipelines.tables_scenarios: Hive's settings are
+fixed when a session starts): a crash at each step between a commit and its registration, then the
+next run; a replay whose registration dies between its two view switches, with a reader querying
+the tables by name throughout. What must hold: readers by name see whole runs only (never the files
+of a run still being published, though a reader of the directories does), every table is whole and
+of one generation at each reading, and after the next run the metastore matches the manifests
+exactly (no change pending). With the metastore down, a run commits its data, fails with an error
+that names the metastore, and ``pipelines repair`` registers what it committed.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.pipelines.harness import REPO, oracle, produce, run_cli, write_spec
+from tests.support.kafkalog import BrokerProcess
+from tests.support.metastore import HiveMetastoreProcess
+from tests.support.ports import free_port
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+RUN_POINTS = ("commit.after_manifest", "publish.after_file@1", "tables.before_view@1")
+"""A normal run dies: after its manifest, after the first of its files is in place, after its
+tables and partitions are registered but before the raw view shows the run."""
+REPLAY_POINT = "tables.before_view@2"
+"""A replay's registration dies after the raw view switched to the new generation, before the output's."""
+
+
+def scenarios(metastore: str, workdir: Path, bootstrap: str) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.pipelines.tables_scenarios", metastore, str(workdir), bootstrap,
+         ",".join(RUN_POINTS), REPLAY_POINT],
+        capture_output=True, text=True, timeout=600, cwd=REPO, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-6000:]
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+@pytest.mark.parametrize("kind", ["embedded", "postgresql"])
+def test_readers_by_name_see_whole_runs_and_generations_through_crashes_and_a_replay(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    metastore = "embedded"
+    if kind == "postgresql":
+        metastore = request.getfixturevalue("hive_metastore").uri
+    with BrokerProcess(tmp_path / "broker") as broker:
+        seen = scenarios(metastore, tmp_path, broker.bootstrap)
+
+    first = seen["first"]
+    assert first["by_name"] == first["truth"] and first["truth"]["raw"] == 120 and first["pending"] == []
+    for point in RUN_POINTS:
+        step = seen[point]
+        assert step["crashed"], point
+        # the crashed run's rows are not shown by name, though its manifest is committed
+        assert step["at_crash"]["by_name"]["raw"] == step["before"]["raw"], point
+        # the next run finishes the commit and registers it: the metastore matches the manifests
+        assert step["next_run"] == 0, point
+        assert step["after"] == step["truth"] and step["truth"]["raw"] == step["before"]["raw"] + 90, point
+        assert step["pending"] == [], point
+    # half of a run's files were in place: a reader of the directories saw them, readers by name did not
+    half = seen["publish.after_file@1"]["at_crash"]
+    assert half["by_path"] > half["by_name"]["raw"]
+
+    replay = seen["replay"]
+    old, new = replay["before"], replay["truth"]
+    assert new["raw"] == old["raw"] - 2  # the two events without one are quarantined now
+    assert new["hourly"] == new["raw"] and old["hourly"] > old["raw"]  # the bug counted one too many per hour
+    assert replay["crashed"]
+    assert replay["at_crash"] == {"raw": new["raw"], "hourly": old["hourly"]}  # one view switched, whole
+    assert replay["next_run"] == 0 and replay["after"] == new and replay["pending"] == []
+    assert replay["readings"], "the reader read nothing while the replay ran"
+    for reading in replay["readings"]:  # each table whole and of one generation, every time
+        assert reading["raw"] in (old["raw"], new["raw"]), reading
+        assert reading["hourly"] in (old["hourly"], new["hourly"]), reading
+    # the generation replaced last stays (until gc) beside the current one; the names are views
+    assert replay["tables"] == [
+        "clicks_raw", "clicks_raw__gen0", "clicks_raw__gen1", "hourly", "hourly__gen0", "hourly__gen1",
+    ]  # fmt: skip
+
+
+def test_with_the_metastore_down_a_run_commits_fails_clearly_and_repair_registers(
+    tmp_path: Path, hive_metastore: HiveMetastoreProcess
+) -> None:
+    dead = f"thrift://127.0.0.1:{free_port()}"
+    warehouse = ("--conf", f"spark.sql.warehouse.dir={(tmp_path / 'warehouse-dir').as_uri()}")
+    with BrokerProcess(tmp_path / "broker") as broker:
+        produce(broker.bootstrap, "events", 80, partitions=2)
+
+        def spec(metastore: str) -> Path:
+            return write_spec(tmp_path, broker.bootstrap, tmp_path / "raw", name="ops_events",
+                              tables={"metastore": metastore, "database": "ops"})  # fmt: skip
+
+        failed = run_cli("run", str(spec(dead)), "--master", "local[2]", *warehouse)
+        assert failed.returncode == 1, failed.stderr
+        error = [line for line in failed.stderr.splitlines() if line.startswith("error:")]
+        assert len(error) == 1 and f"the Hive metastore at {dead}" in error[0], failed.stderr
+        assert "tables not registered" in error[0] and "committed" in error[0] and "pipelines repair" in error[0]
+        assert oracle(tmp_path / "raw", broker.bootstrap)["rows"] == 80  # the data is committed all the same
+
+    path = spec(hive_metastore.uri)
+    pending = run_cli("tables", str(path), "--json", *warehouse)
+    assert pending.returncode == 1, pending.stderr
+    listed = json.loads(pending.stdout)
+    assert listed["metastore"] == f"the Hive metastore at {hive_metastore.uri}"
+    assert [t["name"] for t in listed["tables"]] == ["ops.ops_events_raw"]
+    assert any(what.startswith("create view ops.ops_events_raw") for what in listed["pending"]), listed
+
+    repaired = run_cli("repair", str(path), *warehouse)
+    assert repaired.returncode == 0, repaired.stderr
+    assert "done: create view ops.ops_events_raw" in repaired.stdout
+    query = "SELECT COUNT(*) AS n, COUNT(DISTINCT `offset`, `partition`) AS d FROM ops_events_raw"
+    counted = run_cli("sql", str(path), query, "--json", *warehouse)
+    assert counted.returncode == 0, counted.stderr
+    assert json.loads(counted.stdout.strip().splitlines()[-1]) == {"n": 80, "d": 80}
