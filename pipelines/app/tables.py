@@ -130,7 +130,11 @@ def tables(pipeline: str, as_json: bool, master: str, conf: tuple[str, ...]) -> 
 
 def _pending(comparison: Any, table: Any) -> list[Any]:
     """The pending changes of one table (its view or its current generation's table)."""
-    return [c for c in comparison.changes if c.table.split(".", 1)[1] in (table.name, table.table)]
+    return [
+        c
+        for c in comparison.changes
+        if c.table in (f"{table.database}.{table.name}", f"{table.database}.{table.table}")
+    ]
 
 
 def _console() -> Console:

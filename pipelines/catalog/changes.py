@@ -70,18 +70,27 @@ def _shown(view_text: str | None) -> str:
     return f"generation {found.group(1)}" if found else "something else"
 
 
-def table_changes(metastore: SparkMetastore, spec: TableSpec) -> tuple[list[Change], list[Change]]:
-    """(changes behind the name, changes of the name itself and after) for one dataset."""
+def database_change(metastore: SparkMetastore, database: str) -> list[Change]:
+    """The database's creation, if it is missing."""
+    if metastore.database_exists(database):
+        return []
+    return [
+        Change(database, f"create database {database}",
+               lambda m: m.sql(f"CREATE DATABASE IF NOT EXISTS {quoted(database)}")),
+    ]  # fmt: skip
+
+
+def table_changes(
+    metastore: SparkMetastore, spec: TableSpec, *, database_exists: bool
+) -> tuple[list[Change], list[Change]]:
+    """(changes behind the name, changes of the name itself and after) for one dataset (its
+    database's creation is ``database_change``'s)."""
     name = f"{spec.database}.{spec.name}"
     table = f"{spec.database}.{spec.table}"
     behind: list[Change] = []
     switch: list[Change] = []
     existing_tables: list[str] = []
-    if not metastore.database_exists(spec.database):
-        behind.append(
-            Change(name, f"create database {spec.database}",
-                   lambda m: m.sql(f"CREATE DATABASE IF NOT EXISTS {quoted(spec.database)}")),
-        )  # fmt: skip
+    if not database_exists:
         physical = view = None
     else:
         physical = metastore.table(spec.database, spec.table)

@@ -108,10 +108,17 @@ def session_settings(metastore: Metastore | None) -> dict[str, str]:
 
 def prepare(spark: Any, metastore: Metastore | None) -> None:
     """Before the session's first catalog call: Derby's log goes beside its database, not into the
-    working directory (Derby reads the property when it boots, at that first call)."""
-    if metastore is not None and metastore.kind == "embedded":
+    working directory (Derby reads the property when it boots, at that first call); Hive's
+    start-up warnings about its own settings, the same every run and nothing a user can act on,
+    are not printed (its errors are)."""
+    if metastore is None:
+        return
+    jvm = spark._jvm
+    if metastore.kind == "embedded":
         Path(metastore.address).mkdir(parents=True, exist_ok=True)
-        spark._jvm.java.lang.System.setProperty("derby.stream.error.file", f"{metastore.address}/derby.log")
+        jvm.java.lang.System.setProperty("derby.stream.error.file", f"{metastore.address}/derby.log")
+    for logger in ("org.apache.hadoop.hive", "hive"):
+        jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(logger, jvm.org.apache.logging.log4j.Level.ERROR)
 
 
 def attach(spec: PipelineSpec, spark: Any) -> Metastore | None:

@@ -14,6 +14,7 @@ Role: the truth side of the projection. For the raw layer and each output, one `
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pipelines.config.pipeline import PipelineSpec
@@ -36,6 +37,15 @@ def quoted(name: str) -> str:
 def literal(text: str) -> str:
     """A string literal as Spark and Hive SQL take it."""
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def absolute_location(path: str) -> str:
+    """``path`` as a metastore location: a URL as it is, a local path as ``file:`` and absolute (a
+    relative location would be resolved by each reader against its own directory, or the
+    warehouse's)."""
+    if "://" in path or path.startswith("file:"):
+        return path
+    return f"file:{Path(path).absolute()}"
 
 
 def physical_name(name: str, generation: int) -> str:
@@ -98,7 +108,7 @@ def visible_rows(ends: dict[tuple[str, int], int]) -> str:
 def raw_table(spec: PipelineSpec, latest: Manifest, manifests: list[Manifest]) -> TableSpec:
     """The raw layer's table at ``latest`` (the newest committed manifest, published in full), from
     the ``manifests`` of its generation."""
-    location = generation_dir(spec.raw.path, latest.generation)
+    location = absolute_location(generation_dir(spec.raw.path, latest.generation))
     partitions: dict[Partition, str] = {}
     for manifest in manifests:
         for item in manifest.files:
@@ -124,10 +134,11 @@ def output_table(
 ) -> TableSpec | None:
     """``output``'s table in ``generation`` from what is published there (None: nothing yet, so no
     schema to give it). Its columns are those of the published Parquet files, read by Spark."""
-    location = generation_dir(output.path, generation)
-    found = FlowRun.existing_partitions(storage, location, output)
+    directory = generation_dir(output.path, generation)
+    found = FlowRun.existing_partitions(storage, directory, output)
     if not found:
         return None
+    location = absolute_location(directory)
     partitions = {p: f"{location}/{partition_path(output.partition_by, p)}" for p in sorted(found)}
     newest = partitions[max(partitions)]  # the newest partition has every column a later step added
     schema = spark.read.parquet(newest).schema

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipelines import faults
-from pipelines.catalog.changes import Change, table_changes
+from pipelines.catalog.changes import Change, database_change, table_changes
 from pipelines.catalog.connection import Metastore, attach
 from pipelines.catalog.desired import TableSpec, desired_tables
 from pipelines.catalog.metastore import SparkMetastore
@@ -48,10 +48,11 @@ def compare(spec: PipelineSpec, state: PipelineState, spark: Any, metastore: Met
         return storage_for(path, spark=spark, webhdfs_url=spec.webhdfs_url_for(path))
 
     tables = desired_tables(spec, state, spark, storage_of)
-    behind: list[Change] = []
+    behind: list[Change] = database_change(catalog, spec.tables.database) if tables else []
+    database_exists = not behind
     switches: list[Change] = []
     for table in tables:
-        first, then = table_changes(catalog, table)
+        first, then = table_changes(catalog, table, database_exists=database_exists)
         behind += first
         switches += then
     return Comparison(metastore, tables, behind, switches)

@@ -109,10 +109,13 @@ def test_with_the_metastore_down_a_run_commits_fails_clearly_and_repair_register
     path = spec(hive_metastore.uri)
     pending = run_cli("tables", str(path), "--json", *warehouse)
     assert pending.returncode == 1, pending.stderr
+    assert pending.stdout, pending.stderr
     listed = json.loads(pending.stdout)
     assert listed["metastore"] == f"the Hive metastore at {hive_metastore.uri}"
     assert [t["name"] for t in listed["tables"]] == ["ops.ops_events_raw"]
+    assert listed["pending"][0] == "create database ops"  # then its table, partitions and view
     assert any(what.startswith("create view ops.ops_events_raw") for what in listed["pending"]), listed
+    assert listed["tables"][0]["pending"], listed  # the table's own pending changes, too
 
     repaired = run_cli("repair", str(path), *warehouse)
     assert repaired.returncode == 0, repaired.stderr

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from pipelines.catalog.connection import Metastore, embedded_directory, metastore_for, session_settings
-from pipelines.catalog.desired import TableSpec, physical_name, raw_table, visible_rows
+from pipelines.catalog.desired import TableSpec, absolute_location, physical_name, raw_table, visible_rows
 from pipelines.config.pipeline import PipelineSpec, load_spec
 from pipelines.errors import SpecError
 from pipelines.ingest.plan import Plan
@@ -119,6 +119,13 @@ def test_which_metastore_a_session_is_started_for(tmp_path: Path, monkeypatch: p
     assert metastore_for(load(tmp_path, spec_data(tables={"metastore": "none"})), {}) is None
 
 
+def test_locations_are_absolute_whatever_directory_a_reader_runs_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir("/tmp")
+    assert absolute_location(".cache/demo/raw") == "file:/tmp/.cache/demo/raw"
+    assert absolute_location("file:///data/raw") == "file:///data/raw"
+    assert absolute_location("hdfs://nn:8020/raw") == "hdfs://nn:8020/raw"
+
+
 def test_the_raw_view_shows_rows_below_each_splits_committed_end() -> None:
     condition = visible_rows({("clicks", 1): 70, ("clicks", 0): 120, ("it's", 0): 5})
     assert condition == (
@@ -150,10 +157,10 @@ def test_the_raw_table_of_a_generation_has_a_partition_per_directory_its_manifes
     assert (table.name, table.table, table.generation, table.shown_run) == (
         "web_clicks_eu_raw", physical_name("web_clicks_eu_raw", 1), 1, 5,
     )  # fmt: skip
-    assert table.location == "/data/raw/clicks/_generations/000001"
+    assert table.location == "file:/data/raw/clicks/_generations/000001"
     assert table.partitions == {
-        ("2026-11-01", "05"): "/data/raw/clicks/_generations/000001/dt=2026-11-01/hour=05",
-        ("2026-11-01", "06"): "/data/raw/clicks/_generations/000001/dt=2026-11-01/hour=06",
+        ("2026-11-01", "05"): "file:/data/raw/clicks/_generations/000001/dt=2026-11-01/hour=05",
+        ("2026-11-01", "06"): "file:/data/raw/clicks/_generations/000001/dt=2026-11-01/hour=06",
     }
     assert table.view_sql() == (
         "SELECT * FROM `web`.`web_clicks_eu_raw__gen1` WHERE `offset` < CASE `topic` WHEN 'clicks' THEN "
