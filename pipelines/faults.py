@@ -31,6 +31,7 @@ POINTS = (
     "commit.after_manifest",
     "publish.after_file",
     "publish.after_files",
+    "flow.outputs_shown",
     "replay.after_plan",
     "replay.before_commit",
     "tables.before_view",

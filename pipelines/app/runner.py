@@ -111,7 +111,7 @@ def _flow_stage(
     reported: list[int] = []  # the loads whose reports this stage changes, even when it fails
     flow: FlowRun | None = None
     try:
-        flow = FlowRun(spec, spark, reporter=reporter)
+        flow = FlowRun(spec, spark, reporter=reporter, readers=_readers(spec, spark, stage))
         seq = flow.seq_for(run_id)
         if seq is None:
             reporter.note(f"run {run_id} loaded nothing and nothing was loaded before it: nothing to do")
@@ -132,6 +132,15 @@ def _flow_stage(
     finally:
         report_runs(spec, reported, reporter, None if flow is None else flow.state)
     return EXIT_OK
+
+
+def _readers(spec: PipelineSpec, spark: Any, stage: str) -> Any:
+    """Readers by name of the outputs, kept whole by a stage that publishes (pipelines.catalog)."""
+    if stage not in ("all", "publish") or spec.tables.metastore == "none":
+        return None
+    from pipelines.catalog.readers import readers_for  # noqa: PLC0415 - the catalog only when registering
+
+    return readers_for(spec, spark)
 
 
 def register_tables(spec: PipelineSpec, spark: Any, *, quiet: bool = False) -> int:

@@ -36,12 +36,6 @@ def _drop(qualified: str, metastore: SparkMetastore) -> None:
     metastore.sql(f"DROP TABLE IF EXISTS {qualified}")
 
 
-def _relocate(
-    qualified: str, columns: tuple[str, ...], values: tuple[str, ...], where: str, metastore: SparkMetastore
-) -> None:
-    metastore.relocate_partition(qualified, columns, values, where)
-
-
 def _columns_ddl(spec: TableSpec) -> str:
     return ", ".join(f"{quoted(name)} {kind}" for name, kind in spec.columns)
 
@@ -168,10 +162,10 @@ def _partition_changes(metastore: SparkMetastore, spec: TableSpec, table: str) -
             Change(table, f"add {len(missing)} partition(s) to {table}",
                    lambda m: m.add_partitions(qualified, spec.partition_columns, missing)),
         )  # fmt: skip
-    for values, where in sorted(moved.items()):
+    if moved:
         changes.append(
-            Change(table, f"move partition {'/'.join(values)} of {table} to {where}",
-                   partial(_relocate, qualified, spec.partition_columns, values, where)),
+            Change(table, f"move {len(moved)} partition(s) of {table} to their directories",
+                   lambda m: m.relocate_partitions(spec.database, spec.table, spec.partition_columns, moved)),
         )  # fmt: skip
     if extra:
         changes.append(

@@ -159,8 +159,41 @@ class SparkMetastore:
             specs = ", ".join(f"PARTITION ({_spec(columns, values)})" for values in sorted(partitions))
             self.sql(f"ALTER TABLE {qualified} DROP IF EXISTS {specs}")
 
-    def relocate_partition(self, qualified: str, columns: tuple[str, ...], values: Partition, location: str) -> None:
-        self.sql(f"ALTER TABLE {qualified} PARTITION ({_spec(columns, values)}) SET LOCATION {literal(location)}")
+    def relocate_partitions(
+        self, database: str, table: str, columns: tuple[str, ...], moves: dict[Partition, str]
+    ) -> None:
+        """Give every partition of ``moves`` its new location in one metastore call (Hive's
+        alter_partitions, one transaction): readers see all of them moved, or none. SQL has one
+        statement per partition, so this goes through Spark's external catalog."""
+        if not moves:
+            return
+        jvm = self._jvm
+        try:
+            catalog = self._catalog()
+            none = getattr(jvm.scala, "None$").__getattr__("MODULE$")
+            moved = jvm.java.util.ArrayList()
+            for partition in self._converters.asJava(catalog.listPartitions(database, table, none)):
+                spec = dict(self._converters.asJava(partition.spec()))
+                where = moves.get(tuple(str(spec[c]) for c in columns))
+                if where is None:
+                    continue
+                uri = jvm.scala.Option.apply(jvm.org.apache.hadoop.fs.Path(where).toUri())
+                relocated = _copy_with(partition.storage(), 0, uri)  # locationUri is the first field
+                moved.add(_copy_with(partition, 1, relocated))  # and storage the partition's second
+            catalog.alterPartitions(database, table, self._converters.asScala(moved).toSeq())
+        except CatalogError:
+            raise
+        except Exception as exc:
+            raise self._fail(f"moving {len(moves)} partition(s) of {database}.{table}", exc) from exc
+
+
+def _copy_with(case: Any, index: int, value: Any) -> Any:
+    """A copy of the Scala case class instance ``case`` with field ``index`` (from 0) set to
+    ``value``: its ``copy`` called with every other field as it is (``copy$default$N`` is field N),
+    so a field Spark adds in a later version is kept without naming it here."""
+    fields = [getattr(case, f"copy$default${n}")() for n in range(1, case.productArity() + 1)]
+    fields[index] = value
+    return case.copy(*fields)
 
 
 def _spec(columns: tuple[str, ...], values: Partition) -> str:

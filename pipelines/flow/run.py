@@ -27,8 +27,10 @@ Airflow task each) or all in one go (``run_all``), and each is idempotent:
 
 One flow at a time per pipeline (Airflow's max_active_runs=1 does that; by hand, do not run two).
 
-Readers of an output see each partition either old or new; during a publish, a partition being
-swapped is missing for the moment between its two renames (rewind/replay generations close that).
+Readers of an output see each partition either old or new. Readers by path find a partition being
+swapped missing for the moment between its two renames (rewind/replay generations close that);
+readers by name (``readers``, the metastore) never do: publish points them at the staged rows
+first, puts a copy of those rows in place, and points them back (``_swap_keeping_staged``).
 """
 
 from __future__ import annotations
@@ -36,8 +38,9 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from typing import Any
+from typing import Any, Protocol
 
+from pipelines import faults
 from pipelines.config.pipeline import PipelineSpec
 from pipelines.config.steps import RAW_VIEW, Output, topological_order
 from pipelines.errors import AlreadyExistsError, FlowError, StorageError, ValidationError
@@ -60,10 +63,25 @@ _DT = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _HOUR = re.compile(r"^\d{2}$")
 
 
-class FlowRun:
-    """The flow stages of one pipeline (see the module doc); ``spark`` may be None for publish."""
+class Readers(Protocol):
+    """Where readers by name (a metastore, pipelines.catalog) find an output's partitions. Publish
+    points them at the staged rows before it swaps the directories, and back at the final ones
+    after, so that a reader by name never finds a partition missing between the two renames."""
 
-    def __init__(self, spec: PipelineSpec, spark: Any, *, reporter: Reporter | None = None) -> None:
+    def shows(self, output: Output, generation: int) -> bool:
+        """Whether readers by name see ``output``'s ``generation`` now (its table is registered)."""
+
+    def show(self, output: Output, generation: int, locations: dict[Partition, str], removed: list[Partition]) -> None:
+        """Readers by name read each partition of ``locations`` there, and no longer ``removed``."""
+
+
+class FlowRun:
+    """The flow stages of one pipeline (see the module doc); ``spark`` may be None for publish.
+    ``readers``: readers by name, kept whole through publish (None: only readers by path)."""
+
+    def __init__(
+        self, spec: PipelineSpec, spark: Any, *, reporter: Reporter | None = None, readers: Readers | None = None
+    ) -> None:
         if not spec.outputs:
             raise FlowError(f"pipeline {spec.name} has no outputs: nothing to transform or publish")
         self.spec = spec
@@ -72,6 +90,7 @@ class FlowRun:
         self.raw_storage = self._storage(self.root)
         self.state = PipelineState(self.raw_storage, self.root)
         self.reporter = reporter or Reporter(quiet=True)
+        self.readers = readers
         if spark is not None:  # dt=2026-01-01/hour=05 must stay strings ("05", not 5)
             spark.conf.set("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
 
@@ -332,11 +351,21 @@ class FlowRun:
             remove = sorted(in_scope - set(replace))
             # stored before the first rename: a retry after a crash finishes the same publish
             self.raw_storage.write_new(plan_path, json.dumps({"replace": replace, "remove": remove}).encode())
+        generation = self.state.current_generation()
+        copy_root = f"{output.path.rstrip('/')}/_staging/{self._tag(seq)}-copy"
+        by_name = self.readers is not None and self.readers.shows(output, generation)
+        if by_name:  # readers by name read the staged rows while the directories are swapped
+            assert self.readers is not None
+            rows_at = {p: f"{staged_root}/{partition_path(output.partition_by, p)}" for p in replace}
+            self.readers.show(output, generation, {p: d for p, d in rows_at.items() if storage.exists(d)}, remove)
+            faults.crash_point("flow.outputs_shown")
         for partition, has_rows in [*((p, True) for p in replace), *((p, False) for p in remove)]:
             relative = partition_path(output.partition_by, partition)
             final, new, old = f"{base}/{relative}", f"{staged_root}/{relative}", f"{trash_root}/{relative}"
             try:
-                if has_rows and storage.exists(new):  # not swapped yet (else an earlier attempt did)
+                if has_rows and by_name:
+                    self._swap_keeping_staged(storage, new, final, old, f"{copy_root}/{relative}")
+                elif has_rows and storage.exists(new):  # not swapped yet (else an earlier attempt did)
                     if storage.exists(final):
                         storage.rename_or_fail(final, old)
                     storage.rename_or_fail(new, final)
@@ -344,11 +373,34 @@ class FlowRun:
                     storage.rename_or_fail(final, old)  # in scope, no rows any more
             except StorageError as exc:
                 raise FlowError(f"publishing {output.name} partition {relative} of run #{seq}: {exc}") from exc
+        if by_name:
+            assert self.readers is not None
+            self.readers.show(
+                output, generation, {p: f"{base}/{partition_path(output.partition_by, p)}" for p in replace}, []
+            )
         partitions = replace + remove
         storage.delete(trash_root, recursive=True)
         storage.delete(staged_root, recursive=True)
+        storage.delete(copy_root, recursive=True)
         self.reporter.note(f"output {output.name}: {len(partitions)} partition(s) published from run #{seq}")
         return partitions
+
+    @staticmethod
+    def _swap_keeping_staged(storage: Storage, new: str, final: str, old: str, copy: str) -> None:
+        """Swap a partition in while readers by name read its staged rows at ``new``: a copy of
+        them takes the final place, so ``new`` stays whole until readers are pointed back.
+        Idempotent: after a crash at any step, doing it again ends with the staged rows in place."""
+        if storage.exists(old) and storage.exists(final):
+            return  # swapped by an earlier attempt (the trash is made only by a swap)
+        if not storage.exists(new):
+            if storage.exists(final):
+                return  # swapped and cleaned up by an earlier attempt
+            raise FlowError(f"the staged rows of {final} are gone and the partition is not in place")
+        storage.delete(copy, recursive=True)  # a copy a crash cut short is made again
+        storage.copy_tree(new, copy)
+        if storage.exists(final):
+            storage.rename_or_fail(final, old)
+        storage.rename_or_fail(copy, final)
 
     @staticmethod
     def check_partitions(output: Output, partitions: list[Partition], scope: Scope) -> None:

@@ -3,11 +3,12 @@
 Hive's settings are fixed when a Spark session starts, and the tests' shared session has none; so
 this module is a program: ``python -m tests.pipelines.tables_scenarios METASTORE WORKDIR BOOTSTRAP
 POINTS REPLAY_POINT`` starts one session whose catalog is METASTORE (``embedded``, or a thrift://
-address), runs a pipeline through the runner in-process on it (crashes simulated at each of
-POINTS, comma-separated, each followed by the next run; then a replay fixing a transform, its
-sync crashed at REPLAY_POINT and finished by the next run, while a reader thread queries the
-tables by name), and prints what it saw as one JSON document on its last line. The
-test judges it; this program only observes (it fails only if a step it expects to work fails).
+address) and runs a pipeline through the runner in-process on it: its first run stage by stage,
+as Airflow's tasks do; crashes simulated at each of POINTS (comma-separated), each followed by the
+next run, while a reader thread queries the tables by name; then a replay fixing a transform, its
+sync crashed at REPLAY_POINT and finished by the next run, with a reader again. It prints what it
+saw as one JSON document on its last line. The test judges it; this program only observes (it
+fails only if a step it expects to work fails).
 """
 
 from __future__ import annotations
@@ -101,6 +102,25 @@ class Observer:
         return [change.what for change in compare(self.spec, state, self.main, metastore).changes]
 
 
+class Reader:
+    """A thread that reads the tables by name, one new reader after the other, until stopped."""
+
+    def __init__(self, observer: Observer) -> None:
+        self.readings: list[dict[str, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._read, args=(observer,), name="reader")
+        self._thread.start()
+
+    def _read(self, observer: Observer) -> None:
+        while not self._stop.is_set():
+            self.readings.append(observer.by_name())
+
+    def stop(self) -> list[dict[str, int]]:
+        self._stop.set()
+        self._thread.join()
+        return self.readings
+
+
 def run(spec: PipelineSpec, spark: Any) -> int:
     return runner.run_stage(spec, spark, "all", run_id=None, quiet=True)
 
@@ -116,11 +136,20 @@ def main(metastore: str, workdir: Path, bootstrap: str, points: list[str], repla
     seen: dict[str, Any] = {}
 
     produce(bootstrap, "events", 120, partitions=2, bad=NO_EVENT)
-    assert run(buggy, spark) == 0, "the first run failed"
+    # the first run stage by stage, as the Airflow DAG's tasks run it: the load registers the raw
+    # layer, publish the output
+    stages: dict[str, list[str]] = {}
+    for stage in ("load", "transforms", "validate", "publish"):
+        assert runner.run_stage(buggy, spark, stage, run_id="first", quiet=True) == 0, f"the first run's {stage} failed"
+        stages[stage] = sorted(r.tableName for r in spark.sql("SHOW TABLES IN web").collect() if not r.isTemporary)
+    seen["stages"] = stages
     first_run = PipelineState(LocalStorage(), buggy.raw.path).latest()
     assert first_run is not None
     seen["first"] = {"by_name": observer.by_name(), "truth": observer.truth(), "pending": observer.pending()}
 
+    # a reader queries both names throughout the crashes and the runs after them: rows only come,
+    # so no reading may be smaller than the one before (a partition missing for a moment would be)
+    during_runs = Reader(observer)
     for i, point in enumerate(points, start=1):
         before = observer.by_name()
         produce(bootstrap, "events", 90, partitions=2, first=i * 3600 - 45)  # the end of an hour and a new one
@@ -137,18 +166,12 @@ def main(metastore: str, workdir: Path, bootstrap: str, points: list[str], repla
             "after": observer.by_name(), "truth": observer.truth(), "pending": observer.pending(),
         }  # fmt: skip
 
+    seen["readings_during_runs"] = during_runs.stop()
+
     # a replay fixes the transform (and drops the events without one), while a reader queries the
     # tables by name; its sync dies at ``replay_point``, and the next run finishes it
     before_replay = observer.by_name()
-    readings: list[dict[str, int]] = []
-    stop = threading.Event()
-
-    def read() -> None:
-        while not stop.is_set():
-            readings.append(observer.by_name())
-
-    reader = threading.Thread(target=read, name="reader")
-    reader.start()
+    during_replay = Reader(observer)
     crashed = False
     try:
         with faults.simulated_crash(replay_point):
@@ -159,8 +182,7 @@ def main(metastore: str, workdir: Path, bootstrap: str, points: list[str], repla
     try:
         code = run(fixed, spark)
     finally:
-        stop.set()
-        reader.join()
+        readings = during_replay.stop()
     seen["replay"] = {
         "crashed": crashed, "before": before_replay, "at_crash": at_crash, "next_run": code,
         "after": observer.by_name(), "truth": observer.truth(), "readings": readings, "pending": observer.pending(),

@@ -2,17 +2,20 @@
 standalone Hive metastore service on PostgreSQL, each with a real broker and real Spark.
 
 The scenarios run in a driver of their own (tests.pipelines.tables_scenarios: Hive's settings are
-fixed when a session starts): a crash at each step between a commit and its registration, then the
-next run; a replay whose registration dies between its two view switches, with a reader querying
-the tables by name throughout. What must hold: readers by name see whole runs only (never the files
-of a run still being published, though a reader of the directories does), every table is whole and
-of one generation at each reading, and after the next run the metastore matches the manifests
-exactly (no change pending). With the metastore down, a run commits its data, fails with an error
-that names the metastore, and ``pipelines repair`` registers what it committed.
+fixed when a session starts): a first run stage by stage, as the Airflow DAG's tasks run it (the
+load task registers the raw layer, the publish task the output); a crash at each step between a
+commit and its registration, then the next run; a replay whose registration dies between its two
+view switches; a reader querying the tables by name throughout. What must hold: readers by name
+see whole runs only (never the files of a run still being published, though a reader of the
+directories does), no partition is ever missing, every table is whole and of one generation at
+each reading, and after the next run the metastore matches the manifests exactly (no change
+pending). With the metastore down, a run commits its data, fails with an error that names the
+metastore, and ``pipelines repair`` registers what it committed.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -28,17 +31,21 @@ from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-RUN_POINTS = ("commit.after_manifest", "publish.after_file@1", "tables.before_view@1")
-"""A normal run dies: after its manifest, after the first of its files is in place, after its
-tables and partitions are registered but before the raw view shows the run."""
+RUN_POINTS = ("commit.after_manifest", "publish.after_file@1", "flow.outputs_shown", "tables.before_view@1")
+"""A normal run dies: after its manifest, after the first of its files is in place, after readers
+of the output were pointed at its staged rows (before the partition directories are swapped), after
+its tables and partitions are registered but before the raw view shows the run."""
+EMBEDDED_POINTS = ("publish.after_file@1", "flow.outputs_shown")
+"""The embedded metastore runs the points where a reader by name could see a part of a run (the
+other two are about the order of the sync's steps, which is the same whichever the metastore)."""
 REPLAY_POINT = "tables.before_view@2"
 """A replay's registration dies after the raw view switched to the new generation, before the output's."""
 
 
-def scenarios(metastore: str, workdir: Path, bootstrap: str) -> dict[str, Any]:
+def scenarios(metastore: str, workdir: Path, bootstrap: str, points: tuple[str, ...]) -> dict[str, Any]:
     done = subprocess.run(
         [sys.executable, "-m", "tests.pipelines.tables_scenarios", metastore, str(workdir), bootstrap,
-         ",".join(RUN_POINTS), REPLAY_POINT],
+         ",".join(points), REPLAY_POINT],
         capture_output=True, text=True, timeout=600, cwd=REPO, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-6000:]
@@ -49,15 +56,22 @@ def scenarios(metastore: str, workdir: Path, bootstrap: str) -> dict[str, Any]:
 def test_readers_by_name_see_whole_runs_and_generations_through_crashes_and_a_replay(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    metastore = "embedded"
+    metastore, points = "embedded", EMBEDDED_POINTS
     if kind == "postgresql":
-        metastore = request.getfixturevalue("hive_metastore").uri
+        metastore, points = request.getfixturevalue("hive_metastore").uri, RUN_POINTS
     with BrokerProcess(tmp_path / "broker") as broker:
-        seen = scenarios(metastore, tmp_path, broker.bootstrap)
+        seen = scenarios(metastore, tmp_path, broker.bootstrap, points)
 
+    # stage by stage, as the Airflow DAG's tasks run: the load registers the raw layer, publish the output
+    assert seen["stages"] == {
+        "load": ["clicks_raw", "clicks_raw__gen0"],
+        "transforms": ["clicks_raw", "clicks_raw__gen0"],
+        "validate": ["clicks_raw", "clicks_raw__gen0"],
+        "publish": ["clicks_raw", "clicks_raw__gen0", "hourly", "hourly__gen0"],
+    }
     first = seen["first"]
     assert first["by_name"] == first["truth"] and first["truth"]["raw"] == 120 and first["pending"] == []
-    for point in RUN_POINTS:
+    for point in points:
         step = seen[point]
         assert step["crashed"], point
         # the crashed run's rows are not shown by name, though its manifest is committed
@@ -69,6 +83,15 @@ def test_readers_by_name_see_whole_runs_and_generations_through_crashes_and_a_re
     # half of a run's files were in place: a reader of the directories saw them, readers by name did not
     half = seen["publish.after_file@1"]["at_crash"]
     assert half["by_path"] > half["by_name"]["raw"]
+    # the output's new partitions were shown from their staged rows: already what the run publishes
+    shown = seen["flow.outputs_shown"]
+    assert shown["at_crash"]["by_name"]["hourly"] == shown["after"]["hourly"] > shown["before"]["hourly"]
+    # through every crash and run, no reading by name was smaller than the one before (rows only
+    # came: a partition missing for a moment, while publish swapped it, would have been)
+    readings = seen["readings_during_runs"]
+    assert len(readings) > 10, readings
+    for earlier, later in itertools.pairwise(readings):
+        assert later["raw"] >= earlier["raw"] and later["hourly"] >= earlier["hourly"], (earlier, later)
 
     replay = seen["replay"]
     old, new = replay["before"], replay["truth"]
