@@ -114,6 +114,7 @@ class Reader:
     def _read(self, observer: Observer) -> None:
         while not self._stop.is_set():
             self.readings.append(observer.by_name())
+            self._stop.wait(0.3)  # a pause, so the runs it watches are not slowed down much
 
     def stop(self) -> list[dict[str, int]]:
         self._stop.set()
