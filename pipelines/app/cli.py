@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from pipelines.app import runner
+from pipelines.app.arguments import conf_settings, pipeline_file
 from pipelines.app.runner import EXIT_BAD_SPEC, EXIT_FAILED, STAGES, state_of
 from pipelines.app.tables import COMMANDS as TABLE_COMMANDS
 from pipelines.config.pipeline import PipelineSpec, load_spec
@@ -29,14 +30,6 @@ from pipelines.errors import PipelineError, SpecError
 from pipelines.logs import LEVELS, configure_logging
 
 _Command = TypeVar("_Command", bound=Callable[..., Any])
-
-
-def _spec(path: str) -> PipelineSpec:
-    try:
-        return load_spec(path)
-    except SpecError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_BAD_SPEC)
 
 
 def _exit_on(exc: PipelineError) -> NoReturn:
@@ -137,8 +130,8 @@ def run(
     quiet: bool,
 ) -> None:
     """Load the new messages of PIPELINE into its raw layer, exactly once, then build its outputs."""
-    spec = _spec(pipeline)
-    settings = _settings(conf)
+    spec = pipeline_file(pipeline)
+    settings = conf_settings(conf)
     _exit_if_done(spec, stage, run_id)
     _exit_without_spark(spec, stage, run_id, quiet)
     runner.import_ahead(spec, stage)
@@ -178,7 +171,7 @@ def rewind(
     """Rewind PIPELINE and replay: reload from a time, offsets or a run into a new generation of the
     raw layer, recompute the affected partitions of every output, validate, and switch every reader
     to the new generation in one step (the old one stays until `pipelines gc`)."""
-    spec = _spec(pipeline)
+    spec = pipeline_file(pipeline)
     from pipelines.app.session import jvm_log_path  # noqa: PLC0415 - Spark only for commands that run
 
     jvm_log = jvm_log_path(f"pipelines-replay-{spec.name}")
@@ -191,7 +184,7 @@ def rewind(
 def _local(master: str, conf: tuple[str, ...], spec: PipelineSpec, jvm_log: Path) -> Any:
     from pipelines.app.session import pipeline_session  # noqa: PLC0415 - Spark only for commands that run
 
-    return pipeline_session(spec, master, f"pipelines-replay-{spec.name}", _settings(conf), jvm_log=jvm_log)
+    return pipeline_session(spec, master, f"pipelines-replay-{spec.name}", conf_settings(conf), jvm_log=jvm_log)
 
 
 def _replay(
@@ -266,7 +259,7 @@ def spark_submit_main(
     if rewind_to is not None:
         click.echo("warning: --rewind-to is the old name of --to-time", err=True)
         to_time = to_time or rewind_to
-    spec = _spec(pipeline)
+    spec = pipeline_file(pipeline)
     if abandon or any(x is not None for x in (to_time, to_offsets, to_run)):
         _replay(
             spec, to_time, to_offsets, to_run, dry_run, abandon, as_json, quiet,
@@ -307,7 +300,7 @@ def _exit_if_done(spec: PipelineSpec, stage: str, run_id: str | None) -> None:
 def done(pipeline: str, run_id: str, stage: str) -> None:
     """Exit 0 if STAGE of run RUN_ID has nothing left to do (and say why), else 1, from the state
     files alone: no Spark. Airflow's tasks ask it first, so a finished run's task starts no JVM."""
-    spec = _spec(pipeline)
+    spec = pipeline_file(pipeline)
     _exit_if_done(spec, stage, run_id)
     click.echo(f"{'all' if stage == 'all' else f'stage {stage}'} of run {run_id} may have work to do", err=True)
     sys.exit(EXIT_FAILED)
@@ -318,16 +311,6 @@ def _submitted(spec: PipelineSpec, app_name: str) -> Any:
     from pipelines.app.session import submitted_session  # noqa: PLC0415 - Spark only for commands that run
 
     return submitted_session(spec, app_name)
-
-
-def _settings(conf: tuple[str, ...]) -> dict[str, str]:
-    settings = {}
-    for item in conf:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--conf")
-        settings[key] = value
-    return settings
 
 
 @main.command()
@@ -358,7 +341,7 @@ def lint(pipelines: tuple[str, ...]) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def status(pipeline: str, as_json: bool) -> None:
     """The last committed run of PIPELINE and any run that was planned but not committed."""
-    spec = _spec(pipeline)
+    spec = pipeline_file(pipeline)
     try:
         state = state_of(spec)
         latest = state.latest()
@@ -419,7 +402,7 @@ def gc(pipeline: str, dry_run: bool) -> None:
     a replay left for readers still on them). Manifests, and so the offset history, are kept."""
     from pipelines.replay.gc import collect_garbage, garbage  # noqa: PLC0415
 
-    spec = _spec(pipeline)
+    spec = pipeline_file(pipeline)
     try:
         state = state_of(spec)
         paths = garbage(spec, state) if dry_run else collect_garbage(spec, state)
@@ -441,7 +424,7 @@ def report(pipeline: str, run: str | None, as_json: bool) -> None:
     the data-loss ledger, expectation results, rows per hour)."""
     from pipelines.reporting.report import build_report, write_report  # noqa: PLC0415
 
-    spec = _spec(pipeline)
+    spec = pipeline_file(pipeline)
     try:
         state = state_of(spec)
         state.recover()
@@ -474,7 +457,7 @@ def location(pipeline: str, output: str | None) -> None:
     (the dataset's own path until the first replay)."""
     from pipelines.replay.gc import current_locations  # noqa: PLC0415
 
-    spec = _spec(pipeline)
+    spec = pipeline_file(pipeline)
     try:
         places = current_locations(spec, state_of(spec))
     except PipelineError as exc:
@@ -493,7 +476,7 @@ def location(pipeline: str, output: str | None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def offsets(pipeline: str, lag: bool, history: bool, as_json: bool) -> None:
     """The committed offsets of PIPELINE: per split, the next offset a run loads."""
-    spec = _spec(pipeline)
+    spec = pipeline_file(pipeline)
     if history:
         _history(spec, as_json)
         return

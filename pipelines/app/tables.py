@@ -18,9 +18,10 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from pipelines.app.runner import EXIT_BAD_SPEC, EXIT_FAILED, EXIT_OK, fail
-from pipelines.config.pipeline import PipelineSpec, load_spec
-from pipelines.errors import CatalogError, PipelineError, SpecError
+from pipelines.app.arguments import conf_settings, pipeline_file
+from pipelines.app.runner import EXIT_FAILED, EXIT_OK, fail
+from pipelines.config.pipeline import PipelineSpec
+from pipelines.errors import CatalogError, PipelineError
 
 SESSION_OPTIONS = (
     click.option("--master", default="local[1]", show_default=True, help="Spark master for the local session."),
@@ -34,30 +35,12 @@ def _session_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
-def _load(path: str) -> PipelineSpec:
-    try:
-        return load_spec(path)
-    except SpecError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_BAD_SPEC)
-
-
-def _settings(conf: tuple[str, ...]) -> dict[str, str]:
-    settings = {}
-    for item in conf:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--conf")
-        settings[key] = value
-    return settings
-
-
 def _with_session(spec: PipelineSpec, master: str, conf: tuple[str, ...], work: Callable[[Any], int]) -> NoReturn:
     """Run ``work(spark)`` on a session that reaches ``spec``'s metastore; exit with its code."""
     from pipelines.app.session import jvm_log_path, pipeline_session, spark_log_note  # noqa: PLC0415
     from pipelines.catalog.connection import metastore_for  # noqa: PLC0415
 
-    settings = _settings(conf)
+    settings = conf_settings(conf)
     if metastore_for(spec, settings) is None:
         sys.exit(
             fail(
@@ -100,7 +83,7 @@ def tables(pipeline: str, as_json: bool, master: str, conf: tuple[str, ...]) -> 
     """List PIPELINE's tables (the names readers use, the generation each reads, its partitions and
     the newest run it shows) and what the metastore lacks of the committed state. Exit 0 if the
     metastore matches the newest committed manifest, 1 if a change is pending (`pipelines repair`)."""
-    spec = _load(pipeline)
+    spec = pipeline_file(pipeline)
 
     def work(spark: Any) -> int:
         from pipelines.catalog.connection import attach  # noqa: PLC0415
@@ -174,7 +157,7 @@ def repair(pipeline: str, master: str, conf: tuple[str, ...]) -> None:
     """Bring PIPELINE's tables in the metastore back to its committed state: what every run does at
     its end (after a crash, or with the metastore away, the next run or this command catches up).
     Idempotent: a second repair changes nothing."""
-    spec = _load(pipeline)
+    spec = pipeline_file(pipeline)
 
     def work(spark: Any) -> int:
         from pipelines.catalog.connection import attach  # noqa: PLC0415
@@ -202,7 +185,7 @@ def repair(pipeline: str, master: str, conf: tuple[str, ...]) -> None:
 def sql(pipeline: str, query: str, limit: int, as_json: bool, master: str, conf: tuple[str, ...]) -> None:
     """Run QUERY (Spark SQL) where PIPELINE's tables are found by name, in its database: for
     example `pipelines sql FILE "SELECT count(*) FROM user_sessions"`."""
-    spec = _load(pipeline)
+    spec = pipeline_file(pipeline)
 
     def work(spark: Any) -> int:
         from pipelines.catalog.desired import quoted  # noqa: PLC0415
