@@ -6,20 +6,25 @@ POINTS REPLAY_POINT`` starts one session whose catalog is METASTORE (``embedded`
 address) and runs a pipeline through the runner in-process on it: its first run stage by stage,
 as Airflow's tasks do; crashes simulated at each of POINTS (comma-separated), each followed by the
 next run, while a reader thread queries the tables by name; then a replay fixing a transform, its
-sync crashed at REPLAY_POINT and finished by the next run, with a reader again. It prints what it
-saw as one JSON document on its last line. The test judges it; this program only observes (it
-fails only if a step it expects to work fails).
+sync crashed at REPLAY_POINT and finished by the next run, with a reader again, and a Hive JDBC
+client (peers/HiveJdbcReader.java, in a JVM of its own) reading through a Spark Thrift server that
+this driver serves (HiveServer2's protocol, sessions of its own on the same metastore, as a BI tool
+reads the warehouse). It prints what it saw as one JSON document on its last line. The test
+judges it; this program only observes (it fails only if a step it expects to work fails).
 """
 
 from __future__ import annotations
 
 import json
+import queue
+import subprocess
 import sys
 import threading
 from pathlib import Path
 from typing import Any
 
 import pyarrow.dataset as ds
+import pyspark
 
 from pipelines import faults
 from pipelines.app import runner
@@ -31,7 +36,8 @@ from pipelines.ingest.state import PipelineState
 from pipelines.layout import generation_dir
 from pipelines.replay.target import RewindTarget
 from pipelines.storage import LocalStorage
-from tests.pipelines.harness import oracle, produce, write_spec
+from tests.pipelines.harness import REPO, oracle, produce, write_spec
+from tests.support.ports import free_port
 
 HOURLY_SQL = "SELECT dt, hour, COUNT(*) {extra} AS events, SUM(amount) AS amount FROM raw GROUP BY dt, hour"
 
@@ -122,6 +128,62 @@ class Reader:
         return self.readings
 
 
+class JdbcReader:
+    """A Hive JDBC client in a JVM of its own, reading both tables by name through the Thrift
+    server at ``port``: one new connection per reading, until stopped (its stdin closed)."""
+
+    QUERIES = ("raw=SELECT COUNT(*) FROM web.clicks_raw", "hourly=SELECT COALESCE(SUM(events), 0) FROM web.hourly")
+
+    def __init__(self, port: int) -> None:
+        jars = Path(pyspark.__file__).resolve().parent / "jars"
+        self._process = subprocess.Popen(
+            ["java", "-cp", f"{jars}/*", str(REPO / "peers" / "HiveJdbcReader.java"),
+             f"jdbc:hive2://127.0.0.1:{port}/web", *self.QUERIES],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        )  # fmt: skip
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        self._pump = threading.Thread(target=self._read_lines, name="jdbc-lines", daemon=True)
+        self._pump.start()
+        self.readings: list[dict[str, Any]] = []
+        self._take(until="ready", timeout=120)
+
+    def _read_lines(self) -> None:
+        assert self._process.stdout is not None
+        for line in self._process.stdout:
+            self._lines.put(line.strip())
+        self._lines.put(None)
+
+    def _take(self, *, until: str | None = None, count: int = 0, timeout: float = 60) -> None:
+        """Collect readings until the line ``until`` or ``count`` more readings."""
+        wanted = len(self.readings) + count
+        while (until is not None) or len(self.readings) < wanted:
+            line = self._lines.get(timeout=timeout)
+            if line is None:
+                raise RuntimeError(f"the JDBC reader stopped (exit {self._process.wait()})")
+            if line == until:
+                return
+            if line.startswith("{"):
+                self.readings.append(json.loads(line))
+
+    def stop(self) -> list[dict[str, Any]]:
+        """The readings made so far, two more (the second begun after the caller's last change),
+        then stop."""
+        while not self._lines.empty():
+            line = self._lines.get()
+            if line is None:
+                raise RuntimeError(f"the JDBC reader stopped (exit {self._process.wait()})")
+            if line.startswith("{"):
+                self.readings.append(json.loads(line))
+        self._take(count=2)
+        assert self._process.stdin is not None
+        self._process.stdin.close()
+        self._process.wait(60)
+        while (line := self._lines.get(timeout=60)) is not None:
+            if line.startswith("{"):
+                self.readings.append(json.loads(line))
+        return self.readings
+
+
 def run(spec: PipelineSpec, spark: Any) -> int:
     return runner.run_stage(spec, spark, "all", run_id=None, quiet=True)
 
@@ -129,10 +191,16 @@ def run(spec: PipelineSpec, spark: Any) -> int:
 def main(metastore: str, workdir: Path, bootstrap: str, points: list[str], replay_point: str) -> dict[str, Any]:
     buggy = load_spec(spec_file(workdir, bootstrap, metastore, buggy=True))
     fixed = load_spec(spec_file(workdir, bootstrap, metastore, buggy=False))
-    # databases created through a metastore service are placed under the session's warehouse directory
+    # databases created through a metastore service are placed under the session's warehouse
+    # directory; the Thrift server for JDBC clients listens on loopback only
+    thrift_port = free_port()
     spark = pipeline_session(
-        buggy, "local[2]", "tables-scenarios", {"spark.sql.warehouse.dir": (workdir / "warehouse-dir").as_uri()}
-    )
+        buggy, "local[2]", "tables-scenarios", {
+            "spark.sql.warehouse.dir": (workdir / "warehouse-dir").as_uri(),
+            "spark.hadoop.hive.server2.thrift.port": str(thrift_port),
+            "spark.hadoop.hive.server2.thrift.bind.host": "127.0.0.1",
+        },
+    )  # fmt: skip
     observer = Observer(spark, buggy)
     seen: dict[str, Any] = {}
 
@@ -170,7 +238,12 @@ def main(metastore: str, workdir: Path, bootstrap: str, points: list[str], repla
     seen["readings_during_runs"] = during_runs.stop()
 
     # a replay fixes the transform (and drops the events without one), while a reader queries the
-    # tables by name; its sync dies at ``replay_point``, and the next run finishes it
+    # tables by name, and a JDBC client through the Thrift server; its sync dies at
+    # ``replay_point``, and the next run finishes it
+    thrift = spark._jvm.org.apache.spark.sql.hive.thriftserver.HiveThriftServer2.startWithContext(
+        spark._jsparkSession.sqlContext()
+    )
+    jdbc = JdbcReader(thrift_port)
     before_replay = observer.by_name()
     during_replay = Reader(observer)
     crashed = False
@@ -184,9 +257,12 @@ def main(metastore: str, workdir: Path, bootstrap: str, points: list[str], repla
         code = run(fixed, spark)
     finally:
         readings = during_replay.stop()
+        jdbc_readings = jdbc.stop()
+        thrift.stop()
     seen["replay"] = {
         "crashed": crashed, "before": before_replay, "at_crash": at_crash, "next_run": code,
         "after": observer.by_name(), "truth": observer.truth(), "readings": readings, "pending": observer.pending(),
+        "jdbc_readings": jdbc_readings,
         "tables": sorted(r.tableName for r in spark.sql("SHOW TABLES IN web").collect() if not r.isTemporary),
     }  # fmt: skip
     spark.stop()

@@ -5,9 +5,10 @@ The scenarios run in a driver of their own (tests.pipelines.tables_scenarios: Hi
 fixed when a session starts): a first run stage by stage, as the Airflow DAG's tasks run it (the
 load task registers the raw layer, the publish task the output); a crash at each step between a
 commit and its registration, then the next run; a replay whose registration dies between its two
-view switches; a reader querying the tables by name throughout. What must hold: readers by name
-see whole runs only (never the files of a run still being published, though a reader of the
-directories does), no partition is ever missing, every table is whole and of one generation at
+view switches; a reader querying the tables by name throughout, and during the replay a Hive JDBC
+client through a Spark Thrift server as well. What must hold: readers by name see whole runs only
+(never the files of a run still being published, though a reader of the directories does), no
+partition is ever missing, every table is whole and of one generation at
 each reading, and after the next run the metastore matches the manifests exactly (no change
 pending). With the metastore down, a run commits its data, fails with an error that names the
 metastore, and ``pipelines repair`` registers what it committed.
@@ -105,6 +106,13 @@ def test_readers_by_name_see_whole_runs_and_generations_through_crashes_and_a_re
     for reading in replay["readings"]:  # each table whole and of one generation, every time
         assert reading["raw"] in (old["raw"], new["raw"]), reading
         assert reading["hourly"] in (old["hourly"], new["hourly"]), reading
+    # the same for a Hive JDBC client through the Thrift server: no error (a name never missing),
+    # each reading whole and of one generation, and once the run is done, the new one
+    jdbc = replay["jdbc_readings"]
+    assert len(jdbc) >= 3 and all("error" not in reading for reading in jdbc), jdbc
+    for reading in jdbc:
+        assert reading["raw"] in (old["raw"], new["raw"]) and reading["hourly"] in (old["hourly"], new["hourly"]), jdbc
+    assert jdbc[0] == old and jdbc[-1] == new, jdbc
     # the generation replaced last stays (until gc) beside the current one; the names are views
     assert replay["tables"] == [
         "clicks_raw", "clicks_raw__gen0", "clicks_raw__gen1", "hourly", "hourly__gen0", "hourly__gen1",
