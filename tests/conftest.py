@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from demo.processes import quick_jvm_env
-from tests.support import jvm_archive
+from tests.support import jvm_archive, work_split
 from tests.support.processes import descendants
 
 # Every Spark driver the tests start (the session's, spark-submit's, Airflow's tasks', the newcomer's
@@ -94,18 +94,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # The end-to-end tests and those marked `early` run first, before the session's peers start:
     # idle JVMs (Kafka 4.x, Hadoop's mini clusters, Spark) cost the long single-process runs of
     # `make demo` and Airflow a third of their time on the 2-core machine when they came last.
-    items.sort(key=lambda item: 0 if item.get_closest_marker("e2e") or item.get_closest_marker("early") else 1)
+    # Then the long units of work, longest first, so the workers end together (tests.support.work_split).
+    items.sort(
+        key=lambda item: (
+            0 if item.get_closest_marker("e2e") or item.get_closest_marker("early") else 1,
+            -work_split.expected_seconds(item.nodeid),
+        )
+    )
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """With ``--dist loadfile`` (``make test``), whole files and tests/hadoop whole, in collection
-    order (tests.support.work_split); any other ``--dist`` is xdist's own."""
+    """With ``--dist loadfile`` (``make test``), whole files (or the units of files that share a
+    peer), in the sorted tests' order (tests.support.work_split); any other ``--dist`` is xdist's own."""
     if config.getvalue("dist") != "loadfile":
         return None
-    from tests.support.work_split import WholeFilesInCollectionOrder
-
-    return WholeFilesInCollectionOrder(config, log)
+    return work_split.WholeFilesLongestFirst(config, log)
 
 
 class _UnitTierViolation(RuntimeError):
