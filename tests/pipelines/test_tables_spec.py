@@ -13,6 +13,7 @@ import yaml
 
 from pipelines.catalog.connection import Metastore, embedded_directory, metastore_for, session_settings
 from pipelines.catalog.desired import TableSpec, absolute_location, physical_name, raw_table, visible_rows
+from pipelines.catalog.metastore import _read_listing, _split_values
 from pipelines.config.pipeline import PipelineSpec, load_spec
 from pipelines.errors import SpecError
 from pipelines.ingest.plan import Plan
@@ -169,3 +170,46 @@ def test_the_raw_table_of_a_generation_has_a_partition_per_directory_its_manifes
     columns = [name for name, _ in table.columns]
     assert columns[:3] == ["topic", "partition", "offset"] and "user_id" in columns
     assert "dt" not in columns and "hour" not in columns
+
+
+class Listing:
+    """What Spark's partition listing answers: its size and its partitions' text (``toString``)."""
+
+    def __init__(self, partitions: list[tuple[dict[str, str], str]]) -> None:
+        self.texts = [
+            "CatalogPartition(\n\tPartition Values: ["
+            + ", ".join(f"{k}={v}" for k, v in spec.items())
+            + f"]\n\tLocation: {location}\n\tSerde Library: x\n\tPartition Statistics: 1786 bytes)"
+            for spec, location in partitions
+        ]
+
+    def size(self) -> int:
+        return len(self.texts)
+
+    def mkString(self, separator: str) -> str:
+        return separator.join(self.texts)
+
+
+def test_a_partition_listing_is_read_from_its_text_in_one_call() -> None:
+    listed = Listing([
+        ({"dt": "2026-11-25", "hour": "15"}, "file:/w/_generations/000001/dt=2026-11-25/hour=15"),
+        ({"dt": "2026-11-26", "hour": "03"}, "file:/w/_staging/run-7/dt=2026-11-26/hour=03"),
+    ])  # fmt: skip
+    assert _read_listing(listed, ("dt", "hour")) == [
+        (("2026-11-25", "15"), "file:/w/_generations/000001/dt=2026-11-25/hour=15"),
+        (("2026-11-26", "03"), "file:/w/_staging/run-7/dt=2026-11-26/hour=03"),
+    ]
+    assert _read_listing(Listing([]), ("dt",)) == []
+    # values with commas and equals signs read exactly, as long as they cannot be confused
+    odd = Listing([({"page": "/a, b=c", "dt": "x"}, "file:/o")])
+    assert _read_listing(odd, ("page", "dt")) == [(("/a, b=c", "x"), "file:/o")]
+
+
+def test_a_listing_that_does_not_read_as_expected_is_refused_so_it_is_read_one_by_one() -> None:
+    # a value holding the next column's marker could split two ways
+    assert _read_listing(Listing([({"page": "a, dt=b", "dt": "c"}, "file:/o")]), ("page", "dt")) is None
+    assert _read_listing(Listing([({"hour": "1", "dt": "x"}, "file:/o")]), ("dt", "hour")) is None  # other order
+    assert _split_values("dt=1", ("dt", "hour")) is None
+    other_format = Listing([])
+    other_format.texts = ["CatalogPartition(spec=dt=1, location=file:/o)"]
+    assert _read_listing(other_format, ("dt",)) is None
