@@ -9,7 +9,9 @@ job, from the pipeline file.
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +19,8 @@ from typing import Any, Literal
 
 from pipelines.config.pipeline import PipelineSpec
 from pipelines.errors import CatalogError
+
+log = logging.getLogger(__name__)
 
 CATALOG_SETTING = "spark.sql.catalogImplementation"
 URIS_SETTING = "spark.hadoop.hive.metastore.uris"
@@ -110,7 +114,8 @@ def prepare(spark: Any, metastore: Metastore | None) -> None:
     """Before the session's first catalog call: Derby's log goes beside its database, not into the
     working directory (Derby reads the property when it boots, at that first call); Hive's
     start-up warnings about its own settings, the same every run and nothing a user can act on,
-    are not printed (its errors are)."""
+    are not printed (its errors are). Then Hive's client is started on a thread of its own (see
+    ``_start_client``)."""
     if metastore is None:
         return
     jvm = spark._jvm
@@ -119,6 +124,19 @@ def prepare(spark: Any, metastore: Metastore | None) -> None:
         jvm.java.lang.System.setProperty("derby.stream.error.file", f"{metastore.address}/derby.log")
     for logger in ("org.apache.hadoop.hive", "hive"):
         jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(logger, jvm.org.apache.logging.log4j.Level.ERROR)
+    threading.Thread(target=_start_client, args=(spark, metastore), name="metastore-client", daemon=True).start()
+
+
+def _start_client(spark: Any, metastore: Metastore) -> None:
+    """Start the session's Hive client now, beside the work a run does before its first catalog
+    call (the load): Hive sets itself up, then boots Derby or connects to the service, about 5 s
+    that every run and replay waited for at its first publish or sync. Spark makes the client
+    once, under a lock, so a catalog call made meanwhile waits for this one instead of making
+    another. A failure here is only logged: the first real call meets it again and reports it."""
+    try:
+        spark._jsparkSession.sharedState().externalCatalog().databaseExists("default")
+    except Exception as exc:  # a metastore down, or the session stopped meanwhile
+        log.debug("starting the client of %s: %s", metastore.describe(), exc)
 
 
 def attach(spec: PipelineSpec, spark: Any) -> Metastore | None:
