@@ -2,12 +2,11 @@
 
 Role: every metastore call of pipelines goes through ``SparkMetastore``, whichever metastore the
 session talks to (the embedded Derby or a thrift service). Reads use Spark's external catalog
-directly (a few calls for a table, one for all of its partitions, read from the text Spark
-gives them); changes are SQL statements, each
-one metastore change: ``ALTER VIEW … AS`` is one alter_table (``CREATE OR REPLACE VIEW`` would
-drop and create, leaving a moment with no view), and ``ALTER TABLE … ADD PARTITION`` with many
-partitions is one add_partitions call (the batch size is raised to hold them all). Errors name the
-metastore and the statement.
+directly (a few calls for a table, one for all of its partitions, read from the text Spark gives
+them); changes are SQL statements, each one metastore change: ``ALTER VIEW … AS`` is one
+alter_table (``CREATE OR REPLACE VIEW`` would drop and create, leaving a moment with no view), and
+``ALTER TABLE … ADD PARTITION`` with many partitions is one add_partitions call (the batch size is
+raised to hold them all). Errors name the metastore and the statement.
 """
 
 from __future__ import annotations
@@ -130,8 +129,7 @@ class SparkMetastore:
     def partitions(self, database: str, table: str, columns: tuple[str, ...]) -> dict[Partition, str]:
         """Partition values (in ``columns``' order) → location, of ``database.table``."""
         try:
-            listed = self._listed(database, table)
-            return dict(_read_listing(listed, columns) or self._read_one_by_one(listed, columns))
+            return dict(self._read(self._listed(database, table), columns))
         except CatalogError:
             raise
         except Exception as exc:
@@ -140,6 +138,10 @@ class SparkMetastore:
     def _listed(self, database: str, table: str) -> Any:
         none = getattr(self._jvm.scala, "None$").__getattr__("MODULE$")
         return self._catalog().listPartitions(database, table, none)
+
+    def _read(self, listed: Any, columns: tuple[str, ...]) -> list[tuple[Partition, str]]:
+        read = _read_listing(listed, columns)
+        return self._read_one_by_one(listed, columns) if read is None else read
 
     def _read_one_by_one(self, listed: Any, columns: tuple[str, ...]) -> list[tuple[Partition, str]]:
         """``_read_listing``'s answer the slow way (several calls per partition), for a listing
@@ -179,9 +181,8 @@ class SparkMetastore:
         jvm = self._jvm
         try:
             listed = self._listed(database, table)
-            read = _read_listing(listed, columns) or self._read_one_by_one(listed, columns)
             moved = jvm.java.util.ArrayList()
-            for index, (values, _) in enumerate(read):
+            for index, (values, _) in enumerate(self._read(listed, columns)):
                 where = moves.get(values)
                 if where is None:
                     continue
