@@ -13,6 +13,7 @@ from typing import Any, BinaryIO
 import click
 
 from kafkalog.cli.main import main
+from kafkalog.cli.output import plural
 from kafkalog.client import Admin, Producer, SimpleConsumer
 from kafkalog.errors import KafkalogError
 from kafkalog.record import Message
@@ -43,7 +44,8 @@ def BOOTSTRAP(command: Callable[..., None]) -> Callable[..., None]:
 
 
 class _Rate:
-    """Prints ``<count> messages, <rate>/s`` to stderr at most every second, and once at the end."""
+    """Prints ``<verb> <count> messages, <rate>/s`` (``sent 1 message, ...`` for one) to stderr at most
+    every second, and once at the end."""
 
     def __init__(self, verb: str, quiet: bool) -> None:
         self.verb = verb
@@ -64,7 +66,8 @@ class _Rate:
 
     def _print(self, now: float, end: str) -> None:
         elapsed = max(now - self.start, 1e-9)
-        click.echo(f"{self.verb} {self.count:,} messages, {self.count / elapsed:,.0f}/s", err=True, nl=False)
+        counted = f"{self.count:,} {plural(self.count, 'message')}"
+        click.echo(f"{self.verb} {counted}, {self.count / elapsed:,.0f}/s", err=True, nl=False)
         click.echo(end, err=True, nl=False)
 
 
@@ -101,7 +104,7 @@ def topics_create(cluster: dict[str, Any], name: str, partitions: int, configs: 
             admin.create_topic(name, partitions, pairs)
     except KafkalogError as exc:
         raise _fail(exc) from exc
-    click.echo(f"created {name} with {partitions} partition(s)")
+    click.echo(f"created {name} with {partitions} {plural(partitions, 'partition')}")
 
 
 @topics.command("list")
@@ -175,7 +178,10 @@ def produce(
         raise _fail(exc) from exc
     rate.done()
     if failures:
-        raise click.ClickException(f"{len(failures)} message(s) were not delivered: {failures[0]}")
+        lost = len(failures)
+        raise click.ClickException(
+            f"{lost} {plural(lost, 'message was', 'messages were')} not delivered: {failures[0]}"
+        )
 
 
 def _start_offset(consumer: SimpleConsumer, topic: str, partition: int, offset: str) -> int:

@@ -42,6 +42,26 @@ from kafkalog.topics import TopicPartition
 log = logging.getLogger(__name__)
 
 
+def _counted(count: int, noun: str) -> str:
+    """``1 message``, ``2 messages``: a count (with thousands separators) that agrees with its noun."""
+    return f"{count:,} {noun if count == 1 else noun + 's'}"
+
+
+def status_line(mirrored: int, rate: float, in_flight: int, lag: int, partitions: int) -> str:
+    """The periodic status line: messages sent to the target so far and the rate since the last
+    line, sends not acknowledged yet, and the source messages not fetched yet over how many
+    partitions."""
+    return (
+        f"mirrored {_counted(mirrored, 'message')} ({rate:,.0f}/s), in flight {in_flight:,}, "
+        f"lag {lag:,} over {_counted(partitions, 'partition')}"
+    )
+
+
+def stopped_line(acknowledged: int, seconds: float) -> str:
+    """The last status line: how many messages the target acknowledged in the whole run."""
+    return f"mirror stopped: {_counted(acknowledged, 'message')} acknowledged by the target in {seconds:,.1f} s"
+
+
 class MirrorError(KafkalogError):
     """The mirror stopped because it could not go on without losing or skipping data."""
 
@@ -463,17 +483,14 @@ class Mirror:
         if self.status is not None:
             elapsed = time.monotonic() - started
             acked = sum(source.tracker.acked for source in self.sources)
-            self.status(f"mirror stopped: {acked:,} messages acknowledged by the target in {elapsed:,.1f} s")
+            self.status(stopped_line(acked, elapsed))
         if failure is not None:
             raise MirrorError(failure)
 
     def _status_line(self, sent: int, seconds: float) -> str:
         lags = {(s.name, *tp): lag for s in self.sources for tp, lag in s.lag().items()}
         in_flight = sum(s.tracker.in_flight() for s in self.sources)
-        return (
-            f"mirrored {self.writer.sent:,} messages ({sent / max(seconds, 1e-9):,.0f}/s), in flight {in_flight:,}, "
-            f"lag {sum(lags.values()):,} over {len(lags)} partition(s)"
-        )
+        return status_line(self.writer.sent, sent / max(seconds, 1e-9), in_flight, sum(lags.values()), len(lags))
 
     def _shutdown(self, failure: str | None) -> None:
         timeout = self.config.shutdown_timeout_ms / 1000

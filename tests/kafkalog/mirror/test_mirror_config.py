@@ -65,5 +65,5 @@ def test_an_unreachable_source_is_named(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert done.returncode == 1, done.stderr
-    assert f"Error: source source0: no broker is reachable: cannot connect to {source}" in done.stderr, done.stderr
+    assert f"error: source source0: no broker is reachable: cannot connect to {source}" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
