@@ -4,22 +4,22 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import click
-from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
 from kafkalog.cli.main import main
+from kafkalog.cli.output import console, plural
 from kafkalog.errors import KafkalogError
 from kafkalog.log import Log, LogConfig
+from kafkalog.log.checkpoint import RECOVERY_POINT_FILE
 from kafkalog.log.files import LOG_SUFFIX, parse_base_offset
-from kafkalog.log.manager import data_dir_in_use
+from kafkalog.log.manager import CLEAN_SHUTDOWN_FILE, LOCK_FILE, data_dir_in_use, partition_of
 from kafkalog.log.scan import scan_file
 from kafkalog.record import decode_messages, iter_entries
 from kafkalog.record.format import Codec
-
-_err = Console(stderr=True)
 
 
 @main.group("log")
@@ -34,7 +34,7 @@ def log_group() -> None:
 def dump(segment: Path, deep: bool, values: bool) -> None:
     """Print the entries of one SEGMENT file (a .log), checking every CRC."""
     data = segment.read_bytes()
-    click.echo(f"# {segment}: {len(data)} bytes")
+    click.echo(f"# {segment}: {len(data)} {plural(len(data), 'byte')}")
     last_end = 0
     try:
         for entry in iter_entries(data):
@@ -54,16 +54,54 @@ def dump(segment: Path, deep: bool, values: bool) -> None:
         raise click.ClickException(f"{segment}: {exc}") from exc
     tail = len(data) - last_end
     if tail:
-        click.echo(f"# {tail} trailing bytes do not form a whole message (a torn write)")
+        click.echo(f"# {tail} trailing {plural(tail, 'byte does', 'bytes do')} not form a whole message (a torn write)")
 
 
-def _partition_dirs(data_dirs: tuple[Path, ...]) -> list[Path]:
-    found = []
-    for data_dir in data_dirs:
-        if any(parse_base_offset(p.name, LOG_SUFFIX) is not None for p in data_dir.iterdir()):
-            found.append(data_dir)  # a partition directory was given directly
-        else:
-            found.extend(sorted(p for p in data_dir.iterdir() if p.is_dir()))
+@dataclass
+class _Found:
+    """What ``log check`` found under its arguments, each list in the order it is reported."""
+
+    partitions: list[Path] = field(default_factory=list)
+    """Partition directories, with segments or without (an empty partition)."""
+    strangers: list[Path] = field(default_factory=list)
+    """Directories in a data directory that are neither partitions nor the broker's own."""
+
+
+def _has_segments(directory: Path) -> bool:
+    return any(parse_base_offset(p.name, LOG_SUFFIX) is not None for p in directory.iterdir())
+
+
+def _is_partition_dir(directory: Path) -> bool:
+    """Whether a directory given to ``log check`` is a partition's rather than a data directory: it
+    holds segments, or (empty, or holding only index files) it is named ``<topic>-<partition>`` and
+    shows nothing of a data directory. A data directory may be named like a partition too
+    (``kafka-1``); the files a LogManager leaves in it, or its partition directories, tell."""
+    if _has_segments(directory):
+        return True
+    if partition_of(directory.resolve().name) is None:
+        return False
+    if any((directory / name).exists() for name in (LOCK_FILE, CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_FILE)):
+        return False
+    return not any(p.is_dir() and partition_of(p.name) is not None for p in directory.iterdir())
+
+
+def _find_partitions(dirs: tuple[Path, ...]) -> _Found:
+    """The partition directories among and under ``dirs``: the subdirectories of a data directory
+    that a broker would open as partitions (kafkalog.log.manager.partition_of), not its own
+    dot-directories (``.consumer_offsets``, ``.topic_configs``, a deleted partition's ``.deleted-…``)
+    and not a stranger's (``lost+found``), which are set apart to be named."""
+    found = _Found()
+    for directory in dirs:
+        if _is_partition_dir(directory):
+            found.partitions.append(directory)
+            continue
+        for path in sorted(directory.iterdir()):
+            if not path.is_dir():
+                continue  # the broker's files: the lock, the checkpoint, the clean-shutdown marker, ...
+            if partition_of(path.name) is not None:
+                found.partitions.append(path)
+            elif not path.name.startswith("."):  # dot-directories are the broker's, as LogManager has it
+                found.strangers.append(path)
     return found
 
 
@@ -74,22 +112,34 @@ def check(dirs: tuple[Path, ...]) -> None:
 
     Exits 1 if any message is corrupt, naming its file, byte position and offset (one line per
     problem on stdout; progress goes to stderr); a partial message at the very end of a partition is
-    reported as a torn write (recovery would cut it).
+    reported as a torn write (recovery would cut it). A partition directory without segments is
+    named and counted as a partition (a broker opens it empty); a directory of a data directory that
+    is not a partition is named as skipped, unless it is the broker's own (a dot-directory).
     """
     for directory in dirs:
         if data_dir_in_use(directory):
             raise click.ClickException(f"{directory} is in use by a running broker: stop it first")
-    partitions = _partition_dirs(dirs)
+    found = _find_partitions(dirs)
+    for stranger in found.strangers:
+        click.echo(f"skipped {stranger}: not a <topic>-<partition> directory (a broker ignores it too)")
     segments = [
         (partition, path)
-        for partition in partitions
+        for partition in found.partitions
         for path in sorted(partition.iterdir())
         if parse_base_offset(path.name, LOG_SUFFIX) is not None
     ]
+    last_of = dict(segments)  # per partition its last segment: the list is sorted, the last one stays
+    empty = [partition for partition in found.partitions if partition not in last_of]
+    for partition in empty:
+        click.echo(f"no segments: {partition} is an empty partition (a broker opens it with no messages)")
     total = sum(path.stat().st_size for _, path in segments)
     problems = 0
     with Progress(
-        TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeRemainingColumn(), console=_err
+        TextColumn("{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TimeRemainingColumn(),
+        console=console(stderr=True),
     ) as progress:
         task = progress.add_task("checking", total=total)
         for partition, path in segments:
@@ -101,17 +151,23 @@ def check(dirs: tuple[Path, ...]) -> None:
                 result = scan_file(fd, 0, size, min_next_offset=base, index_interval=1 << 62, bytes_since_index=0)
             finally:
                 os.close(fd)
-            last = path == max((p for q, p in segments if q == partition), default=path)
             if result.error is not None:
                 problems += 1
                 offset = result.last_offset + 1 if result.entries else base
                 click.echo(f"CORRUPT {path} at byte {result.error_position} (offset {offset}): {result.error}")
             elif result.valid_end != size:
+                last = path == last_of[partition]
                 kind = "torn write" if last else "CORRUPT (sealed segment ends inside a message)"
                 problems += 0 if last else 1
-                click.echo(f"{kind}: {path} has {size - result.valid_end} bytes after its last message")
+                extra = size - result.valid_end
+                click.echo(f"{kind}: {path} has {extra} {plural(extra, 'byte')} after its last message")
             progress.advance(task, size)
-    click.echo(f"checked {len(segments)} segments in {len(partitions)} partitions: {problems} corrupt")
+    checked = f"checked {len(segments)} {plural(len(segments), 'segment')}"
+    partitions = len(found.partitions)
+    checked += f" in {partitions} {plural(partitions, 'partition')}"
+    if empty:
+        checked += f" ({len(empty)} without segments)"
+    click.echo(f"{checked}: {problems} corrupt")
     if problems:
         sys.exit(1)
 
@@ -132,7 +188,9 @@ def truncate(partition_dir: Path, offset: int, yes: bool) -> None:
             return
         removed = log.log_end_offset - offset
         if not yes:
-            click.confirm(f"Remove {removed} message(s) from offset {offset} of {partition_dir}?", abort=True)
+            click.confirm(
+                f"Remove {removed} {plural(removed, 'message')} from offset {offset} of {partition_dir}?", abort=True
+            )
         log.truncate_to(offset)
         click.echo(f"{partition_dir} now ends at offset {log.log_end_offset}")
     finally:

@@ -7,6 +7,9 @@ the recovery-point checkpoint and, after a clean shutdown, the clean-shutdown ma
     <data dir>/.kafkalog_cleanshutdown            written last by close(), removed first by open
     <data dir>/recovery-point-offset-checkpoint   per partition: offset below which data is fsynced
     <data dir>/<topic>-<partition>/000…000.log    segments (see Log)
+
+Other dot-directories belong to the broker (consumer offsets, topic configs, a deleted partition's
+``.deleted-…`` until it is removed); any other directory is not a partition and is ignored.
 """
 
 from __future__ import annotations
@@ -35,6 +38,18 @@ LOCK_FILE = ".lock"
 CLEAN_SHUTDOWN_FILE = ".kafkalog_cleanshutdown"
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 _PARTITION_DIR = re.compile(r"^(?P<topic>[A-Za-z0-9._-]{1,249})-(?P<partition>0|[1-9][0-9]{0,9})$")
+DELETED_PREFIX = ".deleted-"  # a deleted partition's directory, renamed first; removed at start if a crash left it
+
+
+def partition_of(name: str) -> TopicPartition | None:
+    """The partition a data directory's subdirectory called ``name`` holds (``<topic>-<partition>``),
+    or None: the one rule for what a LogManager opens as partitions and what ``kafkalog log check``
+    checks. A deleted partition's ``.deleted-<topic>-<partition>-<ns>`` is none, although it has
+    the shape."""
+    if name.startswith(DELETED_PREFIX):
+        return None
+    match = _PARTITION_DIR.match(name)
+    return None if match is None else (match["topic"], int(match["partition"]))
 
 
 def data_dir_in_use(data_dir: Path) -> bool:
@@ -123,22 +138,21 @@ class LogManager:
         for leftover in data_dir.glob(f"*{TMP_SUFFIX}"):
             logger.warning("removing %s, a checkpoint a crash left half-written", leftover)
             leftover.unlink()
-        for doomed in data_dir.glob(".deleted-*"):
+        for doomed in data_dir.glob(f"{DELETED_PREFIX}*"):
             logger.warning("removing %s, a deleted partition a crash left behind", doomed)
             shutil.rmtree(doomed, ignore_errors=True)
         recovery_points = read_checkpoint(data_dir / RECOVERY_POINT_FILE)
-        partition_dirs = [p for p in sorted(data_dir.iterdir()) if p.is_dir() and _PARTITION_DIR.match(p.name)]
+        partition_dirs = [p for p in sorted(data_dir.iterdir()) if p.is_dir() and partition_of(p.name) is not None]
         if not clean and partition_dirs:
             logger.info("%s was not shut down cleanly: recovering its partitions", data_dir)
         for path in sorted(data_dir.iterdir()):
             if not path.is_dir():
                 continue
-            match = _PARTITION_DIR.match(path.name)
-            if match is None:
+            tp = partition_of(path.name)
+            if tp is None:
                 if not path.name.startswith("."):  # dot-directories belong to the broker (offsets, ...)
                     logger.warning("ignoring %s: not a <topic>-<partition> directory", path)
                 continue
-            tp = (match["topic"], int(match["partition"]))
             if tp in self._logs:
                 raise StorageError(f"partition {tp[0]}-{tp[1]} is in both {self._log_dirs[tp]} and {data_dir}")
             self._logs[tp] = Log(
@@ -179,7 +193,7 @@ class LogManager:
                 log = self._logs.pop(tp)
                 data_dir = self._log_dirs.pop(tp)
                 log.close()
-                doomed = data_dir / f".deleted-{tp[0]}-{tp[1]}-{time.monotonic_ns()}"
+                doomed = data_dir / f"{DELETED_PREFIX}{tp[0]}-{tp[1]}-{time.monotonic_ns()}"
                 log.directory.rename(doomed)  # checked: a failure raises and nothing is half-deleted
                 fsync_dir(data_dir)
                 shutil.rmtree(doomed, ignore_errors=True)
