@@ -21,7 +21,9 @@
 7. Prints a short report (and writes it as JSON to .cache/demo/demo-report.json) and stops every
    process it started.
 
-Everything lives under .cache/demo/, which is emptied first: each demo starts from nothing.
+Everything lives under .cache/demo/: each demo starts from nothing. Before anything is cleared the
+demo checks what it needs (Java, its ports, the tools); the last demo's results are then moved aside,
+not deleted, until the new demo's servers run, and put back if they fail to start (demo.results).
 """
 
 from __future__ import annotations
@@ -29,7 +31,6 @@ from __future__ import annotations
 import heapq
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -43,8 +44,9 @@ from rich.console import Console
 from rich.table import Table
 
 from demo.activity import DATA_CENTERS, activity
-from demo.hadoop import client_env, launcher_argv, listing, ready_addresses, yarn_submit_conf
+from demo.hadoop import LAUNCHER, client_env, launcher_argv, listing, ready_addresses, yarn_submit_conf
 from demo.processes import (
+    ZOOKEEPER_JAR,
     DemoError,
     Supervisor,
     free_port,
@@ -54,6 +56,7 @@ from demo.processes import (
     zookeeper_argv,
     zookeeper_ready,
 )
+from demo.results import PreviousResults
 from demo.tables import published_rows
 from kafkalog.client import Admin, Producer, SimpleConsumer
 from kafkalog.errors import KafkalogError
@@ -87,6 +90,28 @@ def _tool(name: str) -> str:
     return str(Path(sys.executable).with_name(name))
 
 
+def preflight(ports: dict[str, int], zookeeper: bool, hadoop: bool) -> None:
+    """Everything the demo can check before it clears anything: Java, its tools, its ports. A demo
+    that fails here leaves the last demo's results exactly as they were."""
+    if java_version() < 17:
+        raise DemoError("Spark needs Java 17 or newer; `java -version` says otherwise (set JAVA_HOME)")
+    for tool in ("kafkalog", "pipelines", "spark-submit"):
+        if not Path(_tool(tool)).exists():
+            raise DemoError(f"{_tool(tool)} is missing: run `make install` (make demo does)")
+    if zookeeper and not ZOOKEEPER_JAR.exists():
+        raise DemoError(f"ZooKeeper is not installed ({ZOOKEEPER_JAR} is missing): run `make zookeeper`")
+    if hadoop and not (LAUNCHER / "MiniClusters.class").exists():
+        raise DemoError(f"Hadoop's mini clusters are not installed ({LAUNCHER} is missing): run `make peers`")
+    wanted = [port for name, port in ports.items() if name != "zookeeper" or zookeeper]
+    busy = [port for port in wanted if not port_is_free(port)]
+    if busy:
+        raise DemoError(
+            f"port{'s' * (len(busy) > 1)} {', '.join(map(str, busy))} on 127.0.0.1 "
+            f"{'are' if len(busy) > 1 else 'is'} in use: is another demo running? (`ss -ltnp` shows who holds "
+            "them; --port-base picks others)"
+        )
+
+
 class Demo:
     """One demo run: the clusters, what was produced, what the pipeline made of it."""
 
@@ -111,14 +136,29 @@ class Demo:
         self.facts: dict[str, Any] = {"mode": f"{mode}+hadoop" if hadoop else mode, "ports": ports, "runs": []}
         self.pipeline = PIPELINE
         python = {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-        self.env = quick_jvm_env({**os.environ, **python})
+        # SPARK_LOCAL_IP: every server here is on loopback; without it Spark warns, in every
+        # spark-submit, that the hostname resolves to a loopback address
+        self.env = quick_jvm_env({**os.environ, **python, "SPARK_LOCAL_IP": "127.0.0.1"})
         self.ship: list[str] = []
+        self.step_started: tuple[str, float] | None = None
+        self.mirror_baseline: int | None = None
+        self.produced_at = 0.0
+        self.facts["step_seconds"] = {}
 
     def say(self, text: str) -> None:
         self.console.print(text, highlight=False)
 
     def step(self, title: str) -> None:
+        """A new step of the story (its title as a rule); the last one's time is recorded."""
+        self.end_step()
+        self.step_started = (title, time.monotonic())
         self.console.rule(f"[bold]{title}", align="left")
+
+    def end_step(self) -> None:
+        if self.step_started is not None:
+            title, started = self.step_started
+            self.facts["step_seconds"][title] = round(time.monotonic() - started, 1)
+            self.step_started = None
 
     # ------------------------------------------------------------------ clusters
 
@@ -126,11 +166,8 @@ class Demo:
         self.step("1. three clusters and a mirror-maker")
         ports = [self.ports[name] for name in SERVERS if name != "zookeeper" or self.zookeeper]
         busy = [p for p in ports if not port_is_free(p)]
-        if busy:
-            raise DemoError(
-                f"port(s) {', '.join(map(str, busy))} on 127.0.0.1 are in use: is another demo running? "
-                "(`ss -ltnp` shows who holds them)"
-            )
+        if busy:  # free at the preflight, taken since
+            raise DemoError(f"port(s) {', '.join(map(str, busy))} on 127.0.0.1 were taken while the demo started")
         if self.hadoop:
             self._start_hadoop()
         if self.zookeeper:
@@ -241,6 +278,8 @@ class Demo:
     # ------------------------------------------------------------------ producing and mirroring
 
     def produce(self, title: str, start: datetime, end: datetime, per_center: int, seed: int) -> None:
+        if self.mirror_baseline is None:  # what the aggregate held before this round of producing
+            self.mirror_baseline = self._aggregate_holds()
         batches = {c.name: activity(c, start, end, per_center, seed=seed) for c in DATA_CENTERS}
         total = sum(len(b) for b in batches.values())
         self.say(f"{title}: {total:,} page views from {start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M} UTC")
@@ -264,36 +303,47 @@ class Demo:
                 producer.close()
         for center, messages in batches.items():
             self.produced[center] += len(messages)
+        self.produced_at = time.monotonic()
 
     def end_offsets(self, bootstrap: str) -> int:
         with SimpleConsumer(bootstrap) as consumer:
             return sum(consumer.latest_offset(TOPIC, p) for p in range(PARTITIONS))
 
     def _aggregate_holds(self) -> int:
-        try:
-            return self.end_offsets(self._bootstrap("aggregate"))
-        except KafkalogError:  # the mirror has not created the topic yet
-            return 0
+        with Admin(self._bootstrap("aggregate")) as admin:
+            # one metadata request: asking a missing topic's offsets would wait out the client's retries
+            if TOPIC not in admin.list_topics():  # the mirror has not created it yet
+                return 0
+        return self.end_offsets(self._bootstrap("aggregate"))
 
     def wait_for_mirror(self, timeout: float = 180) -> int:
         """Until the aggregate holds every message produced (the mirror never duplicates, so the
-        counts are equal exactly when nothing is missing)."""
+        counts are equal exactly when nothing is missing). The mirror copies while the demo
+        produces, so it is often done before this looks: the line it prints counts what this
+        round of producing sent (from what the aggregate held before it) and how long after the
+        last message was produced the aggregate had them all."""
         wanted = sum(self.produced.values())
+        baseline = self.mirror_baseline or 0
+        self.mirror_baseline = None
         deadline = time.monotonic() + timeout
+        last_line = time.monotonic()
         mirrored = self._aggregate_holds()
-        with self.reporter.work("mirroring into the aggregate", wanted - mirrored, "messages") as advance:
-            while True:
-                now = self._aggregate_holds()
-                advance(now - mirrored)
-                mirrored = now
-                if mirrored >= wanted or time.monotonic() > deadline:
-                    break
-                time.sleep(0.5)
+        while mirrored < wanted and time.monotonic() < deadline:
+            time.sleep(0.2)
+            mirrored = self._aggregate_holds()
+            if time.monotonic() - last_line >= 5:
+                last_line = time.monotonic()
+                self.say(f"mirroring into the aggregate: {mirrored - baseline:,}/{wanted - baseline:,} messages")
         if mirrored != wanted:
             raise DemoError(
                 f"the aggregate holds {mirrored:,} of the {wanted:,} messages produced after {timeout:.0f} s; "
                 f"see {HOME / 'logs' / 'mirror.log'} and {HOME / 'mirror-metrics.json'}"
             )
+        after = time.monotonic() - self.produced_at
+        self.say(
+            f"mirrored into the aggregate: {mirrored - baseline:,} "
+            f"message{'s' * (mirrored - baseline != 1)}, all there {after:.1f} s after the last was produced"
+        )
         return mirrored
 
     # ------------------------------------------------------------------ the pipeline
@@ -371,7 +421,6 @@ def _shown(path: str) -> str:
 
 def story(demo: Demo, spec: PipelineSpec, events: int) -> None:
     now = datetime.now(UTC).replace(second=0, microsecond=0)
-    demo.start_clusters()
     demo.point_pipeline_at_the_aggregate()
 
     demo.step("2. a day of web activity in two data centers, mirrored into the aggregate")
@@ -469,6 +518,9 @@ def summary(demo: Demo, started: float) -> None:
     for run in demo.facts["runs"]:
         table.add_row(f"run report #{run['seq']} ({run['kind']})", run["report"], "")
     demo.console.print(table)
+    demo.end_step()
+    steps = demo.facts["step_seconds"]
+    demo.say("seconds per step: " + ", ".join(f"{title.split('.')[0]}. {sec:.0f}" for title, sec in steps.items()))
     path = HOME / "demo-report.json"
     path.write_text(json.dumps(demo.facts, indent=1))
     demo.say(
@@ -500,19 +552,33 @@ def main(zookeeper: bool, hadoop: bool, events: int, port_base: int | None) -> N
     # where the virtualenv's installed package points at another one
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
     console = Console(width=None if sys.stdout.isatty() else 160)
+    previous = PreviousResults(HOME)
+    checked = False
     try:
-        if java_version() < 17:
-            raise DemoError("Spark needs Java 17 or newer; `java -version` says otherwise (set JAVA_HOME)")
-        shutil.rmtree(HOME, ignore_errors=True)  # every demo starts from nothing
         spec = load_spec(PIPELINE)
-        with Supervisor(HOME / "logs") as supervisor:
+        ports = pick_ports(port_base)
+        preflight(ports, zookeeper, hadoop)  # before anything is cleared
+        checked = True
+        # the last demo's results stay (aside) until this one's servers run: see demo.results
+        with previous, Supervisor(HOME / "logs") as supervisor:
             reporter = Reporter(console=console, interval=5)
-            demo = Demo(supervisor, console, reporter, zookeeper, pick_ports(port_base), hadoop)
+            demo = Demo(supervisor, console, reporter, zookeeper, ports, hadoop)
+            demo.start_clusters()
+            previous.discard()
             story(demo, spec, events)
             summary(demo, started)
     except (PipelineError, KafkalogError) as exc:
-        stopped = f"(the demo stopped every process it started; their logs are in {HOME / 'logs'})"
-        raise click.ClickException(f"{exc}\n{stopped}") from exc
+        if previous.failed_attempt is not None:
+            stopped = (
+                f"(the demo stopped every process it started; the last demo's results are back in {HOME}, "
+                f"this attempt's logs are in {previous.failed_attempt / 'logs'})"
+            )
+        elif checked:
+            stopped = f"(the demo stopped every process it started; their logs are in {HOME / 'logs'})"
+        else:
+            stopped = f"(nothing was started or cleared: {HOME} is as it was)"
+        click.echo(f"error: {exc}\n{stopped}", err=True)  # the prefix kafkalog's and pipelines' commands use
+        sys.exit(1)
 
 
 if __name__ == "__main__":
