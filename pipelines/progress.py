@@ -83,7 +83,10 @@ class Reporter:
                 bars.update(task, completed=done, rate=rate(item.get("messages", 0), item.get("seconds", 0)))
 
         def poll() -> None:
-            last_line = 0.0
+            # the first line after one interval, not at once: the tasks have not started reading
+            # yet, and a line saying 0 of everything tells nothing (a short load prints none; the
+            # run's summary follows it)
+            last_line = started
             while not stop.wait(0.5 if bars else 1.0):
                 if bars is not None:
                     refresh(bars)

@@ -61,6 +61,14 @@ def test_loading_prints_plain_lines_in_logs(tmp_path: Path) -> None:
     assert all("\x1b[" not in line for line in lines)  # no escape codes in a log
 
 
+def test_a_load_shorter_than_the_interval_prints_no_empty_progress_line(tmp_path: Path) -> None:
+    # the first line comes one interval after the start: at once, it could only say "0 of all"
+    console, sink = _console(terminal=False)
+    with Reporter(console=console, interval=5.0).loading("run run-x (#3)", SPLITS, str(tmp_path)):
+        time.sleep(1.3)  # past the view's first poll
+    assert sink.getvalue().splitlines() == ["run run-x (#3): loading 600 messages from 2 splits"]
+
+
 def test_counted_work_bar_and_lines_and_quiet() -> None:
     console, sink = _console(terminal=True)
     with Reporter(console=console).work("producing", 3000, "views") as advance:
