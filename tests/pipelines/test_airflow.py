@@ -125,6 +125,15 @@ def test_airflow_dags_test_runs_a_pipeline_end_to_end_and_again_changes_nothing(
         [AIRFLOW, "db", "migrate"], env=env, capture_output=True, text=True, timeout=300, check=False
     )
     assert migrate.returncode == 0, migrate.stderr[-3000:]
+    # a fresh database lists no DAG until the DAG processor has parsed the folder (docs/transforms.md):
+    # `--local` parses it on the spot
+    listed = subprocess.run(
+        [AIRFLOW, "dags", "list", "--local", "--output", "json"], env=env, capture_output=True, text=True,
+        timeout=300, check=False,
+    )  # fmt: skip
+    assert listed.returncode == 0, listed.stderr[-3000:]
+    (listing,) = [line for line in listed.stdout.splitlines() if line.startswith("[")]  # after Airflow's warnings
+    assert {"pipeline_page_views", "replay_page_views"} <= {d["dag_id"] for d in json.loads(listing)}
 
     def dags_test() -> str:
         done = subprocess.run(
