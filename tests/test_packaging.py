@@ -34,6 +34,7 @@ PROVIDED_BY = {
     "hdfs": "hdfs",
     "great_expectations": "great-expectations",
     "jinja2": "jinja2",
+    "sqlglot": "sqlglot",
 }
 HOSTED = {"airflow"}
 """Imported only inside the host that runs the module (pipelines.app.airflow runs in Airflow)."""
