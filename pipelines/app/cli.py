@@ -6,24 +6,29 @@ the session spark-submit made and the same options (``--stage``, ``--run-id``, `
 there is one vocabulary and one runner (pipelines.app.runner) behind both. ``status``, ``offsets``,
 ``report``, ``location``, ``done`` and ``gc`` read the manifests through the tools' storage, without Spark.
 Exit codes: 0 committed (or nothing to do), 1 the run failed (the error names its cause), 2 bad
-usage or an invalid pipeline file, 3 another run of the pipeline won.
+usage or an invalid pipeline file (its transforms' SQL included), 3 another run of the pipeline won.
+Every error ends in one ``error: ...`` line on stderr, click's own (bad usage) too.
+
+Before a run starts Spark it checks, in about a second: the transforms' SQL (``lint``'s check;
+exit 2) and, for a stage that loads, that the source answers and has the topics (exit 1).
 """
 
 from __future__ import annotations
 
+import io
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from pipelines.app import runner
-from pipelines.app.arguments import conf_settings, pipeline_file
-from pipelines.app.runner import EXIT_BAD_SPEC, EXIT_FAILED, STAGES, state_of
+from pipelines.app.arguments import conf_settings, pipeline_file, transforms_checked
+from pipelines.app.output import stdout_console
+from pipelines.app.runner import EXIT_BAD_SPEC, EXIT_FAILED, SQL_STAGES, STAGES, state_of
 from pipelines.app.tables import COMMANDS as TABLE_COMMANDS
 from pipelines.config.pipeline import PipelineSpec, load_spec
 from pipelines.errors import PipelineError, SpecError
@@ -34,6 +39,44 @@ _Command = TypeVar("_Command", bound=Callable[..., Any])
 
 def _exit_on(exc: PipelineError) -> NoReturn:
     sys.exit(runner.fail(exc))
+
+
+class _ErrorLine(click.Command):
+    """A command whose click errors (bad usage, a missing file, an option's bad value) end in the
+    line ``error: <message>`` every error of pipelines ends in, instead of click's ``Error: ...``;
+    the usage lines click prints first stay."""
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            return super().main(args, prog_name, complete_var, False, **extra)
+        except click.ClickException as exc:
+            shown = io.StringIO()
+            exc.show(file=shown)
+            lines = shown.getvalue().splitlines()
+            for index, line in enumerate(lines):
+                if line.startswith("Error: "):  # click's last line; its message may go on below
+                    lines[index] = "error: " + line[len("Error: ") :]
+                    break
+            else:
+                lines.append(f"error: {exc.format_message()}")
+            click.echo("\n".join(lines), err=True)
+            sys.exit(exc.exit_code)
+        except click.exceptions.Abort:
+            click.echo("error: aborted", err=True)
+            sys.exit(1)
+
+
+class _ErrorLineGroup(_ErrorLine, click.Group):
+    """The ``pipelines`` group, with _ErrorLine's errors for every subcommand."""
 
 
 def _set_log_level(ctx: click.Context, param: click.Parameter, value: str | None) -> str:
@@ -102,7 +145,7 @@ REWIND = _options(
 """Where a replay rewinds to: the options of ``pipelines rewind`` and of the spark-submit job alike."""
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=_ErrorLineGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(
     package_name="kafkalog-pipelines", prog_name="pipelines"
 )  # looked up lazily: a shipped zip has no metadata
@@ -129,11 +172,17 @@ def run(
     step: str | None,
     quiet: bool,
 ) -> None:
-    """Load the new messages of PIPELINE into its raw layer, exactly once, then build its outputs."""
+    """Load the new messages of PIPELINE into its raw layer, exactly once, then build its outputs.
+    Before Spark starts: the transforms' SQL is checked (as `pipelines lint` does; exit 2) and, for
+    a stage that loads, the source's brokers must answer and have the topics (exit 1). A failed
+    run's error line names the file with Spark's log and every stack trace."""
     spec = pipeline_file(pipeline)
+    if stage in SQL_STAGES:
+        transforms_checked(spec, pipeline, quiet=quiet)
     settings = conf_settings(conf)
     _exit_if_done(spec, stage, run_id)
     _exit_without_spark(spec, stage, run_id, quiet)
+    _exit_unless_source(spec, stage)
     runner.import_ahead(spec, stage)
     from pipelines.app.session import jvm_log_path, pipeline_session, spark_log_note  # noqa: PLC0415 - Spark only here
 
@@ -144,7 +193,9 @@ def run(
         _exit_on(exc)
     code = EXIT_FAILED
     try:
-        code = runner.run_stage(spec, spark, stage, run_id=run_id, step=step, replan=replan, quiet=quiet)
+        code = runner.run_stage(
+            spec, spark, stage, run_id=run_id, step=step, replan=replan, quiet=quiet, spark_log=jvm_log
+        )
     finally:
         spark.stop()
         spark_log_note(jvm_log, code)
@@ -176,8 +227,8 @@ def rewind(
 
     jvm_log = jvm_log_path(f"pipelines-replay-{spec.name}")
     _replay(
-        spec, to_time, to_offsets, to_run, dry_run, abandon, as_json, quiet,
-        session=lambda: _local(master, conf, spec, jvm_log), jvm_log=jvm_log,
+        spec, pipeline, to_time, to_offsets, to_run, dry_run, abandon, as_json, quiet,
+        session=lambda: (_local(master, conf, spec, jvm_log), jvm_log),
     )  # fmt: skip
 
 
@@ -189,6 +240,7 @@ def _local(master: str, conf: tuple[str, ...], spec: PipelineSpec, jvm_log: Path
 
 def _replay(
     spec: PipelineSpec,
+    path: str,
     to_time: str | None,
     to_offsets: str | None,
     to_run: str | None,
@@ -197,11 +249,11 @@ def _replay(
     as_json: bool,
     quiet: bool,
     *,
-    session: Callable[[], Any],
-    jvm_log: Path | None = None,
+    session: Callable[[], tuple[Any, Path | None]],
 ) -> None:
     """``rewind``'s work, shared with the spark-submit job: abandon, print the plan, or carry it out
-    on the session ``session()`` makes (only then is Spark started)."""
+    on the session ``session()`` makes, with the file its JVM logs to (only then is Spark started,
+    after the transforms' SQL and the source were checked)."""
     from pipelines.replay.plan import render  # noqa: PLC0415 - the replay's modules only for rewinds
     from pipelines.replay.run import Replay  # noqa: PLC0415
 
@@ -215,25 +267,27 @@ def _replay(
             if as_json:
                 click.echo(json.dumps(plan.to_json(), indent=1))
             else:
-                render(plan, Console())
+                render(plan, stdout_console())
             sys.exit(EXIT_FAILED if plan.failing else 0)
+        transforms_checked(spec, path, quiet=quiet)
+        runner.check_source(spec)
         runner.import_ahead(spec, "replay")
-        spark = session()
+        spark, spark_log = session()
     except PipelineError as exc:
         _exit_on(exc)
     code = EXIT_FAILED
     try:
-        code = runner.replay(spec, spark, target, quiet=quiet)
+        code = runner.replay(spec, spark, target, quiet=quiet, spark_log=spark_log)
     finally:
         spark.stop()
-        if jvm_log is not None:  # a spark-submit job's JVM is its parent: its output is spark-submit's
+        if spark_log is not None:
             from pipelines.app.session import spark_log_note  # noqa: PLC0415
 
-            spark_log_note(jvm_log, code)
+            spark_log_note(spark_log, code)
     sys.exit(code)
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.command(cls=_ErrorLine, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--pipeline", required=True, type=click.Path(exists=True, dir_okay=False), help="The pipeline file.")
 @STAGE
 @REWIND
@@ -262,20 +316,41 @@ def spark_submit_main(
     spec = pipeline_file(pipeline)
     if abandon or any(x is not None for x in (to_time, to_offsets, to_run)):
         _replay(
-            spec, to_time, to_offsets, to_run, dry_run, abandon, as_json, quiet,
+            spec, pipeline, to_time, to_offsets, to_run, dry_run, abandon, as_json, quiet,
             session=lambda: _submitted(spec, f"load_warehouse-replay-{spec.name}"),
         )  # fmt: skip
     if dry_run:
         raise click.UsageError("--dry-run goes with a rewind target (--to-time, --to-offsets or --to-run)")
+    if stage in SQL_STAGES:
+        transforms_checked(spec, pipeline, quiet=quiet)
     _exit_if_done(spec, stage, run_id)
     _exit_without_spark(spec, stage, run_id, quiet)
+    _exit_unless_source(spec, stage)
     runner.import_ahead(spec, stage)
-    spark = _submitted(spec, f"load_warehouse-{spec.name}")
+    spark, spark_log = _submitted(spec, f"load_warehouse-{spec.name}")
+    code = EXIT_FAILED
     try:
-        code = runner.run_stage(spec, spark, stage, run_id=run_id, step=step, replan=replan, quiet=quiet)
+        code = runner.run_stage(
+            spec, spark, stage, run_id=run_id, step=step, replan=replan, quiet=quiet, spark_log=spark_log
+        )
     finally:
         spark.stop()
+        if spark_log is not None:
+            from pipelines.app.session import spark_log_note  # noqa: PLC0415
+
+            spark_log_note(spark_log, code)
     sys.exit(code)
+
+
+def _exit_unless_source(spec: PipelineSpec, stage: str) -> None:
+    """For a stage that loads: exit 1 with one error line, before Spark starts, if the source's
+    brokers do not answer or lack a topic (runner.check_source: one request, a short timeout)."""
+    if stage not in ("all", "load"):
+        return
+    try:
+        runner.check_source(spec)
+    except PipelineError as exc:
+        _exit_on(exc)
 
 
 def _exit_without_spark(spec: PipelineSpec, stage: str, run_id: str | None, quiet: bool) -> None:
@@ -306,19 +381,23 @@ def done(pipeline: str, run_id: str, stage: str) -> None:
     sys.exit(EXIT_FAILED)
 
 
-def _submitted(spec: PipelineSpec, app_name: str) -> Any:
-    """The session spark-submit configured, with the pipeline's metastore (pipelines.app.session)."""
-    from pipelines.app.session import submitted_session  # noqa: PLC0415 - Spark only for commands that run
+def _submitted(spec: PipelineSpec, app_name: str) -> tuple[Any, Path | None]:
+    """The session spark-submit configured, with the pipeline's metastore, and the file its JVM
+    logs to with the pipelines' configuration, if it does (pipelines.app.session)."""
+    from pipelines.app.session import submitted_log, submitted_session  # noqa: PLC0415 - Spark only here
 
-    return submitted_session(spec, app_name)
+    spark = submitted_session(spec, app_name)
+    return spark, submitted_log(spark, app_name)
 
 
 @main.command()
 @click.argument("pipelines", nargs=-1, required=True, type=click.Path(dir_okay=False))
 def lint(pipelines: tuple[str, ...]) -> None:
     """Check pipeline files without running anything: every error is printed as file:key.path:
-    reason (unknown, duplicate or missing keys, wrong types, unknown steps, cycles). Exit 2 if any
-    file is invalid."""
+    reason (unknown, duplicate or missing keys, wrong types, unknown steps, cycles; a transform's
+    SQL that does not parse, with its line, column and token, or that reads a name the flow does
+    not provide). What cannot be checked (Spark syntax the SQL parser does not know) is a
+    warning: file:key.path: warning: reason. Exit 2 if any file is invalid."""
     bad = 0
     for path in pipelines:
         try:
@@ -327,13 +406,41 @@ def lint(pipelines: tuple[str, ...]) -> None:
             bad += 1
             click.echo(f"{exc}", err=True)
             continue
-        steps, outputs = len(spec.transforms), len(spec.outputs)
+        findings = []
+        if spec.transforms:
+            from pipelines.config.sqlcheck import check_transforms  # noqa: PLC0415 - sqlglot only for SQL
+
+            findings = check_transforms(spec.transforms, spec.outputs, path)
+        for finding in findings:
+            click.echo(finding.render(path), err=True)
+        if any(finding.error for finding in findings):
+            bad += 1
+            continue
+        steps, outputs, warnings = len(spec.transforms), len(spec.outputs), len(findings)
+        noted = f"; {warnings} warning{'s' * (warnings != 1)}" if warnings else ""
         click.echo(
-            f"{path}: ok ({spec.name}: {steps} transform{'s' * (steps != 1)}, {outputs} output{'s' * (outputs != 1)})"
+            f"{path}: ok ({spec.name}: {steps} transform{'s' * (steps != 1)}, "
+            f"{outputs} output{'s' * (outputs != 1)}{noted})"
         )
     if bad:
         click.echo(f"{bad} of {len(pipelines)} pipeline file{'s' * (len(pipelines) != 1)} invalid", err=True)
         sys.exit(EXIT_BAD_SPEC)
+
+
+@main.command("spark-java-options")
+@click.option("--log", "log_file", default=None, type=click.Path(dir_okay=False), help="The file Spark logs to.")
+def spark_java_options(log_file: str | None) -> None:
+    """Print the driver JVM options that give a spark-submit run the pipelines' Spark logging
+    (warnings on the console without failed tasks' stacks, everything in a file the error line
+    names; default: a new file per run under <tmp>/pipelines-spark/):
+
+        spark-submit --driver-java-options "$(pipelines spark-java-options)" ... jobs/load_warehouse.py ...
+
+    Without them the job applies the same configuration once its session is up, so only Spark's
+    start-up lines are printed its own way."""
+    from pipelines.app.session import java_options  # noqa: PLC0415
+
+    click.echo(java_options(None if log_file is None else Path(log_file).resolve()))
 
 
 @main.command()
@@ -360,7 +467,7 @@ def status(pipeline: str, as_json: bool) -> None:
             )
         )
         return
-    console = Console()
+    console = stdout_console()
     if latest is None:
         console.print(f"{spec.name}: no run committed yet ({spec.raw.path})")
     else:
@@ -504,7 +611,7 @@ def offsets(pipeline: str, lag: bool, history: bool, as_json: bool) -> None:
         table.add_column(column, justify="left" if column == "topic" else "right")
     for item in items:
         table.add_row(*(str(v) for v in item.values()))
-    Console().print(table)
+    stdout_console().print(table)
     if not items:
         click.echo("no run committed yet")
 
@@ -541,7 +648,7 @@ def _history(spec: PipelineSpec, as_json: bool) -> None:
         ranges = ", ".join(f"{s.topic}-{s.partition} {s.start}..{s.end}" for s in m.splits) or "-"
         kind = m.kind + (f" to {m.plan.target}" if m.plan.target else "")
         table.add_row(str(m.seq), m.run_id, kind, m.committed_at, str(m.generation), ranges)
-    Console().print(table)
+    stdout_console().print(table)
     if not items:
         click.echo("no run committed yet")
 

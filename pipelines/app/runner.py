@@ -15,8 +15,12 @@ A run's stages, in order: ``load`` (pipelines.ingest) then, if the pipeline has 
 from __future__ import annotations
 
 import logging
+import re
 import sys
+import time
+import traceback
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from pipelines.config.pipeline import PipelineSpec
@@ -38,13 +42,87 @@ EXIT_CONCURRENT = 3
 STAGES = ("all", "load", "transforms", "validate", "publish")
 """The stages a run can be asked for: every one in turn, or one alone (an Airflow task each)."""
 
+SQL_STAGES = ("all", "load", "transforms")
+"""The stages checked for SQL that cannot run before they start: those that run the transforms,
+and the load, which would commit what transforms that cannot run are then stuck behind."""
 
-def fail(exc: PipelineError) -> int:
-    """Print ``exc`` as the one ``error:`` line a person reads; the exit code it means."""
+SOURCE_CHECK_TIMEOUT_MS = 5_000
+"""How long the check of the source before a load waits for the brokers (or ZooKeeper) to answer:
+a live cluster answers one metadata request in milliseconds; a stopped one refuses at once."""
+
+
+_NAMED_LOGS: set[Path] = set()
+"""The Spark logs an error line of this process named (``fail``)."""
+
+
+def named_in_error(spark_log: Path) -> bool:
+    """Whether an error line this process printed named ``spark_log`` (then nothing more need)."""
+    return spark_log in _NAMED_LOGS
+
+
+def fail(exc: PipelineError, spark_log: Path | None = None) -> int:
+    """Print ``exc`` as the one ``error:`` line a person reads; the exit code it means. With
+    ``spark_log`` (the file the session's JVM logs to: the stacks of failed tasks) and an error
+    that wraps another (Spark's, a library's: there is more to it than the line says), the line
+    names the file and the driver's own stack of ``exc`` is added to it: every detail in one file."""
     log.debug("failed", exc_info=exc)
-    sys.stderr.write(f"error: {exc}\n")
+    line = f"error: {exc}"
+    if spark_log is not None and exc.__cause__ is not None:
+        try:
+            spark_log.parent.mkdir(parents=True, exist_ok=True)
+            with spark_log.open("a", encoding="utf-8") as file:
+                stamp = time.strftime("%y/%m/%d %H:%M:%S")
+                file.write(f"{stamp} ERROR pipelines: the run failed: {exc}\n")
+                file.writelines(traceback.format_exception(exc))
+            line += f" (Spark's log, with the stack traces: {spark_log})"
+            _NAMED_LOGS.add(spark_log)
+        except OSError as problem:  # the error line matters more than the file
+            log.debug("cannot write to %s: %s", spark_log, problem)
+    sys.stderr.write(f"{line}\n")
     sys.stderr.flush()
     return EXIT_CONCURRENT if isinstance(exc, ConcurrentRunError) else EXIT_FAILED
+
+
+def check_source(spec: PipelineSpec) -> None:
+    """Before a load starts Spark (seconds): the source answers and has the pipeline's topics.
+    One metadata request through the bootstrap brokers, or, for a source that names ZooKeeper, one
+    read of the registry there and one metadata request to the brokers registered in it; each
+    waits at most ``SOURCE_CHECK_TIMEOUT_MS``. PipelineError naming the address and the cause."""
+    from kafkalog.client import Client, read_registry  # noqa: PLC0415 - the client only when a load runs
+    from kafkalog.errors import KafkalogError  # noqa: PLC0415
+
+    source = spec.source
+    timeout_ms = min(source.request_timeout_ms, SOURCE_CHECK_TIMEOUT_MS)
+    wanted = None if spec.topic_pattern is not None else list(spec.topics)
+    after = "checked before Spark started: nothing was loaded"
+    kazoo = logging.getLogger("kazoo")
+    level = kazoo.level
+    kazoo.setLevel(logging.CRITICAL)  # it logs every refused connection; the one error line says it
+    try:
+        if source.zookeeper is not None:
+            view = read_registry(source.zookeeper, topics=wanted, start_timeout_s=timeout_ms / 1000)
+            if not view.brokers:
+                raise PipelineError(f"no broker is registered in {source.cluster} ({after})")
+            topics = set(view.topics)
+            brokers: list[str] = list(view.brokers.values())
+        else:
+            brokers = list(source.bootstrap or ())
+        with Client(brokers, request_timeout_ms=timeout_ms, broker_version=source.broker_version) as client:
+            answered = client.refresh_metadata(wanted)
+        if source.zookeeper is None:
+            topics = set(answered)
+    except KafkalogError as exc:
+        raise PipelineError(f"the source {source.cluster} cannot be reached: {exc} ({after})") from exc
+    finally:
+        kazoo.setLevel(level)
+    if spec.topic_pattern is not None:
+        if not any(re.fullmatch(spec.topic_pattern, topic) for topic in topics):
+            raise PipelineError(f"no topic on {source.cluster} matches {spec.topic_pattern!r} ({after})")
+        return
+    missing = [topic for topic in spec.topics if topic not in topics]
+    if missing:
+        known = ", ".join(sorted(topics)[:10]) or "none"
+        raise PipelineError(f"topic {missing[0]!r} does not exist on {source.cluster} (it has: {known}; {after})")
 
 
 def state_of(spec: PipelineSpec) -> PipelineState:
@@ -53,7 +131,15 @@ def state_of(spec: PipelineSpec) -> PipelineState:
     return PipelineState(storage_for(root, webhdfs_url=spec.webhdfs_url_for(root)), root)
 
 
-def load(spec: PipelineSpec, spark: Any, *, run_id: str | None, replan: bool, quiet: bool = False) -> int:
+def load(
+    spec: PipelineSpec,
+    spark: Any,
+    *,
+    run_id: str | None,
+    replan: bool,
+    quiet: bool = False,
+    spark_log: Path | None = None,
+) -> int:
     """The load stage: new messages into the raw layer, exactly once; then the run reports."""
     from pipelines.ingest.run import PipelineRun  # noqa: PLC0415 - the Spark source only when loading
     from pipelines.reporting.summary import print_summary  # noqa: PLC0415
@@ -63,7 +149,7 @@ def load(spec: PipelineSpec, spark: Any, *, run_id: str | None, replan: bool, qu
         job = PipelineRun(spec, spark, reporter=reporter)
         result = job.run(run_id=run_id, replan=replan)
     except PipelineError as exc:
-        return fail(exc)
+        return fail(exc, spark_log)
     for manifest in result.completed:
         print_summary(reporter, manifest)
     if result.message:
@@ -81,28 +167,37 @@ def run_stage(
     step: str | None = None,
     replan: bool = False,
     quiet: bool = False,
+    spark_log: Path | None = None,
 ) -> int:
     """One stage of a pipeline (``all``: the load, then, if the file has outputs, its transforms,
     validation and publish); returns the exit code. A stage that commits (load, publish, all) ends
-    by bringing the pipeline's tables up to date (``register_tables``)."""
+    by bringing the pipeline's tables up to date (``register_tables``). ``spark_log``: the file
+    the session's JVM logs to, which an error line names (``fail``)."""
     if stage not in STAGES:
         return fail(PipelineError(f"unknown stage {stage!r} (stages: {', '.join(STAGES)})"))
     if stage in ("all", "load"):
-        code = load(spec, spark, run_id=run_id, replan=replan, quiet=quiet)
+        code = load(spec, spark, run_id=run_id, replan=replan, quiet=quiet, spark_log=spark_log)
         if code or stage == "load" or not spec.outputs:
-            return code or register_tables(spec, spark, quiet=quiet)
-    code = _flow_stage(spec, spark, stage, run_id=run_id, step=step, quiet=quiet)
+            return code or register_tables(spec, spark, quiet=quiet, spark_log=spark_log)
+    code = _flow_stage(spec, spark, stage, run_id=run_id, step=step, quiet=quiet, spark_log=spark_log)
     if stage in (
         "all",
         "publish",
     ):  # after a failed flow too: the load of ``all`` committed, and its raw rows are readers' now
-        registered = register_tables(spec, spark, quiet=quiet)
+        registered = register_tables(spec, spark, quiet=quiet, spark_log=spark_log)
         return code or registered
     return code
 
 
 def _flow_stage(
-    spec: PipelineSpec, spark: Any, stage: str, *, run_id: str | None, step: str | None, quiet: bool
+    spec: PipelineSpec,
+    spark: Any,
+    stage: str,
+    *,
+    run_id: str | None,
+    step: str | None,
+    quiet: bool,
+    spark_log: Path | None = None,
 ) -> int:
     """The flow's part of ``stage`` (after the load): transforms, validate, publish, or all three."""
     from pipelines.flow.run import FlowRun  # noqa: PLC0415 - great-expectations only when validating
@@ -128,7 +223,7 @@ def _flow_stage(
         else:
             flow.publish(seq)
     except PipelineError as exc:
-        return fail(exc)
+        return fail(exc, spark_log)
     finally:
         report_runs(spec, reported, reporter, None if flow is None else flow.state)
     return EXIT_OK
@@ -143,7 +238,7 @@ def _readers(spec: PipelineSpec, spark: Any, stage: str) -> Any:
     return readers_for(spec, spark)
 
 
-def register_tables(spec: PipelineSpec, spark: Any, *, quiet: bool = False) -> int:
+def register_tables(spec: PipelineSpec, spark: Any, *, quiet: bool = False, spark_log: Path | None = None) -> int:
     """Bring the pipeline's tables in the metastore up to date with what is committed
     (pipelines.catalog); returns the exit code. Without a session (a publish that needed none) or
     without tables there is nothing to do. A metastore that fails is an error, but the data stays
@@ -161,7 +256,8 @@ def register_tables(spec: PipelineSpec, spark: Any, *, quiet: bool = False) -> i
             PipelineError(
                 f"tables not registered: {exc} (what the run loaded or published is committed; the next run, "
                 "or `pipelines repair`, registers it)"
-            )
+            ),
+            spark_log,
         )
     return EXIT_OK
 
@@ -225,7 +321,9 @@ def rewind_target(to_time: str | None, to_offsets: str | None, to_run: str | Non
     return RewindTarget(run_id=to_run)
 
 
-def replay(spec: PipelineSpec, spark: Any, target: RewindTarget, *, quiet: bool = False) -> int:
+def replay(
+    spec: PipelineSpec, spark: Any, target: RewindTarget, *, quiet: bool = False, spark_log: Path | None = None
+) -> int:
     """Carry a replay out on ``spark`` (or finish the stored one); returns the exit code."""
     from pipelines.replay.run import Replay  # noqa: PLC0415 - the Spark source only when replaying
 
@@ -234,9 +332,9 @@ def replay(spec: PipelineSpec, spark: Any, target: RewindTarget, *, quiet: bool 
         job = Replay(spec, spark, reporter=reporter)
         manifest = job.run(target)
     except PipelineError as exc:
-        return fail(exc)
+        return fail(exc, spark_log)
     report_runs(spec, [manifest.seq], reporter, job.state)
-    return register_tables(spec, spark, quiet=quiet)
+    return register_tables(spec, spark, quiet=quiet, spark_log=spark_log)
 
 
 def report_runs(spec: PipelineSpec, seqs: Iterable[int], reporter: Reporter, state: PipelineState | None) -> None:

@@ -1,15 +1,27 @@
-"""SparkSessions for the command line and tests: local mode with settings that work out of the box.
+"""SparkSessions for the command line and tests: local mode with settings that work out of the box,
+and Spark's logging for the pipelines' sessions.
 
 spark-submit users get their session from spark-submit (jobs/load_warehouse.py); this module is for
 ``pipelines run`` and ``pipelines rewind``, which start Spark themselves. Those send the JVM's own
 output (Spark's log lines, and in local mode the executors' Python workers' errors, stack traces
 and all) to a log file instead of the terminal: a person reads the one ``error:`` line of a failed
-run, and the command names the file for the rest (``spark_log_note``).
+run, which names the file for the rest.
+
+Spark's log: the pipelines' log4j2 configuration (``log4j2.properties`` beside this module, package
+data, shipped by pipelines.app.ship too) shows warnings and errors on the console without the
+noise of failed tasks, and writes everything from INFO to a file. ``pipelines run`` gives it to the
+JVM it starts (``-Dlog4j2.configurationFile``, in ``spark.driver.extraJavaOptions``); a spark-submit
+caller passes ``java_options()`` (``pipelines spark-options`` prints them) with
+``--driver-java-options``, or else the job applies it once its session is up, if the JVM runs
+Spark's default profile (``submitted_log``): the lines Spark prints before that stay as they were.
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib.resources
 import os
+import shlex
 import sys
 import tempfile
 import time
@@ -30,10 +42,63 @@ SETTINGS = {
 """What every local session gets (the caller's ``conf`` wins): loopback only, no web UI."""
 
 
+LOG_CONFIG = "log4j2.properties"
+"""The log4j2 configuration of the pipelines' sessions: package data of pipelines.app."""
+LOG_CONFIG_NAME = "pipelines"
+"""Its ``name``: how a running JVM shows that it has this configuration."""
+LOG_FILE_PROPERTY = "pipelines.spark.log"
+"""The JVM system property that names the file the configuration writes to."""
+CONSOLE_PROPERTY = "pipelines.spark.console"
+"""The JVM system property of the console's level (``off``: nothing on the console)."""
+SPARK_DEFAULT_PROFILE = "org/apache/spark/log4j2"
+"""Where Spark's own default profiles live in its jars: a JVM on one was given no configuration."""
+
+
+def logs_dir() -> Path:
+    """Where the pipelines' Spark logs go unless told otherwise: ``<tmp>/pipelines-spark``."""
+    return Path(tempfile.gettempdir()) / "pipelines-spark"
+
+
 def jvm_log_path(app_name: str) -> Path:
     """A new file for the JVM's output of one command: ``<tmp>/pipelines-spark/<app>-<time>-<pid>.log``."""
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-    return Path(tempfile.gettempdir()) / "pipelines-spark" / f"{app_name}-{stamp}-{os.getpid()}.log"
+    return logs_dir() / f"{app_name}-{stamp}-{os.getpid()}.log"
+
+
+def log_config() -> Path:
+    """The log4j2 configuration as a file a JVM can read: the package's own, or, when the code
+    runs from a zip (a cluster's --py-files), a copy in ``logs_dir()`` named by its content."""
+    resource = importlib.resources.files("pipelines.app") / LOG_CONFIG
+    if isinstance(resource, Path):
+        return resource
+    data = resource.read_bytes()
+    copy = logs_dir() / f"log4j2-{hashlib.sha256(data).hexdigest()[:12]}.properties"
+    if not copy.exists():
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        temporary = copy.with_suffix(f".{os.getpid()}.tmp")
+        temporary.write_bytes(data)
+        temporary.replace(copy)  # the same bytes whoever wins
+    return copy
+
+
+def java_options(log_file: Path | None = None, *, console: bool = True) -> str:
+    """The JVM options that give a driver the pipelines' log4j2 configuration (for
+    ``spark.driver.extraJavaOptions`` or spark-submit's ``--driver-java-options``), writing to
+    ``log_file`` (default: a new file per run in ``logs_dir()``), and with ``console=False``
+    nothing on the console."""
+    options = [f"-Dlog4j2.configurationFile={log_config().as_uri()}"]
+    if log_file is not None:
+        options.append(f"-D{LOG_FILE_PROPERTY}={log_file}")
+    if not console:
+        options.append(f"-D{CONSOLE_PROPERTY}=off")
+    return " ".join(shlex.quote(option) for option in options)
+
+
+def _with_java_options(settings: dict[str, str], options: str) -> dict[str, str]:
+    """``settings`` with ``options`` before the caller's own driver JVM options (theirs win)."""
+    key = "spark.driver.extraJavaOptions"
+    given = settings.get(key, "").strip()
+    return {**settings, key: f"{options} {given}".strip()}
 
 
 def local_session(
@@ -45,13 +110,17 @@ def local_session(
 ) -> Any:
     """A SparkSession on this machine. Workers run this interpreter (which has pyarrow and the
     pipelines package); the driver binds to loopback; no web UI. With ``jvm_log``, the JVM this
-    starts writes its output there (appending) instead of to this process's stdout and stderr."""
+    starts writes its output there (appending) instead of to this process's stdout and stderr,
+    and logs with the pipelines' configuration (everything from INFO, into the same file);
+    without, Spark logs errors only, to stderr."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark import SparkConf, SparkContext  # noqa: PLC0415 - starting Spark is the caller's choice
     from pyspark.sql import SparkSession  # noqa: PLC0415
 
     settings = {**SETTINGS, **(conf or {}), "spark.master": master, "spark.app.name": app_name}
+    if jvm_log is not None:
+        settings = _with_java_options(settings, java_options(jvm_log, console=False))
     if jvm_log is not None and SparkContext._active_spark_context is None:
         spark_conf = SparkConf().setAll(list(settings.items()))
         SparkContext(conf=spark_conf, gateway=_gateway_logging_to(jvm_log, spark_conf))
@@ -59,7 +128,8 @@ def local_session(
     for key, value in settings.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
+    if jvm_log is None:
+        session.sparkContext.setLogLevel("ERROR")
     return session
 
 
@@ -97,6 +167,31 @@ def submitted_session(spec: Any, app_name: str) -> Any:
     return session
 
 
+def submitted_log(spark: Any, app_name: str) -> Path | None:
+    """The file the session's JVM logs to with the pipelines' configuration (its failed tasks'
+    stacks are there). A JVM started with it (``java_options``) says which file; a JVM on Spark's
+    default profile (the caller gave no configuration) gets it now, writing to a new file in
+    ``logs_dir()``: only the lines Spark printed before this call were printed its way. A JVM
+    with a configuration of its own (a cluster's) is left as it is: None."""
+    jvm = spark._jvm
+    context = jvm.org.apache.logging.log4j.LogManager.getContext(False)
+    configuration = context.getConfiguration()
+    if configuration.getName() != LOG_CONFIG_NAME:
+        source = configuration.getConfigurationSource()
+        location = str(source.getLocation() or "") if source is not None else ""
+        if location and SPARK_DEFAULT_PROFILE not in location:
+            return None
+        system = jvm.java.lang.System
+        if system.getProperty(LOG_FILE_PROPERTY) is None:
+            system.setProperty(LOG_FILE_PROPERTY, str(jvm_log_path(app_name)))
+        # Applied after the session started: applied before, the SparkContext's start would put
+        # Spark's default profile back (its logging re-initialises when spark-submit handed over)
+        jvm.org.apache.logging.log4j.core.config.Configurator.reconfigure(jvm.java.net.URI(log_config().as_uri()))
+        configuration = context.getConfiguration()
+    appender = configuration.getAppender("file")
+    return None if appender is None else Path(str(appender.getFileName()))
+
+
 def _gateway_logging_to(jvm_log: Path, spark_conf: Any) -> Any:
     """Start Spark's JVM (py4j gateway) with its stdout and stderr in ``jvm_log``; a JVM that dies
     at start is an error that quotes the end of that file."""
@@ -112,9 +207,13 @@ def _gateway_logging_to(jvm_log: Path, spark_conf: Any) -> Any:
 
 
 def spark_log_note(jvm_log: Path, code: int) -> None:
-    """After a command's Spark work: on failure, name the JVM's log on stderr (the ``error:`` line
-    came first); on success, delete it (nothing in it is the person's business)."""
-    if code != 0 and jvm_log.exists():
+    """After a command's Spark work: on failure, name the JVM's log on stderr unless the ``error:``
+    line did (pipelines.app.runner.fail names it when the error wraps Spark's); on success,
+    delete it if it is one of ``logs_dir()``'s (nothing in it is the person's business; a file the
+    caller named is the caller's)."""
+    from pipelines.app.runner import named_in_error  # noqa: PLC0415 - the runner imports Spark's modules late
+
+    if code != 0 and not named_in_error(jvm_log) and jvm_log.exists():
         sys.stderr.write(f"Spark's own messages (its JVM and executors, stack traces included): {jvm_log}\n")
-    elif code == 0:
+    elif code == 0 and jvm_log.parent == logs_dir():
         jvm_log.unlink(missing_ok=True)

@@ -7,8 +7,9 @@
 
 The Spark source (``pipelines.executor.source``) runs in Python workers on the executors, which import
 ``pipelines`` and ``kafkalog`` there; a cluster node does not have this project installed, so the
-job ships both packages. The zip holds their ``.py`` files (and ``py.typed`` / ``.pyi`` marks), and
-nothing compiled: Python cannot import an extension module (``.so``) from a zip, and
+job ships both packages. The zip holds their ``.py`` files (and ``py.typed`` / ``.pyi`` marks, and the
+``.properties`` the code reads: Spark's logging configuration, pipelines.app.session), and nothing
+compiled: Python cannot import an extension module (``.so``) from a zip, and
 ``kafkalog.record.kernels`` falls back to its pure-Python kernels when the C ones are absent.
 Third-party dependencies (pyarrow, pyyaml, …) are not shipped: the executors' Python must have them.
 
@@ -41,7 +42,9 @@ ARCHIVE_NAME = "pipelines-code.tar.gz"
 ARCHIVE_ALIAS = "pipelines_code"
 """The directory the archive is unpacked as in each executor's working directory."""
 
-SHIPPED_SUFFIXES = frozenset({".py", ".pyi"})
+SHIPPED_SUFFIXES = frozenset({".py", ".pyi", ".properties"})
+"""Sources, their stubs, and the log4j2 configuration of the sessions (pipelines.app.session reads
+it from the zip too: a driver in a cluster gets it from there)."""
 EXTENSION_SUFFIXES = frozenset(importlib.machinery.EXTENSION_SUFFIXES)
 SHIPPED_NAMES = frozenset({"py.typed"})
 SKIPPED_DIRS = frozenset({"__pycache__"})

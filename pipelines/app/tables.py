@@ -15,10 +15,10 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from pipelines.app.arguments import conf_settings, pipeline_file
+from pipelines.app.output import stdout_console
 from pipelines.app.runner import EXIT_FAILED, EXIT_OK, fail
 from pipelines.config.pipeline import PipelineSpec
 from pipelines.errors import CatalogError, PipelineError
@@ -120,14 +120,8 @@ def _pending(comparison: Any, table: Any) -> list[Any]:
     ]
 
 
-def _console() -> Console:
-    """A terminal's width, or wide enough that piped output keeps whole names."""
-    console = Console()
-    return console if console.is_terminal else Console(width=200)
-
-
 def _render(comparison: Any) -> None:
-    console = _console()
+    console = stdout_console()
     console.print(f"metastore: {comparison.metastore.describe()}")
     if not comparison.tables:
         console.print("no tables yet: nothing is committed")
@@ -204,7 +198,7 @@ def sql(pipeline: str, query: str, limit: int, as_json: bool, master: str, conf:
             grid = Table(*frame.columns)
             for row in rows[:limit]:
                 grid.add_row(*("NULL" if v is None else str(v) for v in row))
-            _console().print(grid)
+            stdout_console().print(grid)
         if len(rows) > limit:
             click.echo(f"(first {limit} rows shown; --limit shows more)", err=True)
         return EXIT_OK

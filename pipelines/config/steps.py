@@ -34,10 +34,12 @@ class Transform:
     name: str
     """The step's name; later steps read its rows as a view of this name."""
     sql: str
-    """One Spark SQL query; it may read ``raw`` and the steps in ``depends_on``."""
+    """One Spark SQL query; it may read ``raw``, the steps in ``depends_on`` and its own CTEs.
+    ``pipelines lint`` and every run check, before Spark starts, that it parses and reads nothing else."""
     depends_on: tuple[str, ...] = ()
     """Steps (or ``raw``) this one reads. Explicit, so the graph (and the Airflow tasks) are known
-    without parsing SQL; a step that reads a view it does not declare fails with Spark's error."""
+    from the file; the flow registers only these (and ``raw``) for the step, so lint refuses SQL that
+    reads a step not declared here."""
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name) or self.name == RAW_VIEW:

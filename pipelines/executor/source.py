@@ -340,8 +340,10 @@ class SplitTask:
         if self.bad_policy.policy == "fail":
             first = bad[0]
             raise BadRecordError(
-                f"{split.name} offset {first.offset}: {first.reason} (bad_records.policy is fail; set it to "
-                "quarantine to keep such messages aside)"
+                f"{split.name} offset {first.offset}{_key_text(first.key)} cannot be decoded: "
+                f"{_reason_text(first.reason)}; bad_records.policy is fail, so the run stops and commits nothing. "
+                "To load the rest, set bad_records.policy: quarantine and run again: such messages are then kept "
+                "aside with their bytes and reason, in the raw layer's _quarantine/"
             )
         self.quarantined += len(bad)
         allowed = self.bad_policy.max_share * split.size
@@ -351,6 +353,22 @@ class SplitTask:
                 f"{self.bad_policy.max_share} of the split's {split.size} messages (latest at offset "
                 f"{bad[-1].offset}: {bad[-1].reason})"
             )
+
+
+def _key_text(key: bytes | None) -> str:
+    """`` (key '57')`` for an error line: the key as text if it is short printable UTF-8, else its size."""
+    if key is None:
+        return ""
+    try:
+        text = key.decode("utf-8")
+    except UnicodeDecodeError:
+        return f" (a {len(key)}-byte binary key)"
+    return f" (key {text!r})" if len(text) <= 60 and text.isprintable() else f" (a {len(key)}-byte key)"
+
+
+def _reason_text(reason: str) -> str:
+    """A decoder's reason on one line, without Arrow's "in row 0" (the message was parsed alone)."""
+    return " ".join(reason.replace(" in row 0", "").split())
 
 
 class _Progress:

@@ -14,8 +14,11 @@ from typing import Any
 
 import pytest
 
+from kafkalog.client import SimpleConsumer
 from pipelines.config.pipeline import load_spec
 from pipelines.ingest.run import PipelineRun
+from pipelines.ingest.state import PipelineState
+from pipelines.storage import LocalStorage
 from tests.pipelines.harness import oracle, produce, run_cli, start_run, write_spec
 from tests.support.kafkalog import BrokerProcess
 
@@ -94,9 +97,9 @@ def test_an_invalid_pipeline_file_exits_2_naming_file_and_key(tmp_path: Path) ->
     assert f"{path}:limits.max_messages_per_split: expected an integer" in result.stderr
 
 
-@pytest.mark.integration
-def test_a_jvm_that_cannot_start_is_one_error_quoting_its_output(tmp_path: Path) -> None:
-    path = write_spec(tmp_path, "127.0.0.1:1", tmp_path / "raw")
+def test_a_jvm_that_cannot_start_is_one_error_quoting_its_output(tmp_path: Path, broker: BrokerProcess) -> None:
+    produce(broker.bootstrap, "events", 1)  # the source answers: the run gets as far as starting Spark
+    path = write_spec(tmp_path, broker.bootstrap, tmp_path / "raw")
     result = run_cli("run", str(path), env={"TMPDIR": str(tmp_path), "JAVA_HOME": str(tmp_path / "no-jdk")})
     assert result.returncode == 1, result.stderr[-2000:]
     assert "Traceback" not in result.stderr
@@ -105,16 +108,54 @@ def test_a_jvm_that_cannot_start_is_one_error_quoting_its_output(tmp_path: Path)
     assert str(tmp_path / "no-jdk") in result.stderr  # what spark-submit said about the missing Java
 
 
-@pytest.mark.integration
-def test_an_unreachable_broker_fails_the_run_with_its_address(tmp_path: Path) -> None:
-    path = write_spec(tmp_path, "127.0.0.1:1", tmp_path / "raw")
+def test_a_stopped_broker_fails_the_run_in_a_second_before_spark_starts(tmp_path: Path, broker: BrokerProcess) -> None:
+    produce(broker.bootstrap, "events", 10)
+    path = write_spec(tmp_path, broker.bootstrap, tmp_path / "raw")
+    broker.stop()
+    started = time.monotonic()
     result = run_cli("run", str(path), "--master", "local[1]", env={"TMPDIR": str(tmp_path)})
+    took = time.monotonic() - started
     assert result.returncode == 1
-    error, note = result.stderr.strip().splitlines()[-2:]  # the error, then where Spark's own output is
-    assert error.startswith("error: ") and "127.0.0.1:1" in error
-    assert "Traceback" not in result.stderr
+    assert result.stderr == (
+        f"error: the source {broker.bootstrap} cannot be reached: no broker is reachable: cannot connect to "
+        f"{broker.bootstrap}: [Errno 111] Connection refused (checked before Spark started: nothing was loaded)\n"
+    )
+    assert took < 5, took  # the command's own start and one refused connection; Spark's start alone is ~8 s
+    assert not (tmp_path / "pipelines-spark").exists()  # no JVM was started: it would have had a log there
+    assert not (tmp_path / "raw").exists()
+
+
+def test_a_bad_record_under_policy_fail_is_one_line_naming_the_log_that_holds_the_stacks(
+    tmp_path: Path, broker: BrokerProcess
+) -> None:
+    produce(broker.bootstrap, "events", 40, partitions=2, bad={7: b"{not json"})
+    path = write_spec(tmp_path, broker.bootstrap, tmp_path / "raw", bad_records={"policy": "fail"})
+    result = run_cli("run", str(path), "--master", "local[2]", "--quiet", env={"TMPDIR": str(tmp_path)})
+    assert result.returncode == 1
+    (line,) = result.stderr.splitlines()  # nothing else: no executor error, no traceback, no Java stack
     (jvm_log,) = (tmp_path / "pipelines-spark").glob("pipelines-events_raw-*.log")
-    assert note == f"Spark's own messages (its JVM and executors, stack traces included): {jvm_log}"
-    said = "Using Spark's default log4j profile"  # what Spark's JVM says at start: in the file, not on the terminal
-    assert said in jvm_log.read_text()
-    assert said not in result.stderr
+    partition, offset = _where_event_is(broker.bootstrap, 7)
+    assert line == (
+        f"error: loading run #1: events-{partition} offset {offset} (key '7') cannot be decoded: JSON parse error: "
+        "Missing a name for object member.; bad_records.policy is fail, so the run stops and commits nothing. To "
+        "load the rest, set bad_records.policy: quarantine and run again: such messages are then kept aside with "
+        f"their bytes and reason, in the raw layer's _quarantine/ (Spark's log, with the stack traces: {jvm_log})"
+    )
+    logged = jvm_log.read_text()
+    assert "ERROR Executor: Exception in task" in logged  # the task's failure, Java stack and all
+    assert "pipelines.errors.BadRecordError: events-" in logged  # the task's Python traceback
+    assert "ERROR pipelines: the run failed: loading run #1" in logged  # the driver's own stack
+    assert "Traceback (most recent call last)" in logged.split("ERROR pipelines: the run failed")[1]
+    assert "Using Spark's default log4j profile" not in logged  # the JVM ran the pipelines' configuration
+    assert " INFO SparkContext: " in logged  # ... which writes everything from INFO to the file
+    assert PipelineState(LocalStorage(), str(tmp_path / "raw")).committed_seqs() == []
+
+
+def _where_event_is(bootstrap: str, number: int) -> tuple[int, int]:
+    """(partition, offset) of the event keyed ``number`` on the broker."""
+    with SimpleConsumer(bootstrap) as consumer:
+        for partition in range(2):
+            for message in consumer.messages("events", partition, 0, consumer.latest_offset("events", partition)):
+                if message.key == str(number).encode():
+                    return partition, message.offset
+    raise AssertionError(f"event {number} is not on the broker")
