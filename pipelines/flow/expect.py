@@ -5,6 +5,11 @@ Spark DataFrame (ephemeral context, spark datasource, dataframe asset, one batch
 BASIC, no samples) and report per check; for ``on_failure: quarantine`` outputs, set aside the rows that fail
 a row check, with their reasons, and publish the rest.
 
+Two sets of rows are reported, and never confused: the rows **as loaded** (the output's step rows,
+before any quarantine: per check how many fail, a few of their values, how many were set aside for
+it; :class:`Loaded`) and the rows **GX validated** (:class:`Validation`: for ``quarantine`` the rows
+kept, which are what is published; for ``fail`` the rows as loaded themselves).
+
 Invariant: GX is the judge. The Spark SQL expressions of :func:`mark_failing_rows` mirror GX's own
 Spark conditions, but they only pick which rows to set aside; the rows kept are validated again by
 GX, and a disagreement (a kept row GX still rejects) fails the output instead of publishing it.
@@ -32,7 +37,7 @@ import threading
 import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from pipelines.config.steps import Expectation
@@ -49,8 +54,8 @@ REASON = "reason"
 
 _RESULT_FORMAT = {"result_format": "BASIC", "partial_unexpected_count": 0}
 """What GX computes per check: its unexpected and element counts, no sample of unexpected values.
-A sample costs GX one more Spark job per check (a third of a validation's time on small data),
-and no result here shows one."""
+A sample costs GX one more Spark job per check (a third of a validation's time on small data); the
+samples a record shows come from one job of ours for all the checks (:func:`_samples`)."""
 _FIRST_CHECKS = 3
 """How many failing checks an error message names (the validation has them all)."""
 
@@ -76,17 +81,80 @@ class CheckResult:
         }
 
 
+SAMPLES = 5
+"""How many distinct failing values a row check keeps as its sample (the most frequent first)."""
+SAMPLE_CHARS = 80
+"""How long a sample value may be as shown; longer ones are cut and end with ``…``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One failing value of a row check as loaded, and how many failing rows hold it."""
+
+    value: str
+    """As JSON writes it (strings quoted, ``null``), a compound key as ``(a, b)``; at most
+    :data:`SAMPLE_CHARS` characters, anything unprintable escaped. Untrusted data: escape it to show it."""
+    rows: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"value": self.value, "rows": self.rows}
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedCheck:
+    """One expectation on the rows as loaded (before any quarantine)."""
+
+    expectation: str
+    """``Expectation.describe()``."""
+    unexpected: int | None
+    """Rows failing it; None for a check that is not per row (``row_count``: judged on the rows GX
+    validates) or that GX could not evaluate."""
+    samples: tuple[Sample, ...]
+    """A few distinct values of its failing rows (of the column, or of the columns of a compound
+    ``unique``), the most frequent first; empty when none fail."""
+    quarantined: int | None
+    """Rows set aside because they fail it (a row failing two checks counts for both); 0 when the
+    split was refused; None when the output's policy is not quarantine."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "expectation": self.expectation,
+            "unexpected": self.unexpected,
+            "samples": [sample.to_json() for sample in self.samples],
+            "quarantined": self.quarantined,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """An output's rows as loaded, checked: one :class:`LoadedCheck` per expectation, in spec order."""
+
+    rows: int
+    failing: int | None
+    """Rows failing at least one row check (the rows a quarantine sets aside); None where unknown
+    (policy fail: GX counts per check only)."""
+    checks: tuple[LoadedCheck, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"rows": self.rows, "failing": self.failing, "checks": [check.to_json() for check in self.checks]}
+
+
 @dataclass(frozen=True, slots=True)
 class Validation:
-    """The GX validation of one output's rows: one :class:`CheckResult` per expectation, in spec order."""
+    """The GX validation of one output's rows: one :class:`CheckResult` per expectation, in spec order.
+
+    ``loaded``: the same checks on the rows as loaded, when known (see the module doc): for a
+    quarantine split they are other rows than those GX validated."""
 
     output: str
     rows: int
     success: bool
     checks: tuple[CheckResult, ...]
+    loaded: Loaded | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON-serialisable record (for the run manifest): every check and GX's statistics."""
+        """A JSON-serialisable record (for the run manifest): every check and GX's statistics, and
+        the rows as loaded under ``loaded`` when known."""
         evaluated = len(self.checks)
         successful = sum(1 for check in self.checks if check.success)
         return {
@@ -102,6 +170,7 @@ class Validation:
                 "success_percent": successful / evaluated * 100 if evaluated else None,
             },
             "checks": [check.to_json() for check in self.checks],
+            **({"loaded": self.loaded.to_json()} if self.loaded is not None else {}),
         }
 
     @property
@@ -166,18 +235,32 @@ def mark_failing_rows(frame: DataFrame, expectations: Sequence[Expectation]) -> 
     return marked.withColumn(FAILED_CHECKS, failed.cast("array<string>")).drop(*flags)
 
 
+class QuarantineRefused(ValidationError):
+    """:func:`split_for_quarantine` refused the output (nothing of it is published or set aside),
+    with what it found, for the validation record: the rows as loaded and, if GX ran, its validation
+    of the rows that would have been kept."""
+
+    def __init__(self, message: str, loaded: Loaded, kept: Validation | None) -> None:
+        super().__init__(message)
+        self.loaded = loaded
+        self.kept = kept
+
+
 @contextmanager
 def split_for_quarantine(
     frame: DataFrame, expectations: Sequence[Expectation], output: str, max_share: float
 ) -> Iterator[tuple[DataFrame, DataFrame, Validation]]:
     """(passing rows without the helper column, failing rows with a `reason` string column joining
-    the failed checks with '; ', validation of the passing rows), valid inside the ``with`` block:
-    the marked rows they both come from are persisted until it ends, so the counting, GX's jobs and
-    the caller's writes compute the marks (window functions, for ``unique``) once.
+    the failed checks with '; ', GX's validation of the passing rows with ``loaded`` set: every check
+    on the rows as loaded, their samples and what was set aside for each), valid inside the ``with``
+    block: the marked rows they all come from are persisted until it ends, so the counting, the
+    samples, GX's jobs and the caller's writes compute the marks (window functions, for ``unique``)
+    once. ``validation.loaded.failing`` is the number of failing rows.
 
-    Raises ValidationError naming the output, the share and the first failing checks if failing rows
-    / all rows > max_share, or if a row_count check fails (it cannot be quarantined; it is judged on
-    the rows that would be published), or if the passing rows still fail GX (mirror mismatch).
+    Raises :class:`QuarantineRefused` (a ValidationError naming the output, the share and the first
+    failing checks) if failing rows / all rows > max_share, or if a row_count check fails (it cannot
+    be quarantined; it is judged on the rows that would be published), or if the passing rows still
+    fail GX (mirror mismatch).
 
     ``frame`` is evaluated several times (counting, validation, and later the caller's writes), so
     it must be deterministic: staged rows, not a random sample.
@@ -187,6 +270,27 @@ def split_for_quarantine(
         yield _split(marked, expectations, output, max_share)
     finally:
         marked.unpersist()
+
+
+def as_loaded(frame: DataFrame, expectations: Sequence[Expectation], validation: Validation) -> Validation:
+    """``validation`` (GX's, of ``frame``: the rows as loaded, for a ``fail`` output) with its
+    ``loaded`` part: GX's count per check and samples of the values failing each row check GX failed,
+    all from one Spark job over the mirror's marks of ``frame`` (none when no row check failed)."""
+    failed: dict[str, Expectation] = {}
+    for e, check in zip(expectations, validation.checks, strict=True):
+        if e.per_row and check.unexpected > 0:
+            failed.setdefault(e.describe(), e)
+    samples = _samples(mark_failing_rows(frame, list(failed.values())), failed) if failed else {}
+    checks = tuple(
+        LoadedCheck(
+            check.expectation,
+            unexpected=check.unexpected if e.per_row and not check.observed.startswith("error:") else None,
+            samples=samples.get(check.expectation, ()),
+            quarantined=None,
+        )
+        for e, check in zip(expectations, validation.checks, strict=True)
+    )
+    return replace(validation, loaded=Loaded(rows=validation.rows, failing=None, checks=checks))
 
 
 _ADAPTIVE_CACHE = "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning"
@@ -217,7 +321,10 @@ def _split(
     from pyspark.sql import functions as F  # noqa: PLC0415
 
     is_failing = F.size(F.col(FAILED_CHECKS)) > 0
-    row_checks = list(dict.fromkeys(e.describe() for e in expectations if e.per_row))
+    row_checks: dict[str, Expectation] = {}
+    for e in expectations:
+        if e.per_row:
+            row_checks.setdefault(e.describe(), e)
     counts = marked.agg(
         F.count(F.lit(1)).alias("rows"),
         F.count_if(is_failing).alias("failing"),
@@ -225,13 +332,30 @@ def _split(
     ).first()
     assert counts is not None  # an aggregate without grouping has exactly one row
     rows, failing = int(counts["rows"]), int(counts["failing"])
+    per_check = {name: int(counts[f"c{i}"]) for i, name in enumerate(row_checks)}
+    # one more job, only when rows fail: a few of their values per check, for the record
+    samples = _samples(marked, {n: e for n, e in row_checks.items() if per_check[n]}) if failing else {}
+
+    def loaded(set_aside: bool) -> Loaded:
+        checks = tuple(
+            LoadedCheck(
+                e.describe(),
+                unexpected=per_check[e.describe()] if e.per_row else None,
+                samples=samples.get(e.describe(), ()),
+                quarantined=(per_check[e.describe()] if set_aside else 0) if e.per_row else None,
+            )
+            for e in expectations
+        )
+        return Loaded(rows=rows, failing=failing, checks=checks)
+
     share = failing / rows if rows else 0.0
     if share > max_share:
-        per_check = [(name, int(counts[f"c{i}"])) for i, name in enumerate(row_checks)]
-        first = _first([f"{name} ({_rows_text(n)})" for name, n in per_check if n], ", ")
-        raise ValidationError(
+        first = _first([f"{name} ({_rows_text(n)})" for name, n in per_check.items() if n], ", ")
+        raise QuarantineRefused(
             f"{output}: {failing} of {rows} rows ({share:.2%}) fail row checks, more than "
-            f"max_quarantine_share {max_share:.2%}; first failing checks: {first}"
+            f"max_quarantine_share {max_share:.2%}; first failing checks: {first}",
+            loaded(set_aside=False),
+            None,
         )
 
     passing = marked.filter(~is_failing).drop(FAILED_CHECKS)
@@ -241,16 +365,83 @@ def _split(
         failed = validation.failed
         names = _first([f"{c.expectation}: {c.observed}" for c in failed], "; ")
         if any(c.expectation.startswith("row_count(") for c in failed):
-            raise ValidationError(
+            raise QuarantineRefused(
                 f"{output}: a row_count check fails on the {validation.rows} rows to publish ({failing} of "
-                f"{rows} rows, {share:.2%}, set aside) and cannot be quarantined; first failing checks: {names}"
+                f"{rows} rows, {share:.2%}, set aside) and cannot be quarantined; first failing checks: {names}",
+                loaded(set_aside=False),
+                validation,
             )
-        raise ValidationError(
+        raise QuarantineRefused(
             f"{output}: {validation.rows} rows kept after quarantining {failing} of {rows} ({share:.2%}) still "
             f"fail great-expectations, so the Spark mirror of these checks disagrees with GX; first failing "
-            f"checks: {names}"
+            f"checks: {names}",
+            loaded(set_aside=False),
+            validation,
         )
-    return passing, quarantined.drop(FAILED_CHECKS), validation
+    return passing, quarantined.drop(FAILED_CHECKS), replace(validation, loaded=loaded(set_aside=True))
+
+
+def _samples(marked: DataFrame, checks: dict[str, Expectation]) -> dict[str, tuple[Sample, ...]]:
+    """Up to :data:`SAMPLES` distinct failing values of each check of ``checks`` (describe() →
+    expectation) among ``marked``'s rows (:func:`mark_failing_rows`), the most frequent first, then
+    by value: one Spark job for every check. Values are cut in Spark (only their first
+    SAMPLE_CHARS + 1 characters travel), so a long value costs no more than a short one."""
+    from pyspark.sql import Window  # noqa: PLC0415
+    from pyspark.sql import functions as F  # noqa: PLC0415
+
+    if not checks:
+        return {}
+    schema = {field.name: field.dataType for field in marked.schema.fields}
+    pairs = [
+        F.when(
+            F.array_contains(F.col(FAILED_CHECKS), name),
+            F.struct(F.lit(name).alias("check"), F.substring(_shown(e, schema), 1, SAMPLE_CHARS + 1).alias("value")),
+        )
+        for name, e in checks.items()
+    ]
+    ranked = Window.partitionBy("check").orderBy(F.desc("rows"), F.asc("value"))
+    found = (
+        marked.filter(F.size(F.col(FAILED_CHECKS)) > 0)
+        .select(F.explode(F.array_compact(F.array(*pairs))).alias("pair"))
+        .groupBy(F.col("pair.check").alias("check"), F.col("pair.value").alias("value"))
+        .agg(F.count(F.lit(1)).alias("rows"))
+        .withColumn("rank", F.row_number().over(ranked))
+        .filter(F.col("rank") <= SAMPLES)
+        .collect()
+    )
+    by_check: dict[str, list[Sample]] = {}
+    for row in sorted(found, key=lambda r: (r["check"], r["rank"])):
+        by_check.setdefault(row["check"], []).append(Sample(_printable(row["value"]), int(row["rows"])))
+    return {name: tuple(samples) for name, samples in by_check.items()}
+
+
+def _shown(e: Expectation, schema: dict[str, Any]) -> Column:
+    """The failing value of a row as a sample shows it (never null): numbers and booleans as Spark
+    writes them, ``null``, anything else as JSON writes it (strings quoted and escaped); the columns of
+    a compound ``unique`` as ``(a, b)``."""
+    from pyspark.sql import functions as F  # noqa: PLC0415
+    from pyspark.sql.types import BooleanType, NumericType  # noqa: PLC0415
+
+    def one(name: str) -> Column:
+        column = F.col(name)
+        if isinstance(schema.get(name), NumericType | BooleanType):
+            return F.coalesce(column.cast("string"), F.lit("null"))
+        # JSON of a one-element array, brackets taken off: "text" with its quotes escaped, or null
+        return F.regexp_extract(F.to_json(F.array(column)), r"(?s)^\[(.*)\]$", 1)
+
+    if e.expect == "unique":
+        if len(e.columns) == 1:
+            return one(e.columns[0])
+        return F.concat(F.lit("("), F.concat_ws(", ", *[one(c) for c in e.columns]), F.lit(")"))
+    assert e.column is not None  # flowspec: every other row check names its column
+    return one(e.column)
+
+
+def _printable(value: str) -> str:
+    """A sample value as shown: what is not printable escaped (control and bidi characters, which
+    JSON may leave as they are), cut to :data:`SAMPLE_CHARS` characters ending with ``…``."""
+    text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in value)
+    return text if len(text) <= SAMPLE_CHARS else text[: SAMPLE_CHARS - 1] + "…"
 
 
 def _rows_text(n: int) -> str:
@@ -402,14 +593,25 @@ def _check(e: Expectation, result: Any) -> CheckResult:
         return CheckResult(e.describe(), success=False, unexpected=0, observed=f"error: {error}")
     if not e.per_row:
         return CheckResult(
-            e.describe(), success=bool(result.success), unexpected=0, observed=f"row count {details['observed_value']}"
+            e.describe(),
+            success=bool(result.success),
+            unexpected=0,
+            observed=f"row count {_number(details['observed_value'])}",
         )
     # GX reports unexpected_count None (not 0) for some checks of an empty batch
     unexpected = int(details.get("unexpected_count") or 0)
     elements = int(details.get("element_count") or 0)
     return CheckResult(
-        e.describe(), success=bool(result.success), unexpected=unexpected, observed=f"{unexpected} of {elements} rows"
+        e.describe(),
+        success=bool(result.success),
+        unexpected=unexpected,
+        observed=f"{unexpected:,} of {elements:,} rows",
     )
+
+
+def _number(value: Any) -> str:
+    """A count as people read it (``5,723``); anything else as it is."""
+    return f"{value:,}" if isinstance(value, int) else str(value)
 
 
 def _exception_message(info: Any) -> str | None:

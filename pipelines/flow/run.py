@@ -16,7 +16,8 @@ Airflow task each) or all in one go (``run_all``), and each is idempotent:
   run stops, nothing of it is published. Policy quarantine: failing rows go to
   ``<output>/_quarantine/seq=<seq>/`` with their reasons, the rest is staged for publishing under
   ``<output>/_staging/<pipeline>-<seq>/``, within ``max_quarantine_share``. Results are kept as
-  JSON under ``<raw>/_pipeline/flow/<seq>/validation/``.
+  JSON under ``<raw>/_pipeline/flow/<seq>/validation/``: GX's on the rows it validated (the rows
+  kept, under quarantine) and, under ``loaded``, every check on the rows as loaded (expect.Loaded).
 - **publish**: per output, the partitions to replace (stored first, so a retry replaces the same
   ones) are swapped in: the old partition directory moves to ``_trash``, the staged one into its
   place (renames that never replace), then the trash is deleted and a marker records the publish.
@@ -39,6 +40,8 @@ import contextlib
 import json
 import re
 from typing import Any, Protocol
+
+from rich.markup import escape
 
 from pipelines import faults
 from pipelines.config.pipeline import PipelineSpec
@@ -257,37 +260,40 @@ class FlowRun:
         # what an earlier validation of this run staged must not survive a failing one
         storage.delete(staged, recursive=True)
         storage.delete(quarantine_dir, recursive=True)
-        quarantined = 0
+        policy = {"on_failure": output.on_failure}
         if output.on_failure == "quarantine" and output.expectations:
             try:
                 with expect.split_for_quarantine(
                     frame, output.expectations, output.name, output.max_quarantine_share
                 ) as (good, bad, validation):
-                    quarantined = bad.count()
-                    if quarantined:
+                    assert validation.loaded is not None and validation.loaded.failing is not None  # a split sets both
+                    if validation.loaded.failing:
                         bad.write.mode("overwrite").option("compression", output.compression).parquet(quarantine_dir)
                     self._stage(good, output, staged)
-            except ValidationError as exc:
-                self._save_validation(seq, output, {"output": output.name, "success": False, "error": str(exc)})
+            except expect.QuarantineRefused as exc:
+                kept = exc.kept.to_json() if exc.kept is not None else {"output": output.name}
+                record = {**kept, **policy, "success": False, "error": str(exc), "quarantined": 0}
+                self._save_validation(seq, output, {**record, "loaded": exc.loaded.to_json()})
                 raise
         else:
-            validation = expect.validate(frame, output.expectations, output.name)
+            # GX on the rows as loaded (policy fail), and a few values of what failed
+            validation = expect.as_loaded(
+                frame, output.expectations, expect.validate(frame, output.expectations, output.name)
+            )
             if not validation.success:
-                self._save_validation(seq, output, validation.to_json())
-                failed = [c for c in validation.checks if not c.success]
+                self._save_validation(seq, output, {**validation.to_json(), **policy, "quarantined": 0})
+                assert validation.loaded is not None  # as_loaded's
+                checks = zip(validation.checks, validation.loaded.checks, strict=True)
+                failed = [(c, loaded) for c, loaded in checks if not c.success]
                 raise ValidationError(
                     f"output {output.name} of run #{seq}: {len(failed)} expectation(s) failed: "
-                    + "; ".join(f"{c.expectation}: {c.observed}" for c in failed[:5])
+                    + "; ".join(f"{c.expectation}: {c.observed}{_for_example(loaded)}" for c, loaded in failed[:5])
                     + " (nothing of this run is published)"
                 )
             self._stage(frame, output, staged)
-        self._save_validation(seq, output, {**validation.to_json(), "quarantined": quarantined})
-        checks = ", ".join(f"{c.expectation} {'ok' if c.success else 'FAILED'}" for c in validation.checks)
-        self.reporter.note(
-            f"output {output.name}: {validation.rows:,} rows valid"
-            + (f", {quarantined:,} quarantined" if quarantined else "")
-            + (f" ({checks})" if checks else " (no expectations)")
-        )
+        quarantined = validation.loaded.failing if validation.loaded is not None else None
+        self._save_validation(seq, output, {**validation.to_json(), **policy, "quarantined": quarantined or 0})
+        note_validation(self.reporter, output.name, validation)
         return validation
 
     @staticmethod
@@ -443,6 +449,38 @@ class FlowRun:
             self.run_step(seq, step.name)
         self.validate(seq)
         return self.publish(seq)
+
+
+def note_validation(reporter: Reporter, output: str, validation: expect.Validation) -> None:
+    """Print :func:`validation_line` as it is written: on a console, rich would take a pattern's
+    ``[a-z]`` for markup and drop it; a log (quiet) gets the text itself."""
+    line = validation_line(output, validation)
+    reporter.note(line if reporter.quiet else escape(line))
+
+
+def validation_line(output: str, validation: expect.Validation) -> str:
+    """The line a validation prints: the rows as loaded, which checks fail on them and how many
+    rows each (the quarantine took them out), and GX's verdict on the rows kept (published)."""
+    total = len(validation.checks)
+    if not total:
+        return f"output {output}: {validation.rows:,} rows (no expectations)"
+    every = "its 1 check" if total == 1 else f"all {total} checks"
+    loaded = validation.loaded
+    if loaded is None or loaded.failing is None:  # policy fail: GX judged the rows as loaded
+        return f"output {output}: {validation.rows:,} rows as loaded pass {every}"
+    if not loaded.failing:
+        return f"output {output}: {loaded.rows:,} rows as loaded pass {every}, none quarantined"
+    failing = ", ".join(f"{c.expectation} fails {c.unexpected:,}" for c in loaded.checks if c.unexpected)
+    return (
+        f"output {output}: {loaded.rows:,} rows as loaded, {loaded.failing:,} quarantined ({failing}); "
+        f"the {validation.rows:,} rows kept pass {every}"
+    )
+
+
+def _for_example(loaded: expect.LoadedCheck) -> str:
+    """A few failing values for an error message (already cut short and escaped by expect)."""
+    values = [sample.value for sample in loaded.samples[:3]]
+    return f", e.g. {', '.join(values)}" if values else ""
 
 
 def _first_line(exc: Exception) -> str:

@@ -16,7 +16,18 @@ import pytest
 from pipelines.config.steps import Expectation
 from pipelines.errors import ValidationError
 from pipelines.flow import expect
-from pipelines.flow.expect import FAILED_CHECKS, REASON, Validation, mark_failing_rows, split_for_quarantine, validate
+from pipelines.flow.expect import (
+    FAILED_CHECKS,
+    REASON,
+    LoadedCheck,
+    QuarantineRefused,
+    Sample,
+    Validation,
+    as_loaded,
+    mark_failing_rows,
+    split_for_quarantine,
+    validate,
+)
 
 SCHEMA = "id int, page string, views long, country string, code string, dt string"
 
@@ -263,6 +274,22 @@ def test_quarantine_sets_failing_rows_aside_with_their_reasons(spark: Any) -> No
             20: "between(views, 0..100); in_set(country, 3 values)",
         }
         assert validation.success and validation.rows == 18 and len(validation.checks) == len(QUARANTINE_CHECKS)
+        # GX's checks are of the 18 rows kept; the rows as loaded are 20, two of them set aside
+        assert all(c.success and c.observed == "0 of 18 rows" for c in validation.checks)
+        loaded = validation.loaded
+        assert loaded is not None and (loaded.rows, loaded.failing) == (20, 2)
+        assert loaded.checks == (
+            LoadedCheck("not_null(page)", unexpected=1, samples=(Sample("null", 1),), quarantined=1),
+            LoadedCheck("between(views, 0..100)", unexpected=1, samples=(Sample("500", 1),), quarantined=1),
+            LoadedCheck("in_set(country, 3 values)", unexpected=1, samples=(Sample('"xx"', 1),), quarantined=1),
+            LoadedCheck("unique(id)", unexpected=0, samples=(), quarantined=0),
+        )
+        assert validation.to_json()["loaded"]["checks"][2] == {
+            "expectation": "in_set(country, 3 values)",
+            "unexpected": 1,
+            "samples": [{"value": '"xx"', "rows": 1}],
+            "quarantined": 1,
+        }
         # both come from the marks kept for the block (GX's jobs and the writes reuse them) ...
         assert reads_a_cache(passing) and reads_a_cache(failing)
     assert not reads_a_cache(failing.select("*"))  # ... which are let go after it
@@ -290,6 +317,15 @@ def test_quarantine_refuses_a_share_above_the_maximum(spark: Any) -> None:
     message = str(raised.value)
     assert message.startswith("events: 2 of 20 rows (10.00%)")
     assert "max_quarantine_share 5.00%" in message
+    # what was found on the rows as loaded is kept for the record; nothing was set aside, GX never ran
+    assert isinstance(raised.value, QuarantineRefused) and raised.value.kept is None
+    assert (raised.value.loaded.rows, raised.value.loaded.failing) == (20, 2)
+    assert [(c.unexpected, c.samples, c.quarantined) for c in raised.value.loaded.checks] == [
+        (1, (Sample("null", 1),), 0),
+        (1, (Sample("500", 1),), 0),
+        (1, (Sample('"xx"', 1),), 0),
+        (0, (), 0),
+    ]
     assert "not_null(page) (1 row), between(views, 0..100) (1 row), in_set(country, 3 values) (1 row)" in message
 
 
@@ -300,6 +336,10 @@ def test_a_failing_row_count_cannot_be_quarantined(spark: Any) -> None:
     message = str(raised.value)
     assert message.startswith("events: a row_count check fails on the 18 rows to publish")
     assert "cannot be quarantined" in message and "row_count(19..): row count 18" in message
+    assert isinstance(raised.value, QuarantineRefused) and raised.value.kept is not None
+    assert not raised.value.kept.success and raised.value.kept.rows == 18  # GX's verdict on the rows kept
+    row_count = raised.value.loaded.checks[-1]  # not per row: judged on the rows kept, not counted as loaded
+    assert (row_count.expectation, row_count.unexpected, row_count.quarantined) == ("row_count(19..)", None, None)
 
 
 def test_quarantine_refuses_rows_gx_rejects_that_the_mirror_let_through(
@@ -343,3 +383,56 @@ def test_a_check_gx_cannot_evaluate_fails_without_raising(spark: Any) -> None:
     (check,) = validation.checks
     assert not check.success and check.observed.startswith("error: ")
     assert validation.rows == 3  # counted by Spark, as GX had no element count
+
+
+def test_every_kind_of_row_check_samples_its_failing_values_as_loaded(dirty: Any) -> None:
+    row_checks = {e.describe(): e for e in DIRTY_CHECKS if e.per_row}
+    samples = expect._samples(mark_failing_rows(dirty, list(row_checks.values())), row_checks)  # one job for all
+    assert {name: [(s.value, s.rows) for s in found] for name, found in samples.items()} == {
+        "not_null(page)": [("null", 4)],
+        "between(views, 0..100)": [("-1", 1), ("150", 1)],  # numbers as Spark writes them
+        "in_set(country, 3 values)": [('"xx"', 1)],  # strings quoted, as JSON writes them
+        "unique(id)": [("4", 2)],
+        "unique(page, dt)": [('("home", "d1")', 2), ('(null, "d1")', 2)],  # a compound key, nulls equal
+        "regex(code ~ ^[A-Z]{3}$)": [('"ABCD"', 1), ('"abc"', 1)],
+        "regex(code ~ [A-Z]{3})": [('"abc"', 1)],
+    }
+    # fewer than SAMPLES distinct values each: every failing row has its value among the samples
+    assert {name: sum(s.rows for s in found) for name, found in samples.items()} == DIRTY_UNEXPECTED
+
+
+def test_a_failing_validation_of_the_rows_as_loaded_gets_samples_of_what_failed(
+    dirty: Any, dirty_validation: Validation
+) -> None:
+    validation = as_loaded(dirty, DIRTY_CHECKS, dirty_validation)  # policy fail: GX's counts, our samples
+    loaded = validation.loaded
+    assert loaded is not None and (loaded.rows, loaded.failing) == (len(DIRTY), None)
+    assert validation.checks == dirty_validation.checks
+    by_name = {c.expectation: c for c in loaded.checks}
+    assert {name: by_name[name].unexpected for name in DIRTY_UNEXPECTED} == DIRTY_UNEXPECTED
+    assert by_name["between(views, 0..100)"].samples == (Sample("-1", 1), Sample("150", 1))
+    assert by_name["row_count(..5)"].unexpected is None and by_name["row_count(..5)"].samples == ()
+    assert all(c.quarantined is None for c in loaded.checks)  # nothing is quarantined under policy fail
+    # every check passed: nothing to sample, so no Spark job (the frame is not even looked at)
+    checks = tuple(expect.CheckResult(e.describe(), True, 0, "0 of 3 rows") for e in EVERY_KIND)
+    passed = as_loaded(None, EVERY_KIND, Validation("events", 3, True, checks))
+    assert passed.loaded is not None and all(c.unexpected in (0, None) and not c.samples for c in passed.loaded.checks)
+
+
+def test_samples_are_the_most_frequent_few_cut_short_and_escaped(spark: Any) -> None:
+    long = "x" * 200
+    values = ["a\u202eb", "tab\there", long, long, "q\x07", *[f"v{i}" for i in range(8)], "v3", "v3", "ok"]
+    rows = frame(spark, [(v,) for v in values], "s string")
+    check = Expectation("in_set", column="s", values=("ok",))
+    (samples,) = expect._samples(mark_failing_rows(rows, [check]), {check.describe(): check}).values()
+    assert len(samples) == expect.SAMPLES
+    assert samples[0] == Sample('"v3"', 3) and samples[1].rows == 2  # the most frequent first
+    assert samples[1].value == '"' + "x" * (expect.SAMPLE_CHARS - 2) + "…"  # cut, and says so
+    assert all(len(s.value) <= expect.SAMPLE_CHARS for s in samples)
+    shown = {
+        s.value
+        for s in expect._samples(mark_failing_rows(rows.filter("s not like 'v%'"), [check]), {check.describe(): check})[
+            check.describe()
+        ]
+    }
+    assert {'"a\\u202eb"', '"tab\\there"', '"q\\u0007"'} <= shown  # nothing unprintable reaches a page or a log

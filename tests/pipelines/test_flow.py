@@ -3,6 +3,7 @@ real great-expectations. Expected warehouse rows are computed from the produced 
 
 from __future__ import annotations
 
+import io
 import json
 from collections import defaultdict
 from datetime import UTC, datetime
@@ -11,12 +12,15 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+from rich.console import Console
 
 from demo.examples import metrics, page_views
 from pipelines.config.pipeline import load_spec
 from pipelines.errors import FlowError, ValidationError
-from pipelines.flow.run import FlowRun
+from pipelines.flow.expect import CheckResult, Loaded, LoadedCheck, Validation
+from pipelines.flow.run import FlowRun, note_validation, validation_line
 from pipelines.ingest.run import PipelineRun
+from pipelines.progress import Reporter
 from pipelines.storage import LocalStorage
 from tests.pipelines.flow_harness import (
     example_spec,
@@ -43,11 +47,11 @@ def load_and_validate(spec: Any, spark: Any) -> tuple[FlowRun, int]:
     return flow, seq
 
 
-def load_and_flow(spec_path: Path, spark: Any) -> tuple[FlowRun, int]:
+def load_and_flow(spec_path: Path, spark: Any, reporter: Reporter | None = None) -> tuple[FlowRun, int]:
     spec = load_spec(spec_path)
     result = PipelineRun(spec, spark).run()
     assert result.status == "committed"
-    flow = FlowRun(spec, spark)
+    flow = FlowRun(spec, spark, reporter=reporter)
     seq = flow.seq_for(None)
     flow.run_all(seq)
     return flow, seq
@@ -66,7 +70,8 @@ def test_page_views_end_to_end_with_quarantine_and_reruns_that_change_nothing(
     events = list(page_views(START, 400, bad_page_every=250))
     send(broker.bootstrap, "web.page_views", events)
     spec_path = example_spec(tmp_path, "page_views", broker.bootstrap)
-    flow, seq = load_and_flow(spec_path, spark)
+    console = Console(file=io.StringIO(), width=400)
+    flow, seq = load_and_flow(spec_path, spark, Reporter(console=console))
 
     assert hourly_pages(tmp_path) == expected_hourly_pages(events)
     sessions: dict[tuple[int, str], list[int]] = defaultdict(list)
@@ -83,7 +88,25 @@ def test_page_views_end_to_end_with_quarantine_and_reruns_that_change_nothing(
     record = json.loads(
         (tmp_path / "raw" / "_pipeline" / "flow" / f"{seq:06d}" / "validation" / "hourly_page_views.json").read_text()
     )
-    assert record["quarantined"] == 1 and record["success"] is True
+    assert record["quarantined"] == 1 and record["success"] is True and record["on_failure"] == "quarantine"
+    # the checks on the rows as loaded say what was set aside and why; GX's, on the rows kept, all pass
+    kept = len(expected_hourly_pages(events))
+    assert (record["loaded"]["rows"], record["loaded"]["failing"], record["rows"]) == (kept + 1, 1, kept)
+    assert [(c["expectation"], c["unexpected"], c["quarantined"]) for c in record["loaded"]["checks"]] == [
+        ("not_null(page)", 0, 0),
+        ("regex(page ~ ^/)", 1, 1),
+        ("between(views, 1..)", 0, 0),
+        ("unique(dt, hour, page)", 0, 0),
+    ]
+    assert record["loaded"]["checks"][1]["samples"] == [{"value": '"javascript:void(0)"', "rows": 1}]
+    assert all(c["success"] and c["observed"] == f"0 of {kept:,} rows" for c in record["checks"])
+    sessions_rows = sum(n for n, _ in expected_sessions(events).values())
+    printed = console.file.getvalue().splitlines()  # type: ignore[attr-defined]
+    assert f"output user_sessions: {sessions_rows:,} rows as loaded pass all 4 checks" in printed
+    assert (
+        f"output hourly_page_views: {kept + 1:,} rows as loaded, 1 quarantined (regex(page ~ ^/) fails 1); "
+        f"the {kept:,} rows kept pass all 4 checks"
+    ) in printed
     for output in ("hourly_page_views", "user_sessions"):
         leftovers = [p.name for p in (tmp_path / "warehouse" / output).iterdir() if p.name in ("_staging", "_trash")]
         assert all(not any((tmp_path / "warehouse" / output / name).rglob("*.parquet")) for name in leftovers)
@@ -138,14 +161,20 @@ def test_a_failing_expectation_under_policy_fail_publishes_nothing(
     flow = FlowRun(spec, spark)
     seq = flow.seq_for(None)
     with pytest.raises(
-        ValidationError, match=r"service_hourly of run #1: 1 expectation\(s\) failed: between\(cpu_max, 0..100\)"
+        ValidationError,
+        match=r"service_hourly of run #1: 1 expectation\(s\) failed: "
+        r"between\(cpu_max, 0..100\): 1 of \d+ rows, e\.g\. 250\.0 \(nothing of this run is published\)",
     ):
         flow.run_all(seq)
     assert table_rows(tmp_path / "warehouse" / "service_hourly") == []
     record = json.loads(
         (tmp_path / "raw" / "_pipeline" / "flow" / "000001" / "validation" / "service_hourly.json").read_text()
     )
-    assert record["success"] is False
+    assert record["success"] is False and record["on_failure"] == "fail" and record["quarantined"] == 0
+    # policy fail: GX judged the rows as loaded; the record adds what the failing rows held
+    (cpu,) = [c for c in record["loaded"]["checks"] if c["expectation"] == "between(cpu_max, 0..100)"]
+    assert (cpu["unexpected"], cpu["samples"], cpu["quarantined"]) == (1, [{"value": "250.0", "rows": 1}], None)
+    assert record["loaded"]["rows"] == record["rows"]
     with pytest.raises(Exception, match="was not validated"):
         flow.publish(seq)
 
@@ -224,3 +253,36 @@ def test_a_flow_catches_up_loads_whose_flow_never_ran_and_empty_runs_do_nothing(
     flow.run_all(2)
     assert PipelineRun(spec, spark).run(run_id="three").status == "already-committed"
     assert snapshot(tmp_path / "warehouse") == before
+
+
+def test_the_validation_line_names_what_failed_as_loaded_and_prints_as_written() -> None:
+    checks = ("not_null(page)", "regex(page ~ ^[a-z/]+$)", "row_count(1..)")
+    kept = Validation("hourly", 98, True, tuple(CheckResult(c, True, 0, "0 of 98 rows") for c in checks))
+    loaded = Loaded(
+        100,
+        2,
+        (
+            LoadedCheck(checks[0], 1, (), 1),
+            LoadedCheck(checks[1], 2, (), 2),
+            LoadedCheck(checks[2], None, (), None),
+        ),
+    )
+    line = validation_line("hourly", Validation(kept.output, kept.rows, True, kept.checks, loaded))
+    assert line == (
+        "output hourly: 100 rows as loaded, 2 quarantined (not_null(page) fails 1, regex(page ~ ^[a-z/]+$) fails 2); "
+        "the 98 rows kept pass all 3 checks"
+    )
+    clean = Loaded(100, 0, tuple(LoadedCheck(c, 0, (), 0) for c in checks[:2]))
+    assert validation_line("hourly", Validation("hourly", 100, True, kept.checks[:2], clean)) == (
+        "output hourly: 100 rows as loaded pass all 2 checks, none quarantined"
+    )
+    assert validation_line("sessions", Validation("sessions", 7, True, kept.checks[:1])) == (
+        "output sessions: 7 rows as loaded pass its 1 check"
+    )
+    assert (
+        validation_line("raw_copy", Validation("raw_copy", 7, True, ())) == "output raw_copy: 7 rows (no expectations)"
+    )
+    # printed as written (rich would take [a-z/] for markup and drop it), and logged as written
+    console = Console(file=io.StringIO(), width=400)
+    note_validation(Reporter(console=console), "hourly", Validation(kept.output, kept.rows, True, kept.checks, loaded))
+    assert console.file.getvalue().strip() == line  # type: ignore[attr-defined]

@@ -15,13 +15,17 @@ from demo.examples import page_views
 from pipelines.app.runner import run_stage
 from pipelines.config.pipeline import load_spec
 from pipelines.ingest.state import PipelineState
-from pipelines.reporting.report import report_paths
+from pipelines.reporting.report import chart, report_paths, write_report
 from pipelines.storage import LocalStorage
 from tests.pipelines.flow_harness import example_spec, send
 from tests.pipelines.harness import run_cli
 from tests.support.kafkalog import BrokerProcess
 
 START = datetime(2026, 6, 1, 5, 0, tzinfo=UTC)
+
+
+VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
+"""HTML's elements without an end tag."""
 
 
 class _Tags(HTMLParser):
@@ -35,7 +39,7 @@ class _Tags(HTMLParser):
 
     def handle_starttag(self, tag: str, attrs: Any) -> None:
         self.counts[tag] += 1
-        if tag not in ("meta", "br"):
+        if tag not in VOID:
             self.open.append(tag)
 
     def handle_endtag(self, tag: str) -> None:
@@ -85,18 +89,36 @@ def test_the_run_report_shows_what_the_run_did(tmp_path: Path, broker: BrokerPro
     bad_groups = {(_hour(e), e["page"]) for e in loaded if not str(e["page"]).startswith("/")}
     assert len(bad_groups) >= 2
     assert hourly["quarantined"] == len(bad_groups)
-    # the checks are those of the rows published: the failing ones went to the quarantine
+    # great-expectations' results are of the rows kept, which are published: the failing ones went
+    # to the quarantine, so every check passes there ...
+    assert hourly["on_failure"] == "quarantine" and hourly["validated"] == "kept"
     assert all(c["success"] for c in hourly["checks"]) and len(hourly["checks"]) == 4
     assert hourly["rows"] == len({(_hour(e), e["page"]) for e in loaded}) - len(bad_groups)
     assert hourly["path"] == str(tmp_path / "warehouse" / "hourly_page_views")
+    # ... and the checks on the rows as loaded say which failed, on what, and what was set aside
+    assert (hourly["rows_loaded"], hourly["failing"]) == (hourly["rows"] + len(bad_groups), len(bad_groups))
+    checks = {c["expectation"]: c for c in hourly["checks"]}
+    assert checks["regex(page ~ ^/)"]["loaded"] == {
+        "unexpected": len(bad_groups),
+        "samples": [{"value": '"javascript:void(0)"', "rows": len(bad_groups)}],
+        "quarantined": len(bad_groups),
+    }
+    assert checks["not_null(page)"]["loaded"] == {"unexpected": 0, "samples": [], "quarantined": 0}
+    assert checks["regex(page ~ ^/)"]["observed"] == f"0 of {hourly['rows']:,} rows"
+    # policy fail: great-expectations judged the rows as loaded, and they are what is published
+    assert sessions["validated"] == "loaded" and sessions["rows_loaded"] == sessions["rows"]
+    assert [c["loaded"]["unexpected"] for c in sessions["checks"]] == [0, 0, 0, None]  # row_count: not per row
 
     page = _Tags()
     page.feed(Path(html_path).read_text())
     page.close()
     assert page.open == []
-    assert page.counts["rect"] == len(report["rows_per_hour"])  # one bar per event hour
-    text = " ".join(page.text)
+    assert page.counts["rect"] == 2 * len(report["rows_per_hour"])  # a bar per event hour, in each plot
+    assert page.counts["script"] == 0
+    text = "".join(page.text)  # as shown: <wbr> cuts a name into several pieces of text
     assert "web.page_views-0" in text and "No message was ever lost" in text
+    assert "rows as loaded" in text and "rows kept (great-expectations)" in text
+    assert '"javascript:void(0)"' in text  # the sample, escaped (the parser gives the text back unescaped)
 
     # the next run loads the rest: no lag; the first run's report stays
     assert run_stage(spec, spark, "all", run_id=None, quiet=True) == 0
@@ -113,6 +135,17 @@ def test_the_run_report_shows_what_the_run_did(tmp_path: Path, broker: BrokerPro
     missing = run_cli("report", str(path), "--run", "7")
     assert missing.returncode == 1 and "no committed run #7" in missing.stderr
 
+    # a validation record written before the rows as loaded were recorded still makes a report
+    record_path = tmp_path / "raw" / "_pipeline" / "flow" / "000001" / "validation" / "hourly_page_views.json"
+    record = json.loads(record_path.read_text())
+    old = {key: record[key] for key in ("output", "rows", "success", "statistics", "checks", "quarantined")}
+    record_path.write_text(json.dumps(old))
+    json_path, html_path = write_report(spec, state, 1)
+    rebuilt_hourly = {o["name"]: o for o in json.loads(Path(json_path).read_text())["outputs"]}["hourly_page_views"]
+    assert rebuilt_hourly["rows_loaded"] is None and rebuilt_hourly["checks"][1]["success"] is True
+    assert rebuilt_hourly["checks"][1]["loaded"] == {"unexpected": None, "samples": None, "quarantined": None}
+    assert "record predates the checks on the rows as loaded" in " ".join(Path(html_path).read_text().split())
+
 
 def test_a_run_whose_expectations_fail_has_a_report_saying_why(
     tmp_path: Path, broker: BrokerProcess, spark: Any
@@ -124,6 +157,37 @@ def test_a_run_whose_expectations_fail_has_a_report_saying_why(
     report = json.loads(Path(report_paths(state, 1)[0]).read_text())
     assert report["totals"]["rows"] == 200  # the load committed; the flow did not publish
     outputs = {o["name"]: o for o in report["outputs"]}
-    assert outputs["hourly_page_views"]["status"] == "failed"
-    assert "max_quarantine_share" in outputs["hourly_page_views"]["error"]
+    hourly = outputs["hourly_page_views"]
+    assert hourly["status"] == "failed"
+    assert "max_quarantine_share" in hourly["error"]
+    # what failed on the rows as loaded; nothing set aside, great-expectations never ran on kept rows
+    (regex,) = [c for c in hourly["checks"] if c["expectation"] == "regex(page ~ ^/)"]
+    assert regex["loaded"]["unexpected"] == hourly["failing"] > 0 and regex["loaded"]["quarantined"] == 0
+    assert regex["loaded"]["samples"] == [{"value": '"javascript:void(0)"', "rows": hourly["failing"]}]
+    assert regex["success"] is None and hourly["quarantined"] == 0
     assert outputs["user_sessions"]["status"] in ("validated", "not run")
+
+
+def test_the_plot_has_a_slot_per_hour_round_y_ticks_and_skips_unreadable_hours() -> None:
+    hours = [
+        {"hour": "2026-06-01T22:00", "rows": 3_909},
+        {"hour": "2026-06-02T03:00", "rows": 10},  # 23:00 to 02:00 have no rows: gaps
+        {"hour": "2026-06-02T3:00", "rows": 5},  # the same hour, written otherwise: added to it
+        {"hour": "2026-06-02Tnoon", "rows": 7},  # not an hour: left out, and said so
+    ]
+    plot = chart(hours)
+    assert (plot["hours"], plot["empty"], plot["unreadable"], plot["top"]) == (6, 4, 1, 3_909)
+    assert (plot["first"], plot["last"]) == ("2026-06-01 22:00", "2026-06-02 04:00")
+    for name in ("wide", "narrow"):
+        geometry = plot[name]
+        assert [g["label"] for g in geometry["grid"]] == ["0", "1,000", "2,000", "3,000", "4,000"]
+        assert len(geometry["bars"]) == 2 and geometry["bars"][1]["title"] == "2026-06-02 03:00 UTC: 15 rows"
+        first, second = geometry["bars"]
+        slot = (second["x"] - first["x"]) / 5  # five hours apart: the gaps keep their place
+        assert first["width"] < slot <= 56
+        assert [d["label"] for d in geometry["dates"]] == ["Jun 01", "Jun 02"]
+        assert geometry["hour_ticks"][0]["label"] == "22:00"
+    # a run of one hour is not stretched over the page; no readable hour at all is no plot
+    one = chart([{"hour": "2026-06-01T05:00", "rows": 1}])["wide"]
+    assert one["width"] < 200 and [t["label"] for t in one["hour_ticks"]] == ["05:00", "06:00"]
+    assert chart([{"hour": "bad", "rows": 1}]) == {"hours": 0, "unreadable": 1}
