@@ -150,7 +150,7 @@ def test_a_missing_topic_is_said_before_spark_and_a_stage_without_the_broker_is_
         f"error: topic 'events' does not exist on {bootstrap} (it has: none; checked before Spark started: "
         "nothing was loaded)\n"
     )
-    # a run id committed before is a no-op from the state files: neither SQL nor broker is asked
+    # a run id committed before is a no-op from the state files: the broker (down here) is not asked
     down = pipeline(tmp_path, "127.0.0.1:1")
     committed_run(down, "first")
     again = invoke("run", str(down), "--run-id", "first")
