@@ -34,6 +34,7 @@ PROVIDED_BY = {
     "hdfs": "hdfs",
     "great_expectations": "great-expectations",
     "jinja2": "jinja2",
+    "markupsafe": "markupsafe",
     "sqlglot": "sqlglot",
 }
 HOSTED = {"airflow"}
