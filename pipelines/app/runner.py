@@ -139,8 +139,12 @@ def load(
     replan: bool,
     quiet: bool = False,
     spark_log: Path | None = None,
+    flow_follows: bool = False,
 ) -> int:
-    """The load stage: new messages into the raw layer, exactly once; then the run reports."""
+    """The load stage: new messages into the raw layer, exactly once; then the run reports.
+    ``flow_follows``: the flow runs next in this process and rewrites the reports, saying where
+    they are; the load's are written all the same (a flow that cannot start leaves them), without
+    the line, which would come twice."""
     from pipelines.ingest.run import PipelineRun  # noqa: PLC0415 - the Spark source only when loading
     from pipelines.reporting.summary import print_summary  # noqa: PLC0415
 
@@ -154,7 +158,7 @@ def load(
         print_summary(reporter, manifest)
     if result.message:
         reporter.note(result.message)
-    report_runs(spec, [m.seq for m in result.completed], reporter, job.state)
+    report_runs(spec, [m.seq for m in result.completed], reporter, job.state, announce=not flow_follows)
     return EXIT_OK
 
 
@@ -176,7 +180,10 @@ def run_stage(
     if stage not in STAGES:
         return fail(PipelineError(f"unknown stage {stage!r} (stages: {', '.join(STAGES)})"))
     if stage in ("all", "load"):
-        code = load(spec, spark, run_id=run_id, replan=replan, quiet=quiet, spark_log=spark_log)
+        flow_follows = stage == "all" and bool(spec.outputs)
+        code = load(
+            spec, spark, run_id=run_id, replan=replan, quiet=quiet, spark_log=spark_log, flow_follows=flow_follows
+        )
         if code or stage == "load" or not spec.outputs:
             return code or register_tables(spec, spark, quiet=quiet, spark_log=spark_log)
     code = _flow_stage(spec, spark, stage, run_id=run_id, step=step, quiet=quiet, spark_log=spark_log)
@@ -337,8 +344,11 @@ def replay(
     return register_tables(spec, spark, quiet=quiet, spark_log=spark_log)
 
 
-def report_runs(spec: PipelineSpec, seqs: Iterable[int], reporter: Reporter, state: PipelineState | None) -> None:
-    """(Re)write the run reports of ``seqs`` and say where they are; a report that cannot be
+def report_runs(
+    spec: PipelineSpec, seqs: Iterable[int], reporter: Reporter, state: PipelineState | None, *, announce: bool = True
+) -> None:
+    """(Re)write the run reports of ``seqs`` and say where they are (unless not ``announce``: warnings
+    are said all the same); a report that cannot be
     written is noted, never fatal (the run committed; ``pipelines report`` rebuilds it). ``state``:
     the job's own, used when the tools' storage cannot reach the raw layer (hdfs:// without a
     WebHDFS address); otherwise local files or WebHDFS are read directly, since the job's (the
@@ -356,4 +366,7 @@ def report_runs(spec: PipelineSpec, seqs: Iterable[int], reporter: Reporter, sta
             return
     for seq in wanted:
         written = try_write_report(spec, state, seq)
-        reporter.note(f"warning: {written}" if isinstance(written, str) else f"run report #{seq}: {written[1]}")
+        if isinstance(written, str):
+            reporter.note(f"warning: {written}")
+        elif announce:
+            reporter.note(f"run report #{seq}: {written[1]}")

@@ -11,6 +11,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from demo.examples import page_views
 from pipelines.app.runner import run_stage
 from pipelines.config.pipeline import load_spec
@@ -54,15 +56,21 @@ def _hour(event: dict[str, Any]) -> str:
     return datetime.fromisoformat(str(event["ts"])).strftime("%Y-%m-%dT%H:00")
 
 
-def test_the_run_report_shows_what_the_run_did(tmp_path: Path, broker: BrokerProcess, spark: Any) -> None:
+def test_the_run_report_shows_what_the_run_did(
+    tmp_path: Path, broker: BrokerProcess, spark: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     events = list(page_views(START, 400, bad_page_every=149))
     send(broker.bootstrap, "web.page_views", events, partitions=1)
     path = example_spec(tmp_path, "page_views", broker.bootstrap, limits={"max_messages_per_split": 300})
     spec = load_spec(path)
-    assert run_stage(spec, spark, "all", run_id=None, quiet=True) == 0
+    assert run_stage(spec, spark, "all", run_id=None) == 0
 
     state = PipelineState(LocalStorage(), str(tmp_path / "raw"))
     json_path, html_path = report_paths(state, 1)
+    # the load writes the report and the flow rewrites it: where it is is said once, at the end
+    said = capsys.readouterr().err
+    assert said.count(f"run report #1: {html_path}") == 1, said
+    assert said.rindex("run report #1: ") > said.rindex("published from run #1"), said
     report = json.loads(Path(json_path).read_text())
     loaded = events[:300]
     (split,) = report["splits"]
