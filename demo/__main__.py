@@ -60,6 +60,7 @@ from demo.results import PreviousResults
 from demo.tables import published_rows
 from kafkalog.client import Admin, Producer, SimpleConsumer
 from kafkalog.errors import KafkalogError
+from pipelines.app.session import java_options
 from pipelines.app.ship import ARCHIVE_NAME, build_archive, submit_options
 from pipelines.config.pipeline import PipelineSpec, load_spec
 from pipelines.errors import PipelineError
@@ -142,6 +143,7 @@ class Demo:
         self.ship: list[str] = []
         self.step_started: tuple[str, float] | None = None
         self.mirror_baseline: int | None = None
+        self.submits = 0
         self.produced_at = 0.0
         self.facts["step_seconds"] = {}
 
@@ -350,15 +352,23 @@ class Demo:
 
     def spark_submit(self, *args: str) -> None:
         master = ["--master", "yarn", "--deploy-mode", "client"] if self.hadoop else ["--master", "local[2]"]
+        self.submits += 1
+        # the pipelines' log4j2 configuration: warnings on the console, Spark's INFO lines and any
+        # stack in this file (without it every spark-submit repeats Spark's start-up lines)
+        spark_log = (HOME / "logs" / f"spark-submit-{self.submits}.log").resolve()
         command = [
-            _tool("spark-submit"), *master, *self.ship,
+            _tool("spark-submit"), *master, *self.ship, "--driver-java-options", java_options(spark_log),
             "--conf", "spark.ui.enabled=false", "--conf", "spark.ui.showConsoleProgress=false",
-            "--conf", "spark.log.level=WARN", "--conf", "spark.driver.host=127.0.0.1",
+            "--conf", "spark.driver.host=127.0.0.1",
             "jobs/load_warehouse.py", "--pipeline", str(self.pipeline), *args,
         ]  # fmt: skip
         shipped = " --archives .cache/demo/dist/pipelines-code.tar.gz#pipelines_code ..." if self.hadoop else ""
-        self.say(f"[dim]$ spark-submit {' '.join(master)}{shipped} jobs/load_warehouse.py --pipeline {self.pipeline} "
-                 f"{' '.join(args)}[/dim]")  # fmt: skip
+        shown = [
+            "$ spark-submit", *master, *([shipped.strip()] if shipped else []),
+            '--driver-java-options "$(pipelines spark-java-options)"',
+            "jobs/load_warehouse.py --pipeline", str(self.pipeline), *args,
+        ]  # fmt: skip
+        self.say(f"[dim]{' '.join(shown)}[/dim]")
         code = subprocess.call(command, env=self.env)
         if code != 0:
             raise DemoError(f"spark-submit jobs/load_warehouse.py {' '.join(args)} exited with {code} (see above)")
