@@ -530,7 +530,7 @@ def summary(demo: Demo, started: float) -> None:
     demo.console.print(table)
     demo.end_step()
     steps = demo.facts["step_seconds"]
-    demo.say("seconds per step: " + ", ".join(f"{title.split('.')[0]}. {sec:.0f}" for title, sec in steps.items()))
+    demo.say("time per step: " + ", ".join(f"{title.split('.')[0]}: {sec:.0f} s" for title, sec in steps.items()))
     path = HOME / "demo-report.json"
     path.write_text(json.dumps(demo.facts, indent=1))
     demo.say(

@@ -39,6 +39,11 @@ def rate(count: float, seconds: float) -> str:
     return f"{count / seconds:,.0f}/s" if seconds >= 0.1 else "-"  # shorter spans give absurd rates
 
 
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """``1 partition``, ``2 partitions`` (``plural`` for nouns that do not take an s)."""
+    return f"{count:,} {noun if count == 1 else plural or noun + 's'}"
+
+
 def log_console() -> Console:
     """Stderr; wide when it is not a terminal (rich's default 80 columns would cut split names and
     paths in logs, where nobody is reading in a narrow window)."""

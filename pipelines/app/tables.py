@@ -22,6 +22,7 @@ from pipelines.app.output import stdout_console
 from pipelines.app.runner import EXIT_FAILED, EXIT_OK, fail
 from pipelines.config.pipeline import PipelineSpec
 from pipelines.errors import CatalogError, PipelineError
+from pipelines.progress import counted
 
 SESSION_OPTIONS = (
     click.option("--master", default="local[1]", show_default=True, help="Spark master for the local session."),
@@ -135,7 +136,7 @@ def _render(comparison: Any) -> None:
             table.table,
             str(len(table.partitions)),
             f"run #{table.shown_run}",
-            "matches" if not pending else f"{len(pending)} change(s) pending",
+            "matches" if not pending else f"{counted(len(pending), 'change')} pending",
         )
     console.print(grid)
     for change in comparison.changes:

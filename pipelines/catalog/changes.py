@@ -18,6 +18,7 @@ from functools import partial
 from pipelines.catalog.desired import TableSpec, literal, physical_name, quoted
 from pipelines.catalog.metastore import Registered, SparkMetastore, same_location
 from pipelines.errors import CatalogError
+from pipelines.progress import counted
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +99,7 @@ def table_changes(
         )
     if physical is None:
         behind.append(
-            Change(table, f"create table {table} at {spec.location} with {len(spec.partitions)} partition(s)",
+            Change(table, f"create table {table} at {spec.location} with {counted(len(spec.partitions), 'partition')}",
                    _create_table(spec)),
         )  # fmt: skip
     elif (
@@ -120,7 +121,8 @@ def table_changes(
         if missing:
             added = ", ".join(f"{quoted(c)} {kind}" for c, kind in missing)
             behind.append(
-                Change(table, f"add column(s) {', '.join(c for c, _ in missing)} to {table}",
+                Change(table, f"add {'column' if len(missing) == 1 else 'columns'} {', '.join(c for c, _ in missing)} "
+                              f"to {table}",
                        lambda m: m.sql(f"ALTER TABLE {spec.qualified(spec.table)} ADD COLUMNS ({added})")),
             )  # fmt: skip
         behind += _partition_changes(metastore, spec, table)
@@ -159,17 +161,17 @@ def _partition_changes(metastore: SparkMetastore, spec: TableSpec, table: str) -
     qualified = spec.qualified(spec.table)
     if missing:
         changes.append(
-            Change(table, f"add {len(missing)} partition(s) to {table}",
+            Change(table, f"add {counted(len(missing), 'partition')} to {table}",
                    lambda m: m.add_partitions(qualified, spec.partition_columns, missing)),
         )  # fmt: skip
     if moved:
         changes.append(
-            Change(table, f"move {len(moved)} partition(s) of {table} to their directories",
+            Change(table, f"move {counted(len(moved), 'partition')} of {table} to their directories",
                    lambda m: m.relocate_partitions(spec.database, spec.table, spec.partition_columns, moved)),
         )  # fmt: skip
     if extra:
         changes.append(
-            Change(table, f"drop {len(extra)} partition(s) of {table} no longer published",
+            Change(table, f"drop {counted(len(extra), 'partition')} of {table} no longer published",
                    lambda m: m.drop_partitions(qualified, spec.partition_columns, extra)),
         )  # fmt: skip
     return changes

@@ -19,6 +19,7 @@ from pipelines.catalog.connection import Metastore
 from pipelines.catalog.desired import literal, quoted
 from pipelines.errors import CatalogError
 from pipelines.layout import Partition
+from pipelines.progress import counted
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +195,7 @@ class SparkMetastore:
         except CatalogError:
             raise
         except Exception as exc:
-            raise self._fail(f"moving {len(moves)} partition(s) of {database}.{table}", exc) from exc
+            raise self._fail(f"moving {counted(len(moves), 'partition')} of {database}.{table}", exc) from exc
 
 
 _SEPARATOR = "\u0000"

@@ -59,7 +59,7 @@ from pipelines.layout import (
     partition_path,
     published_marker,
 )
-from pipelines.progress import Reporter
+from pipelines.progress import Reporter, counted
 from pipelines.storage import Storage, storage_for
 
 _DT = re.compile(r"^\d{4}-\d{2}-\d{2}$")
@@ -286,7 +286,7 @@ class FlowRun:
                 checks = zip(validation.checks, validation.loaded.checks, strict=True)
                 failed = [(c, loaded) for c, loaded in checks if not c.success]
                 raise ValidationError(
-                    f"output {output.name} of run #{seq}: {len(failed)} expectation(s) failed: "
+                    f"output {output.name} of run #{seq}: {counted(len(failed), 'expectation')} failed: "
                     + "; ".join(f"{c.expectation}: {c.observed}{_for_example(loaded)}" for c, loaded in failed[:5])
                     + " (nothing of this run is published)"
                 )
@@ -388,7 +388,7 @@ class FlowRun:
         storage.delete(trash_root, recursive=True)
         storage.delete(staged_root, recursive=True)
         storage.delete(copy_root, recursive=True)
-        self.reporter.note(f"output {output.name}: {len(partitions)} partition(s) published from run #{seq}")
+        self.reporter.note(f"output {output.name}: {counted(len(partitions), 'partition')} published from run #{seq}")
         return partitions
 
     @staticmethod

@@ -53,7 +53,7 @@ from pipelines.layout import (
     partition_path,
     published_marker,
 )
-from pipelines.progress import Reporter
+from pipelines.progress import Reporter, counted
 from pipelines.replay.plan import NOT_REPLAYED, ReplayPlan, plan_replay
 from pipelines.replay.target import RewindTarget
 from pipelines.storage import Storage, storage_for
@@ -282,5 +282,5 @@ class Replay:
                 storage.rename_or_fail(f"{staged_root}/{relative}", f"{new}/{relative}")
             storage.delete(staged_root, recursive=True)
             self.reporter.note(
-                f"output {output.name}: {len(recomputed)} partition(s) recomputed for the new generation"
+                f"output {output.name}: {counted(len(recomputed), 'partition')} recomputed for the new generation"
             )

@@ -14,7 +14,7 @@ from rich.console import Console
 
 from pipelines.executor.splits import Split
 from pipelines.ingest.plan import Plan
-from pipelines.progress import Reporter, read_progress
+from pipelines.progress import Reporter, counted, read_progress
 
 SPLITS = [Split("events", 0, 1, 0, 400), Split("events", 1, 1, 100, 300)]
 PLAN = Plan("p", 3, "run-x", "now", "fp", tuple(SPLITS))
@@ -99,3 +99,10 @@ def test_read_progress_skips_files_being_replaced(tmp_path: Path) -> None:
     (tmp_path / "1.json").write_text('{"messages": 3')  # caught half-written: skipped, not fatal
     seen = read_progress(str(tmp_path))
     assert list(seen) == [0] and seen[0]["messages"] == 5
+
+
+def test_counts_agree_with_their_noun() -> None:
+    assert [counted(n, "partition") for n in (0, 1, 2, 1500)] == [
+        "0 partitions", "1 partition", "2 partitions", "1,500 partitions"
+    ]  # fmt: skip
+    assert counted(1, "entry", "entries") == "1 entry" and counted(3, "entry", "entries") == "3 entries"

@@ -71,6 +71,7 @@ def test_the_run_report_shows_what_the_run_did(
     said = capsys.readouterr().err
     assert said.count(f"run report #1: {html_path}") == 1, said
     assert said.rindex("run report #1: ") > said.rindex("published from run #1"), said
+    assert "(s)" not in said, said  # counts agree with their noun ("1 partition published")
     report = json.loads(Path(json_path).read_text())
     loaded = events[:300]
     (split,) = report["splits"]
