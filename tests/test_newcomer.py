@@ -25,6 +25,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -190,6 +191,32 @@ def test_make_demo_in_a_fresh_clone(clone: Path) -> None:
     report = _check_demo(clone, done, "embedded")
     assert report["seconds"] < 600  # "a few minutes", with room for a busy machine
     assert any((clone / "kafkalog" / "record").glob("_speedups*.so")), "make demo built the C kernels in the clone"
+    output = done.stdout + done.stderr
+    # what it prints says what happened: the mirror's count, one report line per run
+    # the default day (30,000 per data center), then the next twenty minutes and the late events
+    assert "mirrored into the aggregate: 60,000 messages" in output
+    assert "mirrored into the aggregate: 5,600 messages" in output
+    for run in report["runs"]:
+        assert output.count(f"run report #{run['seq']}: ") == 1, output[-5000:]
+    assert [title.split(".")[0] for title in report["step_seconds"]] == ["1", "2", "3", "4", "5", "6", "7"]
+    assert re.search(r"time per step: 1: \d+ s, 2: \d+ s, 3: \d+ s, ", output), output[-3000:]
+
+    # a second demo whose port is taken stops at once and leaves these results as they are
+    results = clone / ".cache" / "demo"
+    before = sorted(str(p.relative_to(results)) for p in results.rglob("*"))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        again = subprocess.run(
+            [str(VENV / "bin" / "python"), "-m", "demo", "--port-base", str(port)], cwd=clone, env=_make_env(),
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+    assert again.returncode != 0
+    assert f"port {port} on 127.0.0.1 is in use" in again.stderr, again.stderr
+    assert "nothing was started or cleared" in again.stderr
+    assert sorted(str(p.relative_to(results)) for p in results.rglob("*")) == before
+    assert json.loads((results / "demo-report.json").read_text()) == report
 
 
 def test_make_demo_hadoop_with_zookeeper_in_a_fresh_clone(hadoop_demo: Background) -> None:
