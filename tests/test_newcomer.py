@@ -198,6 +198,9 @@ def test_make_demo_in_a_fresh_clone(clone: Path) -> None:
     assert "mirrored into the aggregate: 5,600 messages" in output
     for run in report["runs"]:
         assert output.count(f"run report #{run['seq']}: ") == 1, output[-5000:]
+    # Spark's start-up lines are in the spark-submits' log files, not repeated on the console
+    assert "Using Spark's default log4j profile" not in output and " INFO SparkContext: " not in output
+    assert len(list((clone / ".cache" / "demo" / "logs").glob("spark-submit-*.log"))) == 3
     assert [title.split(".")[0] for title in report["step_seconds"]] == ["1", "2", "3", "4", "5", "6", "7"]
     assert re.search(r"time per step: 1: \d+ s, 2: \d+ s, 3: \d+ s, ", output), output[-3000:]
 
