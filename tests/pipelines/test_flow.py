@@ -162,7 +162,7 @@ def test_a_failing_expectation_under_policy_fail_publishes_nothing(
     seq = flow.seq_for(None)
     with pytest.raises(
         ValidationError,
-        match=r"service_hourly of run #1: 1 expectation\(s\) failed: "
+        match=r"service_hourly of run #1: 1 expectation failed: "
         r"between\(cpu_max, 0..100\): 1 of \d+ rows, e\.g\. 250\.0 \(nothing of this run is published\)",
     ):
         flow.run_all(seq)

@@ -119,7 +119,7 @@ def test_a_poison_message_fails_the_run_by_default_and_nothing_becomes_visible(
 ) -> None:
     produce(broker.bootstrap, "events", 400, partitions=1, bad={123: b"\x00not json"})
     spec = spec_for(tmp_path, broker)
-    with pytest.raises(BadRecordError, match=r"events-0 offset 123: .*JSON"):
+    with pytest.raises(BadRecordError, match=r"events-0 offset 123 \(key '123'\) cannot be decoded: .*JSON"):
         run(spec, spark)
     assert not list((tmp_path / "raw").rglob("*.parquet"))
     state = PipelineState(LocalStorage(), str(tmp_path / "raw"))
