@@ -6,6 +6,7 @@ data centers, the page_views pipeline (load, transforms, expectations, publish) 
 incremental run, a rewind-and-replay, a short report; every process it started is stopped at the
 end, whatever happens.
 
-Modules: ``processes`` starts and always stops the child processes; ``activity`` generates the
-events; ``__main__`` tells the story.
+Modules: ``processes`` starts and always stops the child processes; ``results`` keeps the last
+demo's results until a new demo's servers run; ``activity`` generates the events; ``__main__``
+tells the story.
 """
