@@ -15,7 +15,7 @@ Layout of the users file (JSON, replaced atomically; base64 for the byte strings
 Invariants: the file is read whole and checked (unknown mechanism, bad base64, an iteration count
 out of Kafka's bounds, a key of the wrong length: CredentialError naming the file and the user); a
 comparison of secrets takes the same time whatever differs (``hmac.compare_digest``); a user that
-does not exist is answered like one whose password is wrong (``SaslAuthenticator`` in
+does not exist is answered like one whose password is wrong (``ScramServer`` in
 kafkalog.server.scram derives a stand-in credential for it).
 """
 
