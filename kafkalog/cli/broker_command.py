@@ -59,7 +59,10 @@ def broker(
         server.start()
     except KafkalogError as exc:
         raise click.ClickException(str(exc)) from exc
-    click.echo(f"kafkalog broker {server.config.broker_id} listening on {server.config.host}:{server.port}", err=True)
+    listening = ", ".join(
+        f"{listener.host}:{listener.port} ({listener.name})" for listener in server.config.listener_specs
+    )
+    click.echo(f"kafkalog broker {server.config.broker_id} listening on {listening}", err=True)
     try:
         stop.wait()
     finally:

@@ -60,6 +60,7 @@ class ApiKey(IntEnum):
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     DESCRIBE_CONFIGS = 32
+    SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     INCREMENTAL_ALTER_CONFIGS = 44
@@ -924,19 +925,30 @@ DESCRIBE_CLUSTER = Declaration(
     ],
 )
 
-# ------------------------------------------------------------------------- known, not served (yet)
-# Clients that do not ask ApiVersions first send these anyway. Their responses are declared so that
-# such a request gets an answer carrying UNSUPPORTED_VERSION, which a client reports, instead of a
-# closed connection, which it retries forever. The requests are never read: only the header is.
-# SaslHandshake: a client configured for SASL is told at once that this broker has none.
-REFUSED_DECLARATIONS: tuple[Declaration, ...] = (
-    Declaration(
-        ApiKey.SASL_HANDSHAKE,
-        served=(0, 1),
-        flexible=None,
-        request=[],
-        response=[field("error_code", INT16), field("mechanisms", Array(STRING), default=())],
-    ),
+# ------------------------------------------------------------------------------------------- SASL
+# SaslHandshake: the client names its mechanism; the answer lists those enabled. After v0 the client
+# sends the mechanism's bytes bare, each with a 4-byte size and no Kafka header (0.10.0's way);
+# after v1 it sends them in SaslAuthenticate requests (KIP-152). v1 of SaslAuthenticate adds the
+# session's lifetime (KIP-368: 0, no re-authentication asked for); v2 is flexible.
+SASL_HANDSHAKE = Declaration(
+    ApiKey.SASL_HANDSHAKE,
+    served=(0, 1),
+    flexible=None,
+    request=[field("mechanism", STRING)],
+    response=[field("error_code", INT16), field("mechanisms", Array(STRING), default=())],
+)
+
+SASL_AUTHENTICATE = Declaration(
+    ApiKey.SASL_AUTHENTICATE,
+    served=(0, 2),
+    flexible=2,
+    request=[field("auth_bytes", BYTES)],
+    response=[
+        field("error_code", INT16),
+        field("error_message", STRING, nullable=0, default=None),
+        field("auth_bytes", BYTES, default=b""),
+        field("session_lifetime_ms", INT64, 1, default=0),
+    ],
 )
 
 # ----------------------------------------------------------------------------------------- registry
@@ -954,12 +966,14 @@ DECLARATIONS: tuple[Declaration, ...] = (
     SYNC_GROUP,
     DESCRIBE_GROUPS,
     LIST_GROUPS,
+    SASL_HANDSHAKE,
     API_VERSIONS,
     CREATE_TOPICS,
     DELETE_TOPICS,
     DELETE_RECORDS,
     INIT_PRODUCER_ID,
     DESCRIBE_CONFIGS,
+    SASL_AUTHENTICATE,
     CREATE_PARTITIONS,
     DELETE_GROUPS,
     INCREMENTAL_ALTER_CONFIGS,
@@ -973,13 +987,6 @@ REGISTRY: dict[tuple[int, int], Api] = {
     for version in range(declaration.served[0], declaration.served[1] + 1)
 }
 """Every (api key, version) we serve."""
-
-REFUSED: dict[tuple[int, int], Api] = {
-    (declaration.key, version): declaration.api(version)
-    for declaration in REFUSED_DECLARATIONS
-    for version in range(declaration.served[0], declaration.served[1] + 1)
-}
-"""Every (api key, version) we know the response of but do not serve: answered UNSUPPORTED_VERSION."""
 
 VERSION_RANGES: dict[ApiKey, tuple[int, int]] = {declaration.key: declaration.served for declaration in DECLARATIONS}
 """What ApiVersions advertises: the lowest and highest version of each API."""

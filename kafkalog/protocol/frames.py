@@ -19,14 +19,12 @@ import struct
 from typing import Any, NamedTuple
 
 from kafkalog.errors import ProtocolError
-from kafkalog.protocol.apis import REFUSED, REGISTRY, VERSION_RANGES, Api, ApiKey, lookup
+from kafkalog.protocol.apis import REGISTRY, VERSION_RANGES, Api, ApiKey, lookup
 from kafkalog.protocol.error_codes import ErrorCode
 from kafkalog.protocol.types import (
     INT16,
     INT32,
     NULLABLE_STRING,
-    REQUIRED,
-    Array,
     FlexibleSchema,
     Reader,
     Region,
@@ -157,34 +155,8 @@ def unsupported_api_versions_response(correlation_id: int) -> tuple[list[Chunk],
 
 def refusal(api_key: int, api_version: int, correlation_id: int) -> tuple[list[Chunk], int] | None:
     """The answer to a request we do not serve, where one can be given: ApiVersions of a version we
-    do not serve is answered in v0 with our ranges (KIP-511), an API whose response we know
-    (kafkalog.protocol.apis.REFUSED) with UNSUPPORTED_VERSION in every error code. None: nothing a
-    client could read can be answered (an API or version we know nothing of), so the caller closes."""
+    do not serve is answered in v0 with our ranges (KIP-511). None: nothing a client could read can
+    be answered (an API or version we know nothing of), so the caller closes."""
     if api_key == ApiKey.API_VERSIONS:
         return unsupported_api_versions_response(correlation_id)
-    api = REFUSED.get((api_key, api_version))
-    if api is None:
-        return None
-    return encode_response(api, correlation_id, error_body(api.response, ErrorCode.UNSUPPORTED_VERSION))
-
-
-def error_body(schema: Schema, error_code: int) -> dict[str, Any]:
-    """A response body of ``schema`` that carries ``error_code`` in its top-level error code: every
-    other field its default, or the zero value of its type (0, "", no elements)."""
-    body: dict[str, Any] = {}
-    for name, kind, default in schema.plan:
-        if name == "error_code":
-            body[name] = error_code
-        elif default is REQUIRED:
-            body[name] = _zero(kind)
-    return body
-
-
-def _zero(kind: Any) -> Any:
-    if isinstance(kind, Array):
-        return []
-    if kind.name.endswith("string"):
-        return ""
-    if kind.name.endswith("bytes"):
-        return b""
-    return 0
+    return None

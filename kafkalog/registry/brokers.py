@@ -35,18 +35,21 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class BrokerInfo:
-    """What a broker registers: its id and where clients reach it."""
+    """What a broker registers: its id and where clients reach it (``host:port``, its first listener,
+    which readers of the 0.8 layout use; ``endpoints``, every listener as ``NAME://host:port``)."""
 
     broker_id: int
     host: str
     port: int
+    endpoints: tuple[str, ...] = ()
+    """Every listener's advertised ``NAME://host:port``; empty: PLAINTEXT on ``host:port`` alone."""
 
     def to_json(self) -> bytes:
         return json.dumps(
             {
                 "jmx_port": -1,
                 "timestamp": str(int(time.time() * 1000)),
-                "endpoints": [f"PLAINTEXT://{self.host}:{self.port}"],
+                "endpoints": list(self.endpoints) or [f"PLAINTEXT://{self.host}:{self.port}"],
                 "host": self.host,
                 "version": 2,
                 "port": self.port,
@@ -59,9 +62,15 @@ class BrokerInfo:
         try:
             data = json.loads(raw)
             host, port = data.get("host"), data.get("port")
-            if (not host or port in (None, -1)) and data.get("endpoints"):  # Kafka brokers with listeners only
-                host, _, port = data["endpoints"][0].rpartition("://")[2].rpartition(":")
-            return cls(broker_id, str(host), int(port))
+            endpoints = data.get("endpoints") or []
+            if not isinstance(endpoints, list) or not all(isinstance(e, str) and "://" in e for e in endpoints):
+                raise ValueError(f"endpoints must be a list of NAME://host:port, not {endpoints!r}")
+            if (not host or port in (None, -1)) and endpoints:  # Kafka brokers with listeners only
+                host, _, port = endpoints[0].rpartition("://")[2].rpartition(":")
+            # one PLAINTEXT endpoint is the single-listener broker of before: reached at host:port
+            # from any listener; more, or another name, are listeners clients are told one of
+            several = len(endpoints) > 1 or (endpoints and not endpoints[0].startswith("PLAINTEXT://"))
+            return cls(broker_id, str(host), int(port), tuple(endpoints) if several else ())
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             raise RegistryError(f"{where}: not a broker registration ({exc}): {raw[:200]!r}") from exc
 

@@ -53,7 +53,7 @@ class AdminHandlers:
 
     # ------------------------------------------------------------------ the cluster
 
-    def describe_cluster(self, header: RequestHeader, api: Api, body: Struct) -> Struct:
+    def describe_cluster(self, header: RequestHeader, api: Api, body: Struct, listener: str) -> Struct:
         if body.get("endpoint_type", 1) != 1:  # 2 asks for controllers: a KRaft notion, none here
             return {
                 "error_code": ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
@@ -64,7 +64,11 @@ class AdminHandlers:
             "error_code": ErrorCode.NONE,
             "cluster_id": self.config.cluster_id,
             "controller_id": self.cluster.controller_id,
-            "brokers": [{"broker_id": b.id, "host": b.host, "port": b.port} for b in self.cluster.brokers],
+            "brokers": [
+                {"broker_id": broker.id, "host": address[0], "port": address[1]}
+                for broker in self.cluster.brokers
+                if (address := broker.address(listener)) is not None
+            ],
         }
 
     # ------------------------------------------------------------------ configs

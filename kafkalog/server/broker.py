@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import socket
 from types import TracebackType
 
 from kafkalog.log import LogManager
@@ -11,11 +12,15 @@ from kafkalog.record import kernels
 from kafkalog.registry.producer_ids import allocate_block
 from kafkalog.server.cluster import Cluster, ClusterView
 from kafkalog.server.config import BrokerConfig, BrokerConfigError
+from kafkalog.server.credentials import CredentialError, UsersFile
 from kafkalog.server.handlers import RequestHandlers
+from kafkalog.server.listeners import Listener
 from kafkalog.server.metrics import Metrics, MetricsHttpServer, render_prometheus
-from kafkalog.server.network import SocketServer, open_listener
+from kafkalog.server.network import Security, SocketServer, open_listener
 from kafkalog.server.offsets import GroupOffsetStore, OffsetStore
 from kafkalog.server.producer_ids import BLOCK_SIZE, ProducerIdError, ProducerIds, file_blocks
+from kafkalog.server.session import Authenticator
+from kafkalog.server.tls import server_context
 from kafkalog.server.topic_config import TopicConfigFiles, topic_log_config
 from kafkalog.server.zk_cluster import ZooKeeperCluster, ZooKeeperOffsetStore
 
@@ -27,12 +32,10 @@ class Broker:
     connections are closed, every log is flushed and the clean-shutdown marker written."""
 
     def __init__(self, config: BrokerConfig) -> None:
-        try:
-            listener = open_listener(config.host, config.port)
-        except OSError as exc:
-            raise BrokerConfigError(f"cannot listen on {config.host}:{config.port}: {exc}") from exc
+        security = _security(config)  # a certificate or users file that cannot be used stops us here
+        bound = _bind(config)
         # With port 0 the kernel chose the port: clients must be told the real one.
-        self.config = config = dataclasses.replace(config, port=listener.getsockname()[1])
+        self.config = config = _with_ports(config, [listener for listener, _ in bound])
         try:
             # Without ZooKeeper, topic configs are kept beside the data: the logs open with them.
             self.topic_configs = None if config.zookeeper is not None else TopicConfigFiles(config.data_dirs[0])
@@ -42,10 +45,10 @@ class Broker:
                 config.data_dirs, config.log, topic_configs={t: c for t, c in overrides.items() if c is not None}
             )
         except (KeyError, ValueError) as exc:
-            listener.close()
+            _close(bound)
             raise BrokerConfigError(f"a stored topic config is invalid: {exc}") from exc
         except BaseException:
-            listener.close()
+            _close(bound)
             raise
         self.cluster: ClusterView
         self.offsets: GroupOffsetStore
@@ -62,10 +65,10 @@ class Broker:
             self.handlers = RequestHandlers(
                 config, self.logs, self.cluster, self.offsets, producer_ids=self._producer_ids(config)
             )
-            self.server = SocketServer(config, self.handlers, self.metrics, listener)
+            self.server = SocketServer(config, self.handlers, self.metrics, bound, security)
             self.handlers.on_append = self.server.data_arrived
         except BaseException:
-            listener.close()
+            _close(bound)
             if self._zookeeper is not None:
                 self._zookeeper.close()
             self.logs.close()
@@ -88,7 +91,13 @@ class Broker:
 
     @property
     def port(self) -> int:
+        """The first listener's port."""
         return self.server.port
+
+    @property
+    def ports(self) -> dict[str, int]:
+        """Every listener's port, by listener name."""
+        return dict(self.server.ports)
 
     def start(self) -> None:
         """Serve; in ZooKeeper mode also register (BrokerConfigError if another broker holds the id)."""
@@ -104,10 +113,12 @@ class Broker:
         if self.config.metrics_port is not None:
             self._metrics_http = MetricsHttpServer(self.config.host, self.config.metrics_port, self.render_metrics)
             self._metrics_http.start()
+        listening = ", ".join(
+            f"{listener.name} on {listener.host}:{listener.port}" for listener in self.config.listener_specs
+        )
         logger.info(
-            "broker %d listening on %s:%d (data in %s; %s)",
-            self.config.broker_id, self.config.host, self.port, ", ".join(map(str, self.config.data_dirs)),
-            kernels.describe(),
+            "broker %d listening: %s (data in %s; %s)",
+            self.config.broker_id, listening, ", ".join(map(str, self.config.data_dirs)), kernels.describe(),
         )  # fmt: skip
         if not kernels.NATIVE:
             logger.warning("broker %d runs the pure-Python %s", self.config.broker_id, kernels.describe())
@@ -136,3 +147,58 @@ class Broker:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+
+def _security(config: BrokerConfig) -> Security:
+    """The TLS context and the login checker the listeners need (none for plaintext alone)."""
+    listeners = config.listener_specs
+    tls = server_context(config.tls) if any(lst.security_protocol.uses_tls for lst in listeners) else None
+    authenticator = None
+    sasl = [lst for lst in listeners if lst.security_protocol.uses_sasl]
+    if sasl:
+        assert config.sasl.users_file is not None  # BrokerConfig checked it
+        try:
+            users = UsersFile(config.sasl.users_file)
+        except CredentialError as exc:
+            raise BrokerConfigError(f"sasl.users_file: {exc}") from exc
+        if not users.users():
+            logger.warning("the users file %s has no users: no SASL login can succeed", config.sasl.users_file)
+        if "PLAIN" in config.sasl.mechanisms and any(not lst.security_protocol.uses_tls for lst in sasl):
+            logger.warning("PLAIN is offered on a SASL_PLAINTEXT listener: passwords cross the network in clear")
+        authenticator = Authenticator(users, config.sasl.mechanisms)
+    return Security(tls, authenticator, config.sasl.handshake_timeout_ms)
+
+
+def _bind(config: BrokerConfig) -> list[tuple[Listener, socket.socket]]:
+    bound: list[tuple[Listener, socket.socket]] = []
+    for listener in config.listener_specs:
+        try:
+            sock = open_listener(listener.host, listener.port)
+        except OSError as exc:
+            _close(bound)
+            raise BrokerConfigError(
+                f"cannot listen on {listener.host}:{listener.port} (listener {listener.name}): {exc}"
+            ) from exc
+        bound.append((listener.with_port(sock.getsockname()[1]), sock))
+    return bound
+
+
+def _with_ports(config: BrokerConfig, listeners: list[Listener]) -> BrokerConfig:
+    """``config`` with each listener's real port (port 0 chose one) in what clients are told."""
+    first = listeners[0]
+    if not config.listeners:
+        return dataclasses.replace(config, port=first.port)
+
+    def text(name: str, host: str, port: int) -> str:
+        return f"{name}://[{host}]:{port}" if ":" in host else f"{name}://{host}:{port}"
+
+    return dataclasses.replace(
+        config,
+        listeners=tuple(text(lst.name, lst.host, lst.port) for lst in listeners),
+        advertised_listeners=tuple(text(lst.name, lst.advertised_host, lst.advertised_port) for lst in listeners),
+    )
+
+
+def _close(bound: list[tuple[Listener, socket.socket]]) -> None:
+    for _, sock in bound:
+        sock.close()

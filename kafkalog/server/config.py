@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from kafkalog.configfile import TypedLoader
 from kafkalog.errors import KafkalogError, RegistryError
 from kafkalog.log import LogConfig
 from kafkalog.registry.connect import check_connect_string
 from kafkalog.server.groups.settings import GroupSettings
+from kafkalog.server.listeners import Listener, ListenerError, SecurityProtocol, parse_endpoint, parse_listeners
 
 
 class BrokerConfigError(KafkalogError):
@@ -34,6 +35,27 @@ class BrokerAddress:
 
     port: int
     """The port that broker listens on (and clients are told)."""
+
+    listeners: tuple[str, ...] = ()
+    """With several listeners: that broker's advertised ``NAME://host:port`` per listener name (a
+    client is told the address on the listener it came in on). Empty: ``host:port`` on every one."""
+
+    def address(self, listener: str) -> tuple[str, int] | None:
+        """Where a client that came in on ``listener`` reaches this broker (None: it cannot)."""
+        if not self.listeners:
+            return self.host, self.port
+        for text in self.listeners:
+            name, host, port = parse_endpoint(text, f"cluster[{self.id}].listeners")
+            if name == listener:
+                return host, port
+        return None
+
+    def __post_init__(self) -> None:
+        for i, text in enumerate(self.listeners):
+            try:
+                parse_endpoint(text, f"listeners[{i}]")
+            except ListenerError as exc:
+                raise BrokerConfigError(str(exc)) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +94,64 @@ class Limits:
 
 
 @dataclass(frozen=True, slots=True)
+class SaslSettings:
+    """How SASL listeners authenticate clients (docs/security.md)."""
+
+    users_file: Path | None = None
+    """The users and their salted credentials (``kafkalog users``); read at start and again when it
+    changes. Required by a SASL_PLAINTEXT or SASL_SSL listener."""
+
+    mechanisms: tuple[str, ...] = ("SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN")
+    """The mechanisms offered, in this order. PLAIN sends the password itself: enable it on TLS
+    listeners only (the broker warns otherwise)."""
+
+    handshake_timeout_ms: int = 10_000
+    """A connection that has not authenticated within this long is closed: an idle or slow stranger
+    cannot hold a connection slot."""
+
+    def __post_init__(self) -> None:
+        offered = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+        unknown = [m for m in self.mechanisms if m not in offered]
+        if unknown or not self.mechanisms or len(set(self.mechanisms)) != len(self.mechanisms):
+            raise BrokerConfigError(
+                f"mechanisms: one or more of {', '.join(offered)}, each once, not {list(self.mechanisms)}"
+            )
+        if not 100 <= self.handshake_timeout_ms <= 300_000:
+            raise BrokerConfigError(f"handshake_timeout_ms: must be in [100, 300000], not {self.handshake_timeout_ms}")
+
+
+@dataclass(frozen=True, slots=True)
+class TlsSettings:
+    """The TLS of SSL and SASL_SSL listeners (docs/security.md: making the certificates)."""
+
+    certificate: Path | None = None
+    """The broker's certificate chain (PEM), its own first. Required by an SSL or SASL_SSL listener."""
+
+    key: Path | None = None
+    """The certificate's private key (PEM)."""
+
+    key_password: str | None = None
+    """The key's password, if it is encrypted: write it as ``${env:NAME}``, never in the file."""
+
+    client_ca: Path | None = None
+    """Certificates (PEM) of the authorities whose client certificates are trusted."""
+
+    client_auth: Literal["none", "requested", "required"] = "none"
+    """Client certificates: not asked for; asked for (a client without one is ANONYMOUS, unless SASL
+    names it); or required (a connection without a trusted one fails its handshake). A client with a
+    certificate is ``User:<its subject>`` (``User:CN=alice,OU=data``) on an SSL listener."""
+
+    min_version: Literal["TLSv1.2", "TLSv1.3"] = "TLSv1.2"
+    """The oldest TLS version accepted."""
+
+    def __post_init__(self) -> None:
+        if (self.certificate is None) != (self.key is None):
+            raise BrokerConfigError("certificate: a certificate and its key go together; give both or neither")
+        if self.client_auth != "none" and self.client_ca is None:
+            raise BrokerConfigError(f"client_auth: {self.client_auth} needs client_ca (whom to trust)")
+
+
+@dataclass(frozen=True, slots=True)
 class BrokerConfig:
     """Everything one broker process needs. ``cluster`` lists every broker of a static cluster
     (this one included); empty means a single broker, this one."""
@@ -85,6 +165,19 @@ class BrokerConfig:
     advertised_host: str | None = None
     """The host clients are told to connect to (default: ``host``). With ``cluster`` given, clients
     are told the ``cluster`` entries instead."""
+    listeners: tuple[str, ...] = ()
+    """Several ports, each with its security protocol, as Kafka writes them:
+    ``[PLAINTEXT://127.0.0.1:9092, SASL_SSL://0.0.0.0:9093]``. Empty: one PLAINTEXT listener on
+    ``host:port``. Given, ``host`` and ``port`` serve only the metrics endpoint's address."""
+    advertised_listeners: tuple[str, ...] = ()
+    """What clients are told per listener (``SASL_SSL://broker1.example.com:9093``), where it is not
+    the address bound: a listener on 0.0.0.0 needs one."""
+    listener_security_protocol_map: dict[str, str] = field(default_factory=dict)
+    """Listener names that are not security protocols, and theirs: ``{INTERNAL: SASL_PLAINTEXT}``."""
+    sasl: SaslSettings = field(default_factory=SaslSettings)
+    """How SASL listeners authenticate clients."""
+    tls: TlsSettings = field(default_factory=TlsSettings)
+    """The certificates of TLS listeners."""
     data_dirs: tuple[Path, ...] = (Path("data"),)
     """Directories holding the partition logs, each locked while the broker runs (created if
     missing); a new partition goes to the one holding the fewest. Without ZooKeeper the committed
@@ -154,13 +247,33 @@ class BrokerConfig:
             "must be in [1000, 60000]",
         )
         need(self.zookeeper_connect_timeout_ms >= 0, "zookeeper_connect_timeout_ms", "must be >= 0")
+        listeners = self.listener_specs  # ListenerError → BrokerConfigError
+        if any(listener.security_protocol.uses_sasl for listener in listeners) and self.sasl.users_file is None:
+            raise BrokerConfigError("sasl.users_file: a SASL listener needs the users file (kafkalog users add)")
+        if any(listener.security_protocol.uses_tls for listener in listeners) and self.tls.certificate is None:
+            raise BrokerConfigError("tls.certificate: an SSL or SASL_SSL listener needs a certificate and its key")
+
+    @property
+    def listener_specs(self) -> tuple[Listener, ...]:
+        """The listeners, parsed (one PLAINTEXT listener on ``host:port`` unless ``listeners`` says)."""
+        if not self.listeners:
+            if self.advertised_listeners or self.listener_security_protocol_map:
+                raise BrokerConfigError("advertised_listeners: given without listeners")
+            advertised = self.advertised_host or self.host
+            return (Listener("PLAINTEXT", SecurityProtocol.PLAINTEXT, self.host, self.port, advertised, self.port),)
+        try:
+            return parse_listeners(self.listeners, self.advertised_listeners, self.listener_security_protocol_map)
+        except ListenerError as exc:
+            raise BrokerConfigError(str(exc)) from None
 
     @property
     def brokers(self) -> tuple[BrokerAddress, ...]:
         """Every broker of the cluster (just this one when no cluster is configured)."""
         if self.cluster:
             return tuple(sorted(self.cluster, key=lambda b: b.id))
-        return (BrokerAddress(self.broker_id, self.advertised_host or self.host, self.port),)
+        first, *_ = listeners = self.listener_specs
+        endpoints = tuple(listener.endpoint for listener in listeners) if self.listeners else ()
+        return (BrokerAddress(self.broker_id, first.advertised_host, first.advertised_port, endpoints),)
 
 
 LOADER = TypedLoader(BrokerConfigError, invalid=(KafkalogError,), what="broker config file")

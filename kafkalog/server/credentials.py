@@ -33,12 +33,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kafkalog import sasl
 from kafkalog.errors import KafkalogError
 from kafkalog.log.files import write_atomically
+from kafkalog.sasl import SCRAM_HASHES
 
 FORMAT = 1
 
-MECHANISMS: Mapping[str, str] = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
+MECHANISMS: Mapping[str, str] = SCRAM_HASHES
 """SCRAM mechanism → its hash (hashlib's name), the two Kafka supports."""
 
 MIN_ITERATIONS = 4096
@@ -86,15 +88,13 @@ def hash_name(mechanism: str) -> str:
 
 
 def salted_password(mechanism: str, password: str, salt: bytes, iterations: int) -> bytes:
-    """RFC 5802's Hi(password, salt, i): PBKDF2 with HMAC of the mechanism's hash. The password's
-    UTF-8 bytes, as Kafka's own SCRAM code uses them (no SASLprep), so both accept the same logins."""
-    return hashlib.pbkdf2_hmac(hash_name(mechanism), password.encode("utf-8"), salt, iterations)
+    """RFC 5802's Hi(password, salt, i) with ``mechanism``'s hash (kafkalog.sasl.salted_password)."""
+    return sasl.salted_password(hash_name(mechanism), password, salt, iterations)
 
 
 def client_and_server_keys(mechanism: str, salted: bytes) -> tuple[bytes, bytes]:
     """(ClientKey, ServerKey) of a salted password (RFC 5802 section 3)."""
-    name = hash_name(mechanism)
-    return hmac.digest(salted, b"Client Key", name), hmac.digest(salted, b"Server Key", name)
+    return sasl.client_and_server_keys(hash_name(mechanism), salted)
 
 
 def derive(mechanism: str, password: str, salt: bytes, iterations: int) -> ScramCredential:

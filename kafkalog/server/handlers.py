@@ -26,6 +26,7 @@ from kafkalog.protocol.types import Struct
 from kafkalog.record import Codec
 from kafkalog.record.reader import first_codec
 from kafkalog.server.admin import AdminHandlers
+from kafkalog.server.caller import LOCAL, Caller
 from kafkalog.server.cluster import ClusterView, TopicExistsError
 from kafkalog.server.config import BrokerConfig
 from kafkalog.server.deferred import DeferredResponse
@@ -79,10 +80,8 @@ class RequestHandlers:
             ApiKey.PRODUCE: self.produce,
             ApiKey.FETCH: self.fetch,
             ApiKey.LIST_OFFSETS: self.list_offsets,
-            ApiKey.METADATA: self.metadata,
             ApiKey.OFFSET_COMMIT: self.offset_commit,
             ApiKey.OFFSET_FETCH: self.offset_fetch,
-            ApiKey.FIND_COORDINATOR: self.find_coordinator,
             ApiKey.HEARTBEAT: lambda header, api, body: self.groups.heartbeat(body),
             ApiKey.LEAVE_GROUP: lambda header, api, body: self.groups.leave_group(api.version, body),
             ApiKey.SYNC_GROUP: lambda header, api, body: self.groups.sync_group(api.version, body),
@@ -91,7 +90,6 @@ class RequestHandlers:
             ApiKey.API_VERSIONS: self.api_versions,
             ApiKey.CREATE_TOPICS: self.create_topics,
             ApiKey.INIT_PRODUCER_ID: self.init_producer_id,
-            ApiKey.DESCRIBE_CLUSTER: self.admin.describe_cluster,
             ApiKey.DESCRIBE_CONFIGS: self.admin.describe_configs,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: self.admin.incremental_alter_configs,
             ApiKey.CREATE_PARTITIONS: self.admin.create_partitions,
@@ -101,10 +99,16 @@ class RequestHandlers:
             ApiKey.OFFSET_DELETE: self.admin.offset_delete,
         }
 
-    def handle(self, header: RequestHeader, api: Api, body: Struct, *, peer: str = "") -> HandlerResult:
-        """The response to one request from the client at address ``peer``."""
+    def handle(self, header: RequestHeader, api: Api, body: Struct, caller: Caller = LOCAL) -> HandlerResult:
+        """The response to one request from ``caller`` (its address, listener and principal)."""
         if api.key == ApiKey.JOIN_GROUP:  # the only one that keeps the client's address
-            return self.groups.join_group(api.version, body, header.client_id or "", peer)
+            return self.groups.join_group(api.version, body, header.client_id or "", caller.host)
+        if api.key == ApiKey.METADATA:  # these tell addresses: those of the caller's listener
+            return self.metadata(header, api, body, caller.listener)
+        if api.key == ApiKey.FIND_COORDINATOR:
+            return self.find_coordinator(header, api, body, caller.listener)
+        if api.key == ApiKey.DESCRIBE_CLUSTER:
+            return self.admin.describe_cluster(header, api, body, caller.listener)
         return self._table[api.key](header, api, body)
 
     # ------------------------------------------------------------------ produce
@@ -219,7 +223,7 @@ class RequestHandlers:
 
     # ------------------------------------------------------------------ metadata
 
-    def metadata(self, header: RequestHeader, api: Api, body: Struct) -> HandlerResult:
+    def metadata(self, header: RequestHeader, api: Api, body: Struct, listener: str) -> HandlerResult:
         requested = body["topics"]
         known = self.cluster.topics()
         if requested is None or (api.version == 0 and not requested):
@@ -246,7 +250,11 @@ class RequestHandlers:
                 topic_metadata.append(self._topic_metadata(topic, ErrorCode.NONE, known[topic]))
         return {
             "throttle_time_ms": 0,
-            "brokers": [{"node_id": b.id, "host": b.host, "port": b.port, "rack": None} for b in self.cluster.brokers],
+            "brokers": [
+                {"node_id": broker.id, "host": address[0], "port": address[1], "rack": None}
+                for broker in self.cluster.brokers
+                if (address := broker.address(listener)) is not None  # Kafka leaves such a broker out too
+            ],
             "cluster_id": self.config.cluster_id,
             "controller_id": self.cluster.controller_id,
             "topic_metadata": topic_metadata,
@@ -417,13 +425,13 @@ class RequestHandlers:
             responses.append({"topic": topic, "partition_responses": answers})
         return {"group_id": group, "responses": responses, "error_code": group_error}
 
-    def find_coordinator(self, header: RequestHeader, api: Api, body: Struct) -> HandlerResult:
+    def find_coordinator(self, header: RequestHeader, api: Api, body: Struct, listener: str) -> HandlerResult:
         key_type = body.get("key_type", _GROUP_KEY)
         if "coordinator_keys" in body:  # v4+: several keys of one type
-            return {"coordinators": [self._coordinator(key, key_type) for key in body["coordinator_keys"]]}
-        return self._coordinator(body["key"], key_type)
+            return {"coordinators": [self._coordinator(key, key_type, listener) for key in body["coordinator_keys"]]}
+        return self._coordinator(body["key"], key_type, listener)
 
-    def _coordinator(self, key: str, key_type: int) -> Struct:
+    def _coordinator(self, key: str, key_type: int, listener: str) -> Struct:
         if key_type != _GROUP_KEY:
             what = "transactions" if key_type == _TRANSACTION_KEY else f"coordinator key type {key_type}"
             return {
@@ -435,13 +443,23 @@ class RequestHandlers:
                 "port": -1,
             }
         coordinator = self.cluster.coordinator(key)
+        address = coordinator.address(listener)
+        if address is None:
+            return {
+                "key": key,
+                "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                "error_message": f"broker {coordinator.id} coordinates it but has no {listener} listener",
+                "node_id": -1,
+                "host": "",
+                "port": -1,
+            }
         return {
             "key": key,
             "error_code": ErrorCode.NONE,
             "error_message": None,
             "node_id": coordinator.id,
-            "host": coordinator.host,
-            "port": coordinator.port,
+            "host": address[0],
+            "port": address[1],
         }
 
     # ------------------------------------------------------------------ admin

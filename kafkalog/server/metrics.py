@@ -20,6 +20,9 @@ class Metrics:
         self.connections_closed = 0
         self.connections_rejected = 0
         self.protocol_errors = 0
+        self.authentication_failures = 0
+        """Logins refused (SASL) and TLS handshakes failed (an untrusted or expired certificate)."""
+        self.authentications = 0
         self._lock = threading.Lock()
         self._requests: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0])  # count, seconds, max
 
@@ -42,6 +45,8 @@ class Metrics:
             "connections_closed": self.connections_closed,
             "connections_rejected": self.connections_rejected,
             "protocol_errors": self.protocol_errors,
+            "authentication_failures": self.authentication_failures,
+            "authentications": self.authentications,
             "requests": requests,
         }
 
@@ -56,6 +61,8 @@ def render_prometheus(metrics: Metrics, log_end_offsets: dict[tuple[str, int], i
         "connections_closed",
         "connections_rejected",
         "protocol_errors",
+        "authentication_failures",
+        "authentications",
     ):
         lines.append(f"# TYPE kafkalog_{name}_total counter")
         lines.append(f"kafkalog_{name}_total {snap[name]}")

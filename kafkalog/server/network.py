@@ -9,6 +9,13 @@ Per connection, requests are handled one at a time in arrival order, so response
 request order. A fetch that waits for data parks its connection (no further requests are read from
 it) until the fetch completes. Reading stops while a connection has much unsent output, so a client
 that sends but never reads cannot make the broker buffer without bound.
+
+Each listener (kafkalog.server.listeners) has its security protocol. On a TLS listener the socket is
+wrapped (kafkalog.server.tls) and its handshake driven by the selector like any read; log regions
+are then read and sent through TLS in 64 KiB pieces, since the kernel cannot encrypt what sendfile
+sends. On a SASL listener the connection's Session (kafkalog.server.session) admits nothing but
+ApiVersions and the SASL requests until the client has logged in. A connection not through its TLS
+handshake and login within the handshake timeout is closed, so strangers cannot hold slots.
 """
 
 from __future__ import annotations
@@ -19,8 +26,10 @@ import logging
 import os
 import selectors
 import socket
+import ssl
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,17 +37,36 @@ from kafkalog.errors import ProtocolError
 from kafkalog.protocol import REGISTRY, ApiKey, decode_request, encode_response, peek_header
 from kafkalog.protocol.apis import API_NAMES, api_name
 from kafkalog.protocol.frames import client_id_of, refusal
+from kafkalog.server.caller import ANONYMOUS, Caller
 from kafkalog.server.config import BrokerConfig
 from kafkalog.server.deferred import DeferredResponse
 from kafkalog.server.fetch import ParkedFetch
 from kafkalog.server.handlers import NO_RESPONSE, RequestHandlers
+from kafkalog.server.listeners import Listener
 from kafkalog.server.metrics import Metrics
+from kafkalog.server.session import Authenticator, Session
+from kafkalog.server.tls import principal_of
 
 logger = logging.getLogger(__name__)
 
 _RECV_BYTES = 256 * 1024
 _MAX_UNSENT_BYTES = 8 * 1024 * 1024  # stop reading requests from a connection with this much unsent
 _HOUSEKEEPING_S = 0.25
+_TLS_SEND_BYTES = 64 * 1024  # one TLS write: the same bytes are offered again after a want-write
+
+
+@dataclass(frozen=True, slots=True)
+class Security:
+    """What secures the listeners: the TLS context (None: no TLS listener), the login checker
+    (None: no SASL listener) and how long a connection has to get through both."""
+
+    tls: ssl.SSLContext | None = None
+    authenticator: Authenticator | None = None
+    handshake_timeout_ms: int = 10_000
+
+
+_RAW_TOKEN = None
+"""The header and Api of a parked bare SASL token (after SaslHandshake v0): it has neither."""
 
 
 @dataclass(eq=False)
@@ -46,8 +74,15 @@ class Connection:
     """One client connection, confined to its processor thread."""
 
     sock: socket.socket
+    """An ``ssl.SSLSocket`` on a TLS listener."""
     peer: tuple[str, int]
+    listener: Listener
+    session: Session
     last_active: float
+    tls_handshaking: bool = False
+    tls_wants_write: bool = False
+    close_when_sent: bool = False
+    """The last response is queued (a refused login): close once it is out."""
     inbuf: bytearray = field(default_factory=bytearray)
     read_pos: int = 0
     frame_started: float | None = None
@@ -72,7 +107,7 @@ class Processor(threading.Thread):
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
         self.selector.register(self._wake_r, selectors.EVENT_READ, None)
-        self._incoming: collections.deque[tuple[socket.socket, tuple[str, int]]] = collections.deque()
+        self._incoming: collections.deque[tuple[socket.socket, tuple[str, int], Listener]] = collections.deque()
         self._connections: set[Connection] = set()
         self._parked: set[Connection] = set()
         self._data_arrived = False
@@ -83,8 +118,8 @@ class Processor(threading.Thread):
     def has_parked(self) -> bool:
         return bool(self._parked)
 
-    def adopt(self, sock: socket.socket, peer: tuple[str, int]) -> None:
-        self._incoming.append((sock, peer))
+    def adopt(self, sock: socket.socket, peer: tuple[str, int], listener: Listener) -> None:
+        self._incoming.append((sock, peer, listener))
         self.wake()
 
     def wake(self, *, data_arrived: bool = False) -> None:
@@ -136,24 +171,49 @@ class Processor(threading.Thread):
         except BlockingIOError:
             pass
 
-    def _register(self, sock: socket.socket, peer: tuple[str, int]) -> None:
-        conn = Connection(sock, peer, last_active=time.monotonic())
+    def _register(self, sock: socket.socket, peer: tuple[str, int], listener: Listener) -> None:
+        now = time.monotonic()
+        security = self.server.security
+        protocol = listener.security_protocol
+        deadline = now + security.handshake_timeout_ms / 1000 if protocol != "PLAINTEXT" else float("inf")
+        session = Session(security.authenticator if protocol.uses_sasl else None, deadline=deadline)
+        conn = Connection(sock, peer, listener, session, last_active=now, tls_handshaking=protocol.uses_tls)
         self._connections.add(conn)
         self._update_interest(conn)
+
+    def _tls_handshake(self, conn: Connection) -> bool:
+        """Drive the TLS handshake one step; True once it is done (the connection can be read)."""
+        assert isinstance(conn.sock, ssl.SSLSocket)
+        try:
+            conn.sock.do_handshake()
+        except ssl.SSLWantReadError:
+            conn.tls_wants_write = False
+            return False
+        except ssl.SSLWantWriteError:
+            conn.tls_wants_write = True
+            return False
+        except (ssl.SSLError, OSError) as exc:
+            reason = getattr(exc, "verify_message", None) or getattr(exc, "reason", None) or exc
+            logger.warning("TLS handshake with %s:%d on listener %s failed: %s", *conn.peer, conn.listener.name, reason)
+            self.server.metrics.authentication_failures += 1
+            self._close(conn)
+            return False
+        conn.tls_handshaking = conn.tls_wants_write = False
+        if not conn.listener.security_protocol.uses_sasl:  # SSL: the certificate names the client
+            conn.session.principal = principal_of(conn.sock.getpeercert()) or ANONYMOUS
+            conn.session.deadline = float("inf")
+            self.server.metrics.authentications += 1
+            logger.debug("TLS client %s:%d is %s", *conn.peer, conn.session.principal)
+        return True
 
     # ------------------------------------------------------------------ reading
 
     def _on_readable(self, conn: Connection) -> None:
-        try:
-            data = conn.sock.recv(_RECV_BYTES)
-        except BlockingIOError:
+        if conn.tls_handshaking and not self._tls_handshake(conn):
+            self._update_interest(conn)
             return
-        except OSError as exc:
-            logger.debug("connection from %s:%d failed: %s", *conn.peer, exc)
-            self._close(conn)
-            return
+        data = self._receive(conn)
         if not data:
-            self._close(conn)  # the client closed its side
             return
         now = time.monotonic()
         self.server.metrics.bytes_in += len(data)
@@ -164,10 +224,31 @@ class Processor(threading.Thread):
         self._process_frames(conn)
         self._update_interest(conn)
 
+    def _receive(self, conn: Connection) -> bytes:
+        """What the socket has (b"" when nothing, or when it closed: then the connection is closed).
+        Under TLS, bytes already decrypted wait inside the SSL object where the selector cannot see
+        them: they are read too."""
+        try:
+            data = conn.sock.recv(_RECV_BYTES)
+            if data and isinstance(conn.sock, ssl.SSLSocket):
+                while conn.sock.pending():
+                    data += conn.sock.recv(_RECV_BYTES)
+        except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            return b""
+        except OSError as exc:  # ssl.SSLError too (a close_notify, a bad record)
+            logger.debug("connection from %s:%d failed: %s", *conn.peer, exc)
+            self._close(conn)
+            return b""
+        if not data:
+            self._close(conn)  # the client closed its side
+        return data
+
     def _process_frames(self, conn: Connection) -> None:
         limits = self.server.config.limits
         buf = conn.inbuf
-        while conn.parked is None and not conn.closed and conn.out_bytes < _MAX_UNSENT_BYTES:
+        while (
+            conn.parked is None and not conn.closed and not conn.close_when_sent and conn.out_bytes < _MAX_UNSENT_BYTES
+        ):
             start = conn.read_pos
             if len(buf) - start < 4:
                 break
@@ -194,8 +275,19 @@ class Processor(threading.Thread):
     def _handle(self, conn: Connection, frame: bytes) -> None:
         started = time.perf_counter()
         metrics = self.server.metrics
+        session = conn.session
+        if session.wants_raw_token:  # after SaslHandshake v0: a bare token, no Kafka header
+            self._park_login(conn, session.authenticate(frame), _RAW_TOKEN, _RAW_TOKEN)
+            return
         try:
             api_key, api_version, correlation_id = peek_header(frame)
+            refusal = session.admits(api_key)
+            if refusal is not None:
+                logger.warning("closing connection from %s:%d on listener %s: %s", *conn.peer, conn.listener.name,
+                               refusal.reason)  # fmt: skip
+                metrics.authentication_failures += 1
+                self._close(conn)
+                return
             if (api_key, api_version) not in REGISTRY:
                 self._refuse(conn, frame, api_key, api_version, correlation_id)
                 return
@@ -205,7 +297,18 @@ class Processor(threading.Thread):
             metrics.protocol_errors += 1
             self._close(conn)
             return
-        result = self.server.handlers.handle(header, api, body, peer=conn.peer[0])
+        if api.key == ApiKey.SASL_HANDSHAKE:
+            answer = session.handshake(api.version, body["mechanism"])
+            metrics.record_request(api.key.name, time.perf_counter() - started)
+            self._send(conn, encode_response(api, header.correlation_id, answer)[0])
+            self._close_if_refused(conn)
+            return
+        if api.key == ApiKey.SASL_AUTHENTICATE:
+            metrics.record_request(api.key.name, time.perf_counter() - started)
+            self._park_login(conn, session.authenticate(body["auth_bytes"] or b""), header, api)
+            return
+        caller = Caller(conn.peer[0], conn.listener.name, session.principal)
+        result = self.server.handlers.handle(header, api, body, caller)
         if result is NO_RESPONSE:
             metrics.record_request(api.key.name, time.perf_counter() - started)
             return
@@ -240,6 +343,43 @@ class Processor(threading.Thread):
         metrics.record_request(API_NAMES.get(api_key, str(api_key)), 0.0)
         self._send(conn, answer[0])
 
+    def _park_login(self, conn: Connection, answer: DeferredResponse | None, header: Any, api: Any) -> None:
+        """Wait for the checker thread's verdict on a login step (see ``_answer_login``)."""
+        if answer is None:  # refused unchecked: too many logins waiting
+            self._close_if_refused(conn)
+            return
+        conn.parked = (answer, header, api)
+        self._parked.add(conn)
+        answer.on_complete(self.wake)
+
+    def _answer_login(self, conn: Connection, body: dict[str, Any], header: Any, api: Any) -> None:
+        """Send a login step's answer: a SaslAuthenticate response, or a bare token (after v0, where
+        a refusal is a closed connection, as Kafka's broker does)."""
+        if api is _RAW_TOKEN:
+            if conn.session.failure is None:
+                token = body["auth_bytes"]
+                self._send(conn, [len(token).to_bytes(4, "big") + token])
+        else:
+            self._send(conn, encode_response(api, header.correlation_id, body)[0])
+        if conn.session.authenticated:
+            self.server.metrics.authentications += 1
+            conn.session.deadline = float("inf")
+            logger.debug("%s:%d on listener %s logged in as %s (%s)", *conn.peer, conn.listener.name,
+                        conn.session.principal, conn.session.mechanism)  # fmt: skip
+        self._close_if_refused(conn)
+
+    def _close_if_refused(self, conn: Connection) -> None:
+        """A failed login: log why (never a secret: the session's reasons name the user and the
+        mechanism only) and close once the answer has gone."""
+        failure = conn.session.failure
+        if failure is None:
+            return
+        self.server.metrics.authentication_failures += 1
+        logger.info("login from %s:%d on listener %s refused: %s", *conn.peer, conn.listener.name, failure)
+        conn.close_when_sent = True
+        if not conn.out:
+            self._close(conn)
+
     def _retry_parked(self, now: float) -> None:
         data_arrived, self._data_arrived = self._data_arrived, False
         for conn in list(self._parked):
@@ -248,6 +388,14 @@ class Processor(threading.Thread):
             parked, header, api = conn.parked
             if isinstance(parked, DeferredResponse):
                 body = parked.body
+                if body is not None and (api is _RAW_TOKEN or api.key == ApiKey.SASL_AUTHENTICATE):
+                    conn.parked = None
+                    self._parked.discard(conn)
+                    self._answer_login(conn, body, header, api)
+                    if not conn.closed:
+                        self._process_frames(conn)
+                        self._update_interest(conn)
+                    continue
             else:
                 expired = now >= parked.deadline
                 if not (data_arrived or expired):
@@ -274,7 +422,13 @@ class Processor(threading.Thread):
         self._flush(conn)
 
     def _flush(self, conn: Connection) -> None:
+        if conn.tls_handshaking:
+            if self._tls_handshake(conn):
+                self._process_frames(conn)  # a client may send its first request with the handshake's end
+            self._update_interest(conn)
+            return
         metrics = self.server.metrics
+        tls = isinstance(conn.sock, ssl.SSLSocket)
         while conn.out:
             chunk = conn.out[0]
             is_region = hasattr(chunk, "fd")
@@ -282,15 +436,23 @@ class Processor(threading.Thread):
             try:
                 if conn.out_offset >= length:
                     sent = 0
+                elif is_region and tls:  # no sendfile through TLS: read, then encrypt
+                    wanted = min(length - conn.out_offset, _TLS_SEND_BYTES)
+                    piece = os.pread(chunk.fd, wanted, chunk.position + conn.out_offset)
+                    if len(piece) < wanted:
+                        raise OSError(f"{chunk.path} ended before the bytes the log promised")
+                    sent = conn.sock.send(piece)
                 elif is_region:
                     sent = os.sendfile(
                         conn.sock.fileno(), chunk.fd, chunk.position + conn.out_offset, length - conn.out_offset
                     )
                     if sent == 0:
                         raise OSError(f"{chunk.path} ended before the bytes the log promised")
+                elif tls:
+                    sent = conn.sock.send(memoryview(chunk)[conn.out_offset : conn.out_offset + _TLS_SEND_BYTES])
                 else:
                     sent = conn.sock.send(memoryview(chunk)[conn.out_offset :])
-            except BlockingIOError:
+            except (BlockingIOError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
                 break
             except OSError as exc:
                 logger.debug("sending to %s:%d failed: %s", *conn.peer, exc)
@@ -305,6 +467,9 @@ class Processor(threading.Thread):
                 conn.out_offset = 0
                 if is_region:
                     chunk.close()
+        if not conn.out and conn.close_when_sent:
+            self._close(conn)
+            return
         if not conn.out and conn.read_pos == 0 and conn.inbuf and conn.parked is None:
             self._process_frames(conn)  # requests held back while output was large
         self._update_interest(conn)
@@ -314,8 +479,11 @@ class Processor(threading.Thread):
             return
         limits = self.server.config.limits
         wants = 0
-        if (
+        if conn.tls_handshaking:
+            wants = selectors.EVENT_READ | (selectors.EVENT_WRITE if conn.tls_wants_write else 0)
+        elif (
             conn.parked is None
+            and not conn.close_when_sent
             and conn.out_bytes < _MAX_UNSENT_BYTES
             and len(conn.inbuf) <= limits.max_request_bytes + 4
         ):
@@ -337,6 +505,16 @@ class Processor(threading.Thread):
     def _housekeeping(self, now: float) -> None:
         limits = self.server.config.limits
         for conn in list(self._connections):
+            if now >= conn.session.deadline and (conn.tls_handshaking or not conn.session.authenticated):
+                logger.warning(
+                    "closing connection from %s:%d on listener %s: %s within %d ms",
+                    *conn.peer, conn.listener.name,
+                    "no TLS handshake" if conn.tls_handshaking else "not authenticated",
+                    self.server.security.handshake_timeout_ms,
+                )  # fmt: skip
+                self.server.metrics.authentication_failures += 1
+                self._close(conn)
+                continue
             if conn.parked is not None:
                 continue
             if now - conn.last_active > limits.idle_timeout_ms / 1000:
@@ -372,7 +550,8 @@ def _close_regions(chunks: Any) -> None:
 
 def open_listener(host: str, port: int) -> socket.socket:
     """Bind and listen (port 0 picks a free port), before anything needs to know the port."""
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM)
     try:
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.bind((host, port))
@@ -380,26 +559,36 @@ def open_listener(host: str, port: int) -> socket.socket:
     except OSError:
         listener.close()
         raise
-    listener.settimeout(_HOUSEKEEPING_S)
+    listener.setblocking(False)
     return listener
 
 
 class SocketServer:
-    """Listens, accepts and serves. ``start()`` binds (port 0 picks a free port: see ``port``)."""
+    """Listens on every listener, accepts and serves. The sockets are bound already (port 0 became
+    a free port: see ``ports``)."""
 
     def __init__(
-        self, config: BrokerConfig, handlers: RequestHandlers, metrics: Metrics, listener: socket.socket
+        self,
+        config: BrokerConfig,
+        handlers: RequestHandlers,
+        metrics: Metrics,
+        listeners: Sequence[tuple[Listener, socket.socket]],
+        security: Security | None = None,
     ) -> None:
         self.config = config
         self.handlers = handlers
         self.metrics = metrics
+        self.security = security or Security()
         self.stopping = threading.Event()
         self.processors = [Processor(i, self) for i in range(config.num_processors)]
-        self._listener = listener
+        self._listeners = list(listeners)
         self._acceptor: threading.Thread | None = None
         self._per_ip: collections.Counter[str] = collections.Counter()
         self._per_ip_lock = threading.Lock()
-        self.port: int = listener.getsockname()[1]
+        self.ports: dict[str, int] = {listener.name: sock.getsockname()[1] for listener, sock in listeners}
+        """Each listener's bound port, by name."""
+        self.port: int = self.ports[listeners[0][0].name]
+        """The first listener's port."""
 
     def start(self) -> None:
         for processor in self.processors:
@@ -409,29 +598,52 @@ class SocketServer:
 
     def _accept_loop(self) -> None:
         turn = 0
-        while not self.stopping.is_set():
-            try:
-                sock, peer = self._listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                if self.stopping.is_set():
-                    return
-                logger.exception("accept failed")
-                time.sleep(0.05)
-                continue
-            with self._per_ip_lock:
-                if self._per_ip[peer[0]] >= self.config.limits.max_connections_per_ip:
-                    self.metrics.connections_rejected += 1
-                    sock.close()
-                    logger.warning("refused a connection from %s: %d already open", peer[0], self._per_ip[peer[0]])
-                    continue
-                self._per_ip[peer[0]] += 1
-            self.metrics.connections_accepted += 1
-            sock.setblocking(False)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self.processors[turn % len(self.processors)].adopt(sock, peer)
-            turn += 1
+        with selectors.DefaultSelector() as selector:
+            for listener, sock in self._listeners:
+                selector.register(sock, selectors.EVENT_READ, listener)
+            while not self.stopping.is_set():
+                for key, _ in selector.select(_HOUSEKEEPING_S):
+                    try:
+                        sock, peer = key.fileobj.accept()  # type: ignore[union-attr]
+                    except (BlockingIOError, InterruptedError):
+                        continue
+                    except OSError:
+                        if self.stopping.is_set():
+                            return
+                        logger.exception("accept failed")
+                        time.sleep(0.05)
+                        continue
+                    if self._admit(sock, peer, key.data):
+                        try:
+                            sock = self._wrapped(sock, key.data)
+                        except (OSError, ValueError) as exc:
+                            logger.warning("could not start TLS with %s:%d: %s", *peer, exc)
+                            sock.close()
+                            self.connection_closed(peer[0])
+                            continue
+                        self.processors[turn % len(self.processors)].adopt(sock, peer, key.data)
+                        turn += 1
+
+    def _admit(self, sock: socket.socket, peer: tuple[str, int], listener: Listener) -> bool:
+        """Count the connection against its address's limit; wrap it in TLS on a TLS listener (the
+        handshake itself is driven by its processor)."""
+        with self._per_ip_lock:
+            if self._per_ip[peer[0]] >= self.config.limits.max_connections_per_ip:
+                self.metrics.connections_rejected += 1
+                sock.close()
+                logger.warning("refused a connection from %s: %d already open", peer[0], self._per_ip[peer[0]])
+                return False
+            self._per_ip[peer[0]] += 1
+        self.metrics.connections_accepted += 1
+        sock.setblocking(False)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return True
+
+    def _wrapped(self, sock: socket.socket, listener: Listener) -> socket.socket:
+        if not listener.security_protocol.uses_tls:
+            return sock
+        assert self.security.tls is not None, "a TLS listener without a TLS context"
+        return self.security.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
 
     def connection_closed(self, ip: str) -> None:
         with self._per_ip_lock:
@@ -454,9 +666,12 @@ class SocketServer:
 
     def stop(self) -> None:
         self.stopping.set()
-        self._listener.close()
         if self._acceptor is not None:
             self._acceptor.join()
+        for _, sock in self._listeners:
+            sock.close()
+        if self.security.authenticator is not None:
+            self.security.authenticator.close()
         for processor in self.processors:
             processor.wake()
         for processor in self.processors:

@@ -29,9 +29,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kafkalog.errors import KafkalogError
+from kafkalog.sasl import PLAIN
 from kafkalog.server.credentials import MECHANISMS, ScramCredential, client_and_server_keys, hash_name
 
-PLAIN = "PLAIN"
 SUPPORTED = (PLAIN, *MECHANISMS)
 """The SASL mechanisms a broker offers in its SaslHandshake answer."""
 

@@ -76,7 +76,7 @@ class ZooKeeperCluster:
         assert config.zookeeper is not None
         self.config = config
         self.logs = logs
-        self.this_broker = BrokerAddress(config.broker_id, config.advertised_host or config.host, config.port)
+        (self.this_broker,) = config.brokers  # this one alone: a ZooKeeper cluster lists no `cluster`
         self._lock = threading.Lock()
         self._live: dict[int, BrokerAddress] = {}
         self._topics: dict[str, dict[int, int]] = {}
@@ -92,7 +92,7 @@ class ZooKeeperCluster:
         # A fast restart finds its previous node until ZooKeeper expires that session.
         self.registration = BrokerRegistration(
             self.zk,
-            BrokerInfo(config.broker_id, self.this_broker.host, self.this_broker.port),
+            BrokerInfo(config.broker_id, self.this_broker.host, self.this_broker.port, self.this_broker.listeners),
             stale_wait_s=2 * session_s + 5,
         )
         self._refresher = threading.Thread(target=self._refresh_loop, name="zookeeper-refresher", daemon=True)
@@ -174,7 +174,7 @@ class ZooKeeperCluster:
         of topics deleted."""
         from kazoo.recipe.watchers import DataWatch  # noqa: PLC0415
 
-        brokers = {i: BrokerAddress(i, b.host, b.port) for i, b in live_brokers(self.zk).items()}
+        brokers = {i: BrokerAddress(i, b.host, b.port, b.endpoints) for i, b in live_brokers(self.zk).items()}
         names = set(self.zk.get_children(BROKER_TOPICS))
         with self._lock:
             known = dict(self._topics)

@@ -16,7 +16,16 @@ from kafkalog.cli.configdoc import REGENERATE, broker_sections, mirror_sections,
 from kafkalog.configfile.reference import Section, missing_docs, sections, with_defaults
 from kafkalog.log import LogConfig
 from kafkalog.mirror.config import ClusterSpec, MirrorConfig, load_mirror_config
-from kafkalog.server.config import BrokerAddress, BrokerConfig, BrokerConfigError, Limits, TopicSpec, load_config
+from kafkalog.server.config import (
+    BrokerAddress,
+    BrokerConfig,
+    BrokerConfigError,
+    Limits,
+    SaslSettings,
+    TlsSettings,
+    TopicSpec,
+    load_config,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -111,7 +120,13 @@ BROKER = BrokerConfig(
     broker_id=1,
     port=9093,
     data_dirs=(Path("d1"),),
-    cluster=(BrokerAddress(1, "10.0.0.1", 9093),),
+    cluster=(BrokerAddress(1, "10.0.0.1", 9093, ("PLAINTEXT://10.0.0.1:9093", "SASL_SSL://10.0.0.1:9094")),),
+    listeners=("PLAINTEXT://10.0.0.1:9093", "SASL_SSL://10.0.0.1:9094"),
+    listener_security_protocol_map={"INTERNAL": "SASL_PLAINTEXT"},
+    sasl=SaslSettings(users_file=Path("users.json"), mechanisms=("SCRAM-SHA-512",)),
+    tls=TlsSettings(
+        certificate=Path("broker.pem"), key=Path("broker.key"), client_ca=Path("ca.pem"), client_auth="requested"
+    ),
     topics=(TopicSpec("events", 3),),
     log=LogConfig(retention_bytes=1 << 30, message_timestamp_type="log_append_time"),
     limits=Limits(idle_timeout_ms=1000),
@@ -137,7 +152,8 @@ def test_the_broker_loader_reads_every_listed_key(tmp_path: Path) -> None:
     document = _document(broker_sections(), BROKER)
     assert {"broker_id", "data_dirs", "zookeeper"} <= set(document)
     assert {"segment_bytes", "on_corruption"} <= set(document["log"])
-    assert set(document["cluster"][0]) == {"id", "host", "port"}
+    assert set(document["cluster"][0]) == {"id", "host", "port", "listeners"}
+    assert {"users_file", "mechanisms", "handshake_timeout_ms"} == set(document["sasl"])
     assert load_config(_write(tmp_path, document)) == BROKER
 
     # The check above means something only if the loader refuses a key it does not know.

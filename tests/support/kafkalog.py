@@ -20,7 +20,8 @@ from kafkalog.protocol import decode_response, encode_request, lookup
 from tests.support.processes import stop_group
 
 KAFKALOG = Path(sys.executable).with_name("kafkalog")
-_LISTENING = re.compile(r"listening on (?P<host>[\d.]+):(?P<port>\d+)")
+_LISTENING = re.compile(r"listening on (?P<host>[\d.]+):(?P<port>\d+)(?P<more>.*)")
+_LISTENER = re.compile(r"(?P<host>[\d.]+):(?P<port>\d+) \((?P<name>\w+)\)")
 
 
 class BrokerProcess:
@@ -37,6 +38,9 @@ class BrokerProcess:
         self.config_path.write_text(yaml.safe_dump(settings))
         self.process: subprocess.Popen[str] | None = None
         self.port = 0
+        """The first listener's port."""
+        self.ports: dict[str, int] = {}
+        """Every listener's port, by name."""
         self.log_path = data_dir.parent / f"{data_dir.name}.log"
 
     @property
@@ -59,6 +63,7 @@ class BrokerProcess:
             match = _LISTENING.search(self.log_path.read_text()[since:])
             if match:
                 self.port = int(match["port"])
+                self.ports = {m["name"]: int(m["port"]) for m in _LISTENER.finditer(match[0])}
                 return self
             if self.process.poll() is not None:
                 raise RuntimeError(

@@ -252,8 +252,8 @@ def test_invalid_utf8_is_rejected(bad: bytes) -> None:
 
 @pytest.mark.parametrize(
     ("api_key", "named"),
-    [(99, "API key 99"), (-1, "API key -1"), (4, "LeaderAndIsr (4)"), (17, "SaslHandshake (17)"),
-     (29, "DescribeAcls (29)"), (23, "OffsetForLeaderEpoch (23)"), (32767, "API key 32767"),
+    [(99, "API key 99"), (-1, "API key -1"), (4, "LeaderAndIsr (4)"), (24, "AddPartitionsToTxn (24)"),
+     (33, "AlterConfigs (33)"), (23, "OffsetForLeaderEpoch (23)"), (32767, "API key 32767"),
      (-32768, "API key -32768")],
 )  # fmt: skip
 def test_unknown_api_key(api_key: int, named: str) -> None:
