@@ -155,8 +155,8 @@ class Session:
         self._authenticator = authenticator
         self.state = State.HANDSHAKE if authenticator is not None else State.AUTHENTICATED
         self.principal = principal if authenticator is None else ANONYMOUS
-        self.deadline = deadline if authenticator is not None else float("inf")
-        """When a connection still not authenticated is closed (time.monotonic)."""
+        self.deadline = deadline
+        """When a connection still not through its TLS handshake or login is closed (time.monotonic)."""
         self._exchange: Exchange | None = None
         self.mechanism: str | None = None
         self.failure: str | None = None
