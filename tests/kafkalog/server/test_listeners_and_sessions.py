@@ -234,3 +234,15 @@ def test_the_client_checks_the_server_signature() -> None:
         client.verify(b"e=invalid-proof")
     with pytest.raises(SaslLoginError, match="unknown SCRAM mechanism"):
         ScramClient("SCRAM-MD5", "a", "b")
+
+
+def test_the_locked_down_example_loads_with_no_listener_open_to_strangers(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kafkalog.server.config import load_config
+
+    monkeypatch.setenv("KAFKALOG_KEY_PASSWORD", "from-the-environment")
+    config = load_config(Path(__file__).resolve().parents[3] / "conf" / "broker-secure.yaml")
+    assert [(listener.name, listener.security_protocol) for listener in config.listener_specs] == [
+        ("SASL_SSL", SecurityProtocol.SASL_SSL), ("LOCAL", SecurityProtocol.SASL_PLAINTEXT),
+    ]  # fmt: skip
+    assert "PLAIN" not in config.sasl.mechanisms and config.tls.key_password == "from-the-environment"
+    assert config.brokers[0].address("SASL_SSL") == ("kafka1.example.com", 9093)
