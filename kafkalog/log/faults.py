@@ -16,7 +16,9 @@ from kafkalog.faults import FaultPoints, FaultTarget
 
 CRASH_EXIT_CODE = 86
 
-ATOMIC_WRITES = ("checkpoint", "log.start", "marker", "producers", "offsets", "producer_ids", "topic_config", "users")
+ATOMIC_WRITES = (
+    "checkpoint", "log.start", "marker", "producers", "offsets", "producer_ids", "topic_config", "users", "acls",
+)  # fmt: skip
 """The ``crash_prefix`` of every write_atomically caller: each has ``<prefix>.tmp_written``,
 ``.tmp_synced`` and ``.renamed`` (the last four are the broker's files, written with the log's writer)."""
 

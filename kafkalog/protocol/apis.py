@@ -59,6 +59,9 @@ class ApiKey(IntEnum):
     DELETE_TOPICS = 20
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
@@ -951,6 +954,106 @@ SASL_AUTHENTICATE = Declaration(
     ],
 )
 
+# ------------------------------------------------------------------------------------------- ACLs
+# DescribeAcls, CreateAcls, DeleteAcls: v1 adds the pattern type (KIP-290: LITERAL, PREFIXED); v2 is
+# flexible; v3 adds the USER resource type (KIP-554), which we do not store. Kafka 4.x accepts v1
+# and later only (KIP-896), and so do we. The enums' codes are kafkalog.server.acls's.
+_ACL_FILTER = [
+    field("resource_type_filter", INT8),
+    field("resource_name_filter", STRING, nullable=0, default=None),
+    field("pattern_type_filter", INT8, default=3),
+    field("principal_filter", STRING, nullable=0, default=None),
+    field("host_filter", STRING, nullable=0, default=None),
+    field("operation", INT8),
+    field("permission_type", INT8),
+]
+
+DESCRIBE_ACLS = Declaration(
+    ApiKey.DESCRIBE_ACLS,
+    served=(1, 3),
+    flexible=2,
+    request=_ACL_FILTER,
+    response=[
+        field("throttle_time_ms", INT32, default=0),
+        field("error_code", INT16),
+        field("error_message", STRING, nullable=0, default=None),
+        field(
+            "resources",
+            [
+                field("resource_type", INT8),
+                field("resource_name", STRING),
+                field("pattern_type", INT8, default=3),
+                field(
+                    "acls",
+                    [
+                        field("principal", STRING),
+                        field("host", STRING),
+                        field("operation", INT8),
+                        field("permission_type", INT8),
+                    ],
+                ),
+            ],
+            default=(),
+        ),
+    ],
+)
+
+CREATE_ACLS = Declaration(
+    ApiKey.CREATE_ACLS,
+    served=(1, 3),
+    flexible=2,
+    request=[
+        field(
+            "creations",
+            [
+                field("resource_type", INT8),
+                field("resource_name", STRING),
+                field("resource_pattern_type", INT8, default=3),
+                field("principal", STRING),
+                field("host", STRING),
+                field("operation", INT8),
+                field("permission_type", INT8),
+            ],
+        ),
+    ],
+    response=[
+        field("throttle_time_ms", INT32, default=0),
+        field("results", [field("error_code", INT16), field("error_message", STRING, nullable=0, default=None)]),
+    ],
+)
+
+DELETE_ACLS = Declaration(
+    ApiKey.DELETE_ACLS,
+    served=(1, 3),
+    flexible=2,
+    request=[field("filters", _ACL_FILTER)],
+    response=[
+        field("throttle_time_ms", INT32, default=0),
+        field(
+            "filter_results",
+            [
+                field("error_code", INT16),
+                field("error_message", STRING, nullable=0, default=None),
+                field(
+                    "matching_acls",
+                    [
+                        field("error_code", INT16, default=0),
+                        field("error_message", STRING, nullable=0, default=None),
+                        field("resource_type", INT8),
+                        field("resource_name", STRING),
+                        field("pattern_type", INT8, default=3),
+                        field("principal", STRING),
+                        field("host", STRING),
+                        field("operation", INT8),
+                        field("permission_type", INT8),
+                    ],
+                    default=(),
+                ),
+            ],
+        ),
+    ],
+)
+
 # ----------------------------------------------------------------------------------------- registry
 DECLARATIONS: tuple[Declaration, ...] = (
     PRODUCE,
@@ -972,6 +1075,9 @@ DECLARATIONS: tuple[Declaration, ...] = (
     DELETE_TOPICS,
     DELETE_RECORDS,
     INIT_PRODUCER_ID,
+    DESCRIBE_ACLS,
+    CREATE_ACLS,
+    DELETE_ACLS,
     DESCRIBE_CONFIGS,
     SASL_AUTHENTICATE,
     CREATE_PARTITIONS,

@@ -25,6 +25,8 @@ from kafkalog.protocol.types import (
     INT16,
     INT32,
     NULLABLE_STRING,
+    REQUIRED,
+    Array,
     FlexibleSchema,
     Reader,
     Region,
@@ -160,3 +162,26 @@ def refusal(api_key: int, api_version: int, correlation_id: int) -> tuple[list[C
     if api_key == ApiKey.API_VERSIONS:
         return unsupported_api_versions_response(correlation_id)
     return None
+
+
+def error_body(schema: Schema, error_code: int) -> dict[str, Any]:
+    """A response body of ``schema`` that carries ``error_code`` in its top-level error code: every
+    other field its default, or the zero value of its type (0, "", no elements). The answer to a
+    request refused whole (a group request the caller may not make)."""
+    body: dict[str, Any] = {}
+    for name, kind, default in schema.plan:
+        if name == "error_code":
+            body[name] = error_code
+        elif default is REQUIRED:
+            body[name] = _zero(kind)
+    return body
+
+
+def _zero(kind: Any) -> Any:
+    if isinstance(kind, Array):
+        return []
+    if kind.name.endswith("string"):
+        return ""
+    if kind.name.endswith("bytes"):
+        return b""
+    return 0

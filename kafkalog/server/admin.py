@@ -11,12 +11,25 @@ a client's mistake.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import Any
 
 from kafkalog.errors import KafkalogError, LogConfigError
 from kafkalog.log import LogManager
 from kafkalog.protocol import Api, ErrorCode, RequestHeader
 from kafkalog.protocol.types import Struct
+from kafkalog.server.access import Access
+from kafkalog.server.acl_store import AclStore
+from kafkalog.server.acls import (
+    AclBinding,
+    AclError,
+    AclFilter,
+    Operation,
+    PatternType,
+    Permission,
+    ResourceType,
+)
+from kafkalog.server.caller import Caller
 from kafkalog.server.cluster import ClusterView
 from kafkalog.server.config import BrokerConfig
 from kafkalog.server.groups import GroupCoordinator
@@ -44,12 +57,16 @@ class AdminHandlers:
         offsets: GroupOffsetStore,
         groups: GroupCoordinator,
         logs: LogManager,
+        access: Access,
+        acl_store: AclStore | None = None,
     ) -> None:
         self.config = config
         self.logs = logs
         self.cluster = cluster
         self.offsets = offsets
         self.groups = groups
+        self.access = access
+        self.acl_store = acl_store
 
     # ------------------------------------------------------------------ the cluster
 
@@ -73,12 +90,16 @@ class AdminHandlers:
 
     # ------------------------------------------------------------------ configs
 
-    def describe_configs(self, header: RequestHeader, api: Api, body: Struct) -> Struct:
+    def describe_configs(self, header: RequestHeader, api: Api, body: Struct, caller: Caller) -> Struct:
         results = []
         for resource in body["resources"]:
             kind, name, keys = resource["resource_type"], resource["resource_name"], resource["configuration_keys"]
             result: Struct = {"resource_type": kind, "resource_name": name, "error_code": 0, "error_message": None}
-            if kind == TOPIC_RESOURCE:
+            refused = self._config_access(caller, Operation.DESCRIBE_CONFIGS, kind, name)
+            entries: list[Struct] | tuple[int, str | None]
+            if refused is not None:
+                entries = (refused, None)
+            elif kind == TOPIC_RESOURCE:
                 entries = self._topic_configs(name)
             elif kind == BROKER_RESOURCE and name in ("", str(self.config.broker_id)):
                 entries = self._broker_configs()
@@ -94,7 +115,13 @@ class AdminHandlers:
             results.append(result)
         return {"results": results}
 
-    def _topic_configs(self, topic: str) -> list[Struct] | tuple[int, str]:
+    def _config_access(self, caller: Caller, operation: Operation, kind: int, name: str) -> ErrorCode | None:
+        """A topic's configs need the operation on the topic; a broker's, on the cluster."""
+        if kind == TOPIC_RESOURCE:
+            return self.access.topic(caller, operation, name)
+        return self.access.cluster(caller, operation)
+
+    def _topic_configs(self, topic: str) -> list[Struct] | tuple[int, str | None]:
         if self.cluster.partition_count(topic) is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r} does not exist"
         try:
@@ -142,11 +169,16 @@ class AdminHandlers:
         }
         return [_entry(n, str(v), _STATIC_BROKER_CONFIG, read_only=True) for n, v in sorted(values.items())]
 
-    def incremental_alter_configs(self, header: RequestHeader, api: Api, body: Struct) -> Struct:
+    def incremental_alter_configs(self, header: RequestHeader, api: Api, body: Struct, caller: Caller) -> Struct:
         responses = []
         for resource in body["resources"]:
             kind, name = resource["resource_type"], resource["resource_name"]
-            if kind == TOPIC_RESOURCE:
+            refused = self._config_access(caller, Operation.ALTER_CONFIGS, kind, name)
+            error: int
+            message: str | None
+            if refused is not None:
+                error, message = refused, None
+            elif kind == TOPIC_RESOURCE:
                 error, message = self._alter_topic(name, resource["configs"], validate_only=body["validate_only"])
             elif kind == BROKER_RESOURCE:
                 error, message = (
@@ -195,11 +227,16 @@ class AdminHandlers:
 
     # ------------------------------------------------------------------ topics
 
-    def create_partitions(self, header: RequestHeader, api: Api, body: Struct) -> Struct:
+    def create_partitions(self, header: RequestHeader, api: Api, body: Struct, caller: Caller) -> Struct:
         results = []
         for request in body["topics"]:
             topic, count = request["name"], request["count"]
-            error, message = self._create_partitions(topic, count, request["assignments"], body["validate_only"])
+            refused = self.access.topic(caller, Operation.ALTER, topic)
+            error, message = (
+                (refused, None)
+                if refused is not None
+                else self._create_partitions(topic, count, request["assignments"], body["validate_only"])
+            )
             results.append({"name": topic, "error_code": error, "error_message": message})
         return {"results": results}
 
@@ -226,12 +263,15 @@ class AdminHandlers:
         logger.info("topic %s: %d partitions now (was %d)", topic, count, current)
         return ErrorCode.NONE, None
 
-    def delete_topics(self, header: RequestHeader, api: Api, body: Struct) -> Struct:
+    def delete_topics(self, header: RequestHeader, api: Api, body: Struct, caller: Caller) -> Struct:
         responses = []
         for topic in body["topic_names"]:
             error: int = ErrorCode.NONE
             message: str | None = None
-            if self.cluster.partition_count(topic) is None:
+            refused = self.access.topic(caller, Operation.DELETE, topic)
+            if refused is not None:
+                error = refused
+            elif self.cluster.partition_count(topic) is None:
                 error, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r} does not exist"
             else:
                 try:
@@ -242,16 +282,17 @@ class AdminHandlers:
             responses.append({"name": topic, "error_code": error, "error_message": message})
         return {"responses": responses}
 
-    def delete_records(self, header: RequestHeader, api: Api, body: Struct) -> Struct:
+    def delete_records(self, header: RequestHeader, api: Api, body: Struct, caller: Caller) -> Struct:
         """Move each partition's log start up to the given offset (-1: its end), deleting what is
         below; answered with the new log start (the low watermark) once it is durable."""
         topics = []
         for topic in body["topics"]:
             partitions = []
+            denied = self.access.topic(caller, Operation.DELETE, topic["name"])
             for request in topic["partitions"]:
                 partition, offset = request["partition_index"], request["offset"]
                 answer: Struct = {"partition_index": partition, "low_watermark": -1, "error_code": ErrorCode.NONE}
-                problem = self.cluster.partition_error(topic["name"], partition)
+                problem = denied or self.cluster.partition_error(topic["name"], partition)
                 log = self.logs.get_log(topic["name"], partition)
                 if problem is not None or log is None:
                     answer["error_code"] = problem or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -268,10 +309,11 @@ class AdminHandlers:
 
     # ------------------------------------------------------------------ groups
 
-    def delete_groups(self, header: RequestHeader, api: Api, body: Struct) -> Struct:
+    def delete_groups(self, header: RequestHeader, api: Api, body: Struct, caller: Caller) -> Struct:
         results = []
         for group in body["groups_names"]:
-            results.append({"group_id": group, "error_code": self._delete_group(group)})
+            refused = self.access.group(caller, Operation.DELETE, group)
+            results.append({"group_id": group, "error_code": refused or self._delete_group(group)})
         return {"results": results}
 
     def _delete_group(self, group: str) -> int:
@@ -289,8 +331,11 @@ class AdminHandlers:
         logger.info("deleted group %s", group)
         return ErrorCode.NONE
 
-    def offset_delete(self, header: RequestHeader, api: Api, body: Struct) -> Struct:
+    def offset_delete(self, header: RequestHeader, api: Api, body: Struct, caller: Caller) -> Struct:
         group = body["group_id"]
+        refused = self.access.group(caller, Operation.DELETE, group)
+        if refused is not None:
+            return {"error_code": refused}
         if not self.cluster.coordinates(group):
             return {"error_code": ErrorCode.NOT_COORDINATOR}
         try:
@@ -307,6 +352,7 @@ class AdminHandlers:
             for request in topic["partitions"]:
                 partition = request["partition_index"]
                 error = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC if topic["name"] in subscribed else ErrorCode.NONE
+                error = self.access.topic(caller, Operation.READ, topic["name"]) or error
                 if not error and (topic["name"], partition) in committed:
                     doomed.append((topic["name"], partition))
                 partitions.append({"partition_index": partition, "error_code": error})
@@ -317,6 +363,96 @@ class AdminHandlers:
         except KafkalogError:
             return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE}
         return {"error_code": ErrorCode.NONE, "topics": topics}
+
+    # ------------------------------------------------------------------ ACLs
+
+    def describe_acls(self, header: RequestHeader, api: Api, body: Struct, caller: Caller) -> Struct:
+        refused = self.access.cluster(caller, Operation.DESCRIBE)
+        if refused is not None:
+            return {"error_code": refused, "error_message": f"{caller.principal} may not describe ACLs"}
+        try:
+            wanted = _filter(body)
+        except (ValueError, AclError) as exc:
+            return {"error_code": ErrorCode.INVALID_REQUEST, "error_message": str(exc)}
+        by_pattern: dict[tuple[int, str, int], list[Struct]] = {}
+        for binding in self.access.authorizer.bindings:
+            if wanted.matches(binding):
+                entry = {"principal": binding.principal, "host": binding.host, "operation": binding.operation,
+                         "permission_type": binding.permission}  # fmt: skip
+                key = (binding.resource_type, binding.resource_name, binding.pattern_type)
+                by_pattern.setdefault(key, []).append(entry)
+        resources = [
+            {"resource_type": kind, "resource_name": name, "pattern_type": pattern, "acls": acls}
+            for (kind, name, pattern), acls in sorted(by_pattern.items())
+        ]
+        return {"error_code": ErrorCode.NONE, "error_message": None, "resources": resources}
+
+    def create_acls(self, header: RequestHeader, api: Api, body: Struct, caller: Caller) -> Struct:
+        refused = self.access.cluster(caller, Operation.ALTER)
+        results: list[Struct] = []
+        made: list[AclBinding] = []
+        for creation in body["creations"]:
+            if refused is not None:
+                results.append({"error_code": refused, "error_message": f"{caller.principal} may not alter ACLs"})
+                continue
+            try:
+                binding = AclBinding(
+                    ResourceType(creation["resource_type"]), creation["resource_name"],
+                    PatternType(creation["resource_pattern_type"]), creation["principal"], creation["host"],
+                    Operation(creation["operation"]), Permission(creation["permission_type"]),
+                ).check()  # fmt: skip
+            except (ValueError, AclError) as exc:
+                results.append({"error_code": ErrorCode.INVALID_REQUEST, "error_message": str(exc)})
+                continue
+            made.append(binding)
+            results.append({"error_code": ErrorCode.NONE, "error_message": None})
+        if made:
+            failure = self._store_acls(add=made)
+            if failure is not None:
+                results = [failure if r["error_code"] == ErrorCode.NONE else r for r in results]
+            else:
+                logger.info("ACLs added by %s: %s", caller.principal, "; ".join(map(_describe, made)))
+        return {"results": results}
+
+    def delete_acls(self, header: RequestHeader, api: Api, body: Struct, caller: Caller) -> Struct:
+        refused = self.access.cluster(caller, Operation.ALTER)
+        results: list[Struct] = []
+        doomed: set[AclBinding] = set()
+        for raw in body["filters"]:
+            if refused is not None:
+                results.append({"error_code": refused, "error_message": f"{caller.principal} may not alter ACLs"})
+                continue
+            try:
+                wanted = _filter(raw)
+            except (ValueError, AclError) as exc:
+                results.append({"error_code": ErrorCode.INVALID_REQUEST, "error_message": str(exc)})
+                continue
+            matching = [b for b in self.access.authorizer.bindings if wanted.matches(b)]
+            doomed.update(matching)
+            results.append({"error_code": ErrorCode.NONE, "error_message": None,
+                            "matching_acls": [_matching(b) for b in matching]})  # fmt: skip
+        if doomed:
+            failure = self._store_acls(remove=doomed)
+            if failure is not None:
+                return {"filter_results": [{**failure, "matching_acls": []} for _ in results]}
+            logger.info("ACLs removed by %s: %s", caller.principal, "; ".join(map(_describe, sorted(doomed))))
+        return {"filter_results": results}
+
+    def _store_acls(self, *, add: Iterable[AclBinding] = (), remove: Iterable[AclBinding] = ()) -> Struct | None:
+        """Change the stored ACLs and the authorizer's set; None, or the error every result gets."""
+        store = self.acl_store
+        if store is None:
+            return {"error_code": ErrorCode.SECURITY_DISABLED, "error_message": "this broker keeps no ACLs"}
+        try:
+            if add:
+                store.add(add)
+            if remove:
+                store.remove(remove)
+        except (KafkalogError, OSError) as exc:
+            logger.warning("cannot store ACLs: %s", exc)
+            return {"error_code": ErrorCode.UNKNOWN_SERVER_ERROR, "error_message": f"cannot store ACLs: {exc}"}
+        self.access.authorizer.replace(store.bindings())
+        return None
 
 
 def _entry(name: str, value: str | None, source: int, *, read_only: bool) -> Struct:
@@ -334,3 +470,28 @@ def _entry(name: str, value: str | None, source: int, *, read_only: bool) -> Str
 
 def _error_of(exc: Any) -> int:
     return int(getattr(exc, "error_code", ErrorCode.UNKNOWN_SERVER_ERROR))
+
+
+def _filter(body: Struct) -> AclFilter:
+    """An ACL filter of DescribeAcls or DeleteAcls (ValueError for a code Kafka does not define)."""
+    return AclFilter(
+        ResourceType(body["resource_type_filter"]), body["resource_name_filter"],
+        PatternType(body["pattern_type_filter"]), body["principal_filter"], body["host_filter"],
+        Operation(body["operation"]), Permission(body["permission_type"]),
+    )  # fmt: skip
+
+
+def _matching(binding: AclBinding) -> Struct:
+    return {
+        "error_code": ErrorCode.NONE, "error_message": None, "resource_type": binding.resource_type,
+        "resource_name": binding.resource_name, "pattern_type": binding.pattern_type,
+        "principal": binding.principal, "host": binding.host, "operation": binding.operation,
+        "permission_type": binding.permission,
+    }  # fmt: skip
+
+
+def _describe(binding: AclBinding) -> str:
+    return (
+        f"{binding.permission.name} {binding.principal} from {binding.host} {binding.operation.name} on"
+        f" {binding.resource_type.name} {binding.pattern_type.name} {binding.resource_name!r}"
+    )

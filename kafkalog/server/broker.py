@@ -10,6 +10,9 @@ from types import TracebackType
 from kafkalog.log import LogManager
 from kafkalog.record import kernels
 from kafkalog.registry.producer_ids import allocate_block
+from kafkalog.server.access import Access
+from kafkalog.server.acl_store import FileAclStore
+from kafkalog.server.acls import AclError, Authorizer
 from kafkalog.server.cluster import Cluster, ClusterView
 from kafkalog.server.config import BrokerConfig, BrokerConfigError
 from kafkalog.server.credentials import CredentialError, UsersFile
@@ -62,9 +65,11 @@ class Broker:
                 static.open_declared_topics()
                 self.cluster, self.offsets = static, OffsetStore(config.data_dirs[0])
             self.metrics = Metrics()
+            self.acl_store, access = _authorization(config)
             self.handlers = RequestHandlers(
-                config, self.logs, self.cluster, self.offsets, producer_ids=self._producer_ids(config)
-            )
+                config, self.logs, self.cluster, self.offsets, producer_ids=self._producer_ids(config),
+                access=access, acl_store=self.acl_store,
+            )  # fmt: skip
             self.server = SocketServer(config, self.handlers, self.metrics, bound, security)
             self.handlers.on_append = self.server.data_arrived
         except BaseException:
@@ -202,3 +207,22 @@ def _with_ports(config: BrokerConfig, listeners: list[Listener]) -> BrokerConfig
 def _close(bound: list[tuple[Listener, socket.socket]]) -> None:
     for _, sock in bound:
         sock.close()
+
+
+def _authorization(config: BrokerConfig) -> tuple[FileAclStore, Access]:
+    """The ACL store and the authorizer, loaded (a damaged ACL file stops the broker: an authorizer
+    that lost its DENYs would open what was closed)."""
+    settings = config.authorization
+    path = settings.acl_file or config.data_dirs[0] / ".acls.json"
+    try:
+        store = FileAclStore(path)
+    except AclError as exc:
+        raise BrokerConfigError(f"authorization.acl_file: {exc}") from exc
+    authorizer = Authorizer(settings.super_users, deny_by_default=settings.deny_by_default)
+    authorizer.replace(store.bindings())
+    if authorizer.enforcing:
+        logger.info(
+            "authorization: %d ACLs from %s; %d super users; what no ACL allows is denied",
+            len(authorizer.bindings), path, len(authorizer.super_users),
+        )  # fmt: skip
+    return store, Access(authorizer)

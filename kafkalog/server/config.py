@@ -152,6 +152,28 @@ class TlsSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class AuthorizationSettings:
+    """Who may do what (ACLs: docs/security.md). A broker without any ACL lets every client do
+    everything, unless ``deny_by_default``; once one ACL exists, what no ACL allows is denied."""
+
+    super_users: tuple[str, ...] = ()
+    """Principals allowed everything, whatever the ACLs say (``User:admin``, ``User:CN=ops,O=Example``)."""
+
+    deny_by_default: bool = False
+    """Deny what no ACL allows even while there are no ACLs at all (a broker locked from its first start)."""
+
+    acl_file: Path | None = None
+    """Where the ACLs are kept (default: ``.acls.json`` in the first data directory). A ZooKeeper
+    cluster keeps them in ZooKeeper, shared by every broker."""
+
+    def __post_init__(self) -> None:
+        for principal in self.super_users:
+            kind, colon, name = principal.partition(":")
+            if not (kind and colon and name):
+                raise BrokerConfigError(f"super_users: {principal!r} is not TYPE:NAME (User:admin)")
+
+
+@dataclass(frozen=True, slots=True)
 class BrokerConfig:
     """Everything one broker process needs. ``cluster`` lists every broker of a static cluster
     (this one included); empty means a single broker, this one."""
@@ -178,6 +200,8 @@ class BrokerConfig:
     """How SASL listeners authenticate clients."""
     tls: TlsSettings = field(default_factory=TlsSettings)
     """The certificates of TLS listeners."""
+    authorization: AuthorizationSettings = field(default_factory=AuthorizationSettings)
+    """Who may do what: super users, deny by default, where the ACLs are kept."""
     data_dirs: tuple[Path, ...] = (Path("data"),)
     """Directories holding the partition logs, each locked while the broker runs (created if
     missing); a new partition goes to the one holding the fewest. Without ZooKeeper the committed

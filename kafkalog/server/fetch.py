@@ -40,6 +40,8 @@ class FetchRequest:
     max_bytes: int
     topics: tuple[tuple[str, tuple[tuple[int, int, int], ...]], ...]
     """(topic, ((partition, fetch offset, partition max bytes), ...)) in request order."""
+    denied: frozenset[str] = frozenset()
+    """Topics the caller may not read (answered TOPIC_AUTHORIZATION_FAILED, never read)."""
 
     @classmethod
     def from_body(cls, version: int, body: Struct, max_wait_cap_ms: int) -> FetchRequest:
@@ -97,7 +99,11 @@ def read_fetch(handlers: RequestHandlers, request: FetchRequest) -> FetchRead:
                     "aborted_transactions": None,
                     "record_set": b"",
                 }
-                problem = handlers.cluster.partition_error(topic, partition)
+                problem = (
+                    ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    if topic in request.denied
+                    else handlers.cluster.partition_error(topic, partition)
+                )
                 log = handlers.logs.get_log(topic, partition)
                 if problem is not None or log is None:
                     answer["error_code"] = problem or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

@@ -7,6 +7,7 @@ Handlers never raise for a client's mistake: every per-partition problem is an e
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -22,9 +23,13 @@ from kafkalog.errors import (
 from kafkalog.log import EARLIEST_TIME, LATEST_TIME, MAX_TIMESTAMP, LogManager
 from kafkalog.protocol import Api, ApiKey, ErrorCode, RequestHeader, api_versions_body
 from kafkalog.protocol.apis import MAX_TIMESTAMP_LIST_OFFSETS_VERSION, ZSTD_PRODUCE_VERSION
+from kafkalog.protocol.frames import error_body
 from kafkalog.protocol.types import Struct
 from kafkalog.record import Codec
 from kafkalog.record.reader import first_codec
+from kafkalog.server.access import Access
+from kafkalog.server.acl_store import AclStore
+from kafkalog.server.acls import Authorizer, Operation
 from kafkalog.server.admin import AdminHandlers
 from kafkalog.server.caller import LOCAL, Caller
 from kafkalog.server.cluster import ClusterView, TopicExistsError
@@ -40,6 +45,7 @@ logger = logging.getLogger(__name__)
 
 _GROUP_KEY = 0
 _TRANSACTION_KEY = 1
+_GROUP_MEMBERSHIP = frozenset({ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP})
 
 NO_RESPONSE = object()
 """Returned for a produce with acks=0: Kafka sends nothing back."""
@@ -67,6 +73,8 @@ class RequestHandlers:
         *,
         producer_ids: ProducerIds | None = None,
         on_append: Callable[[], None] = lambda: None,
+        access: Access | None = None,
+        acl_store: AclStore | None = None,
     ) -> None:
         self.config = config
         self.logs = logs
@@ -75,16 +83,17 @@ class RequestHandlers:
         self.on_append = on_append
         self.groups = GroupCoordinator(config.groups, cluster.coordinates)
         self.producer_ids = producer_ids or ProducerIds(file_blocks(config.data_dirs[0], config.broker_id))
-        self.admin = AdminHandlers(config, cluster, offsets, self.groups, logs)
-        self._table: dict[ApiKey, Callable[[RequestHeader, Api, Struct], HandlerResult]] = {
+        self.access = access or Access(Authorizer())  # no ACLs: everything allowed
+        self.admin = AdminHandlers(config, cluster, offsets, self.groups, logs, self.access, acl_store)
+        self._table: dict[ApiKey, Callable[[RequestHeader, Api, Struct, Caller], HandlerResult]] = {
             ApiKey.PRODUCE: self.produce,
             ApiKey.FETCH: self.fetch,
             ApiKey.LIST_OFFSETS: self.list_offsets,
             ApiKey.OFFSET_COMMIT: self.offset_commit,
             ApiKey.OFFSET_FETCH: self.offset_fetch,
-            ApiKey.HEARTBEAT: lambda header, api, body: self.groups.heartbeat(body),
-            ApiKey.LEAVE_GROUP: lambda header, api, body: self.groups.leave_group(api.version, body),
-            ApiKey.SYNC_GROUP: lambda header, api, body: self.groups.sync_group(api.version, body),
+            ApiKey.HEARTBEAT: lambda header, api, body, caller: self.groups.heartbeat(body),
+            ApiKey.LEAVE_GROUP: lambda header, api, body, caller: self.groups.leave_group(api.version, body),
+            ApiKey.SYNC_GROUP: lambda header, api, body, caller: self.groups.sync_group(api.version, body),
             ApiKey.DESCRIBE_GROUPS: self.describe_groups,
             ApiKey.LIST_GROUPS: self.list_groups,
             ApiKey.API_VERSIONS: self.api_versions,
@@ -97,35 +106,43 @@ class RequestHandlers:
             ApiKey.DELETE_RECORDS: self.admin.delete_records,
             ApiKey.DELETE_GROUPS: self.admin.delete_groups,
             ApiKey.OFFSET_DELETE: self.admin.offset_delete,
+            ApiKey.DESCRIBE_ACLS: self.admin.describe_acls,
+            ApiKey.CREATE_ACLS: self.admin.create_acls,
+            ApiKey.DELETE_ACLS: self.admin.delete_acls,
         }
 
     def handle(self, header: RequestHeader, api: Api, body: Struct, caller: Caller = LOCAL) -> HandlerResult:
         """The response to one request from ``caller`` (its address, listener and principal)."""
+        if api.key in _GROUP_MEMBERSHIP:  # a member's requests: READ on the group, or refused whole
+            refused = self.access.group(caller, Operation.READ, body["group_id"])
+            if refused is not None:
+                return error_body(api.response, refused)
         if api.key == ApiKey.JOIN_GROUP:  # the only one that keeps the client's address
             return self.groups.join_group(api.version, body, header.client_id or "", caller.host)
         if api.key == ApiKey.METADATA:  # these tell addresses: those of the caller's listener
-            return self.metadata(header, api, body, caller.listener)
+            return self.metadata(header, api, body, caller)
         if api.key == ApiKey.FIND_COORDINATOR:
-            return self.find_coordinator(header, api, body, caller.listener)
+            return self.find_coordinator(header, api, body, caller)
         if api.key == ApiKey.DESCRIBE_CLUSTER:
             return self.admin.describe_cluster(header, api, body, caller.listener)
-        return self._table[api.key](header, api, body)
+        return self._table[api.key](header, api, body, caller)
 
     # ------------------------------------------------------------------ produce
 
-    def produce(self, header: RequestHeader, api: Api, body: Struct) -> HandlerResult:
+    def produce(self, header: RequestHeader, api: Api, body: Struct, caller: Caller) -> HandlerResult:
         acks = body["acks"]
         appended = False
         responses = []
         for topic_data in body["topic_data"]:
             topic = topic_data["topic"]
+            denied = self.access.topic(caller, Operation.WRITE, topic)
             partitions = []
             for data in topic_data["data"]:
                 partition = data["partition"]
                 error: int = ErrorCode.NONE
                 base_offset, log_append_time, log_start_offset = -1, -1, -1
                 problem = ErrorCode.INVALID_REQUIRED_ACKS if acks not in (0, 1, -1) else None
-                problem = problem or self.cluster.partition_error(topic, partition)
+                problem = problem or denied or self.cluster.partition_error(topic, partition)
                 log = self.logs.get_log(topic, partition)
                 if problem is not None:
                     error = problem
@@ -165,11 +182,14 @@ class RequestHandlers:
 
     # ------------------------------------------------------------------ fetch
 
-    def fetch(self, header: RequestHeader, api: Api, body: Struct) -> HandlerResult:
+    def fetch(self, header: RequestHeader, api: Api, body: Struct, caller: Caller) -> HandlerResult:
         session_error = _fetch_session_error(body)
         if session_error is not None:
             return {"throttle_time_ms": 0, "error_code": session_error, "session_id": 0, "responses": []}
         request = FetchRequest.from_body(api.version, body, self.config.limits.max_fetch_wait_ms)
+        denied = frozenset(t for t, _ in request.topics if self.access.topic(caller, Operation.READ, t) is not None)
+        if denied:
+            request = dataclasses.replace(request, denied=denied)
         read = read_fetch(self, request)
         if read.has_error or read.total_bytes >= request.min_bytes or request.max_wait_ms <= 0:
             return read.body
@@ -187,10 +207,11 @@ class RequestHandlers:
 
     # ------------------------------------------------------------------ list offsets
 
-    def list_offsets(self, header: RequestHeader, api: Api, body: Struct) -> HandlerResult:
+    def list_offsets(self, header: RequestHeader, api: Api, body: Struct, caller: Caller) -> HandlerResult:
         responses = []
         for topic_request in body["topics"]:
             topic = topic_request["topic"]
+            denied = self.access.topic(caller, Operation.DESCRIBE, topic)
             partitions = []
             for request in topic_request["partitions"]:
                 partition, timestamp = request["partition"], request["timestamp"]
@@ -199,7 +220,7 @@ class RequestHandlers:
                     answer["offsets"] = []
                 else:
                     answer["timestamp"] = answer["offset"] = -1
-                problem = self.cluster.partition_error(topic, partition)
+                problem = denied or self.cluster.partition_error(topic, partition)
                 log = self.logs.get_log(topic, partition)
                 if problem is not None or log is None:
                     answer["error_code"] = problem or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -223,18 +244,28 @@ class RequestHandlers:
 
     # ------------------------------------------------------------------ metadata
 
-    def metadata(self, header: RequestHeader, api: Api, body: Struct, listener: str) -> HandlerResult:
+    def metadata(self, header: RequestHeader, api: Api, body: Struct, caller: Caller) -> HandlerResult:
         requested = body["topics"]
         known = self.cluster.topics()
         if requested is None or (api.version == 0 and not requested):
-            names = sorted(known)
+            # every topic the caller may see (Kafka leaves the others out, unnamed)
+            names = [t for t in sorted(known) if self.access.topic(caller, Operation.DESCRIBE, t) is None]
         else:
             names = list(dict.fromkeys(topic["name"] for topic in requested))
         topic_metadata = []
         # v4+: a client may ask not to create (Kafka's consumers do since 2.3); before, it always may
         may_create = body.get("allow_auto_topic_creation", True) and self.config.auto_create_topics
         for topic in names:
-            if topic not in known and may_create and self.cluster.can_create_topics():
+            denied = self.access.topic(caller, Operation.DESCRIBE, topic)
+            if denied is not None:
+                topic_metadata.append(self._topic_metadata(topic, denied, 0))
+                continue
+            if (
+                topic not in known
+                and may_create
+                and self.cluster.can_create_topics()
+                and self.access.create_topic(caller, topic) is None  # else: unknown, as Kafka answers
+            ):
                 try:
                     self.cluster.create_topic(topic, self.config.default_partitions)
                     logger.info("auto-created topic %s with %d partition(s)", topic, self.config.default_partitions)
@@ -253,7 +284,7 @@ class RequestHandlers:
             "brokers": [
                 {"node_id": broker.id, "host": address[0], "port": address[1], "rack": None}
                 for broker in self.cluster.brokers
-                if (address := broker.address(listener)) is not None  # Kafka leaves such a broker out too
+                if (address := broker.address(caller.listener)) is not None  # Kafka leaves such a broker out too
             ],
             "cluster_id": self.config.cluster_id,
             "controller_id": self.cluster.controller_id,
@@ -277,11 +308,13 @@ class RequestHandlers:
 
     # ------------------------------------------------------------------ group offsets
 
-    def offset_commit(self, header: RequestHeader, api: Api, body: Struct) -> HandlerResult:
+    def offset_commit(self, header: RequestHeader, api: Api, body: Struct, caller: Caller) -> HandlerResult:
         group = body["group_id"]
         generation = body.get("generation_id", -1)
-        group_error: int | None = None
-        if not self.cluster.coordinates(group):
+        group_error: int | None = self.access.group(caller, Operation.READ, group)
+        if group_error is not None:
+            pass  # every partition answered GROUP_AUTHORIZATION_FAILED
+        elif not self.cluster.coordinates(group):
             group_error = ErrorCode.NOT_COORDINATOR
         else:  # a member of the current generation, or nobody while the group has no members
             fenced = self.groups.commit_error(
@@ -299,6 +332,8 @@ class RequestHandlers:
                 error: int = ErrorCode.NONE
                 if group_error is not None:
                     error = group_error
+                elif (denied := self.access.topic(caller, Operation.READ, topic)) is not None:
+                    error = denied
                 elif count is None or not 0 <= partition < count:
                     error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 elif request["metadata"] is not None and len(request["metadata"]) > _MAX_OFFSET_METADATA:
@@ -320,7 +355,7 @@ class RequestHandlers:
 
     # ------------------------------------------------------------------ idempotent producers
 
-    def init_producer_id(self, header: RequestHeader, api: Api, body: Struct) -> HandlerResult:
+    def init_producer_id(self, header: RequestHeader, api: Api, body: Struct, caller: Caller) -> HandlerResult:
         """A producer id and epoch for an idempotent producer. A producer that names its current id
         and epoch (v3+, KIP-360: after a sequence error) gets the next epoch of the same id; a
         transactional id is refused: transactions are not served."""
@@ -330,6 +365,9 @@ class RequestHandlers:
                 "(idempotent producers are)", body["transactional_id"], header.client_id,
             )  # fmt: skip
             return {"error_code": ErrorCode.INVALID_REQUEST}
+        refused = self.access.idempotent_write(caller)
+        if refused is not None:
+            return {"error_code": refused}
         producer_id, epoch = body.get("producer_id", -1), body.get("producer_epoch", -1)
         if producer_id >= 0 and 0 <= epoch < _MAX_PRODUCER_EPOCH:
             return {"error_code": ErrorCode.NONE, "producer_id": producer_id, "producer_epoch": epoch + 1}
@@ -341,9 +379,14 @@ class RequestHandlers:
 
     # ------------------------------------------------------------------ describing groups
 
-    def describe_groups(self, header: RequestHeader, api: Api, body: Struct) -> HandlerResult:
+    def describe_groups(self, header: RequestHeader, api: Api, body: Struct, caller: Caller) -> HandlerResult:
         described = []
         for group in body["groups"]:
+            refused = self.access.group(caller, Operation.DESCRIBE, group)
+            if refused is not None:
+                described.append(self.groups.describe(group, api.version, has_offsets=False))
+                described[-1].update(error_code=refused, error_message=None)
+                continue
             try:
                 has_offsets = (
                     bool(self.offsets.committed_partitions(group)) if self.cluster.coordinates(group) else False
@@ -355,7 +398,7 @@ class RequestHandlers:
             described.append(self.groups.describe(group, api.version, has_offsets=has_offsets))
         return {"groups": described}
 
-    def list_groups(self, header: RequestHeader, api: Api, body: Struct) -> HandlerResult:
+    def list_groups(self, header: RequestHeader, api: Api, body: Struct, caller: Caller) -> HandlerResult:
         """The groups this broker coordinates: those with members, and those with committed offsets
         only (as "Empty", protocol type "consumer" like Kafka's)."""
         try:
@@ -367,28 +410,31 @@ class RequestHandlers:
         listed.update(self.groups.listed())
         states = set(body.get("states_filter") or ())
         types = {t.lower() for t in body.get("types_filter") or ()}
+        everything = self.access.cluster(caller, Operation.DESCRIBE) is None  # else the groups it may describe
         groups = [
             {"group_id": group, "protocol_type": protocol_type, "group_state": state, "group_type": "classic"}
             for group, (protocol_type, state) in sorted(listed.items())
-            if (not states or state in states) and (not types or "classic" in types)
+            if (not states or state in states)
+            and (not types or "classic" in types)
+            and (everything or self.access.group(caller, Operation.DESCRIBE, group) is None)
         ]
         return {"error_code": ErrorCode.NONE, "groups": groups}
 
-    def offset_fetch(self, header: RequestHeader, api: Api, body: Struct) -> HandlerResult:
+    def offset_fetch(self, header: RequestHeader, api: Api, body: Struct, caller: Caller) -> HandlerResult:
         if "groups" in body:  # v8+: several groups in one request, each answered on its own
-            groups = [self._group_offsets(g["group_id"], g["topics"]) for g in body["groups"]]
+            groups = [self._group_offsets(g["group_id"], g["topics"], caller) for g in body["groups"]]
             return {"throttle_time_ms": 0, "groups": groups}
-        answer = self._group_offsets(body["group_id"], body["topics"])
+        answer = self._group_offsets(body["group_id"], body["topics"], caller)
         # before v2 a group error is per partition only; from v2 it is also top-level
         return {"throttle_time_ms": 0, "responses": answer["responses"], "error_code": answer["error_code"]}
 
-    def _group_offsets(self, group: str, topics: list[Struct] | None) -> Struct:
+    def _group_offsets(self, group: str, topics: list[Struct] | None, caller: Caller) -> Struct:
         """One group's committed offsets: of the partitions asked, or (topics null, v2+) of every
         partition the group committed. An error of the group as a whole is both top-level and on
         every partition answered, so clients of every version see it."""
-        group_error: int = ErrorCode.NONE
+        group_error: int = self.access.group(caller, Operation.DESCRIBE, group) or ErrorCode.NONE
         wanted: list[tuple[str, list[int]]] = []
-        if not self.cluster.coordinates(group):
+        if group_error == ErrorCode.NONE and not self.cluster.coordinates(group):
             group_error = ErrorCode.NOT_COORDINATOR
         if topics is not None:
             wanted = [(t["topic"], list(t["partitions"])) for t in topics]
@@ -404,8 +450,9 @@ class RequestHandlers:
         responses = []
         for topic, partitions in wanted:
             answers = []
+            topic_denied = self.access.topic(caller, Operation.DESCRIBE, topic)
             for partition in partitions:
-                error = group_error
+                error = group_error or topic_denied or ErrorCode.NONE
                 committed = None
                 if error == ErrorCode.NONE:
                     try:
@@ -425,13 +472,13 @@ class RequestHandlers:
             responses.append({"topic": topic, "partition_responses": answers})
         return {"group_id": group, "responses": responses, "error_code": group_error}
 
-    def find_coordinator(self, header: RequestHeader, api: Api, body: Struct, listener: str) -> HandlerResult:
+    def find_coordinator(self, header: RequestHeader, api: Api, body: Struct, caller: Caller) -> HandlerResult:
         key_type = body.get("key_type", _GROUP_KEY)
         if "coordinator_keys" in body:  # v4+: several keys of one type
-            return {"coordinators": [self._coordinator(key, key_type, listener) for key in body["coordinator_keys"]]}
-        return self._coordinator(body["key"], key_type, listener)
+            return {"coordinators": [self._coordinator(key, key_type, caller) for key in body["coordinator_keys"]]}
+        return self._coordinator(body["key"], key_type, caller)
 
-    def _coordinator(self, key: str, key_type: int, listener: str) -> Struct:
+    def _coordinator(self, key: str, key_type: int, caller: Caller) -> Struct:
         if key_type != _GROUP_KEY:
             what = "transactions" if key_type == _TRANSACTION_KEY else f"coordinator key type {key_type}"
             return {
@@ -442,6 +489,10 @@ class RequestHandlers:
                 "host": "",
                 "port": -1,
             }
+        refused = self.access.group(caller, Operation.DESCRIBE, key)
+        if refused is not None:
+            return {"key": key, "error_code": refused, "error_message": None, "node_id": -1, "host": "", "port": -1}
+        listener = caller.listener
         coordinator = self.cluster.coordinator(key)
         address = coordinator.address(listener)
         if address is None:
@@ -464,15 +515,16 @@ class RequestHandlers:
 
     # ------------------------------------------------------------------ admin
 
-    def api_versions(self, header: RequestHeader, api: Api, body: Struct) -> HandlerResult:
+    def api_versions(self, header: RequestHeader, api: Api, body: Struct, caller: Caller) -> HandlerResult:
         return api_versions_body()
 
-    def create_topics(self, header: RequestHeader, api: Api, body: Struct) -> HandlerResult:
+    def create_topics(self, header: RequestHeader, api: Api, body: Struct, caller: Caller) -> HandlerResult:
         results = []
         validate_only = body.get("validate_only", False)
         for request in body["create_topic_requests"]:
             topic = request["topic"]
-            error, message = self._create_topic(request, validate_only)
+            refused = self.access.create_topic(caller, topic)
+            error, message = (refused, None) if refused is not None else self._create_topic(request, validate_only)
             result: Struct = {"topic": topic, "error_code": error, "error_message": message}
             if error == ErrorCode.NONE:  # v5+ tell what was created, with its configs (Java's admin needs them)
                 result["num_partitions"] = self.cluster.partition_count(topic) or self._planned_partitions(request)

@@ -17,6 +17,7 @@ from kafkalog.configfile.reference import Section, missing_docs, sections, with_
 from kafkalog.log import LogConfig
 from kafkalog.mirror.config import ClusterSpec, MirrorConfig, load_mirror_config
 from kafkalog.server.config import (
+    AuthorizationSettings,
     BrokerAddress,
     BrokerConfig,
     BrokerConfigError,
@@ -127,6 +128,7 @@ BROKER = BrokerConfig(
     tls=TlsSettings(
         certificate=Path("broker.pem"), key=Path("broker.key"), client_ca=Path("ca.pem"), client_auth="requested"
     ),
+    authorization=AuthorizationSettings(super_users=("User:admin",), deny_by_default=True, acl_file=Path("acls.json")),
     topics=(TopicSpec("events", 3),),
     log=LogConfig(retention_bytes=1 << 30, message_timestamp_type="log_append_time"),
     limits=Limits(idle_timeout_ms=1000),
