@@ -246,3 +246,4 @@ def test_the_locked_down_example_loads_with_no_listener_open_to_strangers(monkey
     ]  # fmt: skip
     assert "PLAIN" not in config.sasl.mechanisms and config.tls.key_password == "from-the-environment"
     assert config.brokers[0].address("SASL_SSL") == ("kafka1.example.com", 9093)
+    assert config.authorization.deny_by_default and config.authorization.super_users == ("User:admin",)
