@@ -72,6 +72,21 @@ def from_json(entry: Any, where: str) -> AclBinding:
         raise AclError(f"{where}: {exc}") from None
 
 
+def parse_document(raw: bytes, where: str) -> tuple[AclBinding, ...]:
+    """The bindings of an ACL document (the file's, or ZooKeeper's node); AclError naming ``where``."""
+    try:
+        document = json.loads(raw)
+    except ValueError as exc:
+        raise AclError(f"{where}: not JSON ({exc})") from None
+    if not isinstance(document, dict) or document.get("format") != FORMAT or not isinstance(document.get("acls"), list):
+        raise AclError(f"{where}: not an ACL document of format {FORMAT}")
+    return tuple(sorted({from_json(entry, f"{where}: acls[{i}]") for i, entry in enumerate(document["acls"])}))
+
+
+def render_document(bindings: Iterable[AclBinding]) -> bytes:
+    return json.dumps({"format": FORMAT, "acls": [to_json(b) for b in sorted(bindings)]}, indent=1).encode()
+
+
 class FileAclStore:
     """The ACLs of one broker, in one JSON file (see the module doc). Thread-safe."""
 
@@ -85,17 +100,7 @@ class FileAclStore:
             raw = self.path.read_bytes()
         except FileNotFoundError:
             return ()
-        try:
-            document = json.loads(raw)
-        except ValueError as exc:
-            raise AclError(f"{self.path}: not JSON ({exc})") from None
-        if (
-            not isinstance(document, dict)
-            or document.get("format") != FORMAT
-            or not isinstance(document.get("acls"), list)
-        ):
-            raise AclError(f"{self.path}: not an ACL file of format {FORMAT}")
-        return tuple(sorted({from_json(entry, f"{self.path}: acls[{i}]") for i, entry in enumerate(document["acls"])}))
+        return parse_document(raw, str(self.path))
 
     def bindings(self) -> tuple[AclBinding, ...]:
         with self._lock:
@@ -112,7 +117,7 @@ class FileAclStore:
     def _write(self, bindings: tuple[AclBinding, ...]) -> None:
         if bindings == self._bindings:
             return
-        data = json.dumps({"format": FORMAT, "acls": [to_json(b) for b in bindings]}, indent=1).encode()
+        data = render_document(bindings)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         write_atomically(self.path, data, crash_prefix="acls")
         self.path.chmod(0o600)  # who may do what is the operator's business only

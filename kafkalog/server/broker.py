@@ -11,7 +11,7 @@ from kafkalog.log import LogManager
 from kafkalog.record import kernels
 from kafkalog.registry.producer_ids import allocate_block
 from kafkalog.server.access import Access
-from kafkalog.server.acl_store import FileAclStore
+from kafkalog.server.acl_store import AclStore, FileAclStore
 from kafkalog.server.acls import AclError, Authorizer
 from kafkalog.server.cluster import Cluster, ClusterView
 from kafkalog.server.config import BrokerConfig, BrokerConfigError
@@ -25,6 +25,7 @@ from kafkalog.server.producer_ids import BLOCK_SIZE, ProducerIdError, ProducerId
 from kafkalog.server.session import Authenticator
 from kafkalog.server.tls import server_context
 from kafkalog.server.topic_config import TopicConfigFiles, topic_log_config
+from kafkalog.server.zk_acls import ACLS_PATH, ZooKeeperAclStore
 from kafkalog.server.zk_cluster import ZooKeeperCluster, ZooKeeperOffsetStore
 
 logger = logging.getLogger(__name__)
@@ -65,7 +66,7 @@ class Broker:
                 static.open_declared_topics()
                 self.cluster, self.offsets = static, OffsetStore(config.data_dirs[0])
             self.metrics = Metrics()
-            self.acl_store, access = _authorization(config)
+            self.acl_store, access = _authorization(config, self._zookeeper)
             self.handlers = RequestHandlers(
                 config, self.logs, self.cluster, self.offsets, producer_ids=self._producer_ids(config),
                 access=access, acl_store=self.acl_store,
@@ -209,20 +210,26 @@ def _close(bound: list[tuple[Listener, socket.socket]]) -> None:
         sock.close()
 
 
-def _authorization(config: BrokerConfig) -> tuple[FileAclStore, Access]:
-    """The ACL store and the authorizer, loaded (a damaged ACL file stops the broker: an authorizer
-    that lost its DENYs would open what was closed)."""
+def _authorization(config: BrokerConfig, zookeeper: ZooKeeperCluster | None) -> tuple[AclStore, Access]:
+    """The ACL store (ZooKeeper's node in a ZooKeeper cluster, else a file) and the authorizer,
+    loaded (damaged ACLs stop the broker: an authorizer that lost its DENYs would open what was
+    closed)."""
     settings = config.authorization
-    path = settings.acl_file or config.data_dirs[0] / ".acls.json"
-    try:
-        store = FileAclStore(path)
-    except AclError as exc:
-        raise BrokerConfigError(f"authorization.acl_file: {exc}") from exc
     authorizer = Authorizer(settings.super_users, deny_by_default=settings.deny_by_default)
+    store: AclStore
+    try:
+        if zookeeper is not None:
+            store = ZooKeeperAclStore(zookeeper.zk, authorizer.replace)
+            where = f"ZooKeeper {ACLS_PATH}"
+        else:
+            path = settings.acl_file or config.data_dirs[0] / ".acls.json"
+            store, where = FileAclStore(path), str(path)
+    except AclError as exc:
+        raise BrokerConfigError(f"authorization: {exc}") from exc
     authorizer.replace(store.bindings())
     if authorizer.enforcing:
         logger.info(
             "authorization: %d ACLs from %s; %d super users; what no ACL allows is denied",
-            len(authorizer.bindings), path, len(authorizer.super_users),
+            len(authorizer.bindings), where, len(authorizer.super_users),
         )  # fmt: skip
     return store, Access(authorizer)

@@ -458,3 +458,52 @@ def test_topic_changes_reach_every_broker_of_a_zookeeper_cluster(
         admin.close()
         zk.stop()
         zk.close()
+
+
+def test_acls_created_through_one_broker_are_enforced_by_every_broker(
+    two_brokers: tuple[BrokerProcess, BrokerProcess], zk_factory: Callable[..., Any]
+) -> None:
+    """The ACLs of a ZooKeeper cluster live in ZooKeeper (/kafkalog/acls): every broker's watch
+    applies a change made through any of them."""
+    import confluent_kafka
+    import confluent_kafka.admin as confluent_admin
+
+    b0, b1 = two_brokers
+    with Admin(b0.bootstrap) as admin:
+        admin.create_topic("open", 2)
+        admin.create_topic("closed", 2)
+
+    def binding(kind: Any, name: str, operation: Any, permission: Any) -> Any:
+        return confluent_admin.AclBinding(kind, name, confluent_admin.ResourcePatternType.LITERAL, "User:*", "*",
+                                          operation, permission)  # fmt: skip
+
+    acls = [
+        binding(confluent_admin.ResourceType.TOPIC, "*", confluent_admin.AclOperation.ALL,
+                confluent_admin.AclPermissionType.ALLOW),
+        binding(confluent_admin.ResourceType.TOPIC, "closed", confluent_admin.AclOperation.WRITE,
+                confluent_admin.AclPermissionType.DENY),
+        binding(confluent_admin.ResourceType.BROKER, "kafka-cluster", confluent_admin.AclOperation.ALL,  # (its CLUSTER)
+                confluent_admin.AclPermissionType.ALLOW),
+    ]  # fmt: skip
+    through_b0 = confluent_admin.AdminClient({"bootstrap.servers": b0.bootstrap})
+    for future in through_b0.create_acls(acls).values():
+        future.result(15)
+    stored = json.loads(zk_factory().get("/kafkalog/acls")[0])
+    assert {(a["resource_name"], a["operation"], a["permission"]) for a in stored["acls"]} == {
+        ("*", "ALL", "ALLOW"), ("closed", "WRITE", "DENY"), ("kafka-cluster", "ALL", "ALLOW"),
+    }  # fmt: skip
+
+    def delivered(topic: str) -> list[int | None]:
+        """Each partition's delivery: None, or the error code (partition 0 and 1 have different
+        leaders, so both brokers answer)."""
+        outcome: list[int | None] = []
+        producer = confluent_kafka.Producer({"bootstrap.servers": b1.bootstrap, "message.timeout.ms": 8000})
+        for partition in (0, 1):
+            producer.produce(topic, b"x", partition=partition,
+                             on_delivery=lambda error, _: outcome.append(error and error.code()))  # fmt: skip
+        producer.flush(15)
+        return sorted(outcome, key=str)
+
+    refused = [confluent_kafka.KafkaError.TOPIC_AUTHORIZATION_FAILED] * 2
+    wait_for(lambda: delivered("closed") == refused, timeout=20, what="both brokers to refuse writes to 'closed'")
+    assert delivered("open") == [None, None]
