@@ -139,6 +139,13 @@ class KafkaConnectionError(ClientError):
     retriable = True
 
 
+class AuthenticationError(ClientError):
+    """A broker refused the client's TLS handshake or SASL login (wrong password, unknown user, an
+    untrusted certificate); sending again will not help. The message never holds a secret."""
+
+    retriable = False
+
+
 class RequestTimedOutError(ClientError):
     """A broker did not answer within the request timeout (the connection is dropped)."""
 

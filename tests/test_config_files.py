@@ -172,3 +172,16 @@ def test_a_nested_key_is_named_by_its_path(
     kind = next(k for k in KINDS if k.name == kind_name)
     message = kind.refusal(tmp_path, changes)
     assert message.startswith(expected), message
+
+
+def test_a_password_written_in_a_file_is_refused_without_being_quoted(tmp_path: Path) -> None:
+    from kafkalog.mirror.config import load_mirror_config
+
+    path = tmp_path / "mirror.yaml"
+    cluster = {"bootstrap": "h:9093", "security": {"protocol": "SASL_SSL", "username": "m", "password": "hunter2-x"}}
+    path.write_text(yaml.safe_dump({"sources": [{"name": "east", **cluster}], "target": "h9:9092"}))
+    with pytest.raises(
+        Exception, match=r"sources\[0\]\.security\.password: a password must be an \$\{env:NAME\}"
+    ) as info:
+        load_mirror_config(path, {})
+    assert "hunter2-x" not in str(info.value)

@@ -10,6 +10,7 @@ from kafkalog.client.consumer import EARLIEST, LATEST, FetchResult, SimpleConsum
 from kafkalog.client.partitioner import default_partitioner, murmur2
 from kafkalog.client.producer import Producer, RecordMetadata
 from kafkalog.client.registry_view import RegistryView, check_connect_string, read_registry
+from kafkalog.client.security import ClientSecurity
 from kafkalog.record.kernels import KERNELS
 from kafkalog.record.kernels import describe as describe_kernels
 
@@ -19,6 +20,7 @@ __all__ = [
     "LATEST",
     "Admin",
     "Client",
+    "ClientSecurity",
     "FetchResult",
     "Producer",
     "RecordMetadata",

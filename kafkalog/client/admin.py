@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kafkalog.client.client import Client, TopicMetadata, UsesClient, check
+from kafkalog.client.security import PLAINTEXT, ClientSecurity
 from kafkalog.errors import BrokerResponseError
 from kafkalog.protocol import ApiKey
 
@@ -19,8 +20,9 @@ class Admin(UsesClient):
         client: Client | None = None,
         zookeeper: str | None = None,
         broker_version: str | None = None,
+        security: ClientSecurity = PLAINTEXT,
     ) -> None:
-        super().__init__(bootstrap, client, zookeeper=zookeeper, broker_version=broker_version)
+        super().__init__(bootstrap, client, zookeeper=zookeeper, broker_version=broker_version, security=security)
 
     def create_topic(
         self, name: str, partitions: int = 1, configs: dict[str, str] | None = None, *, validate_only: bool = False

@@ -32,6 +32,7 @@ from typing import Any
 from kafkalog.client.client import Client, error_name
 from kafkalog.client.connection import BrokerConnection
 from kafkalog.client.offsets import OffsetsClient
+from kafkalog.client.security import PLAINTEXT, ClientSecurity
 from kafkalog.errors import AssignmentError, BrokerResponseError, ClientError, KafkalogError
 from kafkalog.protocol import ApiKey, ErrorCode
 from kafkalog.protocol.consumer_protocol import (
@@ -109,6 +110,7 @@ class BrokerMembership:
         heartbeat_interval_s: float | None,
         group_instance_id: str | None,
         on_release: Callable[[list[TopicPartition]], None],
+        security: ClientSecurity = PLAINTEXT,
     ) -> None:
         if assignor not in ASSIGNORS:
             raise ClientError(f"unknown assignor {assignor!r} (known: {', '.join(ASSIGNORS)})")
@@ -120,7 +122,7 @@ class BrokerMembership:
         self.heartbeat_interval_s = heartbeat_interval_s or session_timeout_s / 3
         self.group_instance_id = group_instance_id
         self.on_release = on_release
-        self.client = Client(bootstrap, client_id=client_id)
+        self.client = Client(bootstrap, client_id=client_id, security=security)
         self.offsets = OffsetsClient(client=self.client)
         self.suspended = threading.Event()
         self.lost = False
@@ -138,7 +140,9 @@ class BrokerMembership:
 
     def _connect(self, timeout_s: float) -> BrokerConnection:
         host, port = self.offsets.coordinator_address(self.group)
-        return BrokerConnection(host, port, client_id=self.client_id, timeout_ms=int(timeout_s * 1000))
+        return BrokerConnection(
+            host, port, client_id=self.client_id, timeout_ms=int(timeout_s * 1000), security=self.client.security
+        )
 
     def _group_requests(self) -> BrokerConnection:
         """The connection for JoinGroup, SyncGroup and LeaveGroup: its timeout covers a whole

@@ -10,6 +10,7 @@ from typing import Self
 
 from kafkalog.client.connection import KAFKA_0_9_VERSIONS, BrokerConnection
 from kafkalog.client.discovery import ZooKeeperBootstrap
+from kafkalog.client.security import PLAINTEXT, ClientSecurity
 from kafkalog.errors import BrokerResponseError, ClientError, KafkaConnectionError
 from kafkalog.protocol import ApiKey, ErrorCode
 from kafkalog.retry import Backoff
@@ -64,6 +65,7 @@ class Client:
         request_timeout_ms: int = 30_000,
         retry_backoff_ms: int = 100,
         broker_version: str | None = None,
+        security: ClientSecurity = PLAINTEXT,
     ) -> None:
         if broker_version not in (None, "0.9"):
             raise ClientError(f"broker_version must be None (ask the broker) or '0.9', not {broker_version!r}")
@@ -73,6 +75,8 @@ class Client:
             raise ClientError("give bootstrap servers or a ZooKeeper connect string (one of them)")
         self.bootstrap = parse_bootstrap(bootstrap) if bootstrap is not None else []
         self.client_id = client_id
+        self.security = security
+        """TLS and SASL for every connection (kafkalog.client.security)."""
         self.request_timeout_ms = request_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
         self._lock = threading.RLock()
@@ -96,8 +100,9 @@ class Client:
             connection = self._connections.get((host, port))
             if connection is None:
                 connection = BrokerConnection(
-                    host, port, client_id=self.client_id, timeout_ms=self.request_timeout_ms, versions=self.versions
-                )
+                    host, port, client_id=self.client_id, timeout_ms=self.request_timeout_ms, versions=self.versions,
+                    security=self.security,
+                )  # fmt: skip
                 self._connections[(host, port)] = connection
             return connection
 
@@ -223,12 +228,14 @@ class UsesClient:
         zookeeper: str | None = None,
         request_timeout_ms: int = 30_000,
         broker_version: str | None = None,
+        security: ClientSecurity = PLAINTEXT,
     ) -> None:
         if client is None and bootstrap is None and zookeeper is None:
             raise ClientError("give bootstrap servers, a ZooKeeper connect string or a client")
         self.client = client or Client(
-            bootstrap, zookeeper=zookeeper, request_timeout_ms=request_timeout_ms, broker_version=broker_version
-        )
+            bootstrap, zookeeper=zookeeper, request_timeout_ms=request_timeout_ms, broker_version=broker_version,
+            security=security,
+        )  # fmt: skip
         self._owns_client = client is None
 
     def close(self) -> None:

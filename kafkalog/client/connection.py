@@ -3,19 +3,30 @@
 The network is untrusted here too: a response's size prefix is bounded before anything is allocated
 and a malformed response raises ProtocolError (the connection is then dropped). On connect the
 connection asks the broker's API versions; a broker that predates ApiVersions (Kafka 0.9 closes the
-connection on an unknown API) is taken to speak the 0.9 set.
+connection on an unknown API) is taken to speak the 0.9 set. With ClientSecurity the socket is
+wrapped in TLS first and the client logs in (SaslHandshake v1, then SaslAuthenticate) after the
+versions are known, before any other request.
 """
 
 from __future__ import annotations
 
 import logging
 import socket
+import ssl
 import struct
 import threading
 from typing import Any
 
-from kafkalog.errors import KafkaConnectionError, ProtocolError, RequestTimedOutError, UnsupportedByBrokerError
+from kafkalog.client.security import PLAINTEXT, ClientSecurity
+from kafkalog.errors import (
+    AuthenticationError,
+    KafkaConnectionError,
+    ProtocolError,
+    RequestTimedOutError,
+    UnsupportedByBrokerError,
+)
 from kafkalog.protocol import VERSION_RANGES, Api, ApiKey, decode_response, encode_request, lookup
+from kafkalog.sasl import PLAIN, SaslLoginError, ScramClient, plain_message
 
 logger = logging.getLogger(__name__)
 
@@ -49,8 +60,11 @@ class BrokerConnection:
         timeout_ms: int = 30_000,
         max_response_bytes: int = 256 * 1024 * 1024,
         versions: dict[int, tuple[int, int]] | None = None,
+        security: ClientSecurity = PLAINTEXT,
     ) -> None:
         self.host = host
+        self.security = security
+        self._tls = security.tls_context() if security.uses_tls else None
         self.port = port
         self.client_id = client_id
         self.timeout = timeout_ms / 1000
@@ -73,10 +87,60 @@ class BrokerConnection:
         except OSError as exc:
             raise KafkaConnectionError(f"cannot connect to {self.host}:{self.port}: {exc}") from exc
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self._tls is not None:
+            sock = self._tls_handshake(sock)
         self._sock = sock
         if self._versions is None:
             self._versions = self._negotiate()
+        if self.security.uses_sasl:
+            self._login()
         return self._sock
+
+    def _tls_handshake(self, sock: socket.socket) -> socket.socket:
+        assert self._tls is not None
+        try:
+            return self._tls.wrap_socket(sock, server_hostname=self.host)
+        except ssl.SSLCertVerificationError as exc:
+            sock.close()
+            raise AuthenticationError(
+                f"{self.host}:{self.port}: the broker's certificate is not trusted: {exc.verify_message}"
+            ) from None
+        except (ssl.SSLError, OSError) as exc:
+            sock.close()
+            raise KafkaConnectionError(f"TLS handshake with {self.host}:{self.port} failed: {exc}") from exc
+
+    def _login(self) -> None:
+        """SaslHandshake v1, then the mechanism's exchange in SaslAuthenticate requests. A refusal is
+        AuthenticationError with the broker's reason (which names the user, never the password)."""
+        security = self.security
+        where = f"{self.host}:{self.port}"
+        try:
+            handshake = self._roundtrip([(lookup(ApiKey.SASL_HANDSHAKE, 1), {"mechanism": security.mechanism})])[0]
+            if handshake["error_code"] != 0:
+                offered = ", ".join(handshake["mechanisms"]) or "none"
+                raise AuthenticationError(f"{where} does not offer SASL {security.mechanism} (it offers: {offered})")
+            authenticate = self.api_unlocked(ApiKey.SASL_AUTHENTICATE)
+            assert security.username is not None and security.password is not None  # ClientSecurity checked
+            if security.mechanism == PLAIN:
+                self._authenticate(authenticate, plain_message(security.username, security.password))
+                return
+            scram = ScramClient(security.mechanism, security.username, security.password)
+            server_first = self._authenticate(authenticate, scram.first())
+            scram.verify(self._authenticate(authenticate, scram.final(server_first)))
+        except SaslLoginError as exc:
+            self.close()
+            raise AuthenticationError(f"{where}: {exc}") from None
+        except AuthenticationError:
+            self.close()
+            raise
+        logger.debug("%s: logged in as %s (%s)", where, security.username, security.mechanism)
+
+    def _authenticate(self, api: Api, message: bytes) -> bytes:
+        answer = self._roundtrip([(api, {"auth_bytes": message})])[0]
+        if answer["error_code"] != 0:
+            reason = answer["error_message"] or f"error {answer['error_code']}"
+            raise AuthenticationError(f"{self.host}:{self.port} refused the login: {reason}")
+        return bytes(answer["auth_bytes"])
 
     def _negotiate(self) -> dict[int, tuple[int, int]]:
         assert self._sock is not None
@@ -112,9 +176,13 @@ class BrokerConnection:
         """The highest version of ``key`` both sides speak."""
         with self._lock:
             self._connect()
-            assert self._versions is not None
-            ours = VERSION_RANGES[key]
-            theirs = self._versions.get(int(key))
+            return self.api_unlocked(key)
+
+    def api_unlocked(self, key: ApiKey) -> Api:
+        """``api`` for a caller that holds the lock and is connected (the login)."""
+        assert self._versions is not None
+        ours = VERSION_RANGES[key]
+        theirs = self._versions.get(int(key))
         if theirs is None or theirs[0] > ours[1] or theirs[1] < ours[0]:
             raise UnsupportedByBrokerError(f"{self.host}:{self.port} does not serve {key.name} in a version we speak")
         return lookup(key, min(ours[1], theirs[1]))

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafkalog.client.client import Client, UsesClient, check, error_name
+from kafkalog.client.security import PLAINTEXT, ClientSecurity
 from kafkalog.errors import (
     BrokerResponseError,
     OffsetOutOfRangeError,
@@ -64,10 +65,12 @@ class SimpleConsumer(UsesClient):
         max_wait_ms: int = 100,
         min_bytes: int = 1,
         request_timeout_ms: int = 30_000,
+        security: ClientSecurity = PLAINTEXT,
     ) -> None:
         super().__init__(
-            bootstrap, client, zookeeper=zookeeper, request_timeout_ms=request_timeout_ms, broker_version=broker_version
-        )
+            bootstrap, client, zookeeper=zookeeper, request_timeout_ms=request_timeout_ms,
+            broker_version=broker_version, security=security,
+        )  # fmt: skip
         self.max_bytes = max_bytes
         self.max_message_bytes = max_message_bytes
         self.max_wait_ms = max_wait_ms

@@ -40,6 +40,7 @@ from typing import Any
 
 from kafkalog.client.broker_membership import BrokerMembership
 from kafkalog.client.consumer import SimpleConsumer
+from kafkalog.client.security import PLAINTEXT, ClientSecurity
 from kafkalog.client.zookeeper_membership import ZooKeeperMembership
 from kafkalog.errors import AssignmentError, ClientError, KafkalogError, OffsetOutOfRangeError
 from kafkalog.record import Message, decode_all
@@ -172,6 +173,7 @@ class GroupConsumer:
         commit_filter: Callable[[dict[TopicPartition, int]], dict[TopicPartition, int]] | None = None,
         on_out_of_range: Callable[[TopicPartition, int, int, int], int] | None = None,
         before_release: Callable[[list[TopicPartition]], None] | None = None,
+        security: ClientSecurity = PLAINTEXT,
     ) -> None:
         if auto_offset_reset not in ("smallest", "largest"):
             raise ClientError(f"auto_offset_reset must be smallest or largest, not {auto_offset_reset!r}")
@@ -180,6 +182,7 @@ class GroupConsumer:
         if not group:
             raise ClientError("a group id is needed")
         self.group = group
+        self.security = security
         self.consumer_id = (
             consumer_id or f"{group}_{socket.gethostname()}-{int(time.time() * 1000)}-{uuid.uuid4().hex[:8]}"
         )
@@ -195,6 +198,7 @@ class GroupConsumer:
                 heartbeat_interval_s=heartbeat_interval_s,
                 group_instance_id=group_instance_id,
                 on_release=self._release,
+                security=security,
             )
         else:
             if group_instance_id is not None:
@@ -354,7 +358,7 @@ class GroupConsumer:
     def _consumer(self) -> SimpleConsumer:
         """The connection for offset lookups (fetchers have their own)."""
         if self._simple is None:
-            self._simple = SimpleConsumer(self._bootstrap(), max_bytes=self.fetch_max_bytes)
+            self._simple = SimpleConsumer(self._bootstrap(), max_bytes=self.fetch_max_bytes, security=self.security)
         return self._simple
 
     def _take(self, owned: dict[TopicPartition, ThreadId]) -> None:
@@ -396,7 +400,9 @@ class GroupConsumer:
                     continue
                 try:
                     if consumer is None:
-                        consumer = SimpleConsumer(self._bootstrap(), max_bytes=self.fetch_max_bytes, max_wait_ms=200)
+                        consumer = SimpleConsumer(
+                            self._bootstrap(), max_bytes=self.fetch_max_bytes, max_wait_ms=200, security=self.security
+                        )
                     results = consumer.fetch_many(
                         {tp: offset for tp, (offset, _) in wanted.items()}, stored=self.keep_stored
                     )

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from kafkalog.client.client import Client, UsesClient, error_name
 from kafkalog.client.connection import BrokerConnection
+from kafkalog.client.security import PLAINTEXT, ClientSecurity
 from kafkalog.errors import BrokerResponseError, KafkaConnectionError
 from kafkalog.protocol import ApiKey
 from kafkalog.retry import Backoff
@@ -35,10 +36,12 @@ class OffsetsClient(UsesClient):
         zookeeper: str | None = None,
         broker_version: str | None = None,
         request_timeout_ms: int = 30_000,
+        security: ClientSecurity = PLAINTEXT,
     ) -> None:
         super().__init__(
-            bootstrap, client, zookeeper=zookeeper, request_timeout_ms=request_timeout_ms, broker_version=broker_version
-        )
+            bootstrap, client, zookeeper=zookeeper, request_timeout_ms=request_timeout_ms,
+            broker_version=broker_version, security=security,
+        )  # fmt: skip
         self.request_timeout = request_timeout_ms / 1000
 
     def coordinator_address(self, group: str) -> tuple[str, int]:

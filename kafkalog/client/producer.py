@@ -23,6 +23,7 @@ from typing import Any
 
 from kafkalog.client.client import Client, UsesClient, check, error_name
 from kafkalog.client.partitioner import Partitioner, default_partitioner
+from kafkalog.client.security import PLAINTEXT, ClientSecurity
 from kafkalog.errors import BrokerResponseError, BufferFullError, ClientError, UnsupportedByBrokerError
 from kafkalog.protocol import ApiKey
 from kafkalog.protocol.apis import ZSTD_PRODUCE_VERSION
@@ -134,6 +135,7 @@ class Producer(UsesClient):
         partitioner: Partitioner = default_partitioner,
         key_serializer: Serializer | None = None,
         value_serializer: Serializer | None = None,
+        security: ClientSecurity = PLAINTEXT,
     ) -> None:
         if mode not in ("async", "sync"):
             raise ClientError(f"mode must be 'async' or 'sync', not {mode!r}")
@@ -144,8 +146,9 @@ class Producer(UsesClient):
         except KeyError:
             raise ClientError(f"unknown compression {compression!r} (none, gzip, snappy, lz4, zstd)") from None
         super().__init__(
-            bootstrap, client, zookeeper=zookeeper, request_timeout_ms=request_timeout_ms, broker_version=broker_version
-        )
+            bootstrap, client, zookeeper=zookeeper, request_timeout_ms=request_timeout_ms,
+            broker_version=broker_version, security=security,
+        )  # fmt: skip
         self.mode = mode
         self.acks = acks
         self.batch_bytes = batch_bytes

@@ -6,7 +6,8 @@ refuse the same mistakes in the same words. It refuses what YAML alone would acc
 suggested), missing required keys, wrong types (``"10"`` for a number, ``1`` for true). A string
 may hold ``${env:NAME}`` references, replaced by the environment variable NAME (an unset one is an
 error naming the key); values read from the environment never appear in an error, and a password
-written into a URL in clear is refused, so secrets stay out of files and logs.
+written into a URL in clear, or as a key whose name ends in ``password``, is refused, so secrets
+stay out of files and logs.
 
 Contract with the config classes: each is a frozen dataclass whose annotations are the file's types
 (str, int, float, bool, Path, Literal, tuple[X, ...], dict[K, V], Optional/union, a nested
@@ -157,6 +158,12 @@ class _Build:
             required = item.default is dataclasses.MISSING and item.default_factory is dataclasses.MISSING
             if required and item.name not in values:
                 raise self.fail(f"{where}{dot}{item.name}", "required key is missing")
+        for name, value in values.items():
+            if name.endswith("password") and isinstance(value, str) and not ENV_REFERENCE.fullmatch(value.strip()):
+                # the value itself is not echoed: it is the password
+                raise self.fail(
+                    f"{where}{dot}{name}", "a password must be an ${env:NAME} reference, not written in the file"
+                )
         converted = {name: self.convert(value, hints[name], f"{where}{dot}{name}") for name, value in values.items()}
         try:
             return cls(**converted)

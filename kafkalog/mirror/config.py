@@ -17,6 +17,7 @@ from typing import Any
 
 from kafkalog.client.client import parse_bootstrap
 from kafkalog.client.producer import Producer
+from kafkalog.client.security import PLAINTEXT, ClientSecurity
 from kafkalog.configfile import TypedLoader
 from kafkalog.errors import ClientError, KafkalogError, RegistryError
 from kafkalog.registry.connect import check_connect_string
@@ -39,6 +40,10 @@ class ClusterSpec:
     zookeeper: str | None = None
     """Instead of ``bootstrap``: the ZooKeeper it is registered in, ``host:port[,host:port...][/chroot]``."""
 
+    security: ClientSecurity = PLAINTEXT
+    """TLS and SASL to reach its brokers: ``{protocol: SASL_SSL, mechanism: SCRAM-SHA-512, username:
+    mirror, password: ${env:MIRROR_PASSWORD}, ca_file: ca.pem}`` (docs/security.md)."""
+
     def __post_init__(self) -> None:
         if (self.bootstrap is None) == (self.zookeeper is None):
             raise MirrorConfigError(f"bootstrap: give bootstrap or zookeeper (one of them) for cluster {self.name!r}")
@@ -56,7 +61,8 @@ class ClusterSpec:
     @property
     def client_args(self) -> dict[str, Any]:
         """Keyword arguments for kafkalog.client classes."""
-        return {"zookeeper": self.zookeeper} if self.zookeeper is not None else {"bootstrap": str(self.bootstrap)}
+        where = {"zookeeper": self.zookeeper} if self.zookeeper is not None else {"bootstrap": str(self.bootstrap)}
+        return {**where, "security": self.security}
 
     def __str__(self) -> str:
         return f"{self.name} ({self.zookeeper or self.bootstrap})"
@@ -174,7 +180,7 @@ def _producer_settings() -> list[str]:
     return [p.name for p in parameters if type(p.default) is int and p.name != "acks"]
 
 
-LOADER = TypedLoader(MirrorConfigError, what="mirror config file")
+LOADER = TypedLoader(MirrorConfigError, invalid=(ClientError,), what="mirror config file")
 """Reads mirror files: kafkalog.configfile's rules (``file:key.path`` errors, ``${env:NAME}``)."""
 
 

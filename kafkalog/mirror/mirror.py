@@ -266,8 +266,9 @@ class GroupSource:
             commit_filter=self.tracker.safe_positions,
             on_out_of_range=gaps.resolve,
             before_release=self._before_release,
+            security=spec.security,
         )
-        self.metadata = Client(zookeeper=spec.zookeeper)
+        self.metadata = Client(zookeeper=spec.zookeeper, security=spec.security)
         self._partition_counts: dict[str, int] = {}
         self._threads: list[threading.Thread] = []
 

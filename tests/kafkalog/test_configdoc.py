@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from kafkalog.cli.configdoc import REGENERATE, broker_sections, mirror_sections, reference
+from kafkalog.client.security import ClientSecurity
 from kafkalog.configfile.reference import Section, missing_docs, sections, with_defaults
 from kafkalog.log import LogConfig
 from kafkalog.mirror.config import ClusterSpec, MirrorConfig, load_mirror_config
@@ -137,7 +138,9 @@ BROKER = BrokerConfig(
 
 MIRROR = MirrorConfig(
     sources=(ClusterSpec("east", bootstrap="10.0.1.5:9092"),),
-    target=ClusterSpec("aggregate", zookeeper="10.0.9.5:2181/agg"),
+    target=ClusterSpec(
+        "aggregate", zookeeper="10.0.9.5:2181/agg", security=ClientSecurity("SSL", ca_file=Path("ca.pem"))
+    ),
     whitelist=r"events\..*",
     gap_file=Path("gaps.jsonl"),
     producer={"linger_ms": 20},
@@ -166,7 +169,7 @@ def test_the_broker_loader_reads_every_listed_key(tmp_path: Path) -> None:
 
 def test_the_mirror_loader_reads_every_listed_key(tmp_path: Path) -> None:
     document = _document(mirror_sections(), MIRROR)
-    assert set(document["target"]) == {"name", "bootstrap", "zookeeper"}
+    assert set(document["target"]) == {"name", "bootstrap", "zookeeper", "security"}
     assert load_mirror_config(_write(tmp_path, document), {}) == MIRROR
 
 

@@ -7,10 +7,14 @@ line or error message.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import socket
 import ssl
 import statistics
 import struct
+import subprocess
 import threading
 import time
 import warnings
@@ -21,13 +25,16 @@ from typing import Any
 
 import confluent_kafka
 import pytest
+import yaml
 
+from kafkalog.client import Admin, ClientSecurity, Producer, SimpleConsumer
+from kafkalog.errors import AuthenticationError, ClientError
 from kafkalog.protocol import ApiKey, ErrorCode, decode_response, encode_request, lookup
 from kafkalog.sasl import ScramClient, plain_message
 from kafkalog.server.credentials import UsersFile
 from tests.support.certificates import Authority, Issued, authority, person
 from tests.support.kafka4 import CONSOLE_CONSUMER, CONSOLE_PRODUCER, run_tool
-from tests.support.kafkalog import BrokerProcess, recv_exact
+from tests.support.kafkalog import KAFKALOG, BrokerProcess, recv_exact
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -310,6 +317,84 @@ def test_a_thousand_bad_logins_do_not_slow_good_clients(secured: Secured) -> Non
         f" before, {median_during * 1000:.2f} ms during ({len(during)} sends)"
     )
     assert median_during < max(3 * median_before, median_before + 0.005), figures
+
+
+# ------------------------------------------------------------------ kafkalog's own clients
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_kafkalogs_own_clients_log_in_over_tls(secured: Secured, mechanism: str) -> None:
+    security = ClientSecurity("SASL_SSL", mechanism, "alice", PASSWORD, ca_file=secured.ca.certificate)
+    assert PASSWORD not in repr(security)
+    topic = f"own-{mechanism.lower()}"
+    with Admin(secured.address("SASL_SSL"), security=security) as admin:
+        admin.create_topic(topic, 1)
+    with Producer(secured.address("SASL_SSL"), security=security, linger_ms=0) as producer:
+        for i in range(3):
+            producer.send(topic, b"%d" % i)
+        producer.flush()
+    with SimpleConsumer(secured.address("SASL_SSL"), security=security) as consumer:
+        assert [m.value for m in consumer.fetch(topic, 0, 0).messages] == [b"0", b"1", b"2"]
+
+
+def test_kafkalogs_clients_are_told_why_a_login_or_certificate_is_refused(secured: Secured, tmp_path: Path) -> None:
+    wrong = ClientSecurity("SASL_SSL", "SCRAM-SHA-256", "alice", WRONG, ca_file=secured.ca.certificate)
+    with (
+        SimpleConsumer(secured.address("SASL_SSL"), security=wrong, request_timeout_ms=5000) as consumer,
+        pytest.raises(AuthenticationError, match="refused the login: SCRAM-SHA-256: authentication failed") as info,
+    ):
+        consumer.fetch("own-plain", 0, 0)
+    secured.errors.append(str(info.value))  # checked for secrets with the others, last
+    stranger = authority(tmp_path / "stranger", "stranger")  # a CA the broker's certificate is not from
+    untrusted = ClientSecurity("SSL", ca_file=stranger.certificate)
+    with (
+        SimpleConsumer(secured.address("SSL"), security=untrusted, request_timeout_ms=5000) as consumer,
+        pytest.raises(AuthenticationError, match="the broker's certificate is not trusted"),
+    ):
+        consumer.fetch("own-plain", 0, 0)
+    with pytest.raises(ClientError, match="SASL_SSL needs a username and a password"):
+        ClientSecurity("SASL_SSL", "PLAIN", "alice")
+
+
+def test_the_mirror_reads_a_secured_source_with_credentials_from_the_environment(
+    secured: Secured, tmp_path: Path
+) -> None:
+    security = ClientSecurity("SASL_SSL", "SCRAM-SHA-512", "alice", PASSWORD, ca_file=secured.ca.certificate)
+    with Producer(secured.address("SASL_SSL"), security=security, linger_ms=0) as producer:
+        for i in range(20):
+            producer.send("mirrored", b"%d" % i, partition=0)
+        producer.flush()
+    config = tmp_path / "mirror.yaml"
+    config.write_text(yaml.safe_dump({
+        "sources": [{"name": "secured", "bootstrap": secured.address("SASL_SSL"), "security": {
+            "protocol": "SASL_SSL", "mechanism": "SCRAM-SHA-512", "username": "alice",
+            "password": "${env:MIRROR_SOURCE_PASSWORD}", "ca_file": str(secured.ca.certificate)}}],
+        "target": {"name": "plain", "bootstrap": "TARGET"},
+        "whitelist": "mirrored", "start_from": "earliest", "status_interval_ms": 0,
+    }))  # fmt: skip
+    with BrokerProcess(tmp_path / "target") as target:
+        config.write_text(config.read_text().replace("TARGET", target.bootstrap))
+        err = tmp_path / "mirror.err"
+        with err.open("wb") as stderr:
+            mirror = subprocess.Popen(
+                [str(KAFKALOG), "mirror", "--config", str(config)], stdout=subprocess.DEVNULL, stderr=stderr,
+                env={**os.environ, "MIRROR_SOURCE_PASSWORD": PASSWORD},
+            )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 60
+            with SimpleConsumer(target.bootstrap) as consumer:
+                while time.monotonic() < deadline and mirror.poll() is None:
+                    with contextlib.suppress(ClientError):
+                        if consumer.latest_offset("mirrored", 0) >= 20:
+                            break
+                    time.sleep(0.3)
+                assert [m.value for m in consumer.messages("mirrored", 0, 0, 20)] == [b"%d" % i for i in range(20)], (
+                    err.read_text()
+                )
+        finally:
+            mirror.send_signal(signal.SIGTERM)
+            mirror.wait(30)
+    secured.errors.append(err.read_text())  # checked for secrets with the others, last
 
 
 def test_no_secret_appears_in_any_log_line_or_error_message(secured: Secured) -> None:
