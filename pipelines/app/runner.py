@@ -107,7 +107,9 @@ def check_source(spec: PipelineSpec) -> None:
             brokers: list[str] = list(view.brokers.values())
         else:
             brokers = list(source.bootstrap or ())
-        with Client(brokers, request_timeout_ms=timeout_ms, broker_version=source.broker_version) as client:
+        with Client(
+            brokers, request_timeout_ms=timeout_ms, broker_version=source.broker_version, security=source.security
+        ) as client:
             answered = client.refresh_metadata(wanted)
         if source.zookeeper is None:
             topics = set(answered)

@@ -11,6 +11,8 @@ message that starts with their key; the loader puts the path and the file in fro
 from __future__ import annotations
 
 from kafkalog.configfile import TypedLoader
+from kafkalog.errors import ClientError
 from pipelines.errors import SpecError
 
-LOADER = TypedLoader(SpecError, what="pipeline file")
+LOADER = TypedLoader(SpecError, invalid=(ClientError,), what="pipeline file")
+"""(ClientError: a source's ``security`` mapping is kafkalog.client's ClientSecurity, checked by it.)"""

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from kafkalog.client.security import PLAINTEXT, ClientSecurity
 from pipelines.addresses import is_http_address
 from pipelines.config.loader import LOADER
 from pipelines.config.steps import Output, Schedule, Transform, check_graph
@@ -69,6 +70,10 @@ class Source:
     """Bytes asked for per fetch request and partition (grown automatically for larger messages)."""
     retry_ms: int = 60_000
     """How long a task keeps retrying a broker that is down before it fails (the attempt is then retried by Spark)."""
+    security: ClientSecurity = PLAINTEXT
+    """TLS and a SASL login for a secured cluster (docs/security.md): ``{protocol: SASL_SSL, mechanism:
+    SCRAM-SHA-512, username: loader, password: ${env:LOADER_PASSWORD}, ca_file: /etc/kafka/ca.pem}``.
+    The password only from the environment: the loader refuses one written in the file."""
 
     def __post_init__(self) -> None:
         if self.bootstrap is None and self.zookeeper is None:

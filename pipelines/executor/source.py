@@ -32,7 +32,7 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from kafkalog.client import KERNELS, SimpleConsumer, describe_kernels
+from kafkalog.client import KERNELS, ClientSecurity, SimpleConsumer, describe_kernels
 from kafkalog.faults import FaultPoints, FaultTarget
 from kafkalog.retry import Backoff
 from pipelines.config.pipeline import BadRecords, Decoder, EventTime, Source
@@ -99,6 +99,18 @@ class KafkalogSource(DataSource):
         return SplitReader(dict(self.options))
 
 
+def source_of(source: dict[str, Any], options: dict[str, str]) -> Source:
+    """The Source the driver sent, its secrets from their own options (pipelines.ingest.stage)."""
+    security = source["security"]
+    paths = {key: None if security[key] is None else Path(security[key]) for key in ("ca_file", "certificate", "key")}
+    secrets = {key: options.get(f"source_{key}") or None for key in ("password", "key_password")}
+    return Source(**{
+        **source,
+        "bootstrap": None if source["bootstrap"] is None else tuple(source["bootstrap"]),
+        "security": ClientSecurity(**{**security, **paths, **secrets}),
+    })  # fmt: skip
+
+
 class SplitReader(DataSourceReader):
     def __init__(self, options: dict[str, str]) -> None:
         self.options = options
@@ -114,9 +126,8 @@ class SplitReader(DataSourceReader):
         _log_kernels()
         progress = _Progress(self.options.get("progress_dir"), partition.index, split)
         fault = _TaskFault(self.options.get("faults", ""))
-        source = settings["source"]
         task = SplitTask(
-            Source(**{**source, "bootstrap": None if source["bootstrap"] is None else tuple(source["bootstrap"])}),
+            source_of(settings["source"], self.options),
             Decoder(**_decoder_options(settings["decoder"])),
             EventTime(**settings["event_time"]),
             BadRecords(**settings["bad_records"]),

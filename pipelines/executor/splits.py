@@ -64,4 +64,5 @@ def open_consumer(source: Source, brokers: Sequence[str] | None = None) -> Simpl
         broker_version=source.broker_version,
         max_bytes=source.fetch_max_bytes,
         request_timeout_ms=source.request_timeout_ms,
+        security=source.security,
     )

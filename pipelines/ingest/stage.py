@@ -79,18 +79,24 @@ class SparkStager:
 
     def _options(self, splits: list[Split], emit: str, progress_dir: str | None) -> dict[str, str]:
         spec = self.spec
+        source = asdict(spec.source)
+        # the secrets go in options of their own, whose names Spark redacts in plans, logs and its
+        # UI (spark.redaction.regex matches "password"); never inside the readable "spec"
+        secrets = {key: source["security"].pop(key) or "" for key in ("password", "key_password")}
         settings = {
-            "source": asdict(spec.source),
+            "source": source,
             "decoder": asdict(spec.decoder),
             "event_time": asdict(spec.event_time),
             "bad_records": asdict(spec.bad_records),
             "brokers": self.brokers(),  # tasks connect through these (see pipelines.executor.source)
         }
         options = {
-            "spec": json.dumps(settings),
+            "spec": json.dumps(settings, default=str),  # (paths as text)
             "splits": json.dumps([asdict(s) for s in splits]),
             "emit": emit,
             "faults": self.task_faults,
+            "source_password": secrets["password"],
+            "source_key_password": secrets["key_password"],
         }
         if progress_dir:
             options["progress_dir"] = progress_dir

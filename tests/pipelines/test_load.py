@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from kafkalog.client import SimpleConsumer
+from kafkalog.server.credentials import UsersFile
 from pipelines.config.pipeline import PipelineSpec, load_spec
 from pipelines.errors import (
     BadRecordError,
@@ -32,6 +33,7 @@ from pipelines.ingest.state import PipelineState
 from pipelines.reporting.report import build_report
 from pipelines.storage import LocalStorage
 from tests.pipelines.harness import event, oracle, produce, write_spec
+from tests.support.certificates import authority, person
 from tests.support.kafkalog import BrokerProcess
 
 pytestmark = pytest.mark.slow
@@ -408,3 +410,31 @@ def test_the_raw_decoder_keeps_values_as_bytes(tmp_path: Path, broker: BrokerPro
     assert result.manifest is not None
     table = pq.read_table(tmp_path / "raw" / result.manifest.files[0].path)
     assert table.column("value").to_pylist()[0] == event(table.column("offset").to_pylist()[0])
+
+
+def test_a_load_from_a_secured_cluster_logs_in_and_keeps_the_password_out_of_every_file(
+    tmp_path: Path, spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TLS and a SCRAM login for the planner and every task, the password from the environment;
+    nothing written (raw layer, state, manifest) holds it."""
+    password = "loader-Pw-3k9q"
+    ca = authority(tmp_path / "certs")
+    server = ca.issue("broker", person("broker"), server=True)
+    users = UsersFile(tmp_path / "users.json")
+    users.set_password("loader", password, ["SCRAM-SHA-512"])
+    secured = {
+        "listeners": ["PLAINTEXT://127.0.0.1:0", "SASL_SSL://127.0.0.1:0"],
+        "sasl": {"users_file": str(users.path), "mechanisms": ["SCRAM-SHA-512"]},
+        "tls": {"certificate": str(server.certificate), "key": str(server.key)},
+    }
+    with BrokerProcess(tmp_path / "secured", **secured) as broker:
+        produce(broker.bootstrap, "events", 300)  # through the loopback PLAINTEXT listener
+        monkeypatch.setenv("LOADER_PASSWORD", password)
+        security = {"protocol": "SASL_SSL", "mechanism": "SCRAM-SHA-512", "username": "loader",
+                    "password": "${env:LOADER_PASSWORD}", "ca_file": str(ca.certificate)}  # fmt: skip
+        source = {"bootstrap": f"127.0.0.1:{broker.ports['SASL_SSL']}", "retry_ms": 20_000, "security": security}
+        spec = load_spec(write_spec(tmp_path, "unused", tmp_path / "raw", source=source))
+        assert run(spec, spark).status == "committed"
+        assert oracle(tmp_path / "raw")["rows"] == 300
+    written = [path for path in (tmp_path / "raw").rglob("*") if path.is_file()]
+    assert written and not [path for path in written if password.encode() in path.read_bytes()]
