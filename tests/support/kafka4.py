@@ -97,9 +97,10 @@ def run_tool(
 
 class Kafka4Process:
     """One combined broker and controller (process.roles=broker,controller, node 1) under ``root``;
-    ``properties`` override its server.properties."""
+    ``properties`` override its server.properties; ``format_args`` go to the storage format (e.g.
+    ``--add-scram`` users, which a KRaft cluster keeps in its metadata)."""
 
-    def __init__(self, root: Path, **properties: object) -> None:
+    def __init__(self, root: Path, *, format_args: Sequence[str] = (), **properties: object) -> None:
         require(KAFKA4_LIBS, "Apache Kafka 4.x (Maven Central)", "make peers")
         self.root = root
         self.port = free_port()
@@ -133,6 +134,7 @@ class Kafka4Process:
         self.log = root / "kafka.log"
         self.process: subprocess.Popen[bytes] | None = None
         self._formatted = False
+        self._format_args = tuple(format_args)
 
     @property
     def bootstrap(self) -> str:
@@ -144,7 +146,8 @@ class Kafka4Process:
     def start(self, timeout: float = 90) -> Kafka4Process:
         """Format the storage (first start only), start the broker, wait until it serves clients."""
         if not self._formatted:
-            self.tool("kafka.tools.StorageTool", "format", "-t", cluster_id(), "-c", str(self.config))
+            format_command = ("format", "-t", cluster_id(), "-c", str(self.config), *self._format_args)
+            self.tool("kafka.tools.StorageTool", *format_command)
             self._formatted = True
         since = self.log.stat().st_size if self.log.exists() else 0
         self.process = spawn([*self._java("log4j2.properties", "768m"), "kafka.Kafka", self.config], log=self.log)
