@@ -15,6 +15,7 @@ nothing is published unless validation passed.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import sys
 from datetime import datetime, timedelta
@@ -24,6 +25,7 @@ from typing import Any
 from pipelines.app.runner import needs_spark
 from pipelines.config.pipeline import PipelineSpec, load_spec
 from pipelines.config.steps import RAW_VIEW
+from pipelines.errors import SpecError
 from pipelines.logs import ENV_LEVEL
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
@@ -48,9 +50,13 @@ def _spark_submit(spec: PipelineSpec) -> str:
     return command
 
 
-def _task_env() -> dict[str, str]:
-    """Spark's Python is this environment's; the driver binds to loopback."""
+def _task_env(secret: tuple[str, str] | None = None) -> dict[str, str]:
+    """Spark's Python is this environment's; the driver binds to loopback. ``secret``: (the
+    environment variable the source's password is read from, the Airflow connection holding it),
+    rendered by Airflow when the task runs (``env`` is a templated field; Airflow masks a
+    connection's password wherever it would be logged)."""
     return {
+        **({secret[0]: f"{{{{ conn.get({secret[1]!r}).password }}}}"} if secret else {}),
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
         "SPARK_LOCAL_IP": "127.0.0.1",
@@ -97,15 +103,53 @@ def stage_command(spec: PipelineSpec, pipeline_file: Path, stage: str, step: str
     )
 
 
+def _password_variable(pipeline_file: Path) -> str | None:
+    """The environment variable a pipeline file's ``source.security.password`` names, if any (read
+    from the YAML itself: the scheduler parsing DAGs does not have the secret, and must not)."""
+    import yaml  # noqa: PLC0415
+
+    try:
+        document = yaml.safe_load(pipeline_file.read_text(encoding="utf-8"))
+        reference = document["source"]["security"]["password"]
+    except (OSError, yaml.YAMLError, KeyError, TypeError):
+        return None
+    match = re.fullmatch(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}", str(reference).strip())
+    return match.group(1) if match else None
+
+
+def _load_for_dag(pipeline_file: Path) -> tuple[PipelineSpec, tuple[str, str] | None]:
+    """The spec, and (variable, connection) when its password comes from an Airflow connection.
+    While parsing, the variable stands in for the password if it is unset: the DAG needs the
+    pipeline's shape, not its secret, which Airflow gives the tasks when they run."""
+    variable = _password_variable(pipeline_file)
+    if variable is None or variable in os.environ:
+        spec = load_spec(pipeline_file)
+    else:
+        os.environ[variable] = "(set by Airflow when a task runs)"
+        try:
+            spec = load_spec(pipeline_file)
+        finally:
+            del os.environ[variable]
+    connection = spec.schedule.airflow_connection
+    if connection is None:
+        return spec, None
+    if variable is None:
+        raise SpecError(
+            f"{pipeline_file}:schedule.airflow_connection: {connection!r} is given, but source.security.password"
+            " is not an ${env:NAME} reference for it to fill"
+        )
+    return spec, (variable, connection)
+
+
 def dag_for(name: str) -> Any:
     """The DAG of ``conf_dir()/name``; raises the pipeline file's SpecError if it is invalid."""
     from airflow.providers.standard.operators.bash import BashOperator  # noqa: PLC0415
     from airflow.sdk import DAG  # noqa: PLC0415 - Airflow only where DAGs are built
 
     pipeline_file = (conf_dir() / name).resolve()
-    spec = load_spec(pipeline_file)
+    spec, secret = _load_for_dag(pipeline_file)
     schedule = spec.schedule
-    env = _task_env()
+    env = _task_env(secret)
     dag = DAG(
         dag_id=f"pipeline_{spec.name}",
         description=spec.description or f"pipeline {spec.name}",
@@ -172,7 +216,7 @@ def replay_dag_for(name: str) -> Any:
     from airflow.sdk import DAG, Param  # noqa: PLC0415
 
     pipeline_file = (conf_dir() / name).resolve()
-    spec = load_spec(pipeline_file)
+    spec, secret = _load_for_dag(pipeline_file)
     dag = DAG(
         dag_id=f"replay_{spec.name}",
         description=f"rewind and replay pipeline {spec.name} (manual)",
@@ -193,7 +237,7 @@ def replay_dag_for(name: str) -> Any:
         BashOperator(
             task_id="replay",
             bash_command=replay_command(spec, pipeline_file),
-            env=_task_env(),
+            env=_task_env(secret),
             append_env=True,
             cwd=str(PROJECT_DIR),
         )

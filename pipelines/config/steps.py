@@ -187,8 +187,14 @@ class Schedule:
     """A task running longer fails (and is retried)."""
     tags: tuple[str, ...] = ()
     """Airflow tags (``pipelines`` is always added)."""
+    airflow_connection: str | None = None
+    """For a secured source: the Airflow connection whose password the tasks get in the environment
+    variable ``source.security.password`` names (``${env:NAME}``), so the secret lives in Airflow's
+    store, masked in its logs, and never in the DAG or the pipeline file."""
 
     def __post_init__(self) -> None:
+        if self.airflow_connection is not None and not re.fullmatch(r"[A-Za-z0-9_.-]+", self.airflow_connection):
+            raise _fail("airflow_connection", f"{self.airflow_connection!r} is not an Airflow connection id")
         try:
             date.fromisoformat(self.start_date)
         except ValueError as exc:

@@ -16,8 +16,11 @@ from typing import Any
 import pytest
 
 from demo.examples import page_views
+from kafkalog.server.credentials import UsersFile
 from pipelines.app.airflow import RUN_ID
 from tests.pipelines.flow_harness import REPO, example_spec, expected_hourly_pages, send, snapshot, table_rows
+from tests.pipelines.harness import oracle, produce, write_spec
+from tests.support.certificates import authority, person
 from tests.support.kafkalog import BrokerProcess
 
 AIRFLOW = str(Path(sys.executable).with_name("airflow"))
@@ -178,3 +181,62 @@ def test_airflow_dags_test_runs_a_pipeline_end_to_end_and_again_changes_nothing(
         for k, v in before.items()
         if k.startswith("hourly_page_views/dt=2026-05-04/")
     }, "generation 0 untouched"
+
+
+def test_a_secured_pipelines_tasks_get_the_password_from_an_airflow_connection(
+    tmp_path: Path, airflow_home: Path
+) -> None:
+    """The pipeline file names ``${env:LOADER_PASSWORD}``; neither it nor the DAG holds the secret,
+    and the scheduler parsing the DAG does not have it: Airflow's connection gives it to the task,
+    which logs in to a SASL_SSL broker and loads."""
+    password = "airflow-Pw-5r7t"
+    ca = authority(tmp_path / "certs")
+    server = ca.issue("broker", person("broker"), server=True)
+    users = UsersFile(tmp_path / "users.json")
+    users.set_password("loader", password, ["SCRAM-SHA-512"])
+    secured = {
+        "listeners": ["PLAINTEXT://127.0.0.1:0", "SASL_SSL://127.0.0.1:0"],
+        "sasl": {"users_file": str(users.path), "mechanisms": ["SCRAM-SHA-512"]},
+        "tls": {"certificate": str(server.certificate), "key": str(server.key)},
+    }
+    conf, dags = tmp_path / "conf", tmp_path / "dags"
+    conf.mkdir()
+    dags.mkdir()
+    with BrokerProcess(tmp_path / "secured", **secured) as broker:
+        produce(broker.bootstrap, "events", 200)  # through the loopback PLAINTEXT listener
+        security = {"protocol": "SASL_SSL", "mechanism": "SCRAM-SHA-512", "username": "loader",
+                    "password": "${env:LOADER_PASSWORD}", "ca_file": str(ca.certificate)}  # fmt: skip
+        write_spec(
+            conf, "unused", tmp_path / "raw",
+            source={"bootstrap": f"127.0.0.1:{broker.ports['SASL_SSL']}", "retry_ms": 20_000, "security": security},
+            schedule={"airflow_connection": "kafka_loader", "retries": 0, "cron": None},
+        )  # fmt: skip
+        (dags / "secured.py").write_text(
+            'from pipelines.app.airflow import dag_for\n\ndag = dag_for("events_raw.yaml")\n'
+        )
+        env = {
+            **{k: v for k, v in os.environ.items() if k != "LOADER_PASSWORD"},
+            "PIPELINES_CONF_DIR": str(conf),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
+            "AIRFLOW_CONN_KAFKA_LOADER": json.dumps({"conn_type": "generic", "login": "loader", "password": password}),
+        }
+        # the DAG parses without the secret, and its task asks Airflow for it by the connection's id
+        os.environ["PIPELINES_CONF_DIR"] = str(conf)
+        try:
+            bag = dag_bag(dags)
+        finally:
+            del os.environ["PIPELINES_CONF_DIR"]
+        assert bag.import_errors == {}
+        (load,) = bag.dags["pipeline_events_raw"].tasks
+        assert load.env["LOADER_PASSWORD"] == "{{ conn.get('kafka_loader').password }}"
+        migrate = subprocess.run([AIRFLOW, "db", "migrate"], env=env, capture_output=True, text=True, timeout=300,
+                                 check=False)  # fmt: skip
+        assert migrate.returncode == 0, migrate.stderr[-3000:]
+        done = subprocess.run(
+            [AIRFLOW, "dags", "test", "pipeline_events_raw", "2026-05-04T11:00:00+00:00"],
+            env=env, capture_output=True, text=True, timeout=900, check=False,
+        )  # fmt: skip
+        output = done.stdout + done.stderr
+        assert done.returncode == 0, output[-6000:]
+        assert oracle(tmp_path / "raw")["rows"] == 200
+        assert password not in output  # Airflow masks it; nothing of ours prints it
