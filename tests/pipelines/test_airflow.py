@@ -9,17 +9,20 @@ import shutil
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from demo.examples import page_views
 from kafkalog.server.credentials import UsersFile
 from pipelines.app.airflow import RUN_ID
 from tests.pipelines.flow_harness import REPO, example_spec, expected_hourly_pages, send, snapshot, table_rows
-from tests.pipelines.harness import oracle, produce, write_spec
+from tests.pipelines.harness import write_spec
 from tests.support.certificates import authority, person
 from tests.support.kafkalog import BrokerProcess
 
@@ -106,23 +109,62 @@ def test_a_broken_pipeline_file_breaks_only_its_own_dag(
     }
 
 
+@dataclass(frozen=True)
+class Secured:
+    """A broker with a SASL_SSL listener (and PLAINTEXT on loopback for the test's own producer),
+    and the pipeline ``source`` that logs in to it with its password from ``${env:LOADER_PASSWORD}``."""
+
+    broker: BrokerProcess
+    source: dict[str, Any]
+
+
+@pytest.fixture
+def secured(tmp_path: Path) -> Iterator[Secured]:
+    ca = authority(tmp_path / "certs")
+    server = ca.issue("broker", person("broker"), server=True)
+    users = UsersFile(tmp_path / "users.json")
+    users.set_password("loader", LOADER_PASSWORD, ["SCRAM-SHA-512"])
+    config = {
+        "listeners": ["PLAINTEXT://127.0.0.1:0", "SASL_SSL://127.0.0.1:0"],
+        "sasl": {"users_file": str(users.path), "mechanisms": ["SCRAM-SHA-512"]},
+        "tls": {"certificate": str(server.certificate), "key": str(server.key)},
+    }
+    with BrokerProcess(tmp_path / "secured", **config) as broker:
+        security = {"protocol": "SASL_SSL", "mechanism": "SCRAM-SHA-512", "username": "loader",
+                    "password": "${env:LOADER_PASSWORD}", "ca_file": str(ca.certificate)}  # fmt: skip
+        address = f"127.0.0.1:{broker.ports['SASL_SSL']}"
+        yield Secured(broker, {"bootstrap": address, "retry_ms": 20_000, "security": security})
+
+
+LOADER_PASSWORD = "airflow-Pw-5r7t"
+CONNECTION = json.dumps({"conn_type": "generic", "login": "loader", "password": LOADER_PASSWORD})
+
+
 @pytest.mark.early
 def test_airflow_dags_test_runs_a_pipeline_end_to_end_and_again_changes_nothing(
-    tmp_path: Path, airflow_home: Path, broker: BrokerProcess
+    tmp_path: Path, airflow_home: Path, secured: Secured
 ) -> None:
+    """Against a SASL_SSL broker: the pipeline file names ``${env:LOADER_PASSWORD}``, and only
+    Airflow's connection (``AIRFLOW_CONN_KAFKA_LOADER``) holds the password; every task gets it
+    when it runs."""
     events = list(page_views(datetime(2026, 5, 4, 10, 0, tzinfo=UTC), 300, bad_page_every=200))
-    send(broker.bootstrap, "web.page_views", events)
+    send(secured.broker.bootstrap, "web.page_views", events)  # through the loopback PLAINTEXT listener
     conf, dags = tmp_path / "conf", tmp_path / "dags"
     conf.mkdir()
     dags.mkdir()
-    example_spec(conf, "page_views", broker.bootstrap)
+    pipeline = example_spec(conf, "page_views", "unused")
+    document = yaml.safe_load(pipeline.read_text())
+    document["source"] = secured.source
+    document.setdefault("schedule", {})["airflow_connection"] = "kafka_loader"
+    pipeline.write_text(yaml.safe_dump(document, sort_keys=False))
     # the raw layer and the warehouse are under conf/ too (example_spec puts them beside the file)
     shutil.copy(REPO / "airflow_dags" / "page_views.py", dags / "page_views.py")
     env = {
-        **os.environ,
+        **{key: value for key, value in os.environ.items() if key != "LOADER_PASSWORD"},
         "PIPELINES_CONF_DIR": str(conf),
         "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW_CONN_KAFKA_LOADER": CONNECTION,
     }
     migrate = subprocess.run(
         [AIRFLOW, "db", "migrate"], env=env, capture_output=True, text=True, timeout=300, check=False
@@ -176,6 +218,7 @@ def test_airflow_dags_test_runs_a_pipeline_end_to_end_and_again_changes_nothing(
     current = warehouse / "hourly_page_views" / "_generations" / "000001"
     rows = table_rows(current)
     assert {(r["dt"], r["hour"], r["page"]): (r["views"], r["users"]) for r in rows} == expected_hourly_pages(events)
+    assert not [o for o in (first, again, replayed.stdout + replayed.stderr) if LOADER_PASSWORD in o]  # masked
     assert snapshot(warehouse / "hourly_page_views" / "dt=2026-05-04") == {
         k.removeprefix("hourly_page_views/dt=2026-05-04/"): v
         for k, v in before.items()
@@ -183,60 +226,27 @@ def test_airflow_dags_test_runs_a_pipeline_end_to_end_and_again_changes_nothing(
     }, "generation 0 untouched"
 
 
-def test_a_secured_pipelines_tasks_get_the_password_from_an_airflow_connection(
-    tmp_path: Path, airflow_home: Path
+def test_a_secured_pipelines_dag_parses_without_the_secret_and_asks_airflow_for_it(
+    tmp_path: Path, airflow_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The pipeline file names ``${env:LOADER_PASSWORD}``; neither it nor the DAG holds the secret,
-    and the scheduler parsing the DAG does not have it: Airflow's connection gives it to the task,
-    which logs in to a SASL_SSL broker and loads."""
-    password = "airflow-Pw-5r7t"
-    ca = authority(tmp_path / "certs")
-    server = ca.issue("broker", person("broker"), server=True)
-    users = UsersFile(tmp_path / "users.json")
-    users.set_password("loader", password, ["SCRAM-SHA-512"])
-    secured = {
-        "listeners": ["PLAINTEXT://127.0.0.1:0", "SASL_SSL://127.0.0.1:0"],
-        "sasl": {"users_file": str(users.path), "mechanisms": ["SCRAM-SHA-512"]},
-        "tls": {"certificate": str(server.certificate), "key": str(server.key)},
-    }
+    """The scheduler parsing the DAG does not have the password (and must not): the DAG builds, and
+    each task's environment asks Airflow's connection for it when the task runs (the end-to-end
+    test above runs such a DAG)."""
     conf, dags = tmp_path / "conf", tmp_path / "dags"
     conf.mkdir()
     dags.mkdir()
-    with BrokerProcess(tmp_path / "secured", **secured) as broker:
-        produce(broker.bootstrap, "events", 200)  # through the loopback PLAINTEXT listener
-        security = {"protocol": "SASL_SSL", "mechanism": "SCRAM-SHA-512", "username": "loader",
-                    "password": "${env:LOADER_PASSWORD}", "ca_file": str(ca.certificate)}  # fmt: skip
-        write_spec(
-            conf, "unused", tmp_path / "raw",
-            source={"bootstrap": f"127.0.0.1:{broker.ports['SASL_SSL']}", "retry_ms": 20_000, "security": security},
-            schedule={"airflow_connection": "kafka_loader", "retries": 0, "cron": None},
-        )  # fmt: skip
-        (dags / "secured.py").write_text(
-            'from pipelines.app.airflow import dag_for\n\ndag = dag_for("events_raw.yaml")\n'
-        )
-        env = {
-            **{k: v for k, v in os.environ.items() if k != "LOADER_PASSWORD"},
-            "PIPELINES_CONF_DIR": str(conf),
-            "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
-            "AIRFLOW_CONN_KAFKA_LOADER": json.dumps({"conn_type": "generic", "login": "loader", "password": password}),
-        }
-        # the DAG parses without the secret, and its task asks Airflow for it by the connection's id
-        os.environ["PIPELINES_CONF_DIR"] = str(conf)
-        try:
-            bag = dag_bag(dags)
-        finally:
-            del os.environ["PIPELINES_CONF_DIR"]
-        assert bag.import_errors == {}
-        (load,) = bag.dags["pipeline_events_raw"].tasks
-        assert load.env["LOADER_PASSWORD"] == "{{ conn.get('kafka_loader').password }}"
-        migrate = subprocess.run([AIRFLOW, "db", "migrate"], env=env, capture_output=True, text=True, timeout=300,
-                                 check=False)  # fmt: skip
-        assert migrate.returncode == 0, migrate.stderr[-3000:]
-        done = subprocess.run(
-            [AIRFLOW, "dags", "test", "pipeline_events_raw", "2026-05-04T11:00:00+00:00"],
-            env=env, capture_output=True, text=True, timeout=900, check=False,
-        )  # fmt: skip
-        output = done.stdout + done.stderr
-        assert done.returncode == 0, output[-6000:]
-        assert oracle(tmp_path / "raw")["rows"] == 200
-        assert password not in output  # Airflow masks it; nothing of ours prints it
+    source = {"bootstrap": "127.0.0.1:9093", "security": {"protocol": "SASL_SSL", "username": "loader",
+                                                          "password": "${env:LOADER_PASSWORD}"}}  # fmt: skip
+    write_spec(conf, "unused", tmp_path / "raw", source=source, schedule={"airflow_connection": "kafka_loader"})
+    (dags / "secured.py").write_text('from pipelines.app.airflow import dag_for\n\ndag = dag_for("events_raw.yaml")\n')
+    monkeypatch.setenv("PIPELINES_CONF_DIR", str(conf))
+    monkeypatch.delenv("LOADER_PASSWORD", raising=False)
+    bag = dag_bag(dags)
+    assert bag.import_errors == {}
+    (load,) = bag.dags["pipeline_events_raw"].tasks
+    assert load.env["LOADER_PASSWORD"] == "{{ conn.get('kafka_loader').password }}"
+    assert "LOADER_PASSWORD" not in os.environ  # the stand-in used while parsing is gone
+    # a connection named for a pipeline whose password is not taken from the environment: refused
+    write_spec(conf, "unused", tmp_path / "raw", source={"bootstrap": "127.0.0.1:9092"},
+               schedule={"airflow_connection": "kafka_loader"})  # fmt: skip
+    assert "is not an ${env:NAME} reference for it to fill" in str(dag_bag(dags).import_errors)
