@@ -22,35 +22,15 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.serialization import pkcs12
-
 from bench.broker_bench import fetch_rate, produce_rate
 from bench.results import print_results, result
 from kafkalog.server.credentials import UsersFile
-from tests.support.certificates import Authority, Issued, authority, person
-from tests.support.kafka4 import Kafka4Process
+from tests.support.certificates import Authority, Issued, authority, person, pkcs12_keystore
+from tests.support.kafka4 import Kafka4Process, secured_kafka4
 from tests.support.kafkalog import BrokerProcess
-from tests.support.ports import free_port
 
 USER, PASSWORD = "bench", "bench-Pw-8s2k"
 KEYSTORE_PASSWORD = "keystore-Pw-1"
-FLUSH = {"log.flush.interval.ms": 1000, "log.flush.scheduler.interval.ms": 1000}
-
-
-def _pkcs12(issued: Issued, directory: Path) -> Path:
-    """The broker's key and certificate as a PKCS12 keystore (what Kafka's JVM reads)."""
-    key = serialization.load_pem_private_key(issued.key.read_bytes(), None)
-    from cryptography import x509
-
-    certificate = x509.load_pem_x509_certificate(issued.certificate.read_bytes())
-    data = pkcs12.serialize_key_and_certificates(
-        b"broker", key, certificate, None,  # type: ignore[arg-type]
-        serialization.BestAvailableEncryption(KEYSTORE_PASSWORD.encode()),
-    )  # fmt: skip
-    path = directory / "broker.p12"
-    path.write_bytes(data)
-    return path
 
 
 def kafkalog_broker(root: Path, server: Issued) -> tuple[BrokerProcess, dict[str, str]]:
@@ -66,34 +46,8 @@ def kafkalog_broker(root: Path, server: Issued) -> tuple[BrokerProcess, dict[str
 
 
 def kafka4_broker(root: Path, server: Issued) -> tuple[Kafka4Process, dict[str, str]]:
-    secured_port = free_port()
-    keystore = _pkcs12(server, root)
-    scram = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
-    broker = Kafka4Process(
-        root / "kafka4", format_args=("--add-scram", f"SCRAM-SHA-512=[name={USER},password={PASSWORD}]")
-    )
-    broker.config.write_text(
-        broker.config.read_text()
-        .replace(
-            f"listeners=PLAINTEXT://127.0.0.1:{broker.port},",
-            f"listeners=PLAINTEXT://127.0.0.1:{broker.port},SASL_SSL://127.0.0.1:{secured_port},",
-        )
-        .replace(
-            f"advertised.listeners=PLAINTEXT://127.0.0.1:{broker.port}",
-            f"advertised.listeners=PLAINTEXT://127.0.0.1:{broker.port},SASL_SSL://127.0.0.1:{secured_port}",
-        )
-        .replace("PLAINTEXT:PLAINTEXT\n", "PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL\n")
-        + "".join(f"{key}={value}\n" for key, value in {
-            **FLUSH,
-            "sasl.enabled.mechanisms": "SCRAM-SHA-512",
-            "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": scram,
-            "ssl.keystore.type": "PKCS12",
-            "ssl.keystore.location": keystore,
-            "ssl.keystore.password": KEYSTORE_PASSWORD,
-            "ssl.key.password": KEYSTORE_PASSWORD,
-        }.items())
-    )  # fmt: skip
-    broker.start()
+    keystore = pkcs12_keystore(server, root / "broker.p12", KEYSTORE_PASSWORD)
+    broker, secured_port = secured_kafka4(root / "kafka4", keystore, KEYSTORE_PASSWORD, {USER: PASSWORD})
     return broker, {"PLAINTEXT": broker.bootstrap, "SASL_SSL": f"127.0.0.1:{secured_port}"}
 
 

@@ -133,3 +133,14 @@ def person(
         (NameOID.ORGANIZATIONAL_UNIT_NAME, unit),
         (NameOID.COMMON_NAME, common_name),
     ]
+
+
+def pkcs12_keystore(issued: Issued, path: Path, password: str) -> Path:
+    """``issued``'s key and certificate as a PKCS12 keystore (what a JVM broker reads)."""
+    from cryptography.hazmat.primitives.serialization import pkcs12
+
+    key = serialization.load_pem_private_key(issued.key.read_bytes(), None)
+    certificate = x509.load_pem_x509_certificate(issued.certificate.read_bytes())
+    encryption = serialization.BestAvailableEncryption(password.encode())
+    path.write_bytes(pkcs12.serialize_key_and_certificates(b"broker", key, certificate, None, encryption))  # type: ignore[arg-type]
+    return path

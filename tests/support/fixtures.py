@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
+from tests.support.certificates import authority, person, pkcs12_keystore
 from tests.support.hadoop import HadoopCluster
 from tests.support.kafka09 import Kafka09Process
-from tests.support.kafka4 import Kafka4Process
+from tests.support.kafka4 import Kafka4Process, secured_kafka4
 from tests.support.metastore import HiveMetastoreProcess
 from tests.support.postgres import PostgresProcess
 from tests.support.spark import spark_kafka_jars, stop_spark
@@ -50,9 +51,16 @@ def kafka09(zookeeper: ZooKeeperProcess, tmp_path_factory: pytest.TempPathFactor
 
 @pytest.fixture(scope="session")
 def kafka4(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kafka4Process]:
-    """An Apache Kafka 4.x broker (KRaft, broker and controller in one process)."""
-    with Kafka4Process(Path(tmp_path_factory.mktemp("kafka4"))) as broker:
+    """An Apache Kafka 4.x broker (KRaft, broker and controller in one process), serving PLAINTEXT
+    (``bootstrap``) and SASL_SSL with a SCRAM-SHA-512 user (``secured``): one JVM for both."""
+    root = Path(tmp_path_factory.mktemp("kafka4"))
+    ca = authority(root / "certs")
+    keystore = pkcs12_keystore(ca.issue("broker", person("broker"), server=True), root / "broker.p12", "keystore-pw")
+    broker, _ = secured_kafka4(root / "broker", keystore, "keystore-pw", {"client": "client-Pw-4x"}, ca.certificate)
+    try:
         yield broker
+    finally:
+        broker.stop()
 
 
 @pytest.fixture(scope="session")

@@ -11,6 +11,7 @@ import base64
 import subprocess
 import uuid
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from tests.support.installed import KAFKA4_LIBS, require
@@ -95,6 +96,20 @@ def run_tool(
     return result
 
 
+@dataclass(frozen=True)
+class SecuredListener:
+    """A SASL_SSL listener of a Kafka 4.x broker: where, whom to trust, and a SCRAM-SHA-512 user."""
+
+    port: int
+    ca_file: Path
+    user: str
+    password: str
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+
 class Kafka4Process:
     """One combined broker and controller (process.roles=broker,controller, node 1) under ``root``;
     ``properties`` override its server.properties; ``format_args`` go to the storage format (e.g.
@@ -135,6 +150,8 @@ class Kafka4Process:
         self.process: subprocess.Popen[bytes] | None = None
         self._formatted = False
         self._format_args = tuple(format_args)
+        self.secured: SecuredListener | None = None
+        """Its SASL_SSL listener, when made by ``secured_kafka4``."""
 
     @property
     def bootstrap(self) -> str:
@@ -208,3 +225,44 @@ class Kafka4Process:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def secured_kafka4(
+    root: Path, keystore: Path, keystore_password: str, users: dict[str, str], ca_file: Path | None = None
+) -> tuple[Kafka4Process, int]:
+    """A Kafka 4.x broker with a PLAINTEXT and a SASL_SSL listener (SCRAM-SHA-512 for ``users``,
+    name → password, kept in KRaft's metadata from the storage format; TLS from a PKCS12
+    ``keystore``). Returns it (started) and its SASL_SSL port; ``secured`` names the listener with
+    the first user."""
+    secured_port = free_port()
+    scram = [
+        arg
+        for name, password in users.items()
+        for arg in ("--add-scram", f"SCRAM-SHA-512=[name={name},password={password}]")
+    ]
+    broker = Kafka4Process(root, format_args=scram)
+    plain = f"PLAINTEXT://127.0.0.1:{broker.port}"
+    secured = f"SASL_SSL://127.0.0.1:{secured_port}"
+    settings = {
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": (
+            "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+        ),
+        "ssl.keystore.type": "PKCS12",
+        "ssl.keystore.location": keystore,
+        "ssl.keystore.password": keystore_password,
+        "ssl.key.password": keystore_password,
+        "log.flush.interval.ms": 1000,
+        "log.flush.scheduler.interval.ms": 1000,
+    }
+    broker.config.write_text(
+        broker.config.read_text()
+        .replace(f"listeners={plain},", f"listeners={plain},{secured},")
+        .replace(f"advertised.listeners={plain}", f"advertised.listeners={plain},{secured}")
+        .replace("PLAINTEXT:PLAINTEXT\n", "PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL\n")
+        + "".join(f"{key}={value}\n" for key, value in settings.items())
+    )
+    if ca_file is not None:
+        user, password = next(iter(users.items()))
+        broker.secured = SecuredListener(secured_port, ca_file, user, password)
+    return broker.start(), secured_port

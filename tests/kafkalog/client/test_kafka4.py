@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog.client import Admin, Producer, SimpleConsumer
+from kafkalog.client import Admin, ClientSecurity, Producer, SimpleConsumer
+from kafkalog.errors import AuthenticationError
 from kafkalog.record import Codec, iter_entries
 from tests.support.kafka4 import CONSOLE_CONSUMER, CONSOLE_PRODUCER, Kafka4Process, run_tool
 from tests.support.kafkalog import BrokerProcess
@@ -99,3 +100,27 @@ def test_librdkafka_headers_against_kafkalog(kafkalog_v2: BrokerProcess) -> None
     assert got == [(i, key, value, headers) for i, (key, value, headers) in enumerate(RECORDS)]
     stored = [e for path in kafkalog_v2.data_dir.glob("rdk-0/*.log") for e in iter_entries(path.read_bytes())]
     assert {(e.magic, e.codec) for e in stored} == {(2, Codec.LZ4)}
+
+
+def test_our_clients_log_in_to_kafka4_over_sasl_ssl(kafka4: Kafka4Process) -> None:
+    """TLS (Kafka's certificate checked against our CA) and a SCRAM-SHA-512 login (Kafka's signature
+    checked too), then the same byte-for-byte round trip; a wrong password gets Kafka's refusal."""
+    secured = kafka4.secured
+    assert secured is not None
+    security = ClientSecurity("SASL_SSL", "SCRAM-SHA-512", secured.user, secured.password, ca_file=secured.ca_file)
+    with Admin(secured.bootstrap, security=security) as admin:
+        admin.create_topic("secured-today", 1)
+    with Producer(secured.bootstrap, security=security, linger_ms=0) as producer:
+        for key, value, headers in RECORDS[:5]:
+            producer.send("secured-today", value, key, partition=0, headers=headers)
+        producer.flush()
+    with SimpleConsumer(secured.bootstrap, security=security) as consumer:
+        got = consumer.fetch("secured-today", 0, 0).messages
+    assert [(m.key, m.value) for m in got] == [(key, value) for key, value, _ in RECORDS[:5]]
+    wrong = ClientSecurity("SASL_SSL", "SCRAM-SHA-512", secured.user, "not-the-Pw", ca_file=secured.ca_file)
+    with (
+        SimpleConsumer(secured.bootstrap, security=wrong, request_timeout_ms=10_000) as consumer,
+        pytest.raises(AuthenticationError, match=r"refused the login: .*[Aa]uthentication failed") as refused,
+    ):
+        consumer.fetch("secured-today", 0, 0)
+    assert "not-the-Pw" not in str(refused.value)
