@@ -236,8 +236,9 @@ def test_a_load_from_kafka4_killed_midway_holds_every_message_once_with_its_head
 
 
 def test_bad_records_from_kafka4_keep_their_headers_in_the_quarantine(
-    tmp_path: Path, kafka4: Kafka4Process, spark: Any
+    tmp_path: Path, kafka4: Kafka4Process, spark: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Loaded over Kafka's SASL_SSL listener: TLS and a SCRAM login, the password from the environment."""
     topic = topic_name("quarantine")
     poison = {7: b"not json", 23: b'{"n": "not a number"}'}
     records = {
@@ -245,11 +246,17 @@ def test_bad_records_from_kafka4_keep_their_headers_in_the_quarantine(
         for i in range(40)
     }
     sent = send(kafka4.bootstrap, topic, records)
+    secured = kafka4.secured
+    assert secured is not None
+    monkeypatch.setenv("KAFKA4_PASSWORD", secured.password)
+    security = {"protocol": "SASL_SSL", "mechanism": "SCRAM-SHA-512", "username": secured.user,
+                "password": "${env:KAFKA4_PASSWORD}", "ca_file": str(secured.ca_file)}  # fmt: skip
     spec = load_spec(
         write_spec(
             tmp_path,
             kafka4.bootstrap,
             tmp_path / "raw",
+            source={"bootstrap": secured.bootstrap, "retry_ms": 20_000, "security": security},
             name="kafka4_quarantine",
             topics=[topic],
             decoder={"format": "json", "schema": {"n": "long"}, "required": ["n"]},
