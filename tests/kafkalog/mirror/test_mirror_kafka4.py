@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from kafkalog.client import Admin, Producer, SimpleConsumer
 from kafkalog.client.offsets import OffsetsClient
@@ -107,15 +108,24 @@ def test_kafka4_into_kafkalog_and_back_and_a_restart_repeats_nothing(
     assert again.stop() == 0, again.stderr()
     assert mirrored(kafkalog_broker.bootstrap, topic) == as_read(first + second)  # nothing twice
 
-    # kafkalog -> Kafka 4.x: records produced to kafkalog land on a Kafka 4.x target unchanged
+    # kafkalog -> Kafka 4.x: records produced to kafkalog land on a Kafka 4.x target unchanged, the
+    # mirror logging in to Kafka's SASL_SSL listener with its password from the environment
     back_topic = f"from-kafkalog-{time.monotonic_ns()}"
     with Admin(kafkalog_broker.bootstrap) as admin:
         admin.create_topic(back_topic, PARTITIONS)
     third = records("kl", 0, 50)
     produce(kafkalog_broker.bootstrap, back_topic, third)
-    back = MirrorProcess(
-        tmp_path, "--source", kafkalog_broker.bootstrap, "--target", kafka4.bootstrap, "--whitelist", back_topic
-    )
+    secured = kafka4.secured
+    assert secured is not None
+    config = tmp_path / "back.yaml"
+    config.write_text(yaml.safe_dump({
+        "sources": [{"name": "kafkalog", "bootstrap": kafkalog_broker.bootstrap}],
+        "target": {"name": "kafka4", "bootstrap": secured.bootstrap, "security": {
+            "protocol": "SASL_SSL", "mechanism": "SCRAM-SHA-512", "username": secured.user,
+            "password": "${env:KAFKA4_PASSWORD}", "ca_file": str(secured.ca_file)}},
+        "whitelist": back_topic,
+    }))  # fmt: skip
+    back = MirrorProcess(tmp_path, "--config", str(config), env={"KAFKA4_PASSWORD": secured.password})
     wait_for(lambda: _has_topic(kafka4, back_topic, len(third)), "the way back")
     assert back.stop() == 0, back.stderr()
     assert mirrored(kafka4.bootstrap, back_topic) == as_read(third)
