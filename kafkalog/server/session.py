@@ -211,8 +211,12 @@ class Session:
         comes from the checker thread as ``{"error_code", "error_message", "auth_bytes"}``. None:
         refused at once (too many logins waiting); ``failure`` says why."""
         exchange, authenticator = self._exchange, self._authenticator
-        assert exchange is not None and authenticator is not None, "authenticate() before a handshake"
         answer = DeferredResponse()
+        if exchange is None or authenticator is None:  # no handshake (or no SASL on this listener)
+            self._fail(f"SaslAuthenticate while {self.state.value}")
+            answer.complete({"error_code": ErrorCode.ILLEGAL_SASL_STATE, "error_message": self.failure,
+                             "auth_bytes": b""})  # fmt: skip
+            return answer
 
         def done(outcome: Step | SaslAuthenticationError) -> None:
             if isinstance(outcome, SaslAuthenticationError):

@@ -180,6 +180,16 @@ def test_a_sasl_handshake_on_a_plaintext_listener_is_told_no_mechanism_and_goes_
         assert request(sock, ApiKey.API_VERSIONS, 0, {})["error_code"] == 0  # the connection goes on
 
 
+def test_a_sasl_authenticate_on_a_plaintext_listener_is_refused_cleanly(broker: BrokerProcess) -> None:
+    with connect(broker) as sock:
+        answer = request(sock, ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": b"n,,n=alice,r=x"})
+        assert answer["error_code"] == ErrorCode.ILLEGAL_SASL_STATE
+        assert closed_by_peer(sock)
+    healthy(broker)
+    assert "refused: SaslAuthenticate while authenticated" in broker.log_text()
+    assert "Traceback" not in broker.log_text()
+
+
 def test_a_header_only_request_disconnects(broker: BrokerProcess) -> None:
     with connect(broker) as sock:
         sock.sendall(_frame(ApiKey.METADATA, 0))  # no topics array at all

@@ -247,3 +247,12 @@ def test_the_locked_down_example_loads_with_no_listener_open_to_strangers(monkey
     assert "PLAIN" not in config.sasl.mechanisms and config.tls.key_password == "from-the-environment"
     assert config.brokers[0].address("SASL_SSL") == ("kafka1.example.com", 9093)
     assert config.authorization.deny_by_default and config.authorization.super_users == ("User:admin",)
+
+
+def test_a_sasl_authenticate_without_a_handshake_is_refused_not_crashed(authenticator: Authenticator) -> None:
+    for session in (Session(None, deadline=1.0), Session(authenticator, deadline=1.0)):
+        if session.state is State.HANDSHAKE:  # on a SASL listener the network layer closes first ...
+            assert session.admits(ApiKey.SASL_AUTHENTICATE) is not None
+        answer = _answer(session.authenticate(b"n,,n=alice,r=x"))  # ... and the session refuses too
+        assert answer["error_code"] == ErrorCode.ILLEGAL_SASL_STATE
+        assert session.state is State.FAILED and "SaslAuthenticate while" in str(session.failure)
