@@ -6,6 +6,7 @@ not see; a client certificate's subject is a principal ACLs name; the ACLs outli
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +15,11 @@ from typing import Any
 import confluent_kafka
 import confluent_kafka.admin as confluent_admin
 import pytest
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)  # kafka-python uses a deprecated importlib API
+    import kafka.admin  # type: ignore[import-untyped]
+    import kafka.errors  # type: ignore[import-untyped]
 
 from kafkalog.server.credentials import UsersFile
 from tests.support.certificates import Authority, authority, person
@@ -166,6 +172,21 @@ def test_only_those_allowed_change_acls_and_the_acls_outlive_a_restart(guarded: 
         confluent_admin.ResourceType.TOPIC, "orders", confluent_admin.ResourcePatternType.LITERAL, "User:bob", "*",
         confluent_admin.AclOperation.WRITE, confluent_admin.AclPermissionType.ALLOW,
     )  # fmt: skip
+    # (librdkafka's describe_acls returns an empty list for the refusal; kafka-python reports it)
+    python_admin = kafka.admin.KafkaAdminClient(
+        bootstrap_servers=f"127.0.0.1:{guarded.broker.ports['SASL_PLAINTEXT']}", security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="SCRAM-SHA-512", sasl_plain_username="bob", sasl_plain_password="bob-password",
+    )  # fmt: skip
+    everything = kafka.admin.ACLFilter(
+        principal=None, host=None, operation=kafka.admin.ACLOperation.ANY,
+        permission_type=kafka.admin.ACLPermissionType.ANY,
+        resource_pattern=kafka.admin.ResourcePatternFilter(
+            kafka.admin.ResourceType.ANY, None, kafka.admin.ACLResourcePatternType.ANY
+        ),
+    )  # fmt: skip
+    with pytest.raises(kafka.errors.ClusterAuthorizationFailedError, match="User:bob may not describe ACLs"):
+        python_admin.describe_acls(everything)
+    python_admin.close()
     (created,) = bob.create_acls([grant]).values()
     with pytest.raises(confluent_kafka.KafkaException, match="CLUSTER_AUTHORIZATION_FAILED"):
         created.result(15)  # bob may not grant himself anything
