@@ -434,11 +434,16 @@ def test_topic_changes_reach_every_broker_of_a_zookeeper_cluster(
         admin.alter_configs([resource])
         assert json.loads(zk.get("/config/topics/changing")[0])["config"] == {"segment.bytes": "2000"}
         on_b1 = next(p for p in range(6) if (b1.data_dir / f"changing-{p}").exists())
-        with Producer(b1.bootstrap, linger_ms=0) as producer:
-            for _i in range(40):
-                producer.send("changing", b"x" * 100, partition=on_b1)
-                producer.flush()
-        assert len(list((b1.data_dir / f"changing-{on_b1}").glob("*.log"))) > 2
+        segments = b1.data_dir / f"changing-{on_b1}"
+
+        def rolled() -> bool:  # b1's watch applies the change a moment later on a loaded machine
+            with Producer(b1.bootstrap, linger_ms=0) as producer:
+                for _i in range(40):
+                    producer.send("changing", b"x" * 100, partition=on_b1)
+                    producer.flush()
+            return len(list(segments.glob("*.log"))) > 2
+
+        wait_for(rolled, timeout=30, what="segments of 2000 bytes on the other broker")
 
         # Kafka 0.9's own ZooKeeper tool sees a leader for each partition, grows the topic, deletes it
         described = kafka09_topics(zk_factory.connect, "--describe", "--topic", "changing")  # type: ignore[attr-defined]
