@@ -89,23 +89,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         ca = authority(root / "certs")
         server = ca.issue("broker", person("broker"), server=True)
+        starters = {"kafkalog": kafkalog_broker, "kafka4": kafka4_broker}
         for name in args.peers.split(","):
-            if name == "kafkalog":
-                ours, addresses = kafkalog_broker(root, server)
-                try:
-                    assert ours.process is not None
-                    measure("kafkalog", ours.process.pid, addresses, ca, args.repeat, args.count)
-                finally:
-                    ours.stop()
-            elif name == "kafka4":
-                theirs, addresses = kafka4_broker(root, server)
-                try:
-                    assert theirs.process is not None
-                    measure("kafka4", theirs.process.pid, addresses, ca, args.repeat, args.count)
-                finally:
-                    theirs.stop()
-            else:
+            if name not in starters:
                 parser.error(f"unknown peer {name!r} (kafkalog, kafka4)")
+            broker, addresses = starters[name](root, server)
+            try:
+                assert broker.process is not None
+                measure(name, broker.process.pid, addresses, ca, args.repeat, args.count)
+            finally:
+                broker.stop()
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print_results()
