@@ -392,6 +392,82 @@ def decode_records(
     return out, None
 
 
+def check_records(
+    buf: Any, count: int, base_timestamp: int, log_append_time: bool
+) -> tuple[int, bool, ErrorTriple | None]:
+    """Check exactly ``count`` records filling ``buf`` as a producer must write them, building no
+    message: (max timestamp, whether a record has none (-1), None), or (0, False, error triple).
+
+    The checks are ``decode_records``' (every length within its record, header keys UTF-8,
+    timestamps within 64 bits) with offset deltas exactly 0..count-1; with ``log_append_time`` the
+    records' own timestamps are not looked at (the batch is stamped whole). A timestamp below -1 is
+    an error of kind "timestamp", reported only when the records are otherwise whole, so that
+    damage is always "corrupt" whatever it hides.
+    """
+    view = memoryview(buf)
+    end = len(view)
+    pos = 0
+    max_timestamp = _INT64_MIN
+    missing = False
+    bad_timestamp: ErrorTriple | None = None
+    previous_delta = -1
+    for _ in range(count):
+        start = pos
+        length, pos = _varint(view, pos, end)
+        if pos < 0 or length < 0 or length > end - pos:
+            return 0, False, ("corrupt", start, "a record's length runs past the batch")
+        record_end = pos + length
+        if pos >= record_end:
+            return 0, False, ("corrupt", start, "a record is empty")
+        pos += 1  # attributes: unused
+        timestamp_delta, pos = _varint(view, pos, record_end)
+        if pos < 0:
+            return 0, False, ("corrupt", start, "a record's timestamp delta runs past the record")
+        offset_delta, pos = _varint(view, pos, record_end)
+        # rising and below count: over count records, exactly 0..count-1 (and the place decoding fails)
+        if pos < 0 or not previous_delta < offset_delta < count:
+            return 0, False, ("corrupt", start, f"a record's offset delta is out of order or range ({offset_delta})")
+        previous_delta = offset_delta
+        for what in ("key", "value"):
+            size, pos = _varint(view, pos, record_end)
+            if pos < 0 or size < -1 or size > record_end - pos:
+                return 0, False, ("corrupt", start, f"a record's {what} length does not fit in the record")
+            pos += max(size, 0)
+        header_count, pos = _varint(view, pos, record_end)
+        if pos < 0 or header_count < 0 or header_count > record_end - pos:
+            return 0, False, ("corrupt", start, "a record's header count does not fit in the record")
+        for _ in range(header_count):
+            key_size, pos = _varint(view, pos, record_end)
+            if pos < 0 or key_size < 0 or key_size > record_end - pos:
+                return 0, False, ("corrupt", start, "a header key length does not fit in the record")
+            try:
+                str(view[pos : pos + key_size], "utf-8")
+            except UnicodeDecodeError:
+                return 0, False, ("corrupt", start, "a header key is not UTF-8")
+            pos += key_size
+            value_size, pos = _varint(view, pos, record_end)
+            if pos < 0 or value_size < -1 or value_size > record_end - pos:
+                return 0, False, ("corrupt", start, "a header value length does not fit in the record")
+            pos += max(value_size, 0)
+        if pos != record_end:
+            return 0, False, ("corrupt", start, "a record's fields do not add up to its length")
+        if log_append_time:
+            continue
+        timestamp = base_timestamp + timestamp_delta
+        if not _INT64_MIN <= timestamp <= _INT64_MAX:
+            return 0, False, ("corrupt", start, "a record's timestamp is out of range")
+        if timestamp == -1:
+            missing = True
+        elif timestamp < -1 and bad_timestamp is None:
+            bad_timestamp = ("timestamp", start, f"timestamp {timestamp} is negative and not -1 (none)")
+        max_timestamp = max(max_timestamp, timestamp)
+    if pos != end:
+        return 0, False, ("corrupt", pos, f"{end - pos} bytes follow the last of {count} records")
+    if bad_timestamp is not None:
+        return 0, False, bad_timestamp
+    return max_timestamp, missing, None
+
+
 def _append_varint(out: bytearray, value: int) -> None:
     zigzag = (value << 1) ^ (value >> 63)
     while zigzag >= 0x80:

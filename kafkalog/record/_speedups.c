@@ -629,6 +629,121 @@ done:
     return result;
 }
 
+/* check_records(buf, count, base_timestamp, log_append_time)
+ *     -> (max_timestamp, missing_timestamp, None) | (0, False, error): see _fastpath.check_records. */
+static PyObject *py_check_records(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t count;
+    long long base_ts;
+    int log_append;
+    if (!PyArg_ParseTuple(args, "y*nLp", &view, &count, &base_ts, &log_append)) return NULL;
+    const unsigned char *b = (const unsigned char *)view.buf;
+    Py_ssize_t end = view.len, pos = 0;
+    PyObject *result = NULL;
+    int64_t max_ts = INT64_MIN, bad_ts = 0;
+    int missing = 0;
+    Py_ssize_t bad_ts_pos = -1;
+    int64_t previous_delta = -1;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Py_ssize_t start = pos;
+        int64_t length, ts_delta, offset_delta = 0, size, header_count; /* 0: as _fastpath on a bad varint */
+        if (!rd_varint(b, &pos, end, &length) || length < 0 || length > end - pos) {
+            result = record_error(start, "a record's length runs past the batch");
+            goto failed;
+        }
+        Py_ssize_t record_end = pos + (Py_ssize_t)length;
+        if (pos >= record_end) { result = record_error(start, "a record is empty"); goto failed; }
+        pos += 1; /* attributes: unused */
+        if (!rd_varint(b, &pos, record_end, &ts_delta)) {
+            result = record_error(start, "a record's timestamp delta runs past the record");
+            goto failed;
+        }
+        /* rising and below count: over count records, exactly 0..count-1 (and where decoding fails) */
+        if (!rd_varint(b, &pos, record_end, &offset_delta) || !(previous_delta < offset_delta && offset_delta < (int64_t)count)) {
+            PyObject *reason = PyUnicode_FromFormat("a record's offset delta is out of order or range (%lld)",
+                                                    (long long)offset_delta);
+            result = reason ? Py_BuildValue("([](snN))", "corrupt", start, reason) : NULL;
+            goto failed;
+        }
+        previous_delta = offset_delta;
+        static const char *const what[2] = {"a record's key length does not fit in the record",
+                                            "a record's value length does not fit in the record"};
+        for (int f = 0; f < 2; f++) {
+            if (!rd_varint(b, &pos, record_end, &size) || size < -1 || size > record_end - pos) {
+                result = record_error(start, what[f]);
+                goto failed;
+            }
+            if (size > 0) pos += (Py_ssize_t)size;
+        }
+        if (!rd_varint(b, &pos, record_end, &header_count) || header_count < 0 || header_count > record_end - pos) {
+            result = record_error(start, "a record's header count does not fit in the record");
+            goto failed;
+        }
+        for (int64_t h = 0; h < header_count; h++) {
+            int64_t key_size, value_size;
+            if (!rd_varint(b, &pos, record_end, &key_size) || key_size < 0 || key_size > record_end - pos) {
+                result = record_error(start, "a header key length does not fit in the record");
+                goto failed;
+            }
+            PyObject *key = PyUnicode_DecodeUTF8((const char *)b + pos, (Py_ssize_t)key_size, "strict");
+            if (!key) {
+                if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) goto failed;
+                PyErr_Clear();
+                result = record_error(start, "a header key is not UTF-8");
+                goto failed;
+            }
+            Py_DECREF(key);
+            pos += (Py_ssize_t)key_size;
+            if (!rd_varint(b, &pos, record_end, &value_size) || value_size < -1 || value_size > record_end - pos) {
+                result = record_error(start, "a header value length does not fit in the record");
+                goto failed;
+            }
+            if (value_size > 0) pos += (Py_ssize_t)value_size;
+        }
+        if (pos != record_end) {
+            result = record_error(start, "a record's fields do not add up to its length");
+            goto failed;
+        }
+        if (log_append) continue;
+        int64_t timestamp;
+        if (__builtin_add_overflow((int64_t)base_ts, ts_delta, &timestamp)) {
+            result = record_error(start, "a record's timestamp is out of range");
+            goto failed;
+        }
+        if (timestamp == -1) {
+            missing = 1;
+        } else if (timestamp < -1 && bad_ts_pos < 0) {
+            bad_ts = timestamp;
+            bad_ts_pos = start;
+        }
+        if (timestamp > max_ts) max_ts = timestamp;
+    }
+    if (pos != end) {
+        PyObject *reason = PyUnicode_FromFormat("%zd bytes follow the last of %zd records", end - pos, count);
+        result = reason ? Py_BuildValue("(iON)", 0, Py_False, Py_BuildValue("(snN)", "corrupt", pos, reason)) : NULL;
+        goto done;
+    }
+    if (bad_ts_pos >= 0) {
+        PyObject *reason = PyUnicode_FromFormat("timestamp %lld is negative and not -1 (none)", (long long)bad_ts);
+        result = reason ? Py_BuildValue("(iON)", 0, Py_False, Py_BuildValue("(snN)", "timestamp", bad_ts_pos, reason))
+                        : NULL;
+        goto done;
+    }
+    result = Py_BuildValue("(LOO)", (long long)max_ts, missing ? Py_True : Py_False, Py_None);
+    goto done;
+failed:
+    /* record_error built ([], (kind, pos, reason)): hand back (0, False, (kind, pos, reason)) */
+    if (result) {
+        PyObject *error = PyTuple_GET_ITEM(result, 1);
+        PyObject *reshaped = Py_BuildValue("(iOO)", 0, Py_False, error);
+        Py_DECREF(result);
+        result = reshaped;
+    }
+done:
+    PyBuffer_Release(&view);
+    return result;
+}
+
 static inline Py_ssize_t varint_size(int64_t value) {
     uint64_t z = ((uint64_t)value << 1) ^ (uint64_t)(value >> 63);
     Py_ssize_t n = 1;
@@ -749,6 +864,7 @@ static PyMethodDef methods[] = {
     {"assign_plain", py_assign_plain, METH_VARARGS, "See kafkalog.record._fastpath.assign_plain."},
     {"crc32c", py_crc32c, METH_VARARGS, "See kafkalog.record._fastpath.crc32c."},
     {"decode_records", py_decode_records, METH_VARARGS, "See kafkalog.record._fastpath.decode_records."},
+    {"check_records", py_check_records, METH_VARARGS, "See kafkalog.record._fastpath.check_records."},
     {"encode_records", py_encode_records, METH_VARARGS, "See kafkalog.record._fastpath.encode_records."},
     {NULL, NULL, 0, NULL},
 };

@@ -44,4 +44,5 @@ assign_plain = implementation.assign_plain
 # magic 2 batches and records (kafkalog.record.batch)
 crc32c = implementation.crc32c
 decode_records = implementation.decode_records
+check_records = implementation.check_records
 encode_records = implementation.encode_records

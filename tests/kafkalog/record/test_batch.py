@@ -177,6 +177,42 @@ def test_record_kernels_agree_and_never_raise(payload: bytes, count: int, last: 
     assert kernels.decode_records(payload, count, 0, BASE_TS, BASE_TS, last, False) == expected
 
 
+@settings(max_examples=200, deadline=None)
+@given(payload=st.binary(max_size=200), count=st.integers(0, 20), stamped=st.booleans())
+def test_check_kernels_agree_and_never_raise(payload: bytes, count: int, stamped: bool) -> None:
+    expected = _fastpath.check_records(payload, count, BASE_TS, stamped)
+    assert kernels.check_records(payload, count, BASE_TS, stamped) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(records=record_lists, seed=st.integers(0, 2**32 - 1), base=st.sampled_from([BASE_TS, 0, -5]))
+def test_the_check_finds_what_decoding_finds(records: list[RecordInput], seed: int, base: int) -> None:
+    """The broker checks produced records with ``check_records`` instead of decoding them: on whole
+    and on damaged records it must fail where decoding fails, for the same reason, and otherwise
+    report the timestamps decoding reports."""
+    payload = bytearray(kernels.encode_records([tuple(r) for r in records], base))
+    rng = random.Random(seed)
+    if seed % 3 and payload:  # two in three: damaged
+        for _ in range(rng.randrange(1, 3)):
+            payload[rng.randrange(len(payload))] ^= 1 << rng.randrange(8)
+    count, last = len(records), len(records) - 1
+    for module in (kernels, _fastpath):
+        decoded, decode_error = module.decode_records(bytes(payload), count, 0, base, base, last, False)
+        highest, missing, error = module.check_records(bytes(payload), count, base, False)
+        if decode_error is not None:
+            assert error == decode_error
+            continue
+        stamps = [m.timestamp for m in decoded]
+        if any(t < -1 for t in stamps):
+            assert error is not None and error[0] == "timestamp"
+            assert f"timestamp {next(t for t in stamps if t < -1)} is negative" in error[2]
+            continue
+        assert error is None
+        assert (highest, missing) == (max(stamps), -1 in stamps)
+        # a batch the producer stamped: the records' own timestamps are not looked at
+        assert module.check_records(bytes(payload), count, base, True)[2] is None
+
+
 @settings(max_examples=100, deadline=None)
 @given(records=record_lists)
 def test_record_encoders_agree(records: list[RecordInput]) -> None:
