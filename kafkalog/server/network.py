@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import itertools
 import logging
 import os
 import selectors
@@ -53,6 +54,8 @@ _RECV_BYTES = 256 * 1024
 _MAX_UNSENT_BYTES = 8 * 1024 * 1024  # stop reading requests from a connection with this much unsent
 _HOUSEKEEPING_S = 0.25
 _TLS_SEND_BYTES = 64 * 1024  # one TLS write: the same bytes are offered again after a want-write
+_CORK_BYTES = 256 * 1024  # responses held back for one write while requests read together are answered
+_GATHER_CHUNKS = 64  # at most this many queued responses (or their pieces) per write
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +97,8 @@ class Connection:
     and Api: none of the connection's later requests is read meanwhile."""
     events: int = 0
     closed: bool = False
+    corked: bool = False
+    """Requests read together are being answered: their small responses wait to leave together."""
 
 
 class Processor(threading.Thread):
@@ -244,6 +249,18 @@ class Processor(threading.Thread):
         return data
 
     def _process_frames(self, conn: Connection) -> None:
+        """Answer every whole request in the buffer, in order. Their responses leave together, in
+        one write, once all are answered: a client that pipelines requests (librdkafka sends
+        several produce requests at once) costs one send for them, not one each."""
+        conn.corked = True
+        try:
+            self._answer_frames(conn)
+        finally:
+            conn.corked = False
+        if conn.out and not conn.closed:
+            self._flush(conn)
+
+    def _answer_frames(self, conn: Connection) -> None:
         limits = self.server.config.limits
         buf = conn.inbuf
         while (
@@ -419,7 +436,8 @@ class Processor(threading.Thread):
         for chunk in chunks:
             conn.out.append(chunk)
             conn.out_bytes += chunk.length if hasattr(chunk, "fd") else len(chunk)
-        self._flush(conn)
+        if not conn.corked or conn.out_bytes >= _CORK_BYTES:
+            self._flush(conn)
 
     def _flush(self, conn: Connection) -> None:
         if conn.tls_handshaking:
@@ -450,6 +468,9 @@ class Processor(threading.Thread):
                         raise OSError(f"{chunk.path} ended before the bytes the log promised")
                 elif tls:
                     sent = conn.sock.send(memoryview(chunk)[conn.out_offset : conn.out_offset + _TLS_SEND_BYTES])
+                elif len(conn.out) > 1 and not hasattr(conn.out[1], "fd"):
+                    self._send_gathered(conn)  # takes what it wrote off the queue itself
+                    continue
                 else:
                     sent = conn.sock.send(memoryview(chunk)[conn.out_offset :])
             except (BlockingIOError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
@@ -473,6 +494,28 @@ class Processor(threading.Thread):
         if not conn.out and conn.read_pos == 0 and conn.inbuf and conn.parked is None:
             self._process_frames(conn)  # requests held back while output was large
         self._update_interest(conn)
+
+    def _send_gathered(self, conn: Connection) -> None:
+        """Write the queued byte chunks at the head of the output (up to the first log region) with
+        one ``sendmsg``, and take what went off the queue."""
+        pieces: list[Any] = [memoryview(conn.out[0])[conn.out_offset :]]
+        for chunk in itertools.islice(conn.out, 1, _GATHER_CHUNKS):
+            if hasattr(chunk, "fd"):
+                break
+            pieces.append(chunk)
+        sent = conn.sock.sendmsg(pieces)
+        conn.out_bytes -= sent
+        self.server.metrics.bytes_out += sent
+        conn.last_active = time.monotonic()
+        left = sent
+        while left and conn.out:
+            rest = len(conn.out[0]) - conn.out_offset
+            if left < rest:
+                conn.out_offset += left
+                break
+            left -= rest
+            conn.out.popleft()
+            conn.out_offset = 0
 
     def _update_interest(self, conn: Connection) -> None:
         if conn.closed:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import socket
+import struct
 import threading
 import time
 import urllib.request
@@ -15,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from kafkalog.log.manager import CLEAN_SHUTDOWN_FILE
-from kafkalog.protocol import ApiKey, encode_request, lookup
+from kafkalog.protocol import ApiKey, decode_response, encode_request, lookup
 from kafkalog.record import MessageSetBuilder, decode_all
 from kafkalog.server import Broker, BrokerConfig, BrokerConfigError, load_config
-from tests.support.kafkalog import BrokerProcess, roundtrip
+from tests.support.kafkalog import BrokerProcess, recv_exact, roundtrip
 
 
 @pytest.fixture
@@ -98,6 +99,42 @@ def test_a_fetch_without_enough_data_answers_at_max_wait(broker: Broker) -> None
     assert 0.5 < elapsed < 3
     part = answer["responses"][0]["partition_responses"][0]  # type: ignore[index]
     assert [m.value for m in decode_all(part["record_set"])] == [b"small"], "what there is, once the wait is over"
+
+
+def test_pipelined_requests_are_all_answered_in_order(broker: Broker) -> None:
+    """Requests that arrive together are answered together (their responses leave in one write, a
+    fetch's log region by sendfile between them): every response whole, in the order asked."""
+    call(broker.port, ApiKey.METADATA, 1, {"topics": [{"name": "pipelined"}]})  # creates it
+    assert produce(broker.port, "pipelined", message_set(b"first")) is not None
+    produce_api, fetch_api, versions_api = (
+        lookup(ApiKey.PRODUCE, 2),
+        lookup(ApiKey.FETCH, 4),
+        lookup(ApiKey.API_VERSIONS, 0),
+    )
+    produce_body = {
+        "acks": 1,
+        "timeout_ms": 1000,
+        "topic_data": [{"topic": "pipelined", "data": [{"partition": 0, "record_set": message_set(b"again")}]}],
+    }
+    fetch = {**fetch_body("pipelined", 0, min_bytes=0, max_wait_ms=0), "isolation_level": 0}
+    asked = [(produce_api, produce_body), (fetch_api, fetch), (versions_api, {})] * 40
+    frames = b"".join(encode_request(api, number, "pipeline", body) for number, (api, body) in enumerate(asked))
+    with socket.create_connection(("127.0.0.1", broker.port), timeout=15) as sock:
+        sock.sendall(frames)
+        answers = []
+        for api, _ in asked:
+            size = struct.unpack(">i", recv_exact(sock, 4))[0]
+            answers.append(decode_response(api, recv_exact(sock, size)))
+    assert [number for number, _ in answers] == list(range(len(asked)))
+    parts = [a["responses"][0]["partition_responses"][0] for _, a in answers[0::3]]
+    assert {p["error_code"] for p in parts} == {0}, parts[0]
+    offsets = [p["base_offset"] for p in parts]
+    assert offsets == list(range(1, 41))  # each produce appended once, in the order sent
+    for number, fetched in answers[1::3]:
+        part = fetched["responses"][0]["partition_responses"][0]
+        values = [m.value for m in decode_all(bytes(part["record_set"]))]
+        assert values[:2] == [b"first", b"again"] and len(values) == number // 3 + 2
+    assert all(a["error_code"] == 0 for _, a in answers[2::3])
 
 
 def test_acks_0_gets_no_response_but_is_appended(broker: Broker) -> None:
