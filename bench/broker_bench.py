@@ -128,20 +128,27 @@ def generator_produce_rate(
     return rate, (cpu_seconds(broker_pid) - broker_cpu) / elapsed
 
 
+THROUGHPUT_CONSUMER: dict[str, object] = {
+    "enable.auto.commit": False,
+    "fetch.max.bytes": 50 * 1024 * 1024,
+    "max.partition.fetch.bytes": 8 * 1024 * 1024,
+    "queued.max.messages.kbytes": 256 * 1024,
+    # librdkafka 2.x stops fetching a partition for fetch.queue.backoff.ms (default 1000) whenever its
+    # local queue holds more than queued.min.messages (100,000): a reader that drains 1.5 M msgs/s
+    # then waits most of each second with the broker idle (223k msgs/s from kafkalog with the
+    # default, 1.46 M with 0 and 1.52 M with 10 ms, medians of 3 on one machine; the same on Kafka 4.x)
+    "fetch.queue.backoff.ms": 10,
+}
+"""The librdkafka consumer settings of every fetch figure (and of bench/load_bench.py's hand-written
+loader): large fetches, and a short queue back-off."""
+
+
 def fetch_rate(
     bootstrap: str, topic: str, count: int, broker_pid: int, extra: dict[str, object] | None = None
 ) -> tuple[float, float, float]:
     """(messages/s, client CPU share of the time, broker CPU share) reading ``count`` messages."""
     consumer = confluent_kafka.Consumer(
-        {
-            **(extra or {}),
-            "bootstrap.servers": bootstrap,
-            "group.id": "bench",
-            "enable.auto.commit": False,
-            "fetch.max.bytes": 50 * 1024 * 1024,
-            "max.partition.fetch.bytes": 8 * 1024 * 1024,
-            "queued.max.messages.kbytes": 256 * 1024,
-        }
+        {**(extra or {}), **THROUGHPUT_CONSUMER, "bootstrap.servers": bootstrap, "group.id": "bench"}
     )
     consumer.assign([confluent_kafka.TopicPartition(topic, 0, confluent_kafka.OFFSET_BEGINNING)])
     got = 0

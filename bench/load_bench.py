@@ -343,16 +343,10 @@ def baseline_child(bootstrap: str, topic: str, count: int, out: Path) -> int:
     parse = pa_json.ParseOptions(explicit_schema=schema)
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    consumer = confluent_kafka.Consumer(
-        {
-            "bootstrap.servers": bootstrap,  # kafkalog answers ApiVersions: librdkafka's defaults
-            "group.id": "baseline",
-            "enable.auto.commit": False,
-            "fetch.max.bytes": 50 * 1024 * 1024,  # the fetch settings of bench/broker_bench.py
-            "max.partition.fetch.bytes": 8 * 1024 * 1024,
-            "queued.max.messages.kbytes": 256 * 1024,
-        }
-    )
+    from bench.broker_bench import THROUGHPUT_CONSUMER
+
+    # kafkalog answers ApiVersions: librdkafka's defaults but for the fetch settings of broker_bench
+    consumer = confluent_kafka.Consumer({**THROUGHPUT_CONSUMER, "bootstrap.servers": bootstrap, "group.id": "baseline"})
     ends = {}
     for p in range(PARTITIONS):
         _, high = consumer.get_watermark_offsets(confluent_kafka.TopicPartition(topic, p), timeout=10)
