@@ -91,6 +91,7 @@ bench: install
 	$(BIN)/python -m bench.broker_bench $(BENCH_ARGS)
 	$(BIN)/python -m bench.compare_bench $(BENCH_ARGS)
 	$(BIN)/python -m bench.load_bench $(BENCH_ARGS)
+	$(BIN)/python -m bench.spark_source_bench $(BENCH_ARGS)
 	$(BIN)/python -m bench.protocol_fuzz
 
 # The protocol decoder fed 1,000,000 mutated and random frames: anything but ProtocolError fails.
