@@ -6,6 +6,11 @@ allocated, by doubling) while the segment is active and is trimmed to its entrie
     .index      entry = relative offset (int32) + byte position in the .log (int32)
     .timeindex  entry = timestamp (int64) + relative offset (int32)
 
+An index holds no file descriptor while open, only its map (kafkalog.log.mapped: a map outlives
+the descriptor it was made from): a broker with 10,000 partitions then needs one descriptor per segment, its .log, as
+Kafka's does, not three. The file is opened for the moments that need it (growing, sealing,
+trimming) and closed again.
+
 Indexes are caches: everything in them can be rebuilt from the .log. They are trusted only after a
 structural check (``problem()``), and a read that lands where the index said a message starts
 re-checks it; any disagreement makes the segment rebuild its indexes from the log.
@@ -13,13 +18,15 @@ re-checks it; any disagreement makes the segment rebuild its indexes from the lo
 
 from __future__ import annotations
 
-import mmap
 import os
 import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import ClassVar
 
 from kafkalog.errors import LogError
+from kafkalog.log.mapped import MappedFile
 
 _FIRST_ALLOCATION = 4096  # bytes an index file gets when it becomes writable; it doubles as it fills
 
@@ -43,21 +50,30 @@ class IndexFile:
         self.path = path
         self.base_offset = base_offset
         self._entry_size = self.ENTRY.size
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        self._mmap: mmap.mmap | None = None
+        self._closed = False
+        self._mmap: MappedFile | None = None
         self._last: tuple[int, tuple[int, ...]] = (-1, ())
-        try:
-            size = os.fstat(self._fd).st_size
+        with self._opened(create=True) as fd:
+            size = os.fstat(fd).st_size
             _check_whole_entries(path, size, self._entry_size)
             self.entries = size // self._entry_size
             self._capacity = self._max_capacity = self.entries
             if writable:
-                self.make_writable(max_bytes)
+                self._max_capacity = max(max_bytes // self._entry_size, self.entries)
+                self._allocate(
+                    fd, min(self._max_capacity, max(self.entries * 2, _FIRST_ALLOCATION // self._entry_size))
+                )
             elif size:
-                self._mmap = mmap.mmap(self._fd, size, prot=mmap.PROT_READ)
-        except BaseException:
-            os.close(self._fd)
-            raise
+                self._mmap = MappedFile(fd, size, writable=False)
+
+    @contextmanager
+    def _opened(self, *, create: bool = False) -> Iterator[int]:
+        """The file's descriptor for one operation; closed after it (the map stays)."""
+        fd = os.open(self.path, os.O_RDWR | (os.O_CREAT if create else 0), 0o644)
+        try:
+            yield fd
+        finally:
+            os.close(fd)
 
     @property
     def is_full(self) -> bool:
@@ -70,9 +86,10 @@ class IndexFile:
     def make_writable(self, max_bytes: int) -> None:
         """Map the file for appends, growing it on demand up to ``max_bytes`` (at least its entries)."""
         self._max_capacity = max(max_bytes // self._entry_size, self.entries)
-        self._allocate(min(self._max_capacity, max(self.entries * 2, _FIRST_ALLOCATION // self._entry_size)))
+        with self._opened() as fd:
+            self._allocate(fd, min(self._max_capacity, max(self.entries * 2, _FIRST_ALLOCATION // self._entry_size)))
 
-    def _allocate(self, capacity: int) -> None:
+    def _allocate(self, fd: int, capacity: int) -> None:
         if self._mmap is not None:
             self._mmap.close()
             self._mmap = None
@@ -80,21 +97,22 @@ class IndexFile:
         # Real allocation, not a sparse file: a store into an unbacked page on a full disk would
         # kill the process with SIGBUS instead of failing an append. Growing by doubling keeps
         # the disk used proportional to the entries (a few remaps over a segment's life).
-        os.posix_fallocate(self._fd, 0, length)
-        self._mmap = mmap.mmap(self._fd, length)
+        os.posix_fallocate(fd, 0, length)
+        self._mmap = MappedFile(fd, length, writable=True)
         self._capacity = capacity
 
     def entry(self, i: int) -> tuple[int, ...]:
         assert self._mmap is not None
-        return self.ENTRY.unpack_from(self._mmap, i * self._entry_size)
+        return self.ENTRY.unpack_from(self._mmap.buffer, i * self._entry_size)
 
     def _append(self, *values: int) -> None:
         if self.entries >= self._capacity:
             if self.entries >= self._max_capacity or self._mmap is None:
                 raise LogError(f"{self.path} is full ({self.entries} entries)")
-            self._allocate(min(self._max_capacity, self._capacity * 2))
+            with self._opened() as fd:
+                self._allocate(fd, min(self._max_capacity, self._capacity * 2))
         assert self._mmap is not None
-        self.ENTRY.pack_into(self._mmap, self.entries * self._entry_size, *values)
+        self.ENTRY.pack_into(self._mmap.buffer, self.entries * self._entry_size, *values)
         self.entries += 1
         self._last = (self.entries, values)
 
@@ -138,26 +156,25 @@ class IndexFile:
             self._mmap.flush()
             self._mmap.close()
             self._mmap = None
-        os.ftruncate(self._fd, used)
-        os.fsync(self._fd)
-        self._capacity = self._max_capacity = self.entries
-        if used:
-            self._mmap = mmap.mmap(self._fd, used, prot=mmap.PROT_READ)
+        with self._opened() as fd:
+            os.ftruncate(fd, used)
+            os.fsync(fd)
+            self._capacity = self._max_capacity = self.entries
+            if used:
+                self._mmap = MappedFile(fd, used, writable=False)
 
     def close(self, *, trim: bool = True) -> None:
         """Close; with ``trim``, first cut the file to its entries (an allocated tail would read as
         bogus entries). Without it the file is left as it is: it is about to be deleted or rebuilt."""
-        if self._fd < 0:
+        if self._closed:
             return
+        self._closed = True
         if self._mmap is not None:
             self._mmap.close()
             self._mmap = None
-        try:
-            if trim:
-                os.ftruncate(self._fd, self.entries * self._entry_size)
-        finally:
-            os.close(self._fd)
-            self._fd = -1
+        if trim:
+            with self._opened() as fd:
+                os.ftruncate(fd, self.entries * self._entry_size)
 
 
 class OffsetIndex(IndexFile):

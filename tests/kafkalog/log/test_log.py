@@ -401,3 +401,26 @@ def test_closed_log_refuses_work(tmp_path: Path) -> None:
     log.close()
     with pytest.raises(LogClosedError):
         log.append(message_set([b"x"]))
+
+
+def test_an_open_log_holds_one_descriptor_per_segment(tmp_path: Path) -> None:
+    """Its .log only: the indexes live in maps (a broker of 10,000 partitions must fit the usual
+    descriptor limits, as Kafka's does)."""
+
+    def descriptors() -> int:
+        return len(list(Path("/proc/self/fd").iterdir()))
+
+    before = descriptors()
+    config = LogConfig(segment_bytes=4096, index_interval_bytes=256)
+    log = Log(tmp_path / "t-0", config)
+    fill(log, 200)  # several segments, each with index entries
+    segments = len(list((tmp_path / "t-0").glob("*.log")))
+    assert segments > 2
+    assert descriptors() - before == segments
+    assert read_all(log)[-1].offset == 199  # the indexes still answer: lookups go through the maps
+    log.close()
+    assert descriptors() == before
+    reopened = Log(tmp_path / "t-0", config)
+    assert descriptors() - before == segments
+    assert [m.offset for m in read_all(reopened)] == list(range(200))
+    reopened.close()
