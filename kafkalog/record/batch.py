@@ -350,6 +350,29 @@ def encode_batch(
     return bytes(out)
 
 
+_PRODUCER = struct.Struct(">qhi")  # ProducerId, ProducerEpoch, BaseSequence
+_PRODUCER_POS = 43
+
+
+def without_producer(data: bytes | memoryview) -> bytes | memoryview:
+    """``data`` (whole magic 2 batches) with each idempotent producer's id, epoch and sequence
+    cleared (CRC recomputed), as a mirror must send batches it copies: producer ids are handed out
+    per cluster, so two source clusters' producers share ids and sequences, and a target that kept
+    them would take the second cluster's batches for retries of the first's and drop them.
+    Transactional batches keep theirs (their markers refer to them). Returns ``data`` itself when
+    nothing needed clearing."""
+    copy: bytearray | None = None
+    for header in iter_headers(data, verify_crc=False):
+        if header.producer_id == NO_PRODUCER_ID or header.attributes & TRANSACTIONAL_BIT:
+            continue
+        if copy is None:
+            copy = bytearray(data)
+        _PRODUCER.pack_into(copy, header.position + _PRODUCER_POS, NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE)
+        crc = kernels.crc32c(memoryview(copy)[header.position + ATTRIBUTES_POS : header.end])
+        _CRC_STRUCT.pack_into(copy, header.position + CRC_POS, crc)
+    return data if copy is None else bytes(copy)
+
+
 def set_base_offset(buf: bytearray, pos: int, base_offset: int) -> None:
     """Give the batch at ``pos`` its offsets (the broker's assignment); the CRC does not cover them."""
     struct.pack_into(">q", buf, pos, base_offset)

@@ -26,6 +26,7 @@ from kafkalog.record.batch import (
     iter_headers,
     read_header,
     set_base_offset,
+    without_producer,
 )
 from kafkalog.record.format import Codec, Message, TimestampType
 
@@ -240,3 +241,19 @@ def test_a_stream_mixing_formats_reads_in_order_and_stops_before_a_cut_batch() -
     assert [m.offset for m in decode_messages(stream, min_offset=5)] == [5, 6]
     # a read cut inside the last batch stops cleanly before it
     assert [m.offset for m in decode_messages(stream[:-10])] == [0, 1, 2, 3]
+
+
+def test_a_copied_batch_loses_its_producer_but_keeps_its_records() -> None:
+    """A mirror sends other clusters' batches: their producer ids mean nothing on the target (two
+    clusters hand out the same ids), so they are cleared; a transactional batch keeps its own."""
+    records = [RecordInput(b"k%d" % i, b"v%d" % i, BASE_TS + i) for i in range(3)]
+    plain = encode_batch(records)
+    numbered = encode_batch(records, producer_id=7, producer_epoch=2, base_sequence=40, codec=Codec.LZ4)
+    transactional = encode_batch(records, producer_id=9, producer_epoch=0, base_sequence=0, transactional=True)
+    assert without_producer(plain) is plain  # nothing to clear: not copied
+    cleared = without_producer(plain + numbered + transactional)
+    headers = list(iter_headers(cleared))  # every CRC checked
+    assert [(h.producer_id, h.producer_epoch, h.base_sequence) for h in headers] == [
+        (-1, -1, -1), (-1, -1, -1), (9, 0, 0),
+    ]  # fmt: skip
+    assert [m.value for _, batch in decode_batches(cleared) for m in batch] == [b"v0", b"v1", b"v2"] * 3
