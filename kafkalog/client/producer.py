@@ -7,9 +7,20 @@ when ``buffer_bytes`` are waiting, ``send`` blocks up to ``max_block_ms`` and th
 BufferFullError. With ``mode="sync"`` each ``send`` returns only once its message is acknowledged.
 
 A batch that fails with a retriable error (a moved leader, a timeout, a broken connection) is sent
-again, up to ``retries`` times, after ``retry_backoff_ms``; requests to one broker go one at a time,
-so retries keep each partition's order. ``flush()`` and ``close()`` return once every message sent
-before them has an outcome: its future holds the offset, or the error.
+again, up to ``retries`` times, after ``retry_backoff_ms``. ``flush()`` and ``close()`` return once
+every message sent before them has an outcome: its future holds the offset, or the error.
+
+Idempotent and pipelined (``idempotence=True``, the default, as Kafka's producer since 3.0): the
+producer asks the cluster for a producer id (InitProducerId) and numbers each partition's batches
+(KIP-98), so up to ``max_in_flight`` (at most 5, what a broker remembers) batches of a partition
+go in one round of pipelined requests to its leader, and a retry can neither duplicate a batch nor
+reorder the partition: a batch the broker had already appended is answered as such, and the
+batches behind a failed one are refused as out of order and sent again after it. A broker that
+forgets the producer (it expired) makes the producer take a new id. Where that cannot be had
+(acks=0, a broker older than record batches, InitProducerId refused) a partition has one batch in
+flight at a time, as with ``idempotence=False``, which keeps its order the same way: nothing
+overtakes a batch waiting to be retried. Sets given already encoded (``send_set``) carry no
+sequence: each goes alone in its round.
 """
 
 from __future__ import annotations
@@ -27,6 +38,7 @@ from kafkalog.client.security import PLAINTEXT, ClientSecurity
 from kafkalog.errors import BrokerResponseError, BufferFullError, ClientError, UnsupportedByBrokerError
 from kafkalog.protocol import ApiKey
 from kafkalog.protocol.apis import ZSTD_PRODUCE_VERSION
+from kafkalog.protocol.error_codes import ErrorCode
 from kafkalog.record import (
     Codec,
     Header,
@@ -37,9 +49,14 @@ from kafkalog.record import (
     entry_size,
     iter_entries,
 )
+from kafkalog.record.batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, without_producer
 from kafkalog.record.convert import needs_conversion, to_batches, to_magic
 
 logger = logging.getLogger(__name__)
+
+_MAX_IN_FLIGHT = 5
+"""A broker remembers a producer's last five batches per partition: a retry must be one of them."""
+_MAX_SEQUENCE = 2**31 - 1
 
 Serializer = Callable[[Any], bytes | None]
 
@@ -67,6 +84,10 @@ class _Batch:
     size: int = 0
     attempts: int = 0
     not_before: float = 0.0
+    sequence: int = -1
+    """Its first sequence number once numbered (kept for every retry); -1 before, or unnumbered."""
+    encoded: tuple[int, bytes | memoryview] | None = None
+    """(message format, bytes) as first sent: a retry sends the same bytes."""
     settled: threading.Event = field(default_factory=threading.Event)
     results: list[RecordMetadata] | None = None
     error: BaseException | None = None
@@ -136,11 +157,18 @@ class Producer(UsesClient):
         key_serializer: Serializer | None = None,
         value_serializer: Serializer | None = None,
         security: ClientSecurity = PLAINTEXT,
+        idempotence: bool = True,
+        max_in_flight: int = 5,
     ) -> None:
         if mode not in ("async", "sync"):
             raise ClientError(f"mode must be 'async' or 'sync', not {mode!r}")
         if acks not in (0, 1, -1):
             raise ClientError(f"acks must be 0, 1 or -1, not {acks!r}")
+        if not 1 <= max_in_flight <= _MAX_IN_FLIGHT:
+            raise ClientError(
+                f"max_in_flight must be 1 to {_MAX_IN_FLIGHT} (what a broker remembers of a producer), not "
+                f"{max_in_flight!r}"
+            )
         try:
             self.codec = Codec[compression.upper()]
         except KeyError:
@@ -161,6 +189,15 @@ class Producer(UsesClient):
         self.partitioner = partitioner
         self.key_serializer = key_serializer
         self.value_serializer = value_serializer
+        self.idempotence = idempotence and acks != 0
+        self.max_in_flight = max_in_flight
+        self._identity: tuple[int, int] | None = None
+        """(producer id, epoch) once the cluster gave them; None before, or when not idempotent."""
+        self._identity_wanted = self.idempotence
+        """Ask for an id at the next round (at the start, and after a broker forgot the last one)."""
+        self._identity_retry_at = 0.0
+        self._sequences: dict[tuple[str, int], int] = {}
+        """The next sequence number of each partition (numbered batches only)."""
         self._cond = threading.Condition(threading.Lock())
         self._batches: dict[tuple[str, int], _Batch] = {}
         self._retrying: list[_Batch] = []
@@ -172,6 +209,12 @@ class Producer(UsesClient):
         self._closed = False
         self._sender = threading.Thread(target=self._run, name="kafkalog-producer-sender", daemon=True)
         self._sender.start()
+
+    @property
+    def producer_id(self) -> int | None:
+        """The id the cluster gave this producer (its batches are numbered and pipelined), or None."""
+        identity = self._identity
+        return identity[0] if identity is not None else None
 
     # ------------------------------------------------------------------ sending
 
@@ -300,6 +343,8 @@ class Producer(UsesClient):
                         return
                     self._cond.wait(self._next_wakeup())
                     ready = self._take_ready()
+            if self._identity_wanted and time.monotonic() >= self._identity_retry_at:
+                self._take_identity(ready)
             self._send_batches(ready)
 
     def _next_wakeup(self) -> float:
@@ -310,30 +355,42 @@ class Producer(UsesClient):
         return max(0.0, min(times) - now) if times else 0.5
 
     def _take_ready(self) -> list[_Batch]:
-        """The batches to send now: at most one per partition, and never one that would overtake an
-        earlier batch of its partition (a retry waiting for its back-off, or a full batch)."""
+        """The batches of the next round, each partition's in its order: up to ``max_in_flight`` of
+        a partition when batches are numbered, else one; never one that would overtake an earlier
+        batch of its partition (a retry waiting for its back-off); a set given encoded alone."""
         now = time.monotonic()
         urgent = self._flushing or self._closed or self.mode == "sync"
-        ready = [b for b in self._retrying if b.not_before <= now]
-        self._retrying = [b for b in self._retrying if b.not_before > now]
-        busy = {(b.topic, b.partition) for b in ready} | {(b.topic, b.partition) for b in self._retrying}
-        waiting = []
-        for batch in self._sealed:
+        limit = self.max_in_flight if self._identity is not None else 1
+        taken: dict[tuple[str, int], int] = {}
+        blocked: set[tuple[str, int]] = set()
+        ready: list[_Batch] = []
+
+        def take(batch: _Batch) -> bool:
             key = (batch.topic, batch.partition)
-            if key in busy:
+            count = taken.get(key, 0)
+            if key in blocked or count >= limit or (batch.stored is not None and count):
+                blocked.add(key)
+                return False
+            ready.append(batch)
+            taken[key] = limit if batch.stored is not None else count + 1
+            return True
+
+        waiting = []
+        for batch in self._retrying:  # in the order they failed: each partition's in its order
+            if batch.not_before > now or not take(batch):
+                blocked.add((batch.topic, batch.partition))
                 waiting.append(batch)
-            else:
-                ready.append(batch)
-            busy.add(key)
-        self._sealed = waiting
+        self._retrying = waiting
+        self._sealed = [batch for batch in self._sealed if not take(batch)]
         for key, batch in list(self._batches.items()):
-            if key in busy:
-                continue
-            if urgent or batch.size >= self.batch_bytes or now - batch.created >= self.linger:
-                ready.append(self._batches.pop(key))
+            due = urgent or batch.size >= self.batch_bytes or now - batch.created >= self.linger
+            if due and take(batch):
+                del self._batches[key]
         return ready
 
     def _send_batches(self, batches: list[_Batch]) -> None:
+        """One round: each broker's batches in pipelined Produce requests (the n-th batch of each
+        partition in the n-th request), answered in order."""
         by_broker: dict[Any, list[_Batch]] = {}
         for batch in batches:
             try:
@@ -351,45 +408,143 @@ class Producer(UsesClient):
                         f"speaks v{api.version}"
                     )
                 magic = 2 if api.version >= 3 else 1 if api.version >= 2 else 0
-                body = {
-                    "transactional_id": None,
-                    "acks": self.acks,
-                    "timeout_ms": int(self.request_timeout * 1000),
-                    "topic_data": _topic_data(group, magic, self.codec),
-                }
+                rounds: list[list[_Batch]] = []
+                seen: dict[tuple[str, int], int] = {}
+                for batch in group:
+                    key = (batch.topic, batch.partition)
+                    number = seen.get(key, 0)
+                    seen[key] = number + 1
+                    if number == len(rounds):
+                        rounds.append([])
+                    rounds[number].append(batch)
+                requests = [
+                    (
+                        api,
+                        {
+                            "transactional_id": None,
+                            "acks": self.acks,
+                            "timeout_ms": int(self.request_timeout * 1000),
+                            "topic_data": _topic_data(one, [self._record_set(b, magic) for b in one]),
+                        },
+                    )
+                    for one in rounds
+                ]
                 if self.acks == 0:
-                    connection.send_many([(api, body)], expect_response=False)
+                    connection.send_many(requests, expect_response=False)
                     for batch in group:
                         self._done(batch, [RecordMetadata(batch.topic, batch.partition, -1, -1)] * max(1, batch.count))
                     continue
-                response = connection.request(api, body)
+                responses = connection.send_many(requests)
             except ClientError as exc:
-                for batch in group:
+                for batch in group:  # in round order: each partition's retries keep their order
                     self._failed(batch, exc)
                 continue
-            answers = {(t["topic"], p["partition"]): p for t in response["responses"] for p in t["partition_responses"]}
-            for batch in group:
-                answer = answers.get((batch.topic, batch.partition))
-                if answer is None:
-                    self._failed(batch, ClientError(f"no answer for {batch.topic}-{batch.partition}"))
-                    continue
-                try:
-                    check(answer["error_code"], f"producing to {batch.topic}-{batch.partition}")
-                except BrokerResponseError as exc:
-                    self._failed(batch, exc)
-                    continue
-                base = answer["base_offset"]
-                append_time = answer.get("log_append_time", -1)
-                if batch.stored is not None:
-                    self._done(batch, [RecordMetadata(batch.topic, batch.partition, base, append_time)])
-                    continue
-                self._done(
-                    batch,
-                    [
-                        RecordMetadata(batch.topic, batch.partition, base + i, append_time if append_time >= 0 else ts)
-                        for i, (_, _, ts, _) in enumerate(batch.messages)
-                    ],
-                )
+            failed: set[tuple[str, int]] = set()
+            for one, response in zip(rounds, responses, strict=True):
+                answers = {
+                    (t["topic"], p["partition"]): p for t in response["responses"] for p in t["partition_responses"]
+                }
+                for batch in one:
+                    self._settle_answer(batch, answers.get((batch.topic, batch.partition)), failed)
+
+    def _settle_answer(self, batch: _Batch, answer: dict[str, Any] | None, failed: set[tuple[str, int]]) -> None:
+        """Give ``batch`` its outcome from its partition's ``answer``. ``failed``: the partitions of
+        this round with an earlier batch that failed (theirs are refused as out of order and go
+        again after it)."""
+        key = (batch.topic, batch.partition)
+        if answer is None:
+            failed.add(key)
+            self._failed(batch, ClientError(f"no answer for {batch.topic}-{batch.partition}"))
+            return
+        code = answer["error_code"]
+        if code not in (ErrorCode.NONE, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
+            error = BrokerResponseError(code, error_name(code), f"producing to {batch.topic}-{batch.partition}")
+            if code in (ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, ErrorCode.UNKNOWN_PRODUCER_ID) and batch.sequence >= 0:
+                if key not in failed:  # nothing before it failed: the broker no longer knows this producer
+                    logger.info("%s: taking a new producer id", error)
+                    self._renumber()
+                error.retriable = True
+            failed.add(key)
+            if not error.retriable and batch.sequence >= 0:
+                self._renumber()  # the batches behind it carry sequences that now leave a gap
+            self._failed(batch, error)
+            return
+        base = answer["base_offset"]
+        append_time = answer.get("log_append_time", -1)
+        if batch.stored is not None:
+            self._done(batch, [RecordMetadata(batch.topic, batch.partition, base, append_time)])
+            return
+        self._done(
+            batch,
+            [
+                RecordMetadata(batch.topic, batch.partition, base + i, append_time if append_time >= 0 else ts)
+                for i, (_, _, ts, _) in enumerate(batch.messages)
+            ],
+        )
+
+    # ------------------------------------------------------------------ idempotence
+
+    def _take_identity(self, ready: list[_Batch]) -> None:
+        """Ask the cluster for a producer id (InitProducerId) before sending ``ready``; settle for
+        unnumbered batches where none can be had. Runs between rounds, when nothing is in flight:
+        the batches numbered under an earlier id (``ready``, and those waiting to be retried) are
+        numbered again under the new one."""
+        try:
+            connection = self.client.any_broker()
+            if connection.api(ApiKey.PRODUCE).version < 3:
+                raise UnsupportedByBrokerError("numbered batches need record batches (Produce v3, Kafka 0.11+)")
+            api = connection.api(ApiKey.INIT_PRODUCER_ID)
+            answer = connection.request(api, {"transactional_id": None, "transaction_timeout_ms": 60_000})
+            check(answer["error_code"], "asking for a producer id")
+        except (UnsupportedByBrokerError, BrokerResponseError) as exc:
+            logger.warning("producing without idempotence (one batch in flight per partition): %s", exc)
+            self._identity_wanted = False
+            return
+        except ClientError as exc:  # no broker answered: the round goes unnumbered; ask again later
+            logger.info("could not ask for a producer id yet: %s", exc)
+            self._identity_retry_at = time.monotonic() + self.retry_backoff
+            return
+        self._identity = (int(answer["producer_id"]), int(answer["producer_epoch"]))
+        self._identity_wanted = False
+        self._sequences.clear()
+        with self._cond:
+            for batch in [*ready, *self._retrying]:
+                batch.sequence, batch.encoded = -1, None
+        logger.debug("producer id %d, epoch %d", *self._identity)
+
+    def _renumber(self) -> None:
+        """Take a new producer id before the next round (one batch per partition until then)."""
+        if self.idempotence:
+            self._identity = None
+            self._identity_wanted = True
+
+    def _record_set(self, batch: _Batch, magic: int) -> bytes | memoryview:
+        """The batch's bytes in format ``magic``, numbered when the producer has an id; the same
+        bytes for every retry."""
+        if batch.encoded is not None and batch.encoded[0] == magic:
+            return batch.encoded[1]
+        record_set: bytes | memoryview
+        if batch.stored is not None:
+            record_set = _stored_as(batch.stored, magic)
+            if magic == 2:  # another cluster's producer ids mean nothing here (see without_producer)
+                record_set = without_producer(record_set)
+        elif magic == 2:
+            producer_id, epoch = self._identity or (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
+            if self._identity is not None:
+                key = (batch.topic, batch.partition)
+                batch.sequence = self._sequences.get(key, 0)
+                self._sequences[key] = (batch.sequence + batch.count) % (_MAX_SEQUENCE + 1)
+            record_set = encode_batch(
+                [RecordInput(key, value, timestamp, headers) for key, value, timestamp, headers in batch.messages],
+                codec=self.codec,
+                producer_id=producer_id,
+                producer_epoch=epoch,
+                base_sequence=batch.sequence,
+            )
+        else:
+            record_set = _legacy_set(batch, magic, self.codec)
+        batch.encoded = (magic, record_set)
+        return record_set
 
     def _failed(self, batch: _Batch, error: Exception) -> None:
         retriable = getattr(error, "retriable", False)
@@ -425,29 +580,24 @@ class Producer(UsesClient):
             self._cond.notify_all()
 
 
-def _topic_data(batches: list[_Batch], magic: int, codec: Codec) -> list[dict[str, Any]]:
-    """Each batch encoded in format ``magic`` (what the connection's Produce version carries)."""
+def _topic_data(batches: list[_Batch], record_sets: list[bytes | memoryview]) -> list[dict[str, Any]]:
+    """The topic_data of a Produce request: each batch's record set under its topic."""
     by_topic: dict[str, list[dict[str, Any]]] = {}
-    for batch in batches:
-        record_set: bytes | memoryview
-        if batch.stored is not None:
-            record_set = _stored_as(batch.stored, magic)
-        elif magic == 2:
-            record_set = encode_batch(
-                [RecordInput(key, value, timestamp, headers) for key, value, timestamp, headers in batch.messages],
-                codec=codec,
-            )
-        else:
-            if codec == Codec.ZSTD:
-                raise UnsupportedByBrokerError("zstd needs a broker that takes record batches (Kafka 0.11+)")
-            if any(headers for *_, headers in batch.messages):
-                raise UnsupportedByBrokerError("headers need a broker that takes record batches (Kafka 0.11+)")
-            builder = MessageSetBuilder(magic=magic, codec=codec, timestamp_type=TimestampType.CREATE_TIME)
-            for key, value, timestamp, _ in batch.messages:
-                builder.append(value, key, timestamp if magic == 1 else None)
-            record_set = builder.build()
+    for batch, record_set in zip(batches, record_sets, strict=True):
         by_topic.setdefault(batch.topic, []).append({"partition": batch.partition, "record_set": record_set})
     return [{"topic": topic, "data": data} for topic, data in by_topic.items()]
+
+
+def _legacy_set(batch: _Batch, magic: int, codec: Codec) -> bytes:
+    """A batch as a message set of format ``magic`` (0 or 1), for a broker older than record batches."""
+    if codec == Codec.ZSTD:
+        raise UnsupportedByBrokerError("zstd needs a broker that takes record batches (Kafka 0.11+)")
+    if any(headers for *_, headers in batch.messages):
+        raise UnsupportedByBrokerError("headers need a broker that takes record batches (Kafka 0.11+)")
+    builder = MessageSetBuilder(magic=magic, codec=codec, timestamp_type=TimestampType.CREATE_TIME)
+    for key, value, timestamp, _ in batch.messages:
+        builder.append(value, key, timestamp if magic == 1 else None)
+    return builder.build()
 
 
 def _stored_as(data: bytes | memoryview, magic: int) -> bytes | memoryview:

@@ -1,5 +1,5 @@
 """The idempotent producer, as today's clients use it by default, against a kafkalog broker whose
-acknowledgements are lost: a proxy in front of the broker throws away the responses to Produce
+acknowledgements are lost (kafkalog's own producer among the clients): a proxy in front of the broker throws away the responses to Produce
 requests (after the broker appended them) and cuts the connection, the client retries the batch
 with the same sequence, and the log holds each message once, in order. Also across a broker
 SIGKILL: the retry after the restart is still recognised (the state rebuilt from the log)."""
@@ -13,7 +13,7 @@ from pathlib import Path
 import confluent_kafka
 import pytest
 
-from kafkalog.client import Admin, SimpleConsumer
+from kafkalog.client import Admin, Producer, SimpleConsumer
 from kafkalog.protocol import ApiKey, ErrorCode
 from kafkalog.record.batch import encode_batch
 from tests.support.kafka4 import CONSOLE_PRODUCER, run_tool
@@ -70,6 +70,16 @@ def produce_librdkafka(bootstrap: str, topic: str, values: list[bytes]) -> None:
     assert not failures
 
 
+def produce_kafkalog(bootstrap: str, topic: str, values: list[bytes]) -> None:
+    # small batches, so that several of the partition's go in one round of pipelined requests
+    with Producer(bootstrap, linger_ms=5, batch_bytes=600, request_timeout_ms=10_000) as producer:
+        futures = [producer.send(topic, value, partition=0) for value in values]
+        producer.flush(60)
+        assert producer.producer_id is not None, "numbered batches: several of them went in flight at once"
+    offsets = [f.result().offset for f in futures]
+    assert offsets == list(range(len(values)))  # the retried batches got their first append's offsets
+
+
 def produce_java(bootstrap: str, topic: str, values: list[bytes], root: Path) -> None:
     # the console producer's defaults: idempotence on (acks=all, retries), as every Java producer since 3.0
     run_tool(
@@ -79,7 +89,7 @@ def produce_java(bootstrap: str, topic: str, values: list[bytes], root: Path) ->
     )  # fmt: skip
 
 
-@pytest.mark.parametrize("client", ["kafka-python", "librdkafka", "java"])
+@pytest.mark.parametrize("client", ["kafka-python", "librdkafka", "java", "kafkalog"])
 def test_lost_acknowledgements_do_not_duplicate(
     behind_proxy: tuple[BrokerProcess, AckDroppingProxy], client: str, tmp_path: Path
 ) -> None:
@@ -94,6 +104,8 @@ def test_lost_acknowledgements_do_not_duplicate(
         produce_kafka_python(address, topic, values)
     elif client == "librdkafka":
         produce_librdkafka(address, topic, values)
+    elif client == "kafkalog":
+        produce_kafkalog(address, topic, values)
     else:
         produce_java(address, topic, values, tmp_path)
     assert proxy.dropped == DROPS  # the acknowledgements of appended batches really were lost
