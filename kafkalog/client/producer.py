@@ -496,7 +496,11 @@ class Producer(UsesClient):
             api = connection.api(ApiKey.INIT_PRODUCER_ID)
             answer = connection.request(api, {"transactional_id": None, "transaction_timeout_ms": 60_000})
             check(answer["error_code"], "asking for a producer id")
-        except (UnsupportedByBrokerError, BrokerResponseError) as exc:
+        except UnsupportedByBrokerError as exc:  # an older broker: the expected way, not a warning
+            logger.info("producing without idempotence (one batch in flight per partition): %s", exc)
+            self._identity_wanted = False
+            return
+        except BrokerResponseError as exc:
             logger.warning("producing without idempotence (one batch in flight per partition): %s", exc)
             self._identity_wanted = False
             return
