@@ -1,8 +1,9 @@
-"""The idempotent producer, as today's clients use it by default, against a kafkalog broker whose
-acknowledgements are lost (kafkalog's own producer among the clients): a proxy in front of the broker throws away the responses to Produce
-requests (after the broker appended them) and cuts the connection, the client retries the batch
-with the same sequence, and the log holds each message once, in order. Also across a broker
-SIGKILL: the retry after the restart is still recognised (the state rebuilt from the log)."""
+"""The idempotent producer, as today's clients use it by default (kafkalog's own among them),
+against a kafkalog broker whose acknowledgements are lost: a proxy in front of the broker throws
+away the responses to Produce requests (after the broker appended them) and cuts the connection,
+the client retries the batch with the same sequence, and the log holds each message once, in order.
+Also across a broker SIGKILL: the retry after the restart is still recognised (the state rebuilt
+from the log)."""
 
 from __future__ import annotations
 
