@@ -10,7 +10,7 @@ repeated with the size doubled, as the seeds describe, up to ``max_message_bytes
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -227,6 +227,37 @@ class SimpleConsumer(UsesClient):
 
     def latest_offset(self, topic: str, partition: int) -> int:
         return self._one_offset(topic, partition, LATEST)
+
+    def earliest_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """The earliest offset of every (topic, partition): one ListOffsets request per leader."""
+        return self._offsets(partitions, EARLIEST)
+
+    def latest_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """The log end offset of every (topic, partition): one ListOffsets request per leader."""
+        return self._offsets(partitions, LATEST)
+
+    def _offsets(self, partitions: Iterable[tuple[str, int]], which: int) -> dict[tuple[str, int], int]:
+        by_leader: dict[Any, list[tuple[str, int]]] = {}
+        for topic, partition in partitions:
+            by_leader.setdefault(self.client.leader(topic, partition), []).append((topic, partition))
+        found: dict[tuple[str, int], int] = {}
+        for connection, keys in by_leader.items():
+            if connection.api(ApiKey.LIST_OFFSETS).version < 1:  # v0 answers one partition at a time here
+                found.update({(t, p): self._one_offset(t, p, which) for t, p in keys})
+                continue
+            asked: dict[str, list[dict[str, int]]] = {}
+            for topic, partition in keys:
+                asked.setdefault(topic, []).append({"partition": partition, "timestamp": which})
+            body = {"replica_id": -1, "topics": [{"topic": t, "partitions": ps} for t, ps in asked.items()]}
+            for answered in connection.request(connection.api(ApiKey.LIST_OFFSETS), body)["responses"]:
+                for answer in answered["partition_responses"]:
+                    name = f"{answered['topic']}-{answer['partition']}"
+                    check(answer["error_code"], f"offsets of {name}")
+                    found[(answered["topic"], answer["partition"])] = int(answer["offset"])
+            missing = [f"{t}-{p}" for t, p in keys if (t, p) not in found]
+            if missing:
+                raise BrokerResponseError(-1, "NO_OFFSETS", f"{missing[0]} answered no offset")
+        return found
 
     def _one_offset(self, topic: str, partition: int, which: int) -> int:
         connection = self.client.leader(topic, partition)

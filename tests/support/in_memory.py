@@ -95,6 +95,12 @@ class MemoryConsumer:
     def latest_offset(self, topic: str, partition: int) -> int:
         return self.cluster.log_start[(topic, partition)] + len(self.cluster.partitions[(topic, partition)])
 
+    def earliest_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        return {(t, p): self.earliest_offset(t, p) for t, p in partitions}
+
+    def latest_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        return {(t, p): self.latest_offset(t, p) for t, p in partitions}
+
     def fetch(self, topic: str, partition: int, offset: int) -> Any:
         start, end = self.earliest_offset(topic, partition), self.latest_offset(topic, partition)
         if not start <= offset <= end:

@@ -61,6 +61,24 @@ def test_produce_and_consume(broker: tuple[str, str], compression: str) -> None:
 
 
 @pytest.mark.slow
+def test_the_offsets_of_many_partitions_in_one_request_per_broker(broker: tuple[str, str]) -> None:
+    """What the load's planner asks (one ListOffsets per broker for every split; Kafka 0.9's v0 a
+    partition at a time): the same answers as asking partition by partition."""
+    kind, bootstrap = broker
+    topics = [f"many-{kind}-{n}" for n in range(3)]
+    with Producer(bootstrap, linger_ms=5) as producer:
+        for n, topic in enumerate(topics):
+            for i in range(n * 7 + 5):
+                producer.send(topic, b"x", partition=i % PARTITIONS)
+    keys = [(topic, partition) for topic in topics for partition in range(PARTITIONS)]
+    with SimpleConsumer(bootstrap) as consumer:
+        latest, earliest = consumer.latest_offsets(keys), consumer.earliest_offsets(keys)
+        assert latest == {key: consumer.latest_offset(*key) for key in keys}
+        assert earliest == dict.fromkeys(keys, 0)
+        assert sum(latest.values()) == 5 + 12 + 19
+
+
+@pytest.mark.slow
 def test_offsets_by_time(broker: tuple[str, str]) -> None:
     kind, bootstrap = broker
     before = int(time.time() * 1000) - 1
