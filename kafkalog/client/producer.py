@@ -501,8 +501,13 @@ class Producer(UsesClient):
             self._identity_wanted = False
             return
         except BrokerResponseError as exc:
-            logger.warning("producing without idempotence (one batch in flight per partition): %s", exc)
-            self._identity_wanted = False
+            if not exc.retriable:  # refused (not allowed, say): for good
+                logger.warning("producing without idempotence (one batch in flight per partition): %s", exc)
+                self._identity_wanted = False
+                return
+            # e.g. COORDINATOR_LOAD_IN_PROGRESS from a Kafka broker that has just started
+            logger.info("no producer id yet: %s", exc)
+            self._identity_retry_at = time.monotonic() + self.retry_backoff
             return
         except ClientError as exc:  # no broker answered: the round goes unnumbered; ask again later
             logger.info("could not ask for a producer id yet: %s", exc)
