@@ -62,7 +62,7 @@ def test_kafka4_java_clients_against_kafkalog(kafkalog_v2: BrokerProcess, tmp_pa
     run_tool(
         CONSOLE_PRODUCER, "--bootstrap-server", kafkalog_v2.bootstrap, "--topic", "java",
         "--reader-property", "parse.key=true", "--reader-property", "parse.headers=true",
-        # the Java producer's default (idempotence) needs InitProducerId, which kafkalog does not serve yet
+        # the plain path (the idempotent Java producer: tests/kafkalog/server/test_idempotent_producers.py)
         "--producer-property", "enable.idempotence=false", "--compression-codec", "zstd",
         log4j=log4j, input=lines,
     )  # fmt: skip
