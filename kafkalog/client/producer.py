@@ -488,7 +488,7 @@ class Producer(UsesClient):
         """Ask the cluster for a producer id (InitProducerId) before sending ``ready``; settle for
         unnumbered batches where none can be had. Runs between rounds, when nothing is in flight:
         the batches numbered under an earlier id (``ready``, and those waiting to be retried) are
-        numbered again under the new one."""
+        numbered again under the new one, or go unnumbered."""
         try:
             connection = self.client.any_broker()
             if connection.api(ApiKey.PRODUCE).version < 3:
@@ -498,28 +498,24 @@ class Producer(UsesClient):
             check(answer["error_code"], "asking for a producer id")
         except UnsupportedByBrokerError as exc:  # an older broker: the expected way, not a warning
             logger.info("producing without idempotence (one batch in flight per partition): %s", exc)
-            self._identity_wanted = False
-            return
         except BrokerResponseError as exc:
-            if not exc.retriable:  # refused (not allowed, say): for good
-                logger.warning("producing without idempotence (one batch in flight per partition): %s", exc)
-                self._identity_wanted = False
+            if exc.retriable:  # e.g. COORDINATOR_LOAD_IN_PROGRESS from a Kafka broker that has just started
+                logger.info("no producer id yet: %s", exc)
+                self._identity_retry_at = time.monotonic() + self.retry_backoff
                 return
-            # e.g. COORDINATOR_LOAD_IN_PROGRESS from a Kafka broker that has just started
-            logger.info("no producer id yet: %s", exc)
-            self._identity_retry_at = time.monotonic() + self.retry_backoff
-            return
+            logger.warning("producing without idempotence (one batch in flight per partition): %s", exc)
         except ClientError as exc:  # no broker answered: the round goes unnumbered; ask again later
             logger.info("could not ask for a producer id yet: %s", exc)
             self._identity_retry_at = time.monotonic() + self.retry_backoff
             return
-        self._identity = (int(answer["producer_id"]), int(answer["producer_epoch"]))
+        else:
+            self._identity = (int(answer["producer_id"]), int(answer["producer_epoch"]))
+            logger.debug("producer id %d, epoch %d", *self._identity)
         self._identity_wanted = False
         self._sequences.clear()
         with self._cond:
             for batch in [*ready, *self._retrying]:
                 batch.sequence, batch.encoded = -1, None
-        logger.debug("producer id %d, epoch %d", *self._identity)
 
     def _renumber(self) -> None:
         """Take a new producer id before the next round (one batch per partition until then)."""
