@@ -6,7 +6,8 @@ frames, has them handled, and writes the responses, log regions with ``os.sendfi
 from the page cache to the socket without passing through Python).
 
 Per connection, requests are handled one at a time in arrival order, so responses come back in
-request order. A fetch that waits for data parks its connection (no further requests are read from
+request order; requests read together are answered together, their responses written with one
+``sendmsg``. A fetch that waits for data parks its connection (no further requests are read from
 it) until the fetch completes. Reading stops while a connection has much unsent output, so a client
 that sends but never reads cannot make the broker buffer without bound.
 
