@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from typing import Any
+from typing import Any, NamedTuple
 
 from crc32c import crc32c as _crc32c
 
@@ -311,6 +311,47 @@ def _varint(view: memoryview, pos: int, end: int) -> tuple[int, int]:
     return 0, -1
 
 
+class _RecordHead(NamedTuple):
+    """The fields of one record up to its headers, as decode_records and check_records read them."""
+
+    end: int
+    timestamp_delta: int
+    offset_delta: int
+    key: tuple[int, int]  # (position, length; -1: null)
+    value: tuple[int, int]
+    header_count: int
+    headers_at: int
+
+
+def _record_head(view: memoryview, pos: int, end: int, previous_delta: int, max_delta: int) -> _RecordHead | str:
+    """The record at ``pos`` read up to its header count (its offset delta must lie in
+    (``previous_delta``, ``max_delta``]); or why it is malformed."""
+    length, pos = _varint(view, pos, end)
+    if pos < 0 or length < 0 or length > end - pos:
+        return "a record's length runs past the batch"
+    record_end = pos + length
+    if pos >= record_end:
+        return "a record is empty"
+    pos += 1  # attributes: unused
+    timestamp_delta, pos = _varint(view, pos, record_end)
+    if pos < 0:
+        return "a record's timestamp delta runs past the record"
+    offset_delta, pos = _varint(view, pos, record_end)
+    if pos < 0 or not previous_delta < offset_delta <= max_delta:
+        return f"a record's offset delta is out of order or range ({offset_delta})"
+    fields = []
+    for what in ("key", "value"):
+        size, pos = _varint(view, pos, record_end)
+        if pos < 0 or size < -1 or size > record_end - pos:
+            return f"a record's {what} length does not fit in the record"
+        fields.append((pos, size))
+        pos += max(size, 0)
+    header_count, pos = _varint(view, pos, record_end)
+    if pos < 0 or header_count < 0 or header_count > record_end - pos:
+        return "a record's header count does not fit in the record"
+    return _RecordHead(record_end, timestamp_delta, offset_delta, fields[0], fields[1], header_count, pos)
+
+
 def decode_records(
     buf: Any,
     count: int,
@@ -334,33 +375,13 @@ def decode_records(
     previous_delta = -1
     for _ in range(count):
         start = pos
-        length, pos = _varint(view, pos, end)
-        if pos < 0 or length < 0 or length > end - pos:
-            return [], ("corrupt", start, "a record's length runs past the batch")
-        record_end = pos + length
-        if pos >= record_end:
-            return [], ("corrupt", start, "a record is empty")
-        pos += 1  # attributes: unused
-        timestamp_delta, pos = _varint(view, pos, record_end)
-        if pos < 0:
-            return [], ("corrupt", start, "a record's timestamp delta runs past the record")
-        offset_delta, pos = _varint(view, pos, record_end)
-        if pos < 0 or not previous_delta < offset_delta <= last_offset_delta:
-            return [], ("corrupt", start, f"a record's offset delta is out of order or range ({offset_delta})")
+        head = _record_head(view, pos, end, previous_delta, last_offset_delta)
+        if isinstance(head, str):
+            return [], ("corrupt", start, head)
+        record_end, pos = head.end, head.headers_at
+        timestamp_delta, offset_delta, header_count = head.timestamp_delta, head.offset_delta, head.header_count
         previous_delta = offset_delta
-        fields: list[bytes | None] = []
-        for what in ("key", "value"):
-            size, pos = _varint(view, pos, record_end)
-            if pos < 0 or size < -1 or size > record_end - pos:
-                return [], ("corrupt", start, f"a record's {what} length does not fit in the record")
-            if size == -1:
-                fields.append(None)
-            else:
-                fields.append(bytes(view[pos : pos + size]))
-                pos += size
-        header_count, pos = _varint(view, pos, record_end)
-        if pos < 0 or header_count < 0 or header_count > record_end - pos:
-            return [], ("corrupt", start, "a record's header count does not fit in the record")
+        fields = [None if size == -1 else bytes(view[at : at + size]) for at, size in (head.key, head.value)]
         headers: list[tuple[str, bytes | None]] = []
         for _ in range(header_count):
             key_size, pos = _varint(view, pos, record_end)
@@ -413,29 +434,12 @@ def check_records(
     previous_delta = -1
     for _ in range(count):
         start = pos
-        length, pos = _varint(view, pos, end)
-        if pos < 0 or length < 0 or length > end - pos:
-            return 0, False, ("corrupt", start, "a record's length runs past the batch")
-        record_end = pos + length
-        if pos >= record_end:
-            return 0, False, ("corrupt", start, "a record is empty")
-        pos += 1  # attributes: unused
-        timestamp_delta, pos = _varint(view, pos, record_end)
-        if pos < 0:
-            return 0, False, ("corrupt", start, "a record's timestamp delta runs past the record")
-        offset_delta, pos = _varint(view, pos, record_end)
-        # rising and below count: over count records, exactly 0..count-1 (and the place decoding fails)
-        if pos < 0 or not previous_delta < offset_delta < count:
-            return 0, False, ("corrupt", start, f"a record's offset delta is out of order or range ({offset_delta})")
-        previous_delta = offset_delta
-        for what in ("key", "value"):
-            size, pos = _varint(view, pos, record_end)
-            if pos < 0 or size < -1 or size > record_end - pos:
-                return 0, False, ("corrupt", start, f"a record's {what} length does not fit in the record")
-            pos += max(size, 0)
-        header_count, pos = _varint(view, pos, record_end)
-        if pos < 0 or header_count < 0 or header_count > record_end - pos:
-            return 0, False, ("corrupt", start, "a record's header count does not fit in the record")
+        # rising and at most count - 1: over count records, exactly 0..count-1 (and where decoding fails)
+        head = _record_head(view, pos, end, previous_delta, count - 1)
+        if isinstance(head, str):
+            return 0, False, ("corrupt", start, head)
+        record_end, pos = head.end, head.headers_at
+        timestamp_delta, header_count, previous_delta = head.timestamp_delta, head.header_count, head.offset_delta
         for _ in range(header_count):
             key_size, pos = _varint(view, pos, record_end)
             if pos < 0 or key_size < 0 or key_size > record_end - pos:

@@ -505,6 +505,50 @@ static PyObject *record_error(Py_ssize_t pos, const char *reason) {
     return Py_BuildValue("([](snN))", "corrupt", pos, PyUnicode_FromString(reason));
 }
 
+/* The fields of one record up to its headers, as decode_records and check_records both read them. */
+typedef struct {
+    Py_ssize_t end;           /* where the record ends */
+    int64_t ts_delta, offset_delta, header_count;
+    int64_t sizes[2];         /* key and value lengths, -1 for null */
+    Py_ssize_t field_pos[2];  /* where the key and the value start */
+} record_head;
+
+/* Read the record at *pos (in b[..end)) up to its header count, advancing *pos to its first header;
+ * its offset delta must lie in (previous_delta, max_delta]. Returns NULL, or the error triple
+ * ([], (kind, position, reason)) of the first thing wrong (NULL with an exception set on failure). */
+static PyObject *read_record_head(const unsigned char *b, Py_ssize_t *pos, Py_ssize_t end, int64_t previous_delta,
+                                  int64_t max_delta, record_head *r, int *bad) {
+    Py_ssize_t start = *pos;
+    int64_t length;
+    *bad = 1;
+    r->offset_delta = 0; /* 0: as _fastpath on a bad varint */
+    if (!rd_varint(b, pos, end, &length) || length < 0 || length > end - *pos)
+        return record_error(start, "a record's length runs past the batch");
+    r->end = *pos + (Py_ssize_t)length;
+    if (*pos >= r->end) return record_error(start, "a record is empty");
+    *pos += 1; /* attributes: unused */
+    if (!rd_varint(b, pos, r->end, &r->ts_delta))
+        return record_error(start, "a record's timestamp delta runs past the record");
+    if (!rd_varint(b, pos, r->end, &r->offset_delta) ||
+        !(previous_delta < r->offset_delta && r->offset_delta <= max_delta)) {
+        PyObject *reason = PyUnicode_FromFormat("a record's offset delta is out of order or range (%lld)",
+                                                (long long)r->offset_delta);
+        return reason ? Py_BuildValue("([](snN))", "corrupt", start, reason) : NULL;
+    }
+    static const char *const what[2] = {"a record's key length does not fit in the record",
+                                        "a record's value length does not fit in the record"};
+    for (int f = 0; f < 2; f++) {
+        if (!rd_varint(b, pos, r->end, &r->sizes[f]) || r->sizes[f] < -1 || r->sizes[f] > r->end - *pos)
+            return record_error(start, what[f]);
+        r->field_pos[f] = *pos;
+        if (r->sizes[f] > 0) *pos += (Py_ssize_t)r->sizes[f];
+    }
+    if (!rd_varint(b, pos, r->end, &r->header_count) || r->header_count < 0 || r->header_count > r->end - *pos)
+        return record_error(start, "a record's header count does not fit in the record");
+    *bad = 0;
+    return NULL;
+}
+
 /* decode_records(buf, count, base_offset, base_timestamp, max_timestamp, last_offset_delta,
  *                log_append_time) -> (messages, None) | ([], error) */
 static PyObject *py_decode_records(PyObject *self, PyObject *args) {
@@ -524,40 +568,15 @@ static PyObject *py_decode_records(PyObject *self, PyObject *args) {
     if (!out) goto done;
     for (Py_ssize_t i = 0; i < count; i++) {
         Py_ssize_t start = pos;
-        int64_t length, ts_delta, offset_delta = 0, sizes[2], header_count; /* 0: as _fastpath on a bad varint */
-        if (!rd_varint(b, &pos, end, &length) || length < 0 || length > end - pos) {
-            result = record_error(start, "a record's length runs past the batch");
-            goto done;
-        }
-        Py_ssize_t record_end = pos + (Py_ssize_t)length;
-        if (pos >= record_end) { result = record_error(start, "a record is empty"); goto done; }
-        pos += 1; /* attributes: unused */
-        if (!rd_varint(b, &pos, record_end, &ts_delta)) {
-            result = record_error(start, "a record's timestamp delta runs past the record");
-            goto done;
-        }
-        if (!rd_varint(b, &pos, record_end, &offset_delta) || !(previous_delta < offset_delta && offset_delta <= last_delta)) {
-            PyObject *reason = PyUnicode_FromFormat("a record's offset delta is out of order or range (%lld)",
-                                                    (long long)offset_delta);
-            result = reason ? Py_BuildValue("([](snN))", "corrupt", start, reason) : NULL;
-            goto done;
-        }
-        previous_delta = offset_delta;
-        Py_ssize_t field_pos[2];
-        static const char *const what[2] = {"a record's key length does not fit in the record",
-                                            "a record's value length does not fit in the record"};
-        for (int f = 0; f < 2; f++) {
-            if (!rd_varint(b, &pos, record_end, &sizes[f]) || sizes[f] < -1 || sizes[f] > record_end - pos) {
-                result = record_error(start, what[f]);
-                goto done;
-            }
-            field_pos[f] = pos;
-            if (sizes[f] > 0) pos += (Py_ssize_t)sizes[f];
-        }
-        if (!rd_varint(b, &pos, record_end, &header_count) || header_count < 0 || header_count > record_end - pos) {
-            result = record_error(start, "a record's header count does not fit in the record");
-            goto done;
-        }
+        record_head r;
+        int bad;
+        result = read_record_head(b, &pos, end, previous_delta, (int64_t)last_delta, &r, &bad);
+        if (bad) goto done;
+        previous_delta = r.offset_delta;
+        Py_ssize_t record_end = r.end;
+        int64_t ts_delta = r.ts_delta, offset_delta = r.offset_delta, header_count = r.header_count;
+        int64_t *sizes = r.sizes;
+        Py_ssize_t *field_pos = r.field_pos;
         PyObject *headers = PyTuple_New((Py_ssize_t)header_count);
         if (!headers) goto done;
         for (Py_ssize_t h = 0; h < (Py_ssize_t)header_count; h++) {
@@ -646,39 +665,14 @@ static PyObject *py_check_records(PyObject *self, PyObject *args) {
     int64_t previous_delta = -1;
     for (Py_ssize_t i = 0; i < count; i++) {
         Py_ssize_t start = pos;
-        int64_t length, ts_delta, offset_delta = 0, size, header_count; /* 0: as _fastpath on a bad varint */
-        if (!rd_varint(b, &pos, end, &length) || length < 0 || length > end - pos) {
-            result = record_error(start, "a record's length runs past the batch");
-            goto failed;
-        }
-        Py_ssize_t record_end = pos + (Py_ssize_t)length;
-        if (pos >= record_end) { result = record_error(start, "a record is empty"); goto failed; }
-        pos += 1; /* attributes: unused */
-        if (!rd_varint(b, &pos, record_end, &ts_delta)) {
-            result = record_error(start, "a record's timestamp delta runs past the record");
-            goto failed;
-        }
-        /* rising and below count: over count records, exactly 0..count-1 (and where decoding fails) */
-        if (!rd_varint(b, &pos, record_end, &offset_delta) || !(previous_delta < offset_delta && offset_delta < (int64_t)count)) {
-            PyObject *reason = PyUnicode_FromFormat("a record's offset delta is out of order or range (%lld)",
-                                                    (long long)offset_delta);
-            result = reason ? Py_BuildValue("([](snN))", "corrupt", start, reason) : NULL;
-            goto failed;
-        }
-        previous_delta = offset_delta;
-        static const char *const what[2] = {"a record's key length does not fit in the record",
-                                            "a record's value length does not fit in the record"};
-        for (int f = 0; f < 2; f++) {
-            if (!rd_varint(b, &pos, record_end, &size) || size < -1 || size > record_end - pos) {
-                result = record_error(start, what[f]);
-                goto failed;
-            }
-            if (size > 0) pos += (Py_ssize_t)size;
-        }
-        if (!rd_varint(b, &pos, record_end, &header_count) || header_count < 0 || header_count > record_end - pos) {
-            result = record_error(start, "a record's header count does not fit in the record");
-            goto failed;
-        }
+        record_head r;
+        int bad;
+        /* rising and at most count - 1: over count records, exactly 0..count-1 (and where decoding fails) */
+        result = read_record_head(b, &pos, end, previous_delta, (int64_t)count - 1, &r, &bad);
+        if (bad) goto failed;
+        previous_delta = r.offset_delta;
+        Py_ssize_t record_end = r.end;
+        int64_t ts_delta = r.ts_delta, header_count = r.header_count;
         for (int64_t h = 0; h < header_count; h++) {
             int64_t key_size, value_size;
             if (!rd_varint(b, &pos, record_end, &key_size) || key_size < 0 || key_size > record_end - pos) {
