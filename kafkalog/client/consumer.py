@@ -263,14 +263,7 @@ class SimpleConsumer(UsesClient):
         connection = self.client.leader(topic, partition)
         if connection.api(ApiKey.LIST_OFFSETS).version >= 1:
             # v1 answers -1 (latest) and -2 (earliest) too; Kafka 4.x serves nothing older
-            body = {
-                "replica_id": -1,
-                "topics": [{"topic": topic, "partitions": [{"partition": partition, "timestamp": which}]}],
-            }
-            answer = connection.request(connection.api(ApiKey.LIST_OFFSETS), body)["responses"][0]
-            answer = answer["partition_responses"][0]
-            check(answer["error_code"], f"offsets of {topic}-{partition}")
-            return int(answer["offset"])
+            return self._offsets([(topic, partition)], which)[(topic, partition)]
         offsets = self.offsets_before(topic, partition, which, 1)
         if not offsets:
             raise BrokerResponseError(-1, "NO_OFFSETS", f"{topic}-{partition} answered no offset")
