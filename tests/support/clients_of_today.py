@@ -113,9 +113,13 @@ def produce_ours(bootstrap: str, topic: str, partition: int, sent: Sequence[Sent
 def produce_librdkafka(
     bootstrap: str, topic: str, partition: int, sent: Sequence[Sent], compression: str, **config: Any
 ) -> list[int]:
-    """Send with confluent_kafka.Producer (queued together, so one batch); the offsets assigned."""
+    """Send with confluent_kafka.Producer (queued together, so one batch); the offsets assigned.
+
+    The linger is far longer than queueing takes even on a loaded machine: flush() sends at once
+    (librdkafka ignores linger.ms while flushing), so the batch is cut by flush, not by a timer. With
+    a 50 ms linger a busy CI machine once split two sends into four stored batches."""
     producer = confluent_kafka.Producer(
-        {"bootstrap.servers": bootstrap, "compression.type": compression, "linger.ms": 50, **config}
+        {"bootstrap.servers": bootstrap, "compression.type": compression, "linger.ms": 10_000, **config}
     )
     reports: list[tuple[Any, Any]] = []
     for r in sent:
