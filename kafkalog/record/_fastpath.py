@@ -480,6 +480,18 @@ def _append_varint(out: bytearray, value: int) -> None:
     out.append(zigzag)
 
 
+def batch_timestamps(items: Any) -> tuple[int, int]:
+    """(base, max) of a batch of ``items`` (key, value, timestamp, headers): its first and its
+    largest timestamp other than -1, or -1 for both when none is given."""
+    given = []
+    for item in items:
+        if not isinstance(item, tuple) or len(item) != 4:
+            raise TypeError("a record to encode is a (key, value, timestamp, headers) tuple")
+        if item[2] != -1:
+            given.append(item[2])
+    return (given[0], max(given)) if given else (-1, -1)
+
+
 def encode_records(items: Any, base_timestamp: int) -> bytearray:
     """The Records bytes of ``items`` (key, value, timestamp, headers), offset deltas 0, 1, ...;
     a timestamp of -1 is stored as ``base_timestamp``."""
@@ -498,6 +510,8 @@ def encode_records(items: Any, base_timestamp: int) -> bytearray:
                 body += field
         _append_varint(body, len(headers))
         for header_key, header_value in headers:
+            if not isinstance(header_key, str):
+                raise TypeError(f"a header key must be a str, not {type(header_key).__name__}")
             encoded = header_key.encode()
             _append_varint(body, len(encoded))
             body += encoded

@@ -57,11 +57,47 @@ static inline uint32_t crc_of(const unsigned char *p, Py_ssize_t n) {
 }
 
 /* CRC-32C (Castagnoli, reflected polynomial 0x82F63B78) of magic 2 batches: SSE4.2's crc32
- * instruction where the processor has it, else slicing-by-8 tables. */
+ * instruction where the processor has it, else slicing-by-8 tables.
+ *
+ * One crc32 instruction waits for the one before it (3 cycles), but the processor can start one
+ * every cycle: so a long buffer is taken in three streams at once, each over its own third of a
+ * block, and the three registers are joined. Joining uses the CRC's linearity: the register
+ * after A||B is (register after A) * x^(8*|B|) mod P, xor the register of B started from 0; the
+ * multiplication by a fixed x^(8*L) is a table per byte of the register (shift_tables). */
+#define CRC_LONG 8192
+#define CRC_SHORT 256
 static uint32_t crc32c_table[8][256];
 static int crc32c_hardware = 0;
 
+static uint32_t crc32c_long_shift[4][256];
+static uint32_t crc32c_short_shift[4][256];
+
+/* a * b modulo the polynomial, both reflected (bit 31 is x^0) */
+static uint32_t crc32c_multiply(uint32_t a, uint32_t b) {
+    uint32_t product = 0;
+    for (uint32_t bit = 1u << 31; bit != 0; bit >>= 1) {
+        if (a & bit) product ^= b;
+        b = b & 1 ? (b >> 1) ^ 0x82F63B78u : b >> 1;
+    }
+    return product;
+}
+
+/* tables that multiply a register by x^(8 * length) (appending ``length`` zero bytes) */
+static void crc32c_shift_tables(uint32_t tables[4][256], Py_ssize_t length) {
+    uint32_t factor = 1u << 31; /* x^0 */
+    for (Py_ssize_t i = 0; i < length; i++) /* times x^8 per zero byte */
+        for (int k = 0; k < 8; k++) factor = factor & 1 ? (factor >> 1) ^ 0x82F63B78u : factor >> 1;
+    for (uint32_t i = 0; i < 256; i++)
+        for (int k = 0; k < 4; k++) tables[k][i] = crc32c_multiply(factor, i << (8 * k));
+}
+
+static inline uint32_t crc32c_shift(uint32_t tables[4][256], uint32_t crc) {
+    return tables[0][crc & 0xFF] ^ tables[1][(crc >> 8) & 0xFF] ^ tables[2][(crc >> 16) & 0xFF] ^ tables[3][crc >> 24];
+}
+
 static void crc32c_init(void) {
+    crc32c_shift_tables(crc32c_long_shift, CRC_LONG);
+    crc32c_shift_tables(crc32c_short_shift, CRC_SHORT);
     for (uint32_t i = 0; i < 256; i++) {
         uint32_t c = i;
         for (int k = 0; k < 8; k++) c = c & 1 ? (c >> 1) ^ 0x82F63B78u : c >> 1;
@@ -90,8 +126,27 @@ static uint32_t crc32c_software(uint32_t crc, const unsigned char *p, Py_ssize_t
 }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+__attribute__((target("sse4.2"))) static inline uint64_t crc32c_sse42_streams(
+    uint64_t c, const unsigned char *p, Py_ssize_t block, uint32_t shift[4][256]) {
+    uint64_t c1 = 0, c2 = 0;
+    for (const unsigned char *end = p + block; p < end; p += 8) {
+        uint64_t w0, w1, w2;
+        memcpy(&w0, p, 8);
+        memcpy(&w1, p + block, 8);
+        memcpy(&w2, p + 2 * block, 8);
+        c = __builtin_ia32_crc32di(c, w0);
+        c1 = __builtin_ia32_crc32di(c1, w1);
+        c2 = __builtin_ia32_crc32di(c2, w2);
+    }
+    return crc32c_shift(shift, crc32c_shift(shift, (uint32_t)c) ^ (uint32_t)c1) ^ (uint32_t)c2;
+}
+
 __attribute__((target("sse4.2"))) static uint32_t crc32c_sse42(uint32_t crc, const unsigned char *p, Py_ssize_t n) {
     uint64_t c = crc;
+    for (; n >= 3 * CRC_LONG; p += 3 * CRC_LONG, n -= 3 * CRC_LONG)
+        c = crc32c_sse42_streams(c, p, CRC_LONG, crc32c_long_shift);
+    for (; n >= 3 * CRC_SHORT; p += 3 * CRC_SHORT, n -= 3 * CRC_SHORT)
+        c = crc32c_sse42_streams(c, p, CRC_SHORT, crc32c_short_shift);
     while (n >= 8) {
         uint64_t word;
         memcpy(&word, p, 8);
@@ -764,6 +819,33 @@ static int get_field(PyObject *obj, field_t *f) {
 static void release_field(field_t *f) { if (f->present) PyBuffer_Release(&f->view); f->present = 0; }
 static inline Py_ssize_t field_len(const field_t *f) { return f->present ? f->view.len : -1; }
 
+/* batch_timestamps(items) -> (base, max): the first and the largest timestamp other than -1 (-1 when
+   none is given); items: (key, value, timestamp, headers) */
+static PyObject *py_batch_timestamps(PyObject *self, PyObject *args) {
+    PyObject *items_obj;
+    if (!PyArg_ParseTuple(args, "O", &items_obj)) return NULL;
+    PyObject *items = PySequence_Fast(items_obj, "items must be a sequence");
+    if (!items) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(items);
+    long long base = -1, highest = -1;
+    int seen = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(items, i);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 4) {
+            PyErr_SetString(PyExc_TypeError, "a record to encode is a (key, value, timestamp, headers) tuple");
+            Py_DECREF(items);
+            return NULL;
+        }
+        long long ts = PyLong_AsLongLong(PyTuple_GET_ITEM(item, 2));
+        if (ts == -1 && PyErr_Occurred()) { Py_DECREF(items); return NULL; }
+        if (ts == -1) continue;
+        if (!seen) { base = highest = ts; seen = 1; }
+        else if (ts > highest) highest = ts;
+    }
+    Py_DECREF(items);
+    return Py_BuildValue("LL", base, highest);
+}
+
 /* encode_records(items, base_timestamp) -> bytearray; items: (key, value, timestamp, headers) */
 static PyObject *py_encode_records(PyObject *self, PyObject *args) {
     PyObject *items_obj;
@@ -801,6 +883,11 @@ static PyObject *py_encode_records(PyObject *self, PyObject *args) {
             PyObject *pair = PySequence_Fast_GET_ITEM(headers, h);
             PyObject *hkey, *hvalue;
             if (!PyArg_ParseTuple(pair, "OO", &hkey, &hvalue)) { bad = 1; break; }
+            if (!PyUnicode_Check(hkey)) {
+                PyErr_Format(PyExc_TypeError, "a header key must be a str, not %.100s", Py_TYPE(hkey)->tp_name);
+                bad = 1;
+                break;
+            }
             PyObject *k = PyUnicode_AsUTF8String(hkey);
             if (!k) { bad = 1; break; }
             PyTuple_SET_ITEM(encoded_keys, h, k);
@@ -860,6 +947,7 @@ static PyMethodDef methods[] = {
     {"decode_records", py_decode_records, METH_VARARGS, "See kafkalog.record._fastpath.decode_records."},
     {"check_records", py_check_records, METH_VARARGS, "See kafkalog.record._fastpath.check_records."},
     {"encode_records", py_encode_records, METH_VARARGS, "See kafkalog.record._fastpath.encode_records."},
+    {"batch_timestamps", py_batch_timestamps, METH_VARARGS, "See kafkalog.record._fastpath.batch_timestamps."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -313,17 +313,11 @@ def encode_batch(
     A record timestamp of -1 (none given) is stored as the batch's base timestamp, which is the
     first given timestamp (-1 if none is given at all), as the Java producer does.
     """
-    items = list(records)
+    items = records if isinstance(records, list | tuple) else list(records)
     if not items:
         raise ValueError("a record batch needs at least one record")
-    given = [item[2] for item in items if item[2] != NO_TIMESTAMP]
-    base_timestamp = given[0] if given else NO_TIMESTAMP
-    max_timestamp = max(given) if given else NO_TIMESTAMP
-    for item in items:
-        for key, _ in item[3]:
-            if not isinstance(key, str):
-                raise TypeError(f"a header key must be a str, not {type(key).__name__}")
-    body = kernels.encode_records(items, base_timestamp)
+    base_timestamp, max_timestamp = kernels.batch_timestamps(items)
+    body = kernels.encode_records(items, base_timestamp)  # a header key that is not a str: TypeError
     if codec != Codec.NONE:
         body = compress(codec, body, magic=MAGIC)
     attributes = int(codec) | (TIMESTAMP_TYPE_BIT if timestamp_type == TimestampType.LOG_APPEND_TIME else 0)

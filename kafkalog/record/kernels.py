@@ -46,3 +46,4 @@ crc32c = implementation.crc32c
 decode_records = implementation.decode_records
 check_records = implementation.check_records
 encode_records = implementation.encode_records
+batch_timestamps = implementation.batch_timestamps

@@ -221,6 +221,39 @@ def test_record_encoders_agree(records: list[RecordInput]) -> None:
     assert bytes(kernels.encode_records(items, BASE_TS)) == bytes(_fastpath.encode_records(items, BASE_TS))
 
 
+@pytest.mark.parametrize(
+    "length",
+    [0, 1, 7, 8, 767, 768, 769, 3 * 256 * 2 + 5, 3 * 8192 - 1, 3 * 8192, 3 * 8192 + 1, 3 * 8192 + 777, 6 * 8192 + 13],
+)
+def test_crc32c_of_every_length_matches_the_reference(length: int) -> None:
+    """The C CRC-32C takes long buffers in three interleaved streams of 8 KiB and then 256-byte
+    blocks and joins them: lengths on each side of those block edges, at an odd alignment, give
+    the reference's answer (the crc32c package, which _fastpath uses)."""
+    data = random.Random(length).randbytes(length + 3)[3:]
+    assert kernels.crc32c(data) == _fastpath.crc32c(data)
+    flipped = bytearray(data + b"!")
+    flipped[len(flipped) // 2] ^= 0x10
+    assert kernels.crc32c(bytes(flipped)) != kernels.crc32c(data + b"!"), "a flipped bit changes the CRC"
+
+
+@settings(max_examples=100, deadline=None)
+@given(records=record_lists)
+def test_batch_timestamps_agree(records: list[RecordInput]) -> None:
+    """The base and largest timestamp of a batch: its first and its largest given (not -1)."""
+    items = [tuple(r) for r in records]
+    given = [r.timestamp for r in records if r.timestamp != -1]
+    expected = (given[0], max(given)) if given else (-1, -1)
+    assert kernels.batch_timestamps(items) == _fastpath.batch_timestamps(items) == expected
+
+
+@pytest.mark.parametrize("module", [kernels, _fastpath], ids=["C", "python"])
+def test_encoding_refuses_a_header_key_that_is_not_text(module: object) -> None:
+    with pytest.raises(TypeError, match="a header key must be a str, not bytes"):
+        module.encode_records([(None, b"v", BASE_TS, ((b"key", b"v"),))], BASE_TS)  # type: ignore[attr-defined]
+    with pytest.raises(TypeError, match=r"\(key, value, timestamp, headers\) tuple"):
+        module.batch_timestamps([(None, b"v")])  # type: ignore[attr-defined]
+
+
 def test_a_stream_mixing_formats_reads_in_order_and_stops_before_a_cut_batch() -> None:
     from kafkalog.record import MessageSetBuilder, decode_messages, iter_entries
 
