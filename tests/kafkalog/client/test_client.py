@@ -63,6 +63,17 @@ def test_sync_mode_returns_acknowledged_offsets(broker: BrokerProcess) -> None:
     assert offsets == list(range(offsets[0], offsets[0] + 5))
 
 
+def test_each_future_knows_its_own_offset_and_timestamp(broker: BrokerProcess) -> None:
+    """Outcomes are made when asked for, from the batch's answer: each message's own offset and
+    CreateTime, in a batch of several, and the same again when asked twice."""
+    with Producer(broker.bootstrap, linger_ms=50) as producer:
+        futures = [producer.send("own-meta", b"x", partition=0, timestamp=5_000 - i) for i in range(4)]
+        producer.flush()
+    got = [(f.result().offset, f.result().timestamp) for f in futures]
+    assert got == [(i, 5_000 - i) for i in range(4)]
+    assert futures[2].result() == futures[2].result()
+
+
 def test_acks_0_sends_without_waiting(broker: BrokerProcess) -> None:
     with Producer(broker.bootstrap, acks=0) as producer:
         results = [producer.send("fire", b"x", partition=0) for _ in range(10)]
