@@ -1,5 +1,10 @@
 """One TCP connection to one broker: requests pipelined, responses matched in order.
 
+Requests may stay in flight between calls (``submit``, then ``answer``): a producer keeps several
+outstanding while it builds the next. A broker answers a connection's requests in the order they
+came, so the connection keeps the ones in flight in that order and whoever reads a response hands
+it to its request; ``send_many`` (submit, then answer each) works beside them from any thread.
+
 The network is untrusted here too: a response's size prefix is bounded before anything is allocated
 and a malformed response raises ProtocolError (the connection is then dropped). On connect the
 connection asks the broker's API versions; a broker that predates ApiVersions (Kafka 0.9 closes the
@@ -15,6 +20,7 @@ import socket
 import ssl
 import struct
 import threading
+from collections import deque
 from typing import Any
 
 from kafkalog.client.security import PLAINTEXT, ClientSecurity
@@ -47,9 +53,22 @@ KAFKA_0_9_VERSIONS: dict[int, tuple[int, int]] = {
 """What a Kafka 0.9 broker serves (of the APIs we use): no ApiVersions, no CreateTopics."""
 
 
+class InFlight:
+    """A request sent on a connection and not yet answered: then its response, or the error that
+    ended the connection before the response came."""
+
+    __slots__ = ("api", "correlation_id", "error", "response")
+
+    def __init__(self, correlation_id: int, api: Api) -> None:
+        self.correlation_id = correlation_id
+        self.api = api
+        self.response: dict[str, Any] | None = None
+        self.error: Exception | None = None
+
+
 class BrokerConnection:
-    """A connection to ``host:port``. Thread-safe: one lock serializes requests (a request's send and
-    its response read are atomic; ``send_many`` pipelines several under one hold)."""
+    """A connection to ``host:port``. Thread-safe: one lock guards the socket and the requests in
+    flight on it (a send, and the read of one response, are each atomic)."""
 
     def __init__(
         self,
@@ -73,6 +92,8 @@ class BrokerConnection:
         self._sock: socket.socket | None = None
         self._correlation = 0
         self._lock = threading.Lock()
+        self._in_flight: deque[InFlight] = deque()
+        """Requests sent on the current socket and not answered yet, oldest first."""
 
     def __repr__(self) -> str:
         return f"BrokerConnection({self.host}:{self.port})"
@@ -163,7 +184,10 @@ class BrokerConnection:
         return {v["api_key"]: (v["min_version"], v["max_version"]) for v in response["api_versions"]}
 
     def close(self) -> None:
-        """Drop the socket; the next request reconnects (keeping the negotiated versions)."""
+        """Drop the socket; the next request reconnects (keeping the negotiated versions). Requests
+        still in flight on it will never be answered: each gets KafkaConnectionError."""
+        if self._in_flight:
+            self._abandon(KafkaConnectionError(f"the connection to {self.host}:{self.port} was closed"))
         if self._sock is not None:
             try:
                 self._sock.close()
@@ -195,17 +219,47 @@ class BrokerConnection:
     ) -> list[dict[str, Any]]:
         """Send requests back to back (pipelined) and return their responses in order. Any failure
         drops the connection (so nothing half-read remains) and raises."""
+        return [self.answer(sent) for sent in self.submit(requests, expect_response=expect_response)]
+
+    def submit(self, requests: list[tuple[Api, dict[str, Any]]], *, expect_response: bool = True) -> list[InFlight]:
+        """Send requests back to back and return at once: each one's InFlight, to ``answer`` later
+        (none when ``expect_response`` is false: acks=0 Produce, which a broker never answers).
+        A failure drops the connection and raises."""
         with self._lock:
             try:
                 self._connect()
-                return self._roundtrip(requests, expect_response=expect_response)
-            except (KafkaConnectionError, RequestTimedOutError, ProtocolError):
+                return self._send_locked(requests, expect_response=expect_response)
+            except (KafkaConnectionError, RequestTimedOutError, ProtocolError) as exc:
+                self._abandon(exc)
                 self.close()
                 raise
 
-    def _roundtrip(
-        self, requests: list[tuple[Api, dict[str, Any]]], *, expect_response: bool = True
-    ) -> list[dict[str, Any]]:
+    def answer(self, sent: InFlight) -> dict[str, Any]:
+        """The response to ``sent``, reading (and handing to their requests) the responses before it
+        as they come. Raises the error that ended the connection before it was answered; a
+        failure while reading drops the connection, and every request in flight on it fails."""
+        with self._lock:
+            while sent.response is None and sent.error is None:
+                try:
+                    self._read_next_locked()
+                except (KafkaConnectionError, RequestTimedOutError, ProtocolError) as exc:
+                    self._abandon(exc)  # the requests behind it share its fate, and its cause
+                    self.close()
+                    raise
+            if sent.error is not None:
+                raise sent.error
+            assert sent.response is not None
+            return sent.response
+
+    def _roundtrip(self, requests: list[tuple[Api, dict[str, Any]]]) -> list[dict[str, Any]]:
+        """send_many for the connection's own exchanges while it connects (holding the lock,
+        nothing else in flight yet)."""
+        sent = self._send_locked(requests, expect_response=True)
+        while self._in_flight:
+            self._read_next_locked()
+        return [request.response for request in sent if request.response is not None]
+
+    def _send_locked(self, requests: list[tuple[Api, dict[str, Any]]], *, expect_response: bool) -> list[InFlight]:
         sock = self._sock
         assert sock is not None
         sent = []
@@ -213,16 +267,39 @@ class BrokerConnection:
         for api, body in requests:
             self._correlation = (self._correlation + 1) & 0x7FFFFFFF
             frames.append(encode_request(api, self._correlation, self.client_id, body))
-            sent.append((self._correlation, api))
+            sent.append(InFlight(self._correlation, api))
         try:
             sock.sendall(b"".join(frames))
-            if not expect_response:
-                return []
-            return [self._read_response(sock, correlation_id, api) for correlation_id, api in sent]
+        except TimeoutError as exc:
+            raise RequestTimedOutError(
+                f"{self.host}:{self.port} did not take a request within {self.timeout:.1f} s"
+            ) from exc
+        except OSError as exc:
+            raise KafkaConnectionError(f"connection to {self.host}:{self.port} failed: {exc}") from exc
+        if not expect_response:
+            return []
+        self._in_flight.extend(sent)
+        return sent
+
+    def _read_next_locked(self) -> None:
+        """Read one response and give it to the oldest request in flight."""
+        sock = self._sock
+        if sock is None or not self._in_flight:  # closed under us: close() failed the requests
+            raise KafkaConnectionError(f"the connection to {self.host}:{self.port} was closed")
+        oldest = self._in_flight[0]
+        try:
+            response = self._read_response(sock, oldest.correlation_id, oldest.api)
         except TimeoutError as exc:
             raise RequestTimedOutError(f"{self.host}:{self.port} did not answer within {self.timeout:.1f} s") from exc
         except OSError as exc:
             raise KafkaConnectionError(f"connection to {self.host}:{self.port} failed: {exc}") from exc
+        self._in_flight.popleft()
+        oldest.response = response
+
+    def _abandon(self, error: Exception) -> None:
+        """Fail every request in flight (the socket that would have answered them is gone)."""
+        while self._in_flight:
+            self._in_flight.popleft().error = error
 
     def _read_response(self, sock: socket.socket, correlation_id: int, api: Api) -> dict[str, Any]:
         size = _SIZE.unpack(self._recv_exact(sock, 4))[0]
