@@ -93,6 +93,7 @@ bench: install
 	$(BIN)/python -m bench.load_bench $(BENCH_ARGS)
 	$(BIN)/python -m bench.spark_source_bench $(BENCH_ARGS)
 	$(BIN)/python -m bench.protocol_fuzz
+	$(BIN)/python -m bench.mirror2_bench $(BENCH_ARGS)
 
 # The protocol decoder fed 1,000,000 mutated and random frames: anything but ProtocolError fails.
 fuzz: install
