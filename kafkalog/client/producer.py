@@ -13,9 +13,11 @@ every message sent before them has an outcome: its future holds the offset, or t
 Idempotent and pipelined (``idempotence=True``, the default, as Kafka's producer since 3.0): the
 producer asks the cluster for a producer id (InitProducerId) and numbers each partition's batches
 (KIP-98), so up to ``max_in_flight`` (at most 5, what a broker remembers) batches of a partition
-go in one round of pipelined requests to its leader, and a retry can neither duplicate a batch nor
-reorder the partition: a batch the broker had already appended is answered as such, and the
-batches behind a failed one are refused as out of order and sent again after it. A broker that
+are in flight to its leader at once: the sender keeps sending while answers are outstanding and
+takes each answer as it comes, so the broker is never idle waiting for the client. A retry can
+neither duplicate a batch nor reorder the partition: a batch the broker had already appended is
+answered as such, and the batches behind a failed one are refused as out of order and sent again
+after it. A broker that
 forgets the producer (it expired) makes the producer take a new id. Where that cannot be had
 (acks=0, a broker older than record batches, InitProducerId refused) a partition has one batch in
 flight at a time, as with ``idempotence=False``, which keeps its order the same way: nothing
@@ -28,11 +30,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from kafkalog.client.client import Client, UsesClient, check, error_name
+from kafkalog.client.connection import BrokerConnection, InFlight
 from kafkalog.client.partitioner import Partitioner, default_partitioner
 from kafkalog.client.security import PLAINTEXT, ClientSecurity
 from kafkalog.errors import BrokerResponseError, BufferFullError, ClientError, UnsupportedByBrokerError
@@ -84,6 +88,10 @@ class _Batch:
     """Messages in the batch (what ``flush`` waits for)."""
     size: int = 0
     attempts: int = 0
+    weight: int = 0
+    """What it counts against its partition's batches in flight while it is: 1 numbered, all of
+    them unnumbered (it goes alone: nothing but the order of sending keeps an unnumbered batch in
+    its place)."""
     not_before: float = 0.0
     sequence: int = -1
     """Its first sequence number once numbered (kept for every retry); -1 before, or unnumbered."""
@@ -218,8 +226,15 @@ class Producer(UsesClient):
         condition's Python-level ``with``), the rest waits and wakes through ``_cond``."""
         self._batches: dict[tuple[str, int], _Batch] = {}
         self._retrying: list[_Batch] = []
-        self._sealed: list[_Batch] = []
-        """Full batches waiting to go, oldest first."""
+        self._sealed: dict[tuple[str, int], deque[_Batch]] = {}
+        """Each partition's full batches waiting to go, oldest first."""
+        self._in_flight: dict[tuple[str, int], int] = {}
+        """The weight of each partition's batches in flight (see _Batch.weight)."""
+        self._broken: set[tuple[str, int]] = set()
+        """Partitions where a batch failed while later ones were in flight: their refusals as out
+        of order are expected (they go again after it), not a sign the broker forgot us."""
+        self._flight: deque[tuple[BrokerConnection, InFlight, list[_Batch]]] = deque()
+        """Produce requests sent and not answered yet, oldest first (the sender thread's own)."""
         self._buffered = 0
         self._unfinished = 0
         self._flushing = 0
@@ -294,7 +309,7 @@ class Producer(UsesClient):
         if full is not None and full.messages:
             # full: it goes as it is (a compressed batch is one message, which must stay under the
             # broker's limit), after any earlier batch of its partition
-            self._sealed.append(full)
+            self._sealed.setdefault((topic, partition), deque()).append(full)
         batch = self._batches[(topic, partition)] = _Batch(topic, partition, time.monotonic())
         self._cond.notify_all()
         return batch
@@ -311,11 +326,12 @@ class Producer(UsesClient):
         size = len(record_set)
         with self._cond:
             self._wait_for_room(size)
+            queue = self._sealed.setdefault((topic, partition), deque())
             open_batch = self._batches.pop((topic, partition), None)
             if open_batch is not None:
-                self._sealed.append(open_batch)  # it goes first: order within the partition
+                queue.append(open_batch)  # it goes first: order within the partition
             batch = _Batch(topic, partition, time.monotonic(), stored=record_set, count=count, size=size)
-            self._sealed.append(batch)
+            queue.append(batch)
             self._buffered += size
             self._unfinished += count
             self._cond.notify_all()
@@ -367,17 +383,23 @@ class Producer(UsesClient):
     # ------------------------------------------------------------------ the sender thread
 
     def _run(self) -> None:
+        """The sender: sends what is ready while answers are outstanding, and takes the oldest
+        answer when nothing more can go (every partition with work has its batches in flight)."""
         while True:
             with self._cond:
-                ready = self._take_ready()
-                while not ready:
+                # a new producer id is taken with nothing in flight: let the flight land first
+                ready = [] if self._identity_wanted and self._flight else self._take_ready()
+                while not ready and not self._flight:
                     if self._closed and not self._batches and not self._retrying and not self._sealed:
                         return
                     self._cond.wait(self._next_wakeup())
                     ready = self._take_ready()
-            if self._identity_wanted and time.monotonic() >= self._identity_retry_at:
-                self._take_identity(ready)
-            self._send_batches(ready)
+            if ready:
+                if self._identity_wanted and not self._flight and time.monotonic() >= self._identity_retry_at:
+                    self._take_identity(ready)
+                self._submit(ready)
+            else:
+                self._receive_oldest()
 
     def _next_wakeup(self) -> float:
         if self._sealed and not self._retrying:  # else they wait behind a retry: wake for the retry
@@ -387,24 +409,28 @@ class Producer(UsesClient):
         return max(0.0, min(times) - now) if times else 0.5
 
     def _take_ready(self) -> list[_Batch]:
-        """The batches of the next round, each partition's in its order: up to ``max_in_flight`` of
-        a partition when batches are numbered, else one; never one that would overtake an earlier
-        batch of its partition (a retry waiting for its back-off); a set given encoded alone."""
+        """The batches that may go now (holding ``_lock``), each partition's in its order: while
+        its batches in flight weigh less than ``max_in_flight`` when batches are numbered, else
+        while none is; never one that would overtake an earlier batch of its partition (a retry
+        waiting for its back-off); a set given encoded alone."""
         now = time.monotonic()
         urgent = self._flushing or self._closed or self.mode == "sync"
-        limit = self.max_in_flight if self._identity is not None else 1
-        taken: dict[tuple[str, int], int] = {}
+        numbered = self._identity is not None
+        limit = self.max_in_flight if numbered else 1
+        taken = self._in_flight
         blocked: set[tuple[str, int]] = set()
         ready: list[_Batch] = []
 
         def take(batch: _Batch) -> bool:
             key = (batch.topic, batch.partition)
             count = taken.get(key, 0)
-            if key in blocked or count >= limit or (batch.stored is not None and count):
+            alone = batch.stored is not None or not numbered
+            if key in blocked or count >= limit or (alone and count):
                 blocked.add(key)
                 return False
             ready.append(batch)
-            taken[key] = limit if batch.stored is not None else count + 1
+            batch.weight = _MAX_IN_FLIGHT if alone else 1
+            taken[key] = count + batch.weight
             return True
 
         waiting = []
@@ -413,21 +439,27 @@ class Producer(UsesClient):
                 blocked.add((batch.topic, batch.partition))
                 waiting.append(batch)
         self._retrying = waiting
-        self._sealed = [batch for batch in self._sealed if not take(batch)]
+        blocked |= self._broken  # new batches wait until what failed before them went again
+        for key, queue in list(self._sealed.items()):
+            while queue and take(queue[0]):
+                queue.popleft()
+            if not queue:
+                del self._sealed[key]
         for key, batch in list(self._batches.items()):
             due = urgent or batch.size >= self.batch_bytes or now - batch.created >= self.linger
             if due and take(batch):
                 del self._batches[key]
         return ready
 
-    def _send_batches(self, batches: list[_Batch]) -> None:
-        """One round: each broker's batches in pipelined Produce requests (the n-th batch of each
-        partition in the n-th request), answered in order."""
-        by_broker: dict[Any, list[_Batch]] = {}
+    def _submit(self, batches: list[_Batch]) -> None:
+        """Send ``batches`` without waiting for the answers: each broker's in pipelined Produce
+        requests (the n-th batch of each partition in the n-th request)."""
+        by_broker: dict[BrokerConnection, list[_Batch]] = {}
         for batch in batches:
             try:
                 connection = self.client.leader(batch.topic, batch.partition)
             except ClientError as exc:
+                self._landed(batch)
                 self._failed(batch, exc)
                 continue
             by_broker.setdefault(connection, []).append(batch)
@@ -461,29 +493,53 @@ class Producer(UsesClient):
                     )
                     for one in rounds
                 ]
-                if self.acks == 0:
-                    connection.send_many(requests, expect_response=False)
-                    for batch in group:
-                        self._settle(batch)
-                    continue
-                responses = connection.send_many(requests)
+                sent = connection.submit(requests, expect_response=self.acks != 0)
             except ClientError as exc:
                 for batch in group:  # in round order: each partition's retries keep their order
+                    self._landed(batch)
                     self._failed(batch, exc)
                 continue
-            failed: set[tuple[str, int]] = set()
-            for one, response in zip(rounds, responses, strict=True):
-                answers = {
-                    (t["topic"], p["partition"]): p for t in response["responses"] for p in t["partition_responses"]
-                }
-                for batch in one:
-                    self._settle_answer(batch, answers.get((batch.topic, batch.partition)), failed)
+            if self.acks == 0:  # nothing comes back: sent is all there is to know
+                for batch in group:
+                    self._landed(batch)
+                    self._settle(batch)
+                continue
+            self._flight.extend((connection, request, one) for request, one in zip(sent, rounds, strict=True))
 
-    def _settle_answer(self, batch: _Batch, answer: dict[str, Any] | None, failed: set[tuple[str, int]]) -> None:
-        """Give ``batch`` its outcome from its partition's ``answer``. ``failed``: the partitions of
-        this round with an earlier batch that failed (theirs are refused as out of order and go
-        again after it)."""
+    def _receive_oldest(self) -> None:
+        """Wait for the answer to the oldest request in flight and give its batches their outcome."""
+        connection, request, batches = self._flight.popleft()
+        try:
+            response = connection.answer(request)
+        except ClientError as exc:
+            for batch in batches:
+                self._landed(batch)
+                self._failed(batch, exc)
+            return
+        answers = {(t["topic"], p["partition"]): p for t in response["responses"] for p in t["partition_responses"]}
+        for batch in batches:
+            self._settle_answer(batch, answers.get((batch.topic, batch.partition)))
+            self._landed(batch)
+
+    def _landed(self, batch: _Batch) -> None:
+        """``batch`` is no longer in flight; a partition with nothing left in flight expects no
+        more refusals as out of order."""
         key = (batch.topic, batch.partition)
+        with self._cond:
+            left = self._in_flight.get(key, 0) - batch.weight
+            batch.weight = 0
+            if left > 0:
+                self._in_flight[key] = left
+            else:
+                self._in_flight.pop(key, None)
+                self._broken.discard(key)
+                self._cond.notify_all()
+
+    def _settle_answer(self, batch: _Batch, answer: dict[str, Any] | None) -> None:
+        """Give ``batch`` its outcome from its partition's ``answer`` (before it lands: its
+        partition's ``_broken`` mark must outlive it while later batches are in flight)."""
+        key = (batch.topic, batch.partition)
+        failed = self._broken
         if answer is None:
             failed.add(key)
             self._failed(batch, ClientError(f"no answer for {batch.topic}-{batch.partition}"))

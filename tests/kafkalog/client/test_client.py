@@ -13,7 +13,15 @@ from pathlib import Path
 import pytest
 
 from kafkalog.client import Admin, Producer, SimpleConsumer, murmur2
-from kafkalog.errors import BrokerResponseError, BufferFullError, ClientError, OffsetOutOfRangeError
+from kafkalog.client.connection import BrokerConnection
+from kafkalog.errors import (
+    BrokerResponseError,
+    BufferFullError,
+    ClientError,
+    KafkaConnectionError,
+    OffsetOutOfRangeError,
+)
+from kafkalog.protocol import ApiKey, lookup
 from tests.support.kafkalog import BrokerProcess
 
 with warnings.catch_warnings():
@@ -72,6 +80,27 @@ def test_each_future_knows_its_own_offset_and_timestamp(broker: BrokerProcess) -
     got = [(f.result().offset, f.result().timestamp) for f in futures]
     assert got == [(i, 5_000 - i) for i in range(4)]
     assert futures[2].result() == futures[2].result()
+
+
+def test_requests_in_flight_are_answered_to_their_own_callers(broker: BrokerProcess) -> None:
+    """A connection keeps requests in flight between calls (the producer's window): another
+    caller's request on the same connection, sent after them, reads past their responses and hands
+    each to its own request; closing the connection fails what is still in flight, with its cause."""
+    connection = BrokerConnection("127.0.0.1", broker.port)
+    metadata = lookup(ApiKey.METADATA, 1)
+    versions = lookup(ApiKey.API_VERSIONS, 0)
+    try:
+        early = connection.submit([(metadata, {"topics": None}), (versions, {})])
+        assert [response["error_code"] for response in connection.send_many([(versions, {})])] == [0]
+        assert len(connection.answer(early[0])["brokers"]) == 1  # its own response: Metadata's
+        assert connection.answer(early[1])["api_versions"], "ApiVersions' own response"
+        late = connection.submit([(versions, {})])
+        connection.close()
+        with pytest.raises(KafkaConnectionError, match="was closed"):
+            connection.answer(late[0])
+        assert connection.request(versions, {})["error_code"] == 0, "it reconnects for the next request"
+    finally:
+        connection.close()
 
 
 def test_acks_0_sends_without_waiting(broker: BrokerProcess) -> None:
