@@ -52,8 +52,19 @@ from kafkalog.record import (
     entry_size,
     iter_entries,
 )
-from kafkalog.record.batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, without_producer
-from kafkalog.record.convert import needs_conversion, to_batches, to_magic
+from kafkalog.record.batch import (
+    MAGIC,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    TRANSACTIONAL_BIT,
+    RecordInput,
+    decode_batches,
+    read_header,
+    set_base_offset,
+    with_producer,
+    without_producer,
+)
+from kafkalog.record.convert import DEFAULT_MAX_BATCH_BYTES, needs_conversion, to_batches, to_magic
 
 logger = logging.getLogger(__name__)
 
@@ -84,6 +95,14 @@ class _Batch:
     messages: list[tuple[bytes | None, bytes | None, int, tuple[Header, ...]]] = field(default_factory=list)
     stored: bytes | memoryview | None = None
     """A message set given already encoded (``send_set``), sent instead of ``messages``."""
+    alone: bool = False
+    """A stored set this producer cannot number (message format v0/v1, or a transaction's): it
+    goes alone in flight on its partition."""
+    parent: _Batch | None = None
+    """The set given to ``send_set`` that this batch is a part of (its future is the parent's)."""
+    part: int = 0
+    parts_left: int = 0
+    """Of a parent: its parts without an outcome yet. A parent itself is never sent."""
     count: int = 0
     """Messages in the batch (what ``flush`` waits for)."""
     size: int = 0
@@ -324,18 +343,32 @@ class Producer(UsesClient):
         if self._closed:
             raise ClientError("the producer is closed")
         size = len(record_set)
+        parts = _parts(record_set)
+        now = time.monotonic()
+        batches = [
+            _Batch(topic, partition, now, stored=data, count=0, size=len(data), alone=alone, part=index)
+            for index, (data, alone, _) in enumerate(parts)
+        ]
+        # the parts' counts add up to what flush waits for; each part's own span where it has one
+        for batch, (_, _, span) in zip(batches[:-1], parts[:-1], strict=True):
+            batch.count = min(span, count - sum(b.count for b in batches))
+        batches[-1].count = count - sum(b.count for b in batches[:-1])
+        whole = batches[0]
+        if len(batches) > 1:
+            whole = _Batch(topic, partition, now, stored=record_set, parts_left=len(batches))
+            for batch in batches:
+                batch.parent = whole
         with self._cond:
             self._wait_for_room(size)
             queue = self._sealed.setdefault((topic, partition), deque())
             open_batch = self._batches.pop((topic, partition), None)
             if open_batch is not None:
                 queue.append(open_batch)  # it goes first: order within the partition
-            batch = _Batch(topic, partition, time.monotonic(), stored=record_set, count=count, size=size)
-            queue.append(batch)
+            queue.extend(batches)
             self._buffered += size
             self._unfinished += count
             self._cond.notify_all()
-        future = SendFuture(batch, 0)
+        future = SendFuture(whole, 0)
         if self.mode == "sync":
             future.result()
         return future
@@ -424,7 +457,7 @@ class Producer(UsesClient):
         def take(batch: _Batch) -> bool:
             key = (batch.topic, batch.partition)
             count = taken.get(key, 0)
-            alone = batch.stored is not None or not numbered
+            alone = batch.alone or not numbered
             if key in blocked or count >= limit or (alone and count):
                 blocked.add(key)
                 return False
@@ -611,8 +644,19 @@ class Producer(UsesClient):
         record_set: bytes | memoryview
         if batch.stored is not None:
             record_set = _stored_as(batch.stored, magic)
-            if magic == 2:  # another cluster's producer ids mean nothing here (see without_producer)
-                record_set = without_producer(record_set)
+            if magic == 2:
+                record_set = _one_batch(record_set)  # what Produce v3+ takes of a partition
+                if self._identity is not None and not batch.alone:
+                    # numbered as this producer's own (another cluster's ids mean nothing here):
+                    # pipelined, and a retry of it is recognised
+                    producer_id, epoch = self._identity
+                    key = (batch.topic, batch.partition)
+                    batch.sequence = self._sequences.get(key, 0)
+                    span = read_header(record_set, 0, len(record_set)).last_offset_delta + 1
+                    self._sequences[key] = (batch.sequence + span) % (_MAX_SEQUENCE + 1)
+                    record_set = with_producer(record_set, producer_id, epoch, batch.sequence)
+                else:  # see without_producer: a transaction's batches keep theirs
+                    record_set = _from_offset_zero(without_producer(record_set))
         elif magic == 2:
             producer_id, epoch = self._identity or (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
             if self._identity is not None:
@@ -647,6 +691,25 @@ class Producer(UsesClient):
         self._settle(batch)
 
     def _settle(self, batch: _Batch) -> None:
+        self._resolve(batch)
+        with self._cond:
+            self._buffered -= batch.size
+            self._unfinished -= batch.count
+            self._cond.notify_all()
+        parent = batch.parent
+        if parent is not None:  # a part of a set given to send_set: the set is settled by its last
+            if batch.error is not None and parent.error is None:
+                parent.error = batch.error
+            if batch.part == 0:
+                parent.acknowledged, parent.base_offset = batch.acknowledged, batch.base_offset
+                parent.append_time = batch.append_time
+            parent.parts_left -= 1
+            if parent.parts_left == 0:
+                self._resolve(parent)
+
+    @staticmethod
+    def _resolve(batch: _Batch) -> None:
+        """Mark ``batch`` settled and call its futures' callbacks."""
         with _CALLBACK_LOCK:
             batch.settled.set()
             callbacks, batch.callbacks = batch.callbacks, []
@@ -655,10 +718,6 @@ class Producer(UsesClient):
                 callback(SendFuture(batch, index))
             except Exception:
                 logger.exception("a send callback raised")
-        with self._cond:
-            self._buffered -= batch.size
-            self._unfinished -= batch.count
-            self._cond.notify_all()
 
 
 def _topic_data(batches: list[_Batch], record_sets: list[bytes | memoryview]) -> list[dict[str, Any]]:
@@ -679,6 +738,62 @@ def _legacy_set(batch: _Batch, magic: int, codec: Codec) -> bytes:
     for key, value, timestamp, _ in batch.messages:
         builder.append(value, key, timestamp if magic == 1 else None)
     return builder.build()
+
+
+def _parts(data: bytes | memoryview) -> list[tuple[bytes | memoryview, bool, int]]:
+    """A set given to ``send_set`` as the parts that go in Produce requests, each (bytes, goes
+    alone, offsets it spans): a broker of Produce v3+ takes one record batch per partition in a
+    request (Kafka refuses more with INVALID_RECORD), so each magic 2 batch is a part of its own,
+    and so is each compressed v0/v1 wrapper (it becomes one batch of its codec); a run of plain
+    v0/v1 messages is one part (it becomes one batch). Only a transaction's batch goes alone."""
+    view = memoryview(data)
+    parts: list[tuple[bytes | memoryview, bool, int]] = []
+    plain_start = -1
+    plain_span = 0
+
+    def end_plain(at: int) -> None:
+        nonlocal plain_start
+        if plain_start >= 0:
+            parts.append((view[plain_start:at], False, plain_span))
+            plain_start = -1
+
+    for entry in iter_entries(view, verify_crc=False):
+        if entry.magic != MAGIC and entry.codec == Codec.NONE:
+            if plain_start >= 0 and entry.position + entry.size - plain_start > DEFAULT_MAX_BATCH_BYTES:
+                end_plain(entry.position)  # a batch stays under what a broker takes as one
+            if plain_start < 0:
+                plain_start, plain_span = entry.position, 0
+            plain_span += 1
+            continue
+        end_plain(entry.position)
+        if entry.magic != MAGIC:  # a compressed wrapper: its messages' offsets
+            parts.append((view[entry.position : entry.position + entry.size], False, 1))
+            continue
+        header = read_header(view, entry.position, entry.position + entry.size)
+        alone = bool(header.attributes & TRANSACTIONAL_BIT)
+        parts.append((view[entry.position : header.end], alone, header.last_offset_delta + 1))
+    end_plain(len(view))
+    return parts or [(data, True, 0)]
+
+
+def _from_offset_zero(data: bytes | memoryview) -> bytes | memoryview:
+    """One batch with base offset 0, as a producer sends it (Kafka refuses another base offset
+    with INVALID_RECORD; the broker assigns the offsets, and the CRC does not cover them)."""
+    if read_header(data, 0, len(data)).base_offset == 0:
+        return data
+    copy = bytearray(data)
+    set_base_offset(copy, 0, 0)
+    return bytes(copy)
+
+
+def _one_batch(data: bytes | memoryview) -> bytes | memoryview:
+    """``data`` (magic 2 batches) as one batch: itself when it is one; else (v0/v1 entries
+    converted, a batch per compressed wrapper) their records re-encoded in one batch."""
+    first = read_header(data, 0, len(data))
+    if first.end == len(data):
+        return data
+    records = [RecordInput(m.key, m.value, m.timestamp, m.headers) for _, batch in decode_batches(data) for m in batch]
+    return encode_batch(records, codec=Codec(first.codec))
 
 
 def _stored_as(data: bytes | memoryview, magic: int) -> bytes | memoryview:

@@ -367,6 +367,23 @@ def without_producer(data: bytes | memoryview) -> bytes | memoryview:
     return data if copy is None else bytes(copy)
 
 
+def with_producer(data: bytes | memoryview, producer_id: int, producer_epoch: int, base_sequence: int) -> bytes:
+    """One whole magic 2 batch (``data``) as this producer's: its producer id, epoch and first
+    sequence set (CRC recomputed) and its base offset 0, as a producer numbers a batch it sends on
+    from elsewhere (a mirror) so that the batch is pipelined and retried like its own (Kafka
+    refuses a produced batch whose base offset is not 0 with INVALID_RECORD)."""
+    header = read_header(data, 0, len(data))
+    if header.end != len(data):
+        raise ValueError(
+            f"with_producer takes one batch: {len(data)} bytes hold more than the {header.end} of the first"
+        )
+    copy = bytearray(data)
+    _PRODUCER.pack_into(copy, _PRODUCER_POS, producer_id, producer_epoch, base_sequence)
+    _CRC_STRUCT.pack_into(copy, CRC_POS, kernels.crc32c(memoryview(copy)[ATTRIBUTES_POS:]))
+    set_base_offset(copy, 0, 0)  # outside the CRC
+    return bytes(copy)
+
+
 def set_base_offset(buf: bytearray, pos: int, base_offset: int) -> None:
     """Give the batch at ``pos`` its offsets (the broker's assignment); the CRC does not cover them."""
     struct.pack_into(">q", buf, pos, base_offset)

@@ -115,7 +115,10 @@ def test_kafka4_into_kafkalog_and_back_and_a_restart_repeats_nothing(
     with Admin(kafkalog_broker.bootstrap) as admin:
         admin.create_topic(back_topic, PARTITIONS)
     third = records("kl", 0, 50)
-    produce(kafkalog_broker.bootstrap, back_topic, third)
+    for start in range(0, len(third), 10):
+        # five batches per partition, so that one fetched set holds several: Kafka takes one batch
+        # of a partition per Produce request (more is INVALID_RECORD): each goes in its own request
+        produce(kafkalog_broker.bootstrap, back_topic, third[start : start + 10])
     secured = kafka4.secured
     assert secured is not None
     config = tmp_path / "back.yaml"

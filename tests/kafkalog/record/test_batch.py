@@ -26,6 +26,7 @@ from kafkalog.record.batch import (
     iter_headers,
     read_header,
     set_base_offset,
+    with_producer,
     without_producer,
 )
 from kafkalog.record.format import Codec, Message, TimestampType
@@ -290,3 +291,19 @@ def test_a_copied_batch_loses_its_producer_but_keeps_its_records() -> None:
         (-1, -1, -1), (-1, -1, -1), (9, 0, 0),
     ]  # fmt: skip
     assert [m.value for _, batch in decode_batches(cleared) for m in batch] == [b"v0", b"v1", b"v2"] * 3
+
+
+def test_a_forwarded_batch_becomes_the_producers_own() -> None:
+    """A mirror numbers the batches it forwards as its producer's: id, epoch, sequence and base
+    offset 0 (Kafka refuses another), the CRC still right, the records untouched; one batch only."""
+    records = [RecordInput(b"k%d" % i, b"v%d" % i, BASE_TS + i, [("h", b"%d" % i)]) for i in range(3)]
+    fetched = bytearray(encode_batch(records, producer_id=7, producer_epoch=2, base_sequence=40, codec=Codec.LZ4))
+    set_base_offset(fetched, 0, 1234)  # as stored at the source
+    owned = with_producer(bytes(fetched), 55, 1, 300)
+    header = next(iter_headers(owned))  # its CRC checked
+    assert (header.base_offset, header.producer_id, header.producer_epoch, header.base_sequence) == (0, 55, 1, 300)
+    assert [(m.key, m.value, m.timestamp, m.headers) for _, batch in decode_batches(owned) for m in batch] == [
+        (r.key, r.value, r.timestamp, tuple(r.headers)) for r in records
+    ]
+    with pytest.raises(ValueError, match="takes one batch"):
+        with_producer(owned + owned, 55, 1, 303)
