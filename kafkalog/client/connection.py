@@ -37,6 +37,7 @@ from kafkalog.sasl import PLAIN, SaslLoginError, ScramClient, plain_message
 logger = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
+_READ_AHEAD = 64 * 1024
 
 PROBE_TIMEOUT_S = 2.0
 """How long to wait for an ApiVersions answer before taking the broker for Kafka 0.9."""
@@ -92,6 +93,8 @@ class BrokerConnection:
         self._sock: socket.socket | None = None
         self._correlation = 0
         self._lock = threading.Lock()
+        self._received = bytearray()
+        """Bytes read from the socket beyond the responses taken so far."""
         self._in_flight: deque[InFlight] = deque()
         """Requests sent on the current socket and not answered yet, oldest first."""
 
@@ -188,6 +191,7 @@ class BrokerConnection:
         still in flight on it will never be answered: each gets KafkaConnectionError."""
         if self._in_flight:
             self._abandon(KafkaConnectionError(f"the connection to {self.host}:{self.port} was closed"))
+        self._received.clear()  # the rest of a response the next socket will never continue
         if self._sock is not None:
             try:
                 self._sock.close()
@@ -312,10 +316,14 @@ class BrokerConnection:
         return body
 
     def _recv_exact(self, sock: socket.socket, count: int) -> bytes:
-        data = bytearray()
-        while len(data) < count:
-            chunk = sock.recv(min(count - len(data), 1 << 20))
+        # Reads ahead: one recv often brings several small responses (a producer's window), each
+        # recv is a system call and a trip away from the GIL and back.
+        received = self._received
+        while len(received) < count:
+            chunk = sock.recv(max(count - len(received), _READ_AHEAD))
             if not chunk:
                 raise KafkaConnectionError(f"{self.host}:{self.port} closed the connection")
-            data += chunk
-        return bytes(data)
+            received += chunk
+        data = bytes(received[:count])
+        del received[:count]  # from the front: CPython moves its start, not the bytes
+        return data
