@@ -40,6 +40,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 MESSAGE = b"m" * 100
 
 
+def drop_page_cache() -> None:
+    """Write back and drop the kernel's page cache, so that the next start reads every file from
+    the disk (as after a reboot, or after other data pushed the log's files out of memory)."""
+    os.sync()
+    try:
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+    except OSError as exc:
+        raise SystemExit(f"--cold needs to drop the page cache, which needs root: {exc}") from None
+
+
 def serving(broker: Any, topics: list[str], partitions: int, timeout: float = 3600) -> float:
     """Start ``broker`` and wait until a Metadata request lists all ``partitions``; seconds taken."""
     from kafkalog.client import Client
@@ -122,6 +132,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--messages", type=int, default=20, help="messages in every partition")
     parser.add_argument("--fill-gib", type=float, default=0.0, help="GiB of events in a 4-partition topic besides")
     parser.add_argument("--quick", action="store_true", help="a smoke run: 500 partitions in 10 topics")
+    parser.add_argument(
+        "--cold", action="store_true", help="also a clean restart with the page cache dropped first (needs root)"
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.partitions, args.topics = 500, 10
@@ -169,6 +182,13 @@ def main(argv: list[str] | None = None) -> int:
         result("scale_start_after_clean_stop_seconds", clean, "s")
         result("scale_rss_mib", rss / 2**20, "MiB")
         result("scale_open_descriptors", fds, "count")
+
+        if args.cold:
+            broker.stop(600)
+            drop_page_cache()
+            cold = serving(broker, topics, args.partitions)
+            print(f"restart after a clean stop, page cache dropped: serving all partitions in {cold:.1f} s")
+            result("scale_start_cold_cache_seconds", cold, "s")
 
         seconds, splits = plan_seconds(root, broker.bootstrap)
         print(f"make_plan: {splits:,} splits in {seconds:.2f} s")
