@@ -480,6 +480,76 @@ def _append_varint(out: bytearray, value: int) -> None:
     out.append(zigzag)
 
 
+def assign_batches(
+    buf: bytearray,
+    pos: int,
+    stop: int,
+    next_offset: int,
+    max_entry_bytes: int,
+    now_ms: int,
+    log_append_time: bool,
+    index_interval: int,
+    bytes_since_index: int,
+) -> tuple[int, int, int, int, IndexPoints, int]:
+    """The broker's fast path for produced record batches: whole, uncompressed magic 2 batches of
+    ``buf[pos:stop]`` checked (counts, CRC-32C, every record through check_records) and given their
+    offsets in place, LogAppendTime stamped where due (CRC recomputed). Stops before the first entry
+    it does not take as it is (another format, compressed, over ``max_entry_bytes``, anything
+    wrong): the caller's full path goes on from there and names the error. Returns (pos,
+    next_offset, max_ts, offset_of_max, index points relative to the first pos, bytes_since_index)."""
+    if pos < 0 or stop > len(buf) or pos > stop:
+        raise ValueError("assign_batches: pos and stop must lie within the buffer")
+    start = pos
+    max_ts, offset_of_max = -1, -1
+    points: IndexPoints = []
+    since = bytes_since_index
+    while stop - pos >= 12 + _BATCH_MIN_LENGTH:
+        length = _I32.unpack_from(buf, pos + 8)[0]
+        if length < _BATCH_MIN_LENGTH or length > stop - pos - 12:
+            break
+        size = 12 + length
+        if buf[pos + _MAGIC_POS] != 2 or size > max_entry_bytes:
+            break
+        attributes = int.from_bytes(buf[pos + _BATCH_ATTRIBUTES_POS : pos + _BATCH_ATTRIBUTES_POS + 2], "big")
+        if attributes & _CODEC_MASK:
+            break
+        last_delta = _I32.unpack_from(buf, pos + _BATCH_LAST_DELTA_POS)[0]
+        count = _I32.unpack_from(buf, pos + 57)[0]
+        if count <= 0 or last_delta != count - 1:
+            break
+        if (
+            _crc32c(bytes(buf[pos + _BATCH_ATTRIBUTES_POS : pos + size]))
+            != _U32.unpack_from(buf, pos + _BATCH_CRC_POS)[0]
+        ):
+            break
+        base_ts = _I64.unpack_from(buf, pos + 27)[0]
+        batch_max_ts = _I64.unpack_from(buf, pos + _BATCH_MAX_TS_POS)[0]
+        stamped_by_producer = bool(attributes & _TS_TYPE_BIT)
+        records_max, missing, error = check_records(
+            bytes(buf[pos + 61 : pos + size]), count, base_ts, stamped_by_producer
+        )
+        if error is not None:
+            break
+        stamp = log_append_time or stamped_by_producer or missing
+        new_attributes = attributes | _TS_TYPE_BIT if stamp else attributes
+        new_max = now_ms if stamp else records_max
+        _I64.pack_into(buf, pos, next_offset)
+        if new_attributes != attributes or new_max != batch_max_ts:
+            buf[pos + _BATCH_ATTRIBUTES_POS : pos + _BATCH_ATTRIBUTES_POS + 2] = new_attributes.to_bytes(2, "big")
+            _I64.pack_into(buf, pos + _BATCH_MAX_TS_POS, new_max)
+            _U32.pack_into(buf, pos + _BATCH_CRC_POS, _crc32c(bytes(buf[pos + _BATCH_ATTRIBUTES_POS : pos + size])))
+        last_offset = next_offset + count - 1
+        if new_max > max_ts:
+            max_ts, offset_of_max = new_max, last_offset
+        if since >= index_interval:
+            points.append((pos - start, last_offset, max_ts, offset_of_max))
+            since = 0
+        since += size
+        next_offset += count
+        pos += size
+    return pos, next_offset, max_ts, offset_of_max, points, since
+
+
 def batch_timestamps(items: Any) -> tuple[int, int]:
     """(base, max) of a batch of ``items`` (key, value, timestamp, headers): its first and its
     largest timestamp other than -1, or -1 for both when none is given."""

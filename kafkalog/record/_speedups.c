@@ -825,6 +825,92 @@ static int get_field(PyObject *obj, field_t *f) {
 static void release_field(field_t *f) { if (f->present) PyBuffer_Release(&f->view); f->present = 0; }
 static inline Py_ssize_t field_len(const field_t *f) { return f->present ? f->view.len : -1; }
 
+/* assign_batches(buf, pos, stop, next_offset, max_entry_bytes, now_ms, log_append_time, index_interval,
+   bytes_since_index) -> (pos, next_offset, max_ts, offset_of_max, points, bytes_since_index)
+
+   The broker's fast path for produced record batches: whole, uncompressed magic 2 batches of the
+   bytearray from ``pos`` on, each checked (its header's counts, CRC-32C, every record through
+   check_records) and given its offsets in place, with LogAppendTime stamped where due (the CRC then
+   recomputed). It stops before the first entry it does not take as it is: another format, a
+   compressed batch, one over ``max_entry_bytes``, or anything wrong. The caller's full path goes on
+   from there and names the error, so this kernel never reports one. Index points as assign_plain's,
+   their positions relative to ``pos``. */
+static PyObject *py_assign_batches(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t pos, stop, max_entry, index_interval, since;
+    long long next_offset, now_ms;
+    int log_append;
+    if (!PyArg_ParseTuple(args, "w*nnLnLpnn", &view, &pos, &stop, &next_offset, &max_entry, &now_ms, &log_append,
+                          &index_interval, &since))
+        return NULL;
+    if (pos < 0 || stop > view.len || pos > stop) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "assign_batches: pos and stop must lie within the buffer");
+        return NULL;
+    }
+    unsigned char *b = (unsigned char *)view.buf;
+    Py_ssize_t start = pos;
+    long long max_ts = -1, offset_of_max = -1;
+    PyObject *points = PyList_New(0);
+    if (!points) { PyBuffer_Release(&view); return NULL; }
+    while (stop - pos >= 12 + BATCH_MIN_LENGTH) {
+        unsigned char *p = b + pos;
+        int32_t length = rd_i32(p + 8);
+        if (length < BATCH_MIN_LENGTH || length > stop - pos - 12) break;
+        Py_ssize_t size = 12 + (Py_ssize_t)length;
+        if (p[MAGIC_POS] != 2 || size > max_entry) break;
+        unsigned int attributes = ((unsigned int)p[BATCH_ATTRIBUTES_POS] << 8) | p[BATCH_ATTRIBUTES_POS + 1];
+        if (attributes & CODEC_MASK) break;
+        int32_t last_delta = rd_i32(p + BATCH_LAST_DELTA_POS);
+        int32_t count = rd_i32(p + 57);
+        if (count <= 0 || last_delta != count - 1) break;
+        if (crc32c_of(p + BATCH_ATTRIBUTES_POS, size - BATCH_ATTRIBUTES_POS) != rd_u32(p + BATCH_CRC_POS)) break;
+        int64_t base_ts = rd_i64(p + 27), batch_max_ts = rd_i64(p + BATCH_MAX_TS_POS);
+        int stamped_by_producer = (attributes & TS_TYPE_BIT) != 0;
+        PyObject *records = PyMemoryView_FromMemory((char *)p + 61, size - 61, PyBUF_READ);
+        if (!records) goto fail;
+        PyObject *check_args = Py_BuildValue("(NnLO)", records, (Py_ssize_t)count, (long long)base_ts,
+                                             stamped_by_producer ? Py_True : Py_False);
+        if (!check_args) goto fail;
+        PyObject *checked = py_check_records(NULL, check_args);
+        Py_DECREF(check_args);
+        if (!checked) goto fail;
+        int ok = PyTuple_GET_ITEM(checked, 2) == Py_None;
+        long long records_max = ok ? PyLong_AsLongLong(PyTuple_GET_ITEM(checked, 0)) : 0;
+        int missing = ok && PyTuple_GET_ITEM(checked, 1) == Py_True;
+        Py_DECREF(checked);
+        if (!ok) break;
+        if (records_max == -1 && PyErr_Occurred()) goto fail;
+        int stamp = log_append || stamped_by_producer || missing;
+        unsigned int new_attributes = stamp ? attributes | TS_TYPE_BIT : attributes;
+        int64_t new_max = stamp ? (int64_t)now_ms : (int64_t)records_max;
+        wr_i64(p, next_offset);
+        if (new_attributes != attributes || new_max != batch_max_ts) {
+            p[BATCH_ATTRIBUTES_POS] = (unsigned char)(new_attributes >> 8);
+            p[BATCH_ATTRIBUTES_POS + 1] = (unsigned char)new_attributes;
+            wr_i64(p + BATCH_MAX_TS_POS, new_max);
+            wr_u32(p + BATCH_CRC_POS, crc32c_of(p + BATCH_ATTRIBUTES_POS, size - BATCH_ATTRIBUTES_POS));
+        }
+        long long last_offset = next_offset + count - 1;
+        if (new_max > max_ts) { max_ts = new_max; offset_of_max = last_offset; }
+        if (since >= index_interval) {
+            PyObject *point = Py_BuildValue("(nLLL)", pos - start, last_offset, max_ts, offset_of_max);
+            if (!point || PyList_Append(points, point) < 0) { Py_XDECREF(point); goto fail; }
+            Py_DECREF(point);
+            since = 0;
+        }
+        since += size;
+        next_offset += count;
+        pos += size;
+    }
+    PyBuffer_Release(&view);
+    return Py_BuildValue("(nLLLNn)", pos, next_offset, max_ts, offset_of_max, points, since);
+fail:
+    Py_DECREF(points);
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
 /* batch_timestamps(items) -> (base, max): the first and the largest timestamp other than -1 (-1 when
    none is given); items: (key, value, timestamp, headers) */
 static PyObject *py_batch_timestamps(PyObject *self, PyObject *args) {
@@ -954,6 +1040,7 @@ static PyMethodDef methods[] = {
     {"check_records", py_check_records, METH_VARARGS, "See kafkalog.record._fastpath.check_records."},
     {"encode_records", py_encode_records, METH_VARARGS, "See kafkalog.record._fastpath.encode_records."},
     {"batch_timestamps", py_batch_timestamps, METH_VARARGS, "See kafkalog.record._fastpath.batch_timestamps."},
+    {"assign_batches", py_assign_batches, METH_VARARGS, "See kafkalog.record._fastpath.assign_batches."},
     {NULL, NULL, 0, NULL},
 };
 

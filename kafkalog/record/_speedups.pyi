@@ -38,3 +38,14 @@ def check_records(
 ) -> tuple[int, bool, ErrorTriple | None]: ...
 def encode_records(items: Any, base_timestamp: int) -> bytearray: ...
 def batch_timestamps(items: Any) -> tuple[int, int]: ...
+def assign_batches(
+    buf: bytearray,
+    pos: int,
+    stop: int,
+    next_offset: int,
+    max_entry_bytes: int,
+    now_ms: int,
+    log_append_time: bool,
+    index_interval: int,
+    bytes_since_index: int,
+) -> tuple[int, int, int, int, IndexPoints, int]: ...

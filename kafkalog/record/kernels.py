@@ -47,3 +47,4 @@ decode_records = implementation.decode_records
 check_records = implementation.check_records
 encode_records = implementation.encode_records
 batch_timestamps = implementation.batch_timestamps
+assign_batches = implementation.assign_batches

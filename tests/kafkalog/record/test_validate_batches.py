@@ -3,7 +3,11 @@ formats up-converted, the append time stamped where due; and v2 batches produced
 
 from __future__ import annotations
 
+from unittest import mock
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from kafkalog.errors import (
@@ -13,7 +17,7 @@ from kafkalog.errors import (
     UnsupportedCodecError,
     UnsupportedForMessageFormatError,
 )
-from kafkalog.record import MessageSetBuilder, decode_messages, iter_entries, kernels
+from kafkalog.record import MessageSetBuilder, _fastpath, decode_messages, iter_entries, kernels
 from kafkalog.record.batch import RecordInput, decode_batch, encode_batch, read_header
 from kafkalog.record.format import Codec, TimestampType
 from kafkalog.record.validate import validate_for_append
@@ -115,3 +119,100 @@ def test_a_v1_log_takes_batches_without_headers_and_refuses_the_rest() -> None:
     with pytest.raises(ValueError, match="message format"):
         append(produced, message_format=3)
     assert read_header(produced).records_count == 3
+
+
+_sets = st.lists(
+    st.tuples(
+        st.lists(
+            st.tuples(
+                st.one_of(st.none(), st.binary(max_size=8)),
+                st.one_of(st.none(), st.binary(max_size=30)),
+                st.one_of(st.just(-1), st.integers(0, 2**41), st.integers(0, 2**41), st.just(-7)),
+                st.lists(st.tuples(st.text(max_size=3), st.one_of(st.none(), st.binary(max_size=4))), max_size=2),
+            ),
+            min_size=1,
+            max_size=6,
+        ),
+        st.sampled_from([Codec.NONE, Codec.NONE, Codec.NONE, Codec.GZIP]),
+        st.booleans(),  # stamped by the producer (LogAppendTime)
+    ),
+    min_size=1,
+    max_size=5,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    batches=_sets,
+    damage=st.one_of(st.none(), st.none(), st.none(), st.tuples(st.integers(0, 10_000), st.integers(0, 7))),
+    cut=st.sampled_from([0, 0, 0, 1, 3]),
+    log_append_time=st.booleans(),
+    interval=st.sampled_from([1, 100, 1 << 20, 0]),  # 0: the first batch's size, an edge
+    since=st.sampled_from([0, 5, 1 << 30]),
+    max_bytes=st.sampled_from([120, 1_000_000]),
+)
+def test_the_fast_path_changes_nothing_but_speed(
+    batches: list[tuple[list[tuple[bytes | None, bytes | None, int, list[tuple[str, bytes | None]]]], Codec, bool]],
+    damage: tuple[int, int] | None,
+    cut: int,
+    log_append_time: bool,
+    interval: int,
+    since: int,
+    max_bytes: int,
+) -> None:
+    """Uncompressed batches go through one kernel (``assign_batches``) that stops before anything
+    it does not take as it is. On whole, damaged, cut, oversized and mixed sets, the append's
+    result (bytes, offsets, timestamps, index points) or its error is the same with the kernel as
+    with the full path alone, and the C kernel and its Python reference agree."""
+    data = bytearray(
+        b"".join(
+            encode_batch(
+                [RecordInput(k, v, ts, h) for k, v, ts, h in records],
+                codec=codec,
+                timestamp_type=TimestampType.LOG_APPEND_TIME if stamped else TimestampType.CREATE_TIME,
+            )
+            for records, codec, stamped in batches
+        )
+    )
+    if damage is not None:
+        data[damage[0] % len(data)] ^= 1 << damage[1]
+    produced = bytes(data[: len(data) - cut])
+    interval = interval or 12 + int.from_bytes(produced[8:12], "big", signed=True)
+    options = {
+        "log_append_time": log_append_time,
+        "index_interval_bytes": interval,
+        "bytes_since_index": since,
+        "max_message_bytes": max_bytes,
+    }
+
+    def outcome() -> object:
+        try:
+            result = append(produced, **options)
+        except (CorruptRecordError, InvalidTimestampError, RecordTooLargeError) as exc:
+            return type(exc), str(exc)
+        return (bytes(result.data), *result[1:])  # type: ignore[index]
+
+    with_kernel = outcome()
+
+    def take_nothing(_buf: bytearray, pos: int, _stop: int, next_offset: int, *rest: object) -> object:
+        return pos, next_offset, -1, -1, [], rest[-1]
+
+    with mock.patch.object(kernels, "assign_batches", take_nothing):
+        without = outcome()
+    assert with_kernel == without
+    args = (0, len(produced), 1000, max_bytes, NOW, log_append_time, interval, since)
+    c_buf, py_buf = bytearray(produced), bytearray(produced)
+    assert kernels.assign_batches(c_buf, *args) == _fastpath.assign_batches(py_buf, *args)
+    assert c_buf == py_buf
+
+
+@pytest.mark.parametrize("module", [kernels, _fastpath], ids=["C", "python"])
+def test_the_fast_path_indexes_where_the_full_path_does(module: object) -> None:
+    """Index points fall where ``bytes_since_index`` reaches the interval, not only past it: with the
+    interval one batch long, every batch after the first is indexed, by either kernel."""
+    one = encode_batch([RecordInput(None, b"x", TS)])
+    data = bytearray(one * 3)
+    got = module.assign_batches(data, 0, len(data), 10, 10**6, NOW, False, len(one), 0)  # type: ignore[attr-defined]
+    size = len(one)
+    assert got == (3 * size, 13, TS, 10, [(size, 11, TS, 10), (2 * size, 12, TS, 10)], size)
+    assert [read_header(data, i * size).base_offset for i in range(3)] == [10, 11, 12]
