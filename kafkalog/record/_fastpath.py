@@ -490,13 +490,16 @@ def assign_batches(
     log_append_time: bool,
     index_interval: int,
     bytes_since_index: int,
+    decompress: Any,
 ) -> tuple[int, int, int, int, IndexPoints, int]:
-    """The broker's fast path for produced record batches: whole, uncompressed magic 2 batches of
-    ``buf[pos:stop]`` checked (counts, CRC-32C, every record through check_records) and given their
-    offsets in place, LogAppendTime stamped where due (CRC recomputed). Stops before the first entry
-    it does not take as it is (another format, compressed, over ``max_entry_bytes``, anything
-    wrong): the caller's full path goes on from there and names the error. Returns (pos,
-    next_offset, max_ts, offset_of_max, index points relative to the first pos, bytes_since_index)."""
+    """The broker's fast path for produced record batches: whole magic 2 batches of
+    ``buf[pos:stop]`` checked (counts, CRC-32C, every record through check_records, a compressed
+    batch's records as ``decompress(codec, records)`` returns them) and given their offsets in
+    place, LogAppendTime stamped where due (CRC recomputed). Stops before the first entry it does
+    not take as it is (another format, compressed when ``decompress`` is None or raises, over
+    ``max_entry_bytes``, anything wrong): the caller's full path goes on from there and names the
+    error. Returns (pos, next_offset, max_ts, offset_of_max, index points relative to the first
+    pos, bytes_since_index)."""
     if pos < 0 or stop > len(buf) or pos > stop:
         raise ValueError("assign_batches: pos and stop must lie within the buffer")
     start = pos
@@ -511,7 +514,8 @@ def assign_batches(
         if buf[pos + _MAGIC_POS] != 2 or size > max_entry_bytes:
             break
         attributes = int.from_bytes(buf[pos + _BATCH_ATTRIBUTES_POS : pos + _BATCH_ATTRIBUTES_POS + 2], "big")
-        if attributes & _CODEC_MASK:
+        codec = attributes & _CODEC_MASK
+        if codec and decompress is None:
             break
         last_delta = _I32.unpack_from(buf, pos + _BATCH_LAST_DELTA_POS)[0]
         count = _I32.unpack_from(buf, pos + 57)[0]
@@ -525,9 +529,13 @@ def assign_batches(
         base_ts = _I64.unpack_from(buf, pos + 27)[0]
         batch_max_ts = _I64.unpack_from(buf, pos + _BATCH_MAX_TS_POS)[0]
         stamped_by_producer = bool(attributes & _TS_TYPE_BIT)
-        records_max, missing, error = check_records(
-            bytes(buf[pos + 61 : pos + size]), count, base_ts, stamped_by_producer
-        )
+        records: Any = bytes(buf[pos + 61 : pos + size])
+        if codec:
+            try:
+                records = decompress(codec, memoryview(records))
+            except Exception:  # the full path decompresses it again and names the error
+                break
+        records_max, missing, error = check_records(records, count, base_ts, stamped_by_producer)
         if error is not None:
             break
         stamp = log_append_time or stamped_by_producer or missing

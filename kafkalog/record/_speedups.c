@@ -826,13 +826,14 @@ static void release_field(field_t *f) { if (f->present) PyBuffer_Release(&f->vie
 static inline Py_ssize_t field_len(const field_t *f) { return f->present ? f->view.len : -1; }
 
 /* assign_batches(buf, pos, stop, next_offset, max_entry_bytes, now_ms, log_append_time, index_interval,
-   bytes_since_index) -> (pos, next_offset, max_ts, offset_of_max, points, bytes_since_index)
+   bytes_since_index, decompress) -> (pos, next_offset, max_ts, offset_of_max, points, bytes_since_index)
 
-   The broker's fast path for produced record batches: whole, uncompressed magic 2 batches of the
-   bytearray from ``pos`` on, each checked (its header's counts, CRC-32C, every record through
-   check_records) and given its offsets in place, with LogAppendTime stamped where due (the CRC then
-   recomputed). It stops before the first entry it does not take as it is: another format, a
-   compressed batch, one over ``max_entry_bytes``, or anything wrong. The caller's full path goes on
+   The broker's fast path for produced record batches: whole magic 2 batches of the bytearray from
+   ``pos`` on, each checked (its header's counts, CRC-32C, every record through check_records, a
+   compressed batch's records as ``decompress(codec, records)`` returns them) and given its offsets
+   in place, with LogAppendTime stamped where due (the CRC then recomputed). It stops before the
+   first entry it does not take as it is: another format, a compressed batch when ``decompress`` is
+   None or raises, one over ``max_entry_bytes``, or anything wrong. The caller's full path goes on
    from there and names the error, so this kernel never reports one. Index points as assign_plain's,
    their positions relative to ``pos``. */
 static PyObject *py_assign_batches(PyObject *self, PyObject *args) {
@@ -840,8 +841,9 @@ static PyObject *py_assign_batches(PyObject *self, PyObject *args) {
     Py_ssize_t pos, stop, max_entry, index_interval, since;
     long long next_offset, now_ms;
     int log_append;
-    if (!PyArg_ParseTuple(args, "w*nnLnLpnn", &view, &pos, &stop, &next_offset, &max_entry, &now_ms, &log_append,
-                          &index_interval, &since))
+    PyObject *decompress;
+    if (!PyArg_ParseTuple(args, "w*nnLnLpnnO", &view, &pos, &stop, &next_offset, &max_entry, &now_ms, &log_append,
+                          &index_interval, &since, &decompress))
         return NULL;
     if (pos < 0 || stop > view.len || pos > stop) {
         PyBuffer_Release(&view);
@@ -860,7 +862,8 @@ static PyObject *py_assign_batches(PyObject *self, PyObject *args) {
         Py_ssize_t size = 12 + (Py_ssize_t)length;
         if (p[MAGIC_POS] != 2 || size > max_entry) break;
         unsigned int attributes = ((unsigned int)p[BATCH_ATTRIBUTES_POS] << 8) | p[BATCH_ATTRIBUTES_POS + 1];
-        if (attributes & CODEC_MASK) break;
+        unsigned int codec = attributes & CODEC_MASK;
+        if (codec && decompress == Py_None) break;
         int32_t last_delta = rd_i32(p + BATCH_LAST_DELTA_POS);
         int32_t count = rd_i32(p + 57);
         if (count <= 0 || last_delta != count - 1) break;
@@ -869,6 +872,15 @@ static PyObject *py_assign_batches(PyObject *self, PyObject *args) {
         int stamped_by_producer = (attributes & TS_TYPE_BIT) != 0;
         PyObject *records = PyMemoryView_FromMemory((char *)p + 61, size - 61, PyBUF_READ);
         if (!records) goto fail;
+        if (codec) {
+            PyObject *plain = PyObject_CallFunction(decompress, "IN", codec, records);
+            if (!plain) {
+                if (!PyErr_ExceptionMatches(PyExc_Exception)) goto fail;
+                PyErr_Clear(); /* the full path decompresses it again and names the error */
+                break;
+            }
+            records = plain;
+        }
         PyObject *check_args = Py_BuildValue("(NnLO)", records, (Py_ssize_t)count, (long long)base_ts,
                                              stamped_by_producer ? Py_True : Py_False);
         if (!check_args) goto fail;

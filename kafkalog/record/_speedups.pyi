@@ -48,4 +48,5 @@ def assign_batches(
     log_append_time: bool,
     index_interval: int,
     bytes_since_index: int,
+    decompress: Any,
 ) -> tuple[int, int, int, int, IndexPoints, int]: ...

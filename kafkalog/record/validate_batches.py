@@ -15,7 +15,7 @@ always record batches:
 Index points are one per batch where due, at the batch's last offset (a reader looks a batch up by
 its last offset, as a wrapper's).
 
-What current producers send, uncompressed batches, is checked and given its offsets by one C kernel
+What current producers send, record batches, is checked and given its offsets by one C kernel
 (``kernels.assign_batches``) that stops before anything else; the Python path below goes on from
 there and raises every error, so the kernel changes nothing but speed (a property test holds it to
 that on whole, damaged, cut and mixed sets).
@@ -27,6 +27,7 @@ from collections.abc import Iterator
 
 from kafkalog.errors import CorruptRecordError, InvalidTimestampError, RecordTooLargeError
 from kafkalog.record import batch as batches
+from kafkalog.record import codec as codecs
 from kafkalog.record import kernels
 from kafkalog.record.batch import RecordInput
 from kafkalog.record.format import CODEC_MASK, NO_TIMESTAMP, Codec, Entry, Message, TimestampType
@@ -54,11 +55,15 @@ def validate_batches_for_append(
         raise CorruptRecordError("message set is empty")
     view = memoryview(buf)
     first_offset = next_offset
+
     # What current producers send (uncompressed batches) is one kernel call; it stops before
     # anything else, which the loop below takes from there.
+    def decompress(codec: int, records: memoryview) -> bytes | memoryview:
+        return codecs.decompress(Codec(codec), records, magic=batches.MAGIC, max_size=max_decompressed_bytes)
+
     fast_end, next_offset, max_ts, offset_of_max, points, bytes_since_index = kernels.assign_batches(
         buf, 0, len(buf), next_offset, max_message_bytes, now_ms, log_append_time, index_interval_bytes,
-        bytes_since_index,
+        bytes_since_index, decompress,
     )  # fmt: skip
     if fast_end == len(buf):
         return ValidatedSet(buf, first_offset, next_offset, max_ts, offset_of_max, points, bytes_since_index)

@@ -19,6 +19,7 @@ from kafkalog.errors import (
 )
 from kafkalog.record import MessageSetBuilder, _fastpath, decode_messages, iter_entries, kernels
 from kafkalog.record.batch import RecordInput, decode_batch, encode_batch, read_header
+from kafkalog.record.codec import decompress
 from kafkalog.record.format import Codec, TimestampType
 from kafkalog.record.validate import validate_for_append
 
@@ -133,12 +134,16 @@ _sets = st.lists(
             min_size=1,
             max_size=6,
         ),
-        st.sampled_from([Codec.NONE, Codec.NONE, Codec.NONE, Codec.GZIP]),
+        st.sampled_from([Codec.NONE, Codec.NONE, Codec.NONE, Codec.GZIP, Codec.LZ4, Codec.ZSTD]),
         st.booleans(),  # stamped by the producer (LogAppendTime)
     ),
     min_size=1,
     max_size=5,
 )
+
+
+def _decompress(codec: int, records: memoryview) -> bytes:
+    return decompress(Codec(codec), records, magic=2, max_size=1 << 20)
 
 
 @settings(max_examples=300, deadline=None)
@@ -195,12 +200,13 @@ def test_the_fast_path_changes_nothing_but_speed(
     with_kernel = outcome()
 
     def take_nothing(_buf: bytearray, pos: int, _stop: int, next_offset: int, *rest: object) -> object:
-        return pos, next_offset, -1, -1, [], rest[-1]
+        *_, bytes_since_index, _decompress = rest
+        return pos, next_offset, -1, -1, [], bytes_since_index
 
     with mock.patch.object(kernels, "assign_batches", take_nothing):
         without = outcome()
     assert with_kernel == without
-    args = (0, len(produced), 1000, max_bytes, NOW, log_append_time, interval, since)
+    args = (0, len(produced), 1000, max_bytes, NOW, log_append_time, interval, since, _decompress)
     c_buf, py_buf = bytearray(produced), bytearray(produced)
     assert kernels.assign_batches(c_buf, *args) == _fastpath.assign_batches(py_buf, *args)
     assert c_buf == py_buf
@@ -212,7 +218,7 @@ def test_the_fast_path_indexes_where_the_full_path_does(module: object) -> None:
     interval one batch long, every batch after the first is indexed, by either kernel."""
     one = encode_batch([RecordInput(None, b"x", TS)])
     data = bytearray(one * 3)
-    got = module.assign_batches(data, 0, len(data), 10, 10**6, NOW, False, len(one), 0)  # type: ignore[attr-defined]
+    got = module.assign_batches(data, 0, len(data), 10, 10**6, NOW, False, len(one), 0, None)  # type: ignore[attr-defined]
     size = len(one)
     assert got == (3 * size, 13, TS, 10, [(size, 11, TS, 10), (2 * size, 12, TS, 10)], size)
     assert [read_header(data, i * size).base_offset for i in range(3)] == [10, 11, 12]
