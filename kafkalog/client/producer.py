@@ -17,12 +17,12 @@ are in flight to its leader at once: the sender keeps sending while answers are 
 takes each answer as it comes, so the broker is never idle waiting for the client. A retry can
 neither duplicate a batch nor reorder the partition: a batch the broker had already appended is
 answered as such, and the batches behind a failed one are refused as out of order and sent again
-after it. A broker that
-forgets the producer (it expired) makes the producer take a new id. Where that cannot be had
-(acks=0, a broker older than record batches, InitProducerId refused) a partition has one batch in
-flight at a time, as with ``idempotence=False``, which keeps its order the same way: nothing
-overtakes a batch waiting to be retried. Sets given already encoded (``send_set``) carry no
-sequence: each goes alone in its round.
+after it. A broker that forgets the producer (it expired) makes the producer take a new id. Where
+that cannot be had (acks=0, a broker older than record batches, InitProducerId refused) a
+partition has one batch in flight at a time, as with ``idempotence=False``, which keeps its order
+the same way: nothing overtakes a batch waiting to be retried. Sets given already encoded
+(``send_set``) go one record batch per request, numbered as this producer's own; only a
+transaction's batch goes alone.
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ class _Batch:
     stored: bytes | memoryview | None = None
     """A message set given already encoded (``send_set``), sent instead of ``messages``."""
     alone: bool = False
-    """A stored set this producer cannot number (message format v0/v1, or a transaction's): it
+    """A stored batch this producer cannot number (a transaction's, which keeps its own ids): it
     goes alone in flight on its partition."""
     parent: _Batch | None = None
     """The set given to ``send_set`` that this batch is a part of (its future is the parent's)."""
@@ -235,7 +235,7 @@ class Producer(UsesClient):
         self._identity: tuple[int, int] | None = None
         """(producer id, epoch) once the cluster gave them; None before, or when not idempotent."""
         self._identity_wanted = self.idempotence
-        """Ask for an id at the next round (at the start, and after a broker forgot the last one)."""
+        """Ask for an id before sending more (at the start, and after a broker forgot the last one)."""
         self._identity_retry_at = 0.0
         self._sequences: dict[tuple[str, int], int] = {}
         """The next sequence number of each partition (numbered batches only)."""
@@ -335,8 +335,10 @@ class Producer(UsesClient):
 
     def send_set(self, topic: str, partition: int, record_set: bytes | memoryview, count: int) -> SendFuture:
         """Queue a message set already encoded (``count`` messages, e.g. fetched from another
-        cluster) to go as it is, as one batch of its partition after everything sent to it before;
-        the broker assigns the offsets. The future resolves to the first message's RecordMetadata.
+        cluster) to go as it is, after everything sent to its partition before: each record batch
+        in a request of its own (see ``_parts``); the broker assigns the offsets. The future
+        resolves to the first message's RecordMetadata once every batch of the set has an outcome
+        (the first failure, if any).
         This producer's compression does not apply. The set goes in the newest format the broker
         takes: record batches to a broker of Produce v3+ (a v0/v1 set is up-converted), message
         sets to an older one (batches down-converted: magic 1 for Produce v2, magic 0 before)."""
@@ -349,10 +351,12 @@ class Producer(UsesClient):
             _Batch(topic, partition, now, stored=data, count=0, size=len(data), alone=alone, part=index)
             for index, (data, alone, _) in enumerate(parts)
         ]
-        # the parts' counts add up to what flush waits for; each part's own span where it has one
-        for batch, (_, _, span) in zip(batches[:-1], parts[:-1], strict=True):
-            batch.count = min(span, count - sum(b.count for b in batches))
-        batches[-1].count = count - sum(b.count for b in batches[:-1])
+        # the parts' counts add up to what flush waits for: each part's own span while it lasts
+        left = count
+        for batch, (_, _, span) in zip(batches, parts, strict=True):
+            batch.count = min(span, left)
+            left -= batch.count
+        batches[-1].count += left
         whole = batches[0]
         if len(batches) > 1:
             whole = _Batch(topic, partition, now, stored=record_set, parts_left=len(batches))
@@ -528,7 +532,7 @@ class Producer(UsesClient):
                 ]
                 sent = connection.submit(requests, expect_response=self.acks != 0)
             except ClientError as exc:
-                for batch in group:  # in round order: each partition's retries keep their order
+                for batch in group:  # in request order: each partition's retries keep their order
                     self._landed(batch)
                     self._failed(batch, exc)
                 continue
@@ -599,7 +603,7 @@ class Producer(UsesClient):
 
     def _take_identity(self, ready: list[_Batch]) -> None:
         """Ask the cluster for a producer id (InitProducerId) before sending ``ready``; settle for
-        unnumbered batches where none can be had. Runs between rounds, when nothing is in flight:
+        unnumbered batches where none can be had. Runs when nothing is in flight:
         the batches numbered under an earlier id (``ready``, and those waiting to be retried) are
         numbered again under the new one, or go unnumbered."""
         try:
@@ -617,7 +621,7 @@ class Producer(UsesClient):
                 self._identity_retry_at = time.monotonic() + self.retry_backoff
                 return
             logger.warning("producing without idempotence (one batch in flight per partition): %s", exc)
-        except ClientError as exc:  # no broker answered: the round goes unnumbered; ask again later
+        except ClientError as exc:  # no broker answered: these go unnumbered; ask again later
             logger.info("could not ask for a producer id yet: %s", exc)
             self._identity_retry_at = time.monotonic() + self.retry_backoff
             return
@@ -631,7 +635,7 @@ class Producer(UsesClient):
                 batch.sequence, batch.encoded = -1, None
 
     def _renumber(self) -> None:
-        """Take a new producer id before the next round (one batch per partition until then)."""
+        """Take a new producer id once the flight has landed (one batch per partition until then)."""
         if self.idempotence:
             self._identity = None
             self._identity_wanted = True
