@@ -61,8 +61,10 @@ def _is_ours(view: Registered, spec: TableSpec) -> bool:
 
 
 def _shown(view_text: str | None) -> str:
-    found = re.search(r"__gen(\d+)`", view_text or "")
-    return f"generation {found.group(1)}" if found else "something else"
+    found = re.search(r"__gen(\d+)(__publishing)?`", view_text or "")
+    if found is None:
+        return "something else"
+    return f"generation {found.group(1)}" + (" (a publish cut short)" if found.group(2) else "")
 
 
 def database_change(metastore: SparkMetastore, database: str) -> list[Change]:
@@ -140,6 +142,11 @@ def table_changes(
                    lambda m: m.sql(f"ALTER VIEW {spec.qualified(spec.name)} AS {spec.view_sql()}"), switch=True),
         )  # fmt: skip
     for other in existing_tables:
+        if re.fullmatch(re.escape(spec.name) + r"__gen\d+__publishing", other):  # a publish cut short: once
+            switch.append(  # the view reads the generation's table again, nobody reads this one
+                Change(f"{spec.database}.{other}", f"drop {spec.database}.{other} (left by a publish cut short)",
+                       partial(_drop, spec.qualified(other))),
+            )  # fmt: skip
         found = re.fullmatch(re.escape(spec.name) + r"__gen(\d+)", other)
         if found and int(found.group(1)) < spec.generation - 1:  # the one replaced last stays until gc
             old = physical_name(spec.name, int(found.group(1)))

@@ -53,6 +53,19 @@ def physical_name(name: str, generation: int) -> str:
     return f"{name}__gen{generation}"
 
 
+def publishing_name(name: str, generation: int) -> str:
+    """The table readers of the output ``name`` read while its generation ``generation`` is being
+    published (pipelines.catalog.readers); there is none between publishes."""
+    return f"{physical_name(name, generation)}__publishing"
+
+
+def view_over(database: str, table: str, row_filter: str = "") -> str:
+    """A view's query over ``database.table``: what ``ALTER VIEW … AS`` is given, and what the
+    metastore keeps."""
+    where = f" WHERE {row_filter}" if row_filter else ""
+    return f"SELECT * FROM {quoted(database)}.{quoted(table)}{where}"
+
+
 @dataclass(frozen=True, slots=True)
 class TableSpec:
     """One dataset as the metastore should hold it (see the module doc)."""
@@ -83,9 +96,8 @@ class TableSpec:
         return f"{quoted(self.database)}.{quoted(name)}"
 
     def view_sql(self) -> str:
-        """The view's query: what ``ALTER VIEW … AS`` is given, and what the metastore keeps."""
-        where = f" WHERE {self.row_filter}" if self.row_filter else ""
-        return f"SELECT * FROM {self.qualified(self.table)}{where}"
+        """The view's query (``view_over`` the generation's table)."""
+        return view_over(self.database, self.table, self.row_filter)
 
 
 def visible_rows(ends: dict[tuple[str, int], int]) -> str:

@@ -30,8 +30,9 @@ One flow at a time per pipeline (Airflow's max_active_runs=1 does that; by hand,
 
 Readers of an output see each partition either old or new. Readers by path find a partition being
 swapped missing for the moment between its two renames (rewind/replay generations close that);
-readers by name (``readers``, the metastore) never do: publish points them at the staged rows
-first, puts a copy of those rows in place, and points them back (``_swap_keeping_staged``).
+readers by name (``readers``, the metastore) never do, and see the run's partitions all at once:
+publish shows them the staged rows first (one change), puts a copy of those rows in place, and
+points them back (``_swap_keeping_staged``).
 """
 
 from __future__ import annotations
@@ -68,14 +69,22 @@ _HOUR = re.compile(r"^\d{2}$")
 
 class Readers(Protocol):
     """Where readers by name (a metastore, pipelines.catalog) find an output's partitions. Publish
-    points them at the staged rows before it swaps the directories, and back at the final ones
-    after, so that a reader by name never finds a partition missing between the two renames."""
+    shows them the run's partitions at their staged rows before it swaps the directories, and at
+    the final ones after: a reader by name never finds a partition missing between the two renames,
+    nor a part of the run."""
 
     def shows(self, output: Output, generation: int) -> bool:
         """Whether readers by name see ``output``'s ``generation`` now (its table is registered)."""
 
-    def show(self, output: Output, generation: int, locations: dict[Partition, str], removed: list[Partition]) -> None:
-        """Readers by name read each partition of ``locations`` there, and no longer ``removed``."""
+    def stage(self, output: Output, generation: int, locations: dict[Partition, str], removed: list[Partition]) -> None:
+        """Readers by name read each partition of ``locations`` there and no longer ``removed``,
+        all from one moment."""
+
+    def settle(
+        self, output: Output, generation: int, locations: dict[Partition, str], removed: list[Partition]
+    ) -> None:
+        """The same partitions, now at their final ``locations``: the rows readers by name read do
+        not change."""
 
 
 class FlowRun:
@@ -363,7 +372,7 @@ class FlowRun:
         if by_name:  # readers by name read the staged rows while the directories are swapped
             assert self.readers is not None
             rows_at = {p: f"{staged_root}/{partition_path(output.partition_by, p)}" for p in replace}
-            self.readers.show(output, generation, {p: d for p, d in rows_at.items() if storage.exists(d)}, remove)
+            self.readers.stage(output, generation, {p: d for p, d in rows_at.items() if storage.exists(d)}, remove)
             faults.crash_point("flow.outputs_shown")
         for partition, has_rows in [*((p, True) for p in replace), *((p, False) for p in remove)]:
             relative = partition_path(output.partition_by, partition)
@@ -381,8 +390,8 @@ class FlowRun:
                 raise FlowError(f"publishing {output.name} partition {relative} of run #{seq}: {exc}") from exc
         if by_name:
             assert self.readers is not None
-            self.readers.show(
-                output, generation, {p: f"{base}/{partition_path(output.partition_by, p)}" for p in replace}, []
+            self.readers.settle(
+                output, generation, {p: f"{base}/{partition_path(output.partition_by, p)}" for p in replace}, remove
             )
         partitions = replace + remove
         storage.delete(trash_root, recursive=True)

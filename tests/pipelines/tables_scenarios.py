@@ -30,6 +30,7 @@ from pipelines import faults
 from pipelines.app import runner
 from pipelines.app.session import pipeline_session
 from pipelines.catalog.connection import attach
+from pipelines.catalog.metastore import SparkMetastore
 from pipelines.catalog.sync import compare
 from pipelines.config.pipeline import PipelineSpec, load_spec
 from pipelines.ingest.state import PipelineState
@@ -184,6 +185,43 @@ class JdbcReader:
         return self.readings
 
 
+class ChangeWatcher:
+    """Reads the tables by name after every change pipelines makes to the metastore (each
+    statement, each move of partitions), in the thread that makes it: what a reader who comes
+    between two changes sees. Whole runs mean each such reading is the state before a run or after
+    it, never a mix (a run's new partitions beside the old rows of those it replaces)."""
+
+    WATCHED = ("sql", "relocate_partitions")
+
+    def __init__(self, observer: Observer) -> None:
+        self.observer = observer
+        self.readings: list[dict[str, Any]] = []
+        self._originals = {name: getattr(SparkMetastore, name) for name in self.WATCHED}
+
+    def __enter__(self) -> ChangeWatcher:
+        for name, original in self._originals.items():
+
+            def watched(metastore: SparkMetastore, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
+                result = _original(metastore, *args, **kwargs)
+                try:
+                    self.readings.append(self.observer.by_name())
+                except Exception as exc:  # a name missing between two changes: the test says so
+                    self.readings.append({"error": str(exc).splitlines()[0][:300]})
+                return result
+
+            setattr(SparkMetastore, name, watched)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for name, original in self._originals.items():
+            setattr(SparkMetastore, name, original)
+
+
+def tables(spark: Any) -> list[str]:
+    """The tables and views of the database ``web``."""
+    return sorted(r.tableName for r in spark.sql("SHOW TABLES IN web").collect() if not r.isTemporary)
+
+
 def run(spec: PipelineSpec, spark: Any) -> int:
     return runner.run_stage(spec, spark, "all", run_id=None, quiet=True)
 
@@ -210,7 +248,7 @@ def main(metastore: str, workdir: Path, bootstrap: str, points: list[str], repla
     stages: dict[str, list[str]] = {}
     for stage in ("load", "transforms", "validate", "publish"):
         assert runner.run_stage(buggy, spark, stage, run_id="first", quiet=True) == 0, f"the first run's {stage} failed"
-        stages[stage] = sorted(r.tableName for r in spark.sql("SHOW TABLES IN web").collect() if not r.isTemporary)
+        stages[stage] = tables(spark)
     seen["stages"] = stages
     first_run = PipelineState(LocalStorage(), buggy.raw.path).latest()
     assert first_run is not None
@@ -223,16 +261,18 @@ def main(metastore: str, workdir: Path, bootstrap: str, points: list[str], repla
         before = observer.by_name()
         produce(bootstrap, "events", 90, partitions=2, first=i * 3600 - 45)  # the end of an hour and a new one
         crashed = False
-        try:
-            with faults.simulated_crash(point):
-                run(buggy, spark)
-        except faults.Crash:
-            crashed = True
-        at_crash = {"by_name": observer.by_name(), "by_path": observer.by_path()}  # the oracle wants files in place
-        code = run(buggy, spark)  # the next run
+        with ChangeWatcher(observer) as watcher:
+            try:
+                with faults.simulated_crash(point):
+                    run(buggy, spark)
+            except faults.Crash:
+                crashed = True
+            at_crash = {"by_name": observer.by_name(), "by_path": observer.by_path(), "tables": tables(spark)}
+            code = run(buggy, spark)  # the next run (the oracle wants the files in place)
         seen[point] = {
             "crashed": crashed, "before": before, "at_crash": at_crash, "next_run": code,
             "after": observer.by_name(), "truth": observer.truth(), "pending": observer.pending(),
+            "between_changes": watcher.readings, "tables": tables(spark),
         }  # fmt: skip
 
     seen["readings_during_runs"] = during_runs.stop()
@@ -263,7 +303,7 @@ def main(metastore: str, workdir: Path, bootstrap: str, points: list[str], repla
         "crashed": crashed, "before": before_replay, "at_crash": at_crash, "next_run": code,
         "after": observer.by_name(), "truth": observer.truth(), "readings": readings, "pending": observer.pending(),
         "jdbc_readings": jdbc_readings,
-        "tables": sorted(r.tableName for r in spark.sql("SHOW TABLES IN web").collect() if not r.isTemporary),
+        "tables": tables(spark),
     }  # fmt: skip
     spark.stop()
     return seen

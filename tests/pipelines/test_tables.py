@@ -7,8 +7,9 @@ load task registers the raw layer, the publish task the output); a crash at each
 commit and its registration, then the next run; a replay whose registration dies between its two
 view switches; a reader querying the tables by name throughout, and during the replay a Hive JDBC
 client through a Spark Thrift server as well. What must hold: readers by name see whole runs only
-(never the files of a run still being published, though a reader of the directories does), no
-partition is ever missing, every table is whole and of one generation at
+(never the files of a run still being published, though a reader of the directories does, nor a
+run's new output partitions beside the old rows of the one it replaces: the tables are read after
+every change a run makes to the metastore), no partition is ever missing, every table is whole and of one generation at
 each reading, and after the next run the metastore matches the manifests exactly (no change
 pending). With the metastore down, a run commits its data, fails with an error that names the
 metastore, and ``pipelines repair`` registers what it committed.
@@ -82,12 +83,22 @@ def test_readers_by_name_see_whole_runs_and_generations_through_crashes_and_a_re
         assert step["next_run"] == 0, point
         assert step["after"] == step["truth"] and step["truth"]["raw"] == step["before"]["raw"] + 90, point
         assert step["pending"] == [], point
+        # read by name after each change to the metastore, through the crashed run and the next:
+        # the tables as they were before the run, or with all of it, never a part (the run's new
+        # output partitions beside the old rows of the one it replaced, say)
+        assert len(step["between_changes"]) >= 3, (point, step["between_changes"])
+        for reading in step["between_changes"]:
+            assert reading.get("raw") in (step["before"]["raw"], step["after"]["raw"]), (point, reading)
+            assert reading.get("hourly") in (step["before"]["hourly"], step["after"]["hourly"]), (point, reading)
     if "publish.after_file@1" in points:  # half of a run's files were in place: a reader of the
         half = seen["publish.after_file@1"]["at_crash"]  # directories saw them, readers by name did not
         assert half["by_path"] > half["by_name"]["raw"]
     # the output's new partitions were shown from their staged rows: already what the run publishes
+    # (the view read a table of the run's partitions, which the next run's publish dropped)
     shown = seen["flow.outputs_shown"]
     assert shown["at_crash"]["by_name"]["hourly"] == shown["after"]["hourly"] > shown["before"]["hourly"]
+    assert "hourly__gen0__publishing" in shown["at_crash"]["tables"], shown["at_crash"]
+    assert all(not t.endswith("__publishing") for point in points for t in seen[point]["tables"]), seen
     # through every crash and run, no reading by name was smaller than the one before (rows only
     # came: a partition missing for a moment, while publish swapped it, would have been)
     readings = seen["readings_during_runs"]
