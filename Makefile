@@ -4,7 +4,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
-NATIVE := kafkalog/record/_speedups$(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
+EXT_SUFFIX := $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
+NATIVE := kafkalog/record/_speedups$(EXT_SUFFIX) kafkalog/protocol/_wire$(EXT_SUFFIX)
 PYTEST_ARGS ?= --durations=25
 # Two workers (the machine has two cores; one test at a time leaves a third of the processor idle
 # while tests wait on peers), each given whole files: tests/conftest.py says how the work is split.
@@ -55,10 +56,10 @@ $(INSTALLED): pyproject.toml setup.py
 	$(BIN)/uv pip install --python $(BIN)/python --quiet --compile-bytecode -e '.[test,dev]'
 	@touch $@
 
-# The C kernels, rebuilt in place when their source changes.
-$(NATIVE): kafkalog/record/_speedups.c $(INSTALLED)
+# The C kernels (records, and the protocol's codec), rebuilt in place when their source changes.
+$(NATIVE) &: kafkalog/record/_speedups.c kafkalog/protocol/_wire.c $(INSTALLED)
 	$(BIN)/python setup.py --quiet build_ext --inplace
-	@touch $@
+	@touch $(NATIVE)
 
 native: $(NATIVE)
 
@@ -118,4 +119,4 @@ demo-hadoop: java $(INSTALLED) $(NATIVE) peers
 	$(BIN)/python -m demo --hadoop $(DEMO_ARGS)
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis kafkalog/record/_speedups*.so
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis kafkalog/record/_speedups*.so kafkalog/protocol/_wire*.so

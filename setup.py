@@ -1,4 +1,5 @@
-"""Builds the optional C kernels of kafkalog.record; everything else is declared in pyproject.toml."""
+"""Builds the optional C kernels of kafkalog.record and kafkalog.protocol; everything else is declared in
+pyproject.toml."""
 
 from setuptools import Extension, setup
 
@@ -11,6 +12,12 @@ setup(
             extra_compile_args=["-O2"],
             # Without a compiler the package still installs and runs on the pure-Python kernels.
             optional=True,
-        )
+        ),
+        Extension(
+            "kafkalog.protocol._wire",
+            ["kafkalog/protocol/_wire.c"],
+            extra_compile_args=["-O2"],
+            optional=True,  # without it the protocol's reference codec runs alone
+        ),
     ]
 )

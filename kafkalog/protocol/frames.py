@@ -19,6 +19,7 @@ import struct
 from typing import Any, NamedTuple
 
 from kafkalog.errors import ProtocolError
+from kafkalog.protocol import compiled
 from kafkalog.protocol.apis import REGISTRY, VERSION_RANGES, Api, ApiKey, lookup
 from kafkalog.protocol.error_codes import ErrorCode
 from kafkalog.protocol.types import (
@@ -32,7 +33,6 @@ from kafkalog.protocol.types import (
     Region,
     Schema,
     Struct,
-    Writer,
 )
 
 _SIZE = struct.Struct(">i")
@@ -93,44 +93,43 @@ def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader
     api_key, api_version, _ = peek_header(frame)
     api = lookup(api_key, api_version)
     reader = Reader(frame)
-    fields = _request_header(api).decode(reader)
+    fields = compiled.decode(_request_header(api), reader)
     header = RequestHeader(fields["api_key"], fields["api_version"], fields["correlation_id"], fields["client_id"])
-    body = api.request.decode(reader)
+    body = compiled.decode(api.request, reader)
     return header, api, body
 
 
 def encode_request(api: Api, correlation_id: int, client_id: str | None, body: Struct) -> bytes:
     """A whole request frame, size prefix included."""
-    out = Writer()
-    _request_header(api).encode(
+    header, header_size = compiled.encode(
+        _request_header(api),
         {"api_key": api.key, "api_version": api.version, "correlation_id": correlation_id, "client_id": client_id},
-        out,
     )
-    api.request.encode(body, out)
-    chunks = out.finish()
-    return _SIZE.pack(out.size) + b"".join(bytes(c) for c in chunks)  # type: ignore[arg-type]
+    chunks, size = compiled.encode(api.request, body)
+    return b"".join([_SIZE.pack(header_size + size), *(bytes(c) for c in (*header, *chunks))])  # type: ignore[arg-type]
 
 
 def encode_response(api: Api, correlation_id: int, body: Struct) -> tuple[list[Chunk], int]:
     """A whole response frame as chunks (regions of log files stay separate) and its total size."""
-    out = Writer()
-    out.write(_SIZE.pack(0))  # patched below, once the size is known
-    _response_header(api).encode({"correlation_id": correlation_id}, out)
-    api.response.encode(body, out)
-    chunks = out.finish()
-    if out.size - _SIZE.size > 2**31 - 1:
-        raise ProtocolError(f"a {api.key.name} response of {out.size} bytes exceeds the 2 GiB frame limit")
-    first = bytearray(chunks[0])  # type: ignore[arg-type]
-    _SIZE.pack_into(first, 0, out.size - _SIZE.size)
-    chunks[0] = bytes(first)
-    return chunks, out.size
+    header, header_size = compiled.encode(_response_header(api), {"correlation_id": correlation_id})
+    chunks, size = compiled.encode(api.response, body)
+    size += header_size
+    if size > 2**31 - 1:
+        raise ProtocolError(f"a {api.key.name} response of {size} bytes exceeds the 2 GiB frame limit")
+    # the size, the header and the body's first run of bytes in one chunk (regions stay apart)
+    first = [_SIZE.pack(size), *(bytes(c) for c in header)]  # type: ignore[arg-type]
+    head = chunks[0] if chunks else None
+    if isinstance(head, bytes | memoryview):
+        first.append(bytes(head))
+        chunks = chunks[1:]
+    return [b"".join(first), *chunks], size + _SIZE.size
 
 
 def decode_response(api: Api, frame: bytes | bytearray | memoryview) -> tuple[int, Struct]:
     """Correlation id and body of a response frame (without its size prefix)."""
     reader = Reader(frame)
-    correlation_id: int = _response_header(api).decode(reader)["correlation_id"]
-    body = api.response.decode(reader)
+    correlation_id: int = compiled.decode(_response_header(api), reader)["correlation_id"]
+    body = compiled.decode(api.response, reader)
     if reader.remaining:
         raise ProtocolError(f"{reader.remaining} bytes left over after a {api.key.name} v{api.version} response")
     return correlation_id, body
