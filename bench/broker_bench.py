@@ -54,10 +54,10 @@ def produce_rate(
     broker_pid: int,
     extra: dict[str, object] | None = None,
 ) -> tuple[float, float, float]:
-    """(messages/s, client CPU in cores, broker CPU in cores) producing ``count`` messages."""
+    """(messages/s, client CPU in cores, broker CPU in cores) producing ``count`` messages;
+    ``extra``: librdkafka settings over these (e.g. ``enable.idempotence`` with ``acks: all``)."""
     producer = confluent_kafka.Producer(
         {
-            **(extra or {}),
             "bootstrap.servers": bootstrap,
             "compression.codec": codec,
             "batch.num.messages": batch,
@@ -65,6 +65,7 @@ def produce_rate(
             "queue.buffering.max.messages": 2_000_000,
             "queue.buffering.max.kbytes": 2_000_000,
             "acks": 1,
+            **(extra or {}),
         }
     )
     producer.produce(topic, MESSAGE, partition=0)  # connect and learn metadata first

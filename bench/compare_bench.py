@@ -2,11 +2,11 @@
 broker on loopback, data on the same disk, each fsyncing at most once a second. For 200-byte
 messages, batches of 1, 50 and 1000: produce and consume throughput with confluent-kafka (librdkafka)
 against each broker, the same with kafkalog's own client, and kafkalog's client against
-confluent-kafka on the same broker. Codecs: none, lz4 and zstd beside Kafka 4.x; none and snappy
-beside Kafka 0.9 (which predates zstd). Each figure is a median of ``--repeat`` runs, shown with the
-broker's CPU seconds per million messages (from /proc/<pid>/stat), since the client may be the
-bottleneck. Ratios are ours / theirs. ``--peers`` picks the peers (default both). Ends with
-``RESULT <name> <value> <unit>`` lines."""
+confluent-kafka on the same broker (as librdkafka comes, and idempotent as kafkalog's producer is).
+Codecs: none, lz4 and zstd beside Kafka 4.x; none and snappy beside Kafka 0.9 (which predates zstd).
+Each figure is a median of ``--repeat`` runs, shown with the broker's CPU seconds per million
+messages (from /proc/<pid>/stat), since the client may be the bottleneck. Ratios are ours / theirs.
+``--peers`` picks the peers (default both). Ends with ``RESULT <name> <value> <unit>`` lines."""
 
 from __future__ import annotations
 
@@ -36,6 +36,9 @@ VERSIONS = {"kafkalog": None, "kafka09": "0.9", "kafka4": None}
 CODECS = {"kafka09": ("none", "snappy"), "kafka4": ("none", "lz4", "zstd")}
 """The codecs measured beside each peer (batches of 50 and 1000; a batch of 1 is uncompressed)."""
 COUNTS = {1: 30_000, 50: 600_000, 1000: 1_500_000}
+IDEMPOTENT = {"enable.idempotence": True, "acks": "all"}
+"""librdkafka as kafkalog's producer is by default (acks=all is what librdkafka requires with it; on
+one broker it waits for nothing more than acks=1)."""
 NAMES = {"kafka09": "Apache Kafka 0.9.0.1", "kafka4": "Apache Kafka 4.x (KRaft)"}
 
 
@@ -164,9 +167,19 @@ def _produce_case(
         result(f"produce_confluent_{name}_batch{batch}_{codec}", confluent[name][0], "msgs/s")
         result(f"produce_confluent_{name}_batch{batch}_{codec}_broker_cpu", confluent[name][1], "s/M msgs")
         result(f"produce_kafkalog_client_{name}_batch{batch}_{codec}", own[name][0], "msgs/s")
+    # librdkafka with the guarantees kafkalog's producer keeps by default: idempotent, so at most 5
+    # requests in flight and order kept through retries (its own default allows a million in flight)
+    bootstrap, pid, _ = brokers["kafkalog"]
+    same_guarantees = median_of([
+        confluent_produce(bootstrap, f"i-kafkalog-{batch}-{codec}-{i}", batch, codec, count, pid, IDEMPOTENT)
+        for i in range(repeat)
+    ])  # fmt: skip
+    result(f"produce_confluent_idempotent_kafkalog_batch{batch}_{codec}", same_guarantees[0], "msgs/s")
     suffix = "" if codec == "none" else f"_{codec}"
     client_ratio = own["kafkalog"][0] / confluent["kafkalog"][0]
+    idempotent_ratio = own["kafkalog"][0] / same_guarantees[0]
     result(f"client_ratio_vs_librdkafka_produce_batch{batch}{suffix}", client_ratio, "ratio")
+    result(f"client_ratio_vs_librdkafka_idempotent_produce_batch{batch}{suffix}", idempotent_ratio, "ratio")
     for peer in here[1:]:
         ratio = confluent["kafkalog"][0] / confluent[peer][0]
         result(f"produce_ratio_vs_{peer}_batch{batch}{suffix}", ratio, "ratio")
@@ -177,7 +190,8 @@ def _produce_case(
         )
     print(
         f"{'':17}with kafkalog's client: on kafkalog {own['kafkalog'][0]:,.0f}/s ({client_ratio:.2f} of "
-        "librdkafka), " + ", ".join(f"on {peer} {own[peer][0]:,.0f}/s" for peer in here[1:])
+        f"librdkafka; {idempotent_ratio:.2f} of librdkafka idempotent, {same_guarantees[0]:,.0f}/s), "
+        + ", ".join(f"on {peer} {own[peer][0]:,.0f}/s" for peer in here[1:])
     )
 
 

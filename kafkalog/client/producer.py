@@ -116,7 +116,10 @@ class _Batch:
     """Its first sequence number once numbered (kept for every retry); -1 before, or unnumbered."""
     encoded: tuple[int, bytes | memoryview] | None = None
     """(message format, bytes) as first sent: a retry sends the same bytes."""
-    settled: threading.Event = field(default_factory=threading.Event)
+    settled: bool = False
+    """It has its outcome (set under _CALLBACK_LOCK, then ``waiter`` is set)."""
+    waiter: threading.Event | None = None
+    """Made by the first caller to wait for the outcome: most batches nobody waits for."""
     acknowledged: bool = False
     """The broker answered with offsets (not so with acks=0, nor before the outcome)."""
     base_offset: int = -1
@@ -147,25 +150,34 @@ class SendFuture:
         self._index = index
 
     def done(self) -> bool:
-        return self._batch.settled.is_set()
+        return self._batch.settled
+
+    def _wait(self, timeout: float | None) -> None:
+        batch = self._batch
+        with _CALLBACK_LOCK:
+            if batch.settled:
+                return
+            if batch.waiter is None:
+                batch.waiter = threading.Event()
+            waiter = batch.waiter
+        if not waiter.wait(timeout):
+            raise ClientError(f"no outcome within {timeout} s")
 
     def result(self, timeout: float | None = None) -> RecordMetadata:
-        if not self._batch.settled.wait(timeout):
-            raise ClientError(f"no outcome within {timeout} s")
+        self._wait(timeout)
         if self._batch.error is not None:
             raise self._batch.error
         return self._batch.metadata(self._index)
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
-        if not self._batch.settled.wait(timeout):
-            raise ClientError(f"no outcome within {timeout} s")
+        self._wait(timeout)
         return self._batch.error
 
     def add_done_callback(self, callback: Callable[[SendFuture], object]) -> None:
         """Call ``callback(self)`` once settled (at once if it already is), in the sender thread."""
         batch = self._batch
         with _CALLBACK_LOCK:
-            if not batch.settled.is_set():
+            if not batch.settled:
                 batch.callbacks.append((self._index, callback))
                 return
         callback(self)
@@ -715,8 +727,11 @@ class Producer(UsesClient):
     def _resolve(batch: _Batch) -> None:
         """Mark ``batch`` settled and call its futures' callbacks."""
         with _CALLBACK_LOCK:
-            batch.settled.set()
+            batch.settled = True
+            waiter = batch.waiter
             callbacks, batch.callbacks = batch.callbacks, []
+        if waiter is not None:
+            waiter.set()
         for index, callback in callbacks:
             try:
                 callback(SendFuture(batch, index))
