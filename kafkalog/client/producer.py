@@ -268,6 +268,8 @@ class Producer(UsesClient):
         """Produce requests sent and not answered yet, oldest first (the sender thread's own)."""
         self._buffered = 0
         self._unfinished = 0
+        self._room_waiters = 0
+        """Threads blocked in ``send`` for room in the buffer: woken as each batch settles."""
         self._flushing = 0
         self._closed = False
         self._sender = threading.Thread(target=self._run, name="kafkalog-producer-sender", daemon=True)
@@ -392,14 +394,18 @@ class Producer(UsesClient):
     def _wait_for_room(self, size: int) -> None:
         """Block (holding ``_cond``) until ``size`` more bytes fit in the buffer, or raise."""
         deadline = time.monotonic() + self.max_block
-        while self._buffered + size > self.buffer_bytes and self._buffered > 0:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise BufferFullError(
-                    f"{self._buffered} bytes wait to be sent (buffer_bytes={self.buffer_bytes}) "
-                    f"and none left in {self.max_block:.1f} s"
-                )
-            self._cond.wait(remaining)
+        self._room_waiters += 1
+        try:
+            while self._buffered + size > self.buffer_bytes and self._buffered > 0:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise BufferFullError(
+                        f"{self._buffered} bytes wait to be sent (buffer_bytes={self.buffer_bytes}) "
+                        f"and none left in {self.max_block:.1f} s"
+                    )
+                self._cond.wait(remaining)
+        finally:
+            self._room_waiters -= 1
 
     def flush(self, timeout: float | None = None) -> None:
         """Return once every message sent so far has an outcome (sent, or failed for good)."""
@@ -711,7 +717,10 @@ class Producer(UsesClient):
         with self._cond:
             self._buffered -= batch.size
             self._unfinished -= batch.count
-            self._cond.notify_all()
+            # flush waits for nothing unfinished, send for room: wake them for that alone (a flush
+            # woken for every batch settled switched threads for each, a third of batch 1's time)
+            if not self._unfinished or self._room_waiters:
+                self._cond.notify_all()
         parent = batch.parent
         if parent is not None:  # a part of a set given to send_set: the set is settled by its last
             if batch.error is not None and parent.error is None:
