@@ -283,7 +283,7 @@ def profile_ours(spark: Any, root: Path, bootstrap: str, count: int) -> None:
     run = load_module.PipelineRun(spec, spark)
     with run.consumer() as consumer:
         splits = [s for s in make_plan(spec, consumer, {}, 1, "profile").splits if s.size]
-    options = run._options(splits, "data", None)
+    options = run.stager._options(splits, "data", None)  # type: ignore[attr-defined]
     jobs = {
         "Spark job, rows discarded (noop sink): source + Arrow to JVM": lambda frame: (
             frame.write.format("noop").mode("overwrite").save()

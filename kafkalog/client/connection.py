@@ -315,10 +315,12 @@ class BrokerConnection:
             raise ProtocolError(f"{self.host}:{self.port} answered request {answered}, expected {correlation_id}")
         return body
 
-    def _recv_exact(self, sock: socket.socket, count: int) -> bytes:
+    def _recv_exact(self, sock: socket.socket, count: int) -> bytes | bytearray:
         # Reads ahead: one recv often brings several small responses (a producer's window), each
         # recv is a system call and a trip away from the GIL and back.
         received = self._received
+        if count > _READ_AHEAD:
+            return self._recv_large(sock, count)
         while len(received) < count:
             chunk = sock.recv(max(count - len(received), _READ_AHEAD))
             if not chunk:
@@ -327,3 +329,19 @@ class BrokerConnection:
         data = bytes(received[:count])
         del received[:count]  # from the front: CPython moves its start, not the bytes
         return data
+
+    def _recv_large(self, sock: socket.socket, count: int) -> bytearray:
+        """``count`` bytes read straight into their own buffer (a fetch's megabytes): what was read
+        ahead, then the socket's into the rest, copied once, not joined, sliced and copied again."""
+        received = self._received
+        out = bytearray(count)
+        view = memoryview(out)
+        have = min(len(received), count)
+        view[:have] = received[:have]
+        del received[:have]
+        while have < count:
+            got = sock.recv_into(view[have:], count - have)
+            if not got:
+                raise KafkaConnectionError(f"{self.host}:{self.port} closed the connection")
+            have += got
+        return out

@@ -173,21 +173,28 @@ def _all_plain(values: Sequence[bytes | None], json_object: bool) -> bool:
     (the common case); False means "look at each value" (not that one is suspicious). A JSON value
     is plain if it is one line starting with '{' and ending with '}' exactly; a CSV value if it is
     one non-empty line not starting with whitespace."""
+    return _plain_chunk(values, json_object) is not None
+
+
+def _plain_chunk(values: Sequence[bytes | None], json_object: bool) -> bytes | None:
+    """The values joined by newlines, what the parser reads, if ``_all_plain``; else None."""
     if not values or None in values:
-        return not values
+        return None if values else b""
     lengths = np.fromiter(map(len, values), dtype=np.int64, count=len(values))  # type: ignore[arg-type]
     if not lengths.all():
-        return False
+        return None
     joined = b"\n".join(values)  # type: ignore[arg-type]
     if joined.count(b"\n") != len(values) - 1 or b"\r" in joined:
-        return False
+        return None
     data = np.frombuffer(joined, np.uint8)
     starts = np.zeros(len(values), np.int64)
     np.cumsum(lengths[:-1] + 1, out=starts[1:])
     first = data[starts]
     if json_object:
-        return bool((first == ord("{")).all() and (data[starts + lengths - 1] == ord("}")).all())
-    return not np.isin(first, _BLANK_FIRST_BYTES).any()
+        plain = bool((first == ord("{")).all() and (data[starts + lengths - 1] == ord("}")).all())
+    else:
+        plain = not np.isin(first, _BLANK_FIRST_BYTES).any()
+    return joined if plain else None
 
 
 class _Parsed(NamedTuple):
@@ -235,11 +242,12 @@ class ValueParser:
             convert_options=self._csv_convert,
         )
 
-    def _parse_range(self, values: Sequence[bytes], lo: int, hi: int) -> pa.Table:
-        """Parse values[lo:hi] as one chunk; raises ValueError if it is not exactly hi-lo good rows."""
+    def _parse_range(self, values: Sequence[bytes], lo: int, hi: int, joined: bytes | None = None) -> pa.Table:
+        """Parse values[lo:hi] as one chunk (``joined``: those values joined by newlines already);
+        raises ValueError if it is not exactly hi-lo good rows."""
         single = hi - lo == 1
         try:
-            table = self._read(b"\n".join(values[lo:hi]), single)
+            table = self._read(b"\n".join(values[lo:hi]) if joined is None else joined, single)
             table.validate(full=True)  # Arrow does not check UTF-8 while parsing JSON strings
         except (pa.ArrowException, ValueError) as exc:
             raise ValueError(_first_line(str(exc))) from exc
@@ -260,8 +268,15 @@ class ValueParser:
                 _bisect(lo, hi, lambda a, b: self._parse_range(values, a, b), pieces, bad)  # type: ignore[arg-type]
 
         json_object = self.decoder.format == "json"
-        if _all_plain(values, json_object):
-            run(0, len(values))
+        joined = _plain_chunk(values, json_object)
+        if joined is not None:  # the common case: the chunk as joined for the check is parsed as it is
+            whole = len(values)
+
+            def attempt(lo: int, hi: int) -> pa.Table:
+                return self._parse_range(values, lo, hi, joined if (lo, hi) == (0, whole) else None)  # type: ignore[arg-type]
+
+            if whole:
+                _bisect(0, whole, attempt, pieces, bad)
             return pieces, bad
         for i, value in enumerate(values):
             if _suspicious(value, json_object):
