@@ -131,7 +131,9 @@ class _Batch:
     def metadata(self, index: int) -> RecordMetadata:
         """Where its ``index``-th message landed, made when asked for: a batch of a thousand
         messages would otherwise build a thousand results that most callers never look at."""
-        if not self.acknowledged:
+        if not self.acknowledged or self.base_offset < 0:  # no answer, or one without offsets
+            # (a broker that recognised a retry too old to remember answers DUPLICATE_SEQUENCE_NUMBER
+            # with base offset -1: the messages are stored, where is not known)
             return RecordMetadata(self.topic, self.partition, -1, -1)
         if self.stored is not None:  # a set sent as it is: its first message
             return RecordMetadata(self.topic, self.partition, self.base_offset, self.append_time)

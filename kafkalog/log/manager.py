@@ -68,9 +68,15 @@ def data_dir_in_use(data_dir: Path) -> bool:
 
 
 def validate_topic(topic: str) -> None:
-    """Kafka's rule: 1 to 249 characters of ASCII letters, digits, '.', '_' and '-'."""
+    """Kafka's rule: 1 to 249 characters of ASCII letters, digits, '.', '_' and '-'; and not a name
+    starting with ``.deleted-``, which the data directory keeps for deleted partitions (a topic so
+    named would be taken for one, and removed at the next start)."""
     if not _TOPIC.match(topic) or topic in (".", ".."):
         raise LogConfigError(f"invalid topic name {topic!r}: use 1-249 of the characters a-z A-Z 0-9 . _ -")
+    if topic.startswith(DELETED_PREFIX):
+        raise LogConfigError(
+            f"invalid topic name {topic!r}: names starting with {DELETED_PREFIX!r} are kept for deleted partitions"
+        )
 
 
 class LogManager:

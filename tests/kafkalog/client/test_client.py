@@ -14,6 +14,7 @@ import pytest
 
 from kafkalog.client import Admin, Producer, SimpleConsumer, murmur2
 from kafkalog.client.connection import BrokerConnection
+from kafkalog.client.producer import _Batch
 from kafkalog.errors import (
     BrokerResponseError,
     BufferFullError,
@@ -80,6 +81,16 @@ def test_each_future_knows_its_own_offset_and_timestamp(broker: BrokerProcess) -
     got = [(f.result().offset, f.result().timestamp) for f in futures]
     assert got == [(i, 5_000 - i) for i in range(4)]
     assert futures[2].result() == futures[2].result()
+
+
+def test_an_answer_without_offsets_gives_none_rather_than_minus_one_plus_the_index() -> None:
+    """DUPLICATE_SEQUENCE_NUMBER with base offset -1: the batch is stored, its offsets unknown."""
+    batch = _Batch("t", 0, 0.0)
+    batch.messages.extend([(None, b"a", 7, ()), (None, b"b", 8, ())])
+    batch.acknowledged, batch.base_offset = True, -1
+    assert [batch.metadata(i).offset for i in range(2)] == [-1, -1]
+    batch.base_offset = 40
+    assert [(batch.metadata(i).offset, batch.metadata(i).timestamp) for i in range(2)] == [(40, 7), (41, 8)]
 
 
 def test_requests_in_flight_are_answered_to_their_own_callers(broker: BrokerProcess) -> None:
