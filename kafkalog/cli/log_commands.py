@@ -178,6 +178,10 @@ def check(dirs: tuple[Path, ...]) -> None:
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 def truncate(partition_dir: Path, offset: int, yes: bool) -> None:
     """Remove every message of PARTITION_DIR at offset --to and after (e.g. a quarantined one)."""
+    if partition_of(partition_dir.resolve().name) is None:  # a log opened there would be made
+        raise click.ClickException(
+            f"{partition_dir} is not a partition directory (<topic>-<partition>, as a broker names them)"
+        )
     data_dir = partition_dir.parent
     if data_dir_in_use(data_dir):
         raise click.ClickException(f"{data_dir} is in use by a running broker: stop it first")

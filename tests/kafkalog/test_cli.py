@@ -66,3 +66,15 @@ def test_truncate_cuts_a_partition_and_appends_continue(tmp_path: Path) -> None:
     assert log.log_end_offset == 20
     assert log.append(message_set([b"x"])).first_offset == 20
     log.close()
+
+
+def test_truncate_refuses_a_directory_that_is_not_a_partition(tmp_path: Path) -> None:
+    """Nothing is made there: opening a log would have created a segment in any directory."""
+    with LogManager([tmp_path], CONFIG) as manager:
+        fill(manager.get_or_create_log("t", 0), 5)
+    for directory in (tmp_path, tmp_path / "t-0" / ".."):
+        before = sorted(p.name for p in tmp_path.iterdir())
+        done = run("log", "truncate", str(directory), "--to", "0", "--yes")
+        assert done.returncode == 1 and "is not a partition directory" in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr
+        assert sorted(p.name for p in tmp_path.iterdir()) == before
