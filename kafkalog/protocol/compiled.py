@@ -58,16 +58,17 @@ _SCALARS: dict[int, int] = {
 """The C walk's code of each primitive type (the same numbers as _wire.c's enum)."""
 _ARRAY, _COMPACT_ARRAY, _STRUCT = 20, 21, 22
 
-_programs: dict[int, tuple[Any, ...] | None] = {}
-"""Compiled programs by the id of their schema (schemas live as long as the process: the registry's)."""
+_UNCOMPILED = object()
 
 
 def program(kind: Type) -> tuple[Any, ...] | None:
-    """``kind`` compiled for the C walk; None if it holds a type the walk does not know."""
-    key = id(kind)
-    if key not in _programs:
-        _programs[key] = _compile(kind)
-    return _programs[key]
+    """``kind`` compiled for the C walk (once: kept on the type itself, so it lives and dies with
+    it); None if it holds a type the walk does not know."""
+    found = vars(kind).get("_wire_program", _UNCOMPILED)
+    if found is _UNCOMPILED:
+        found = _compile(kind)
+        kind._wire_program = found  # type: ignore[attr-defined]
+    return found  # type: ignore[no-any-return]
 
 
 def _compile(kind: Type) -> tuple[Any, ...] | None:
