@@ -235,7 +235,10 @@ static PyObject *wire_decode(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "O!O!nn", &PyTuple_Type, &program, &PyMemoryView_Type, &view, &pos, &end))
         return NULL;
     Py_buffer buffer;
-    if (PyObject_GetBuffer(view, &buffer, PyBUF_SIMPLE) < 0) return NULL;
+    if (PyObject_GetBuffer(view, &buffer, PyBUF_SIMPLE) < 0) { /* released, or not contiguous */
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
     if (pos < 0 || end < pos || end > buffer.len) {
         PyBuffer_Release(&buffer);
         Py_RETURN_NONE;
@@ -346,7 +349,8 @@ static int put_string(Wr *w, PyObject *value, int compact) {
 static int put_bytes(Wr *w, PyObject *value, int compact) {
     Py_buffer buffer;
     if (PyObject_GetBuffer(value, &buffer, PyBUF_SIMPLE) < 0) return -1;
-    int failed = buffer.len > INT32_MAX ||
+    /* the reference writes len(value), which counts items: other than bytes, declined */
+    int failed = PyObject_Length(value) != buffer.len || buffer.len > INT32_MAX ||
                  (compact ? put_uvarint(w, (uint64_t)buffer.len + 1) : put_be(w, buffer.len, 4)) < 0 ||
                  put(w, buffer.buf, buffer.len) < 0;
     PyBuffer_Release(&buffer);
@@ -391,7 +395,9 @@ static int encode_struct(PyObject *program, PyObject *value, Wr *w) {
     for (Py_ssize_t k = 0; k < n && count; k++) {
         PyObject *spec = PyTuple_GET_ITEM(tagged, k);
         PyObject *field = PyDict_GetItemWithError(value, PyTuple_GET_ITEM(spec, 1));
+        if (field == NULL && PyErr_Occurred()) return -1;
         if (field == NULL || field == Py_None) continue;
+        Py_INCREF(field); /* held: the dict may change while the fields before it are encoded */
         Wr inner = {NULL, 0, 0, NULL, 0};
         inner.chunks = PyList_New(0);
         if (inner.chunks == NULL) return -1;
@@ -401,6 +407,7 @@ static int encode_struct(PyObject *program, PyObject *value, Wr *w) {
                      put_uvarint(w, (uint64_t)inner.len) < 0 || put(w, inner.data, inner.len) < 0;
         PyMem_Free(inner.data);
         Py_DECREF(inner.chunks);
+        Py_DECREF(field);
         if (failed) return -1;
     }
     return 0;
@@ -415,13 +422,27 @@ static int encode_array(PyObject *program, PyObject *value, Wr *w, int compact) 
     Py_ssize_t n = PySequence_Fast_GET_SIZE(value);
     if (n > INT32_MAX || (compact ? put_uvarint(w, (uint64_t)n + 1) : put_be(w, n, 4)) < 0) return -1;
     PyObject *element = PyTuple_GET_ITEM(program, 3);
-    PyObject **items = PySequence_Fast_ITEMS(value);
-    for (Py_ssize_t i = 0; i < n; i++)
-        if (encode_value(element, items[i], w) < 0) return -1;
-    return 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        /* an element's own code (a __bool__, a region's length) may change the list: read each
+         * item again, and decline if the count written no longer holds */
+        if (PySequence_Fast_GET_SIZE(value) != n) return -1;
+        if (encode_value(element, PySequence_Fast_GET_ITEM(value, i), w) < 0) return -1;
+    }
+    return PySequence_Fast_GET_SIZE(value) == n ? 0 : -1;
 }
 
+static int encode_one(PyObject *program, PyObject *value, Wr *w);
+
+/* ``value`` is often borrowed from a dict or a list, and encoding it may run Python code (a
+ * __bool__, a region's length) that changes them: it is held while it is encoded. */
 static int encode_value(PyObject *program, PyObject *value, Wr *w) {
+    Py_INCREF(value);
+    int result = encode_one(program, value, w);
+    Py_DECREF(value);
+    return result;
+}
+
+static int encode_one(PyObject *program, PyObject *value, Wr *w) {
     long code = PyLong_AsLong(PyTuple_GET_ITEM(program, 0));
     int64_t v;
     int truth;
@@ -459,7 +480,7 @@ static int encode_value(PyObject *program, PyObject *value, Wr *w) {
     case T_UUID: {
         Py_buffer buffer;
         if (PyObject_GetBuffer(value, &buffer, PyBUF_SIMPLE) < 0) return -1;
-        int failed = buffer.len != 16 || put(w, buffer.buf, 16) < 0;
+        int failed = buffer.len != 16 || PyObject_Length(value) != 16 || put(w, buffer.buf, 16) < 0;
         PyBuffer_Release(&buffer);
         return failed ? -1 : 0;
     }

@@ -6,6 +6,7 @@ bytes the same reading, or a refusal where the reference raises (which then name
 
 from __future__ import annotations
 
+import array
 import struct
 from typing import Any
 
@@ -18,6 +19,7 @@ from kafkalog.protocol import ApiKey, compiled, lookup
 from kafkalog.protocol.frames import REQUEST_HEADER_V2, encode_request
 from kafkalog.protocol.types import (
     BOOLEAN,
+    BYTES,
     COMPACT_NULLABLE_STRING,
     COMPACT_RECORDS,
     COMPACT_STRING,
@@ -26,6 +28,7 @@ from kafkalog.protocol.types import (
     REQUIRED,
     UNSIGNED_VARINT,
     UUID,
+    Array,
     CompactArray,
     FlexibleSchema,
     Reader,
@@ -217,3 +220,42 @@ def test_a_frame_the_c_walk_declines_still_fails_with_the_references_error() -> 
     """Through the frames: the error a caller sees names the fault, C built or not."""
     with pytest.raises(ProtocolError, match=r"does not fit"):
         encode_request(PRODUCE, 1, "c", {**GOOD_PRODUCE, "acks": 40000})
+
+
+class ClearsItsList:
+    """A value whose truth, asked while its list is encoded, empties that list."""
+
+    def __init__(self, owner: list[Any]) -> None:
+        self.owner = owner
+
+    def __bool__(self) -> bool:
+        self.owner.clear()
+        return True
+
+
+def test_values_changed_while_they_are_encoded_are_declined_not_read_after_they_are_gone() -> None:
+    """Encoding may run a value's own code (its truth, a region's length); what it changes is the
+    reference's to encode, and the C walk never reads freed memory meanwhile."""
+    assert native is not None
+    flags = Schema(("flags", Array(BOOLEAN)))
+    items: list[Any] = []
+    items.extend([ClearsItsList(items), True, False])
+    assert native.encode(compiled.program(flags), {"flags": items}) is None
+    assert items == []
+
+
+def test_bytes_like_values_of_wider_items_are_the_references_to_encode() -> None:
+    """The reference writes len(value), which counts items: an array of ints is not its bytes."""
+    assert native is not None
+    wide = array.array("i", [1, 2])
+    assert native.encode(compiled.program(WITH_TAGS), {**GOOD_TAGGED, "id": array.array("i", [1, 2, 3, 4])}) is None
+    schema = Schema(("data", BYTES))
+    assert native.encode(compiled.program(schema), {"data": wide}) is None
+    assert native.encode(compiled.program(schema), {"data": memoryview(b"ab")}) == ([b"\x00\x00\x00\x02ab"], 6)
+
+
+def test_a_frame_whose_bytes_cannot_be_had_is_declined() -> None:
+    assert native is not None
+    view = memoryview(b"\x00\x01")
+    view.release()
+    assert native.decode(compiled.program(PRODUCE.request), view, 0, 0) is None
