@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
-from pipelines.catalog.desired import TableSpec, literal, physical_name, quoted
+from pipelines.catalog.desired import TableSpec, literal, physical_name, publishing_name, quoted, view_over
 from pipelines.catalog.metastore import Registered, SparkMetastore, same_location
 from pipelines.errors import CatalogError
 from pipelines.progress import counted
@@ -128,12 +128,15 @@ def table_changes(
                        lambda m: m.sql(f"ALTER TABLE {spec.qualified(spec.table)} ADD COLUMNS ({added})")),
             )  # fmt: skip
         behind += _partition_changes(metastore, spec, table)
+    # a publish under way or cut short keeps the view on its publishing table: it settles it
+    held = publishing_name(spec.name, spec.generation)
+    publish_holds = spec.publishing and view is not None and view.view_text == view_over(spec.database, held)
     if view is None:
         switch.append(
             Change(name, f"create view {name} over {table} (run #{spec.shown_run})",
                    lambda m: m.sql(f"CREATE VIEW {spec.qualified(spec.name)} AS {spec.view_sql()}"), switch=True),
         )  # fmt: skip
-    elif view.view_text != spec.view_sql():
+    elif view.view_text != spec.view_sql() and not publish_holds:
         now = _shown(view.view_text)
         later = f"generation {spec.generation}"
         what = f"{now} → {later}" if now != later else f"up to run #{spec.shown_run}"
@@ -142,6 +145,8 @@ def table_changes(
                    lambda m: m.sql(f"ALTER VIEW {spec.qualified(spec.name)} AS {spec.view_sql()}"), switch=True),
         )  # fmt: skip
     for other in existing_tables:
+        if other == held and publish_holds:
+            continue
         if re.fullmatch(re.escape(spec.name) + r"__gen\d+__publishing", other):  # a publish cut short: once
             switch.append(  # the view reads the generation's table again, nobody reads this one
                 Change(f"{spec.database}.{other}", f"drop {spec.database}.{other} (left by a publish cut short)",

@@ -87,6 +87,10 @@ class TableSpec:
     """The view's condition (raw: the rows of whole runs); empty: every row."""
     shown_run: int = 0
     """The newest run the view shows."""
+    publishing: bool = False
+    """An output with staged rows not yet cleaned up: a publish may be under way or cut short. If
+    its view reads the generation's publishing table, the publish settles it (a sync switching
+    it back would show readers the old rows until the publish is run again)."""
 
     @property
     def table(self) -> str:
@@ -152,6 +156,8 @@ def output_table(
         return None
     location = absolute_location(directory)
     partitions = {p: f"{location}/{partition_path(output.partition_by, p)}" for p in sorted(found)}
+    staging = f"{output.path.rstrip('/')}/_staging"
+    publishing = storage.exists(staging) and bool(storage.list(staging))
     newest = partitions[max(partitions)]  # the newest partition has every column a later step added
     schema = spark.read.parquet(newest).schema
     columns = tuple((f.name, f.dataType.simpleString()) for f in schema.fields if f.name not in output.partition_by)
@@ -165,6 +171,7 @@ def output_table(
         partition_columns=output.partition_by,
         partitions=partitions,
         shown_run=seq,
+        publishing=publishing,
     )
 
 

@@ -98,6 +98,11 @@ def test_readers_by_name_see_whole_runs_and_generations_through_crashes_and_a_re
     shown = seen["flow.outputs_shown"]
     assert shown["at_crash"]["by_name"]["hourly"] == shown["after"]["hourly"] > shown["before"]["hourly"]
     assert "hourly__gen0__publishing" in shown["at_crash"]["tables"], shown["at_crash"]
+    # a load's sync before the publish runs again leaves the view where the publish left it (not
+    # back on the old rows): the publish settles it
+    after_a_load = shown["at_crash"]["after_a_load"]
+    assert after_a_load["by_name"]["hourly"] == shown["at_crash"]["by_name"]["hourly"], after_a_load
+    assert "hourly__gen0__publishing" in after_a_load["tables"], after_a_load
     assert all(not t.endswith("__publishing") for point in points for t in seen[point]["tables"]), seen
     # through every crash and run, no reading by name was smaller than the one before (rows only
     # came: a partition missing for a moment, while publish swapped it, would have been)
