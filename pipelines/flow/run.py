@@ -20,7 +20,9 @@ Airflow task each) or all in one go (``run_all``), and each is idempotent:
   kept, under quarantine) and, under ``loaded``, every check on the rows as loaded (expect.Loaded).
 - **publish**: per output, the partitions to replace (stored first, so a retry replaces the same
   ones) are swapped in: the old partition directory moves to ``_trash``, the staged one into its
-  place (renames that never replace), then the trash is deleted and a marker records the publish.
+  place (renames that never replace); once all are in place a file says so (a retry after it only
+  cleans up: the staged rows may be half deleted by then), then the trash and the staged rows are
+  deleted and a marker records the publish.
   A partition in scope for which the run produced no rows is removed; rows outside the scope are
   refused (they would replace a partition computed from other rows). Once a publish has started,
   validation of that output is a no-op; once the markers exist, every stage is: re-running an
@@ -185,6 +187,11 @@ class FlowRun:
 
     def _publish_plan(self, seq: int, output: Output) -> str:
         return f"{self._flow_dir(seq)}/publish/{output.name}.json"
+
+    def _publish_swapped(self, seq: int, output: Output) -> str:
+        """Written once every partition of the plan is in place, before the staged rows are deleted:
+        a retry after that only cleans up (the staged rows may be half deleted by then)."""
+        return f"{self._flow_dir(seq)}/publish/{output.name}.swapped"
 
     def published(self, seq: int) -> bool:
         return all(self.raw_storage.exists(self._published_marker(seq, o)) for o in self.spec.outputs)
@@ -366,8 +373,33 @@ class FlowRun:
             remove = sorted(in_scope - set(replace))
             # stored before the first rename: a retry after a crash finishes the same publish
             self.raw_storage.write_new(plan_path, json.dumps({"replace": replace, "remove": remove}).encode())
-        generation = self.state.current_generation()
         copy_root = f"{output.path.rstrip('/')}/_staging/{self._tag(seq)}-copy"
+        swapped = self._publish_swapped(seq, output)
+        if not self.raw_storage.exists(swapped):
+            self._swap_in(seq, output, storage, base, staged_root, trash_root, copy_root, replace, remove)
+            with contextlib.suppress(AlreadyExistsError):
+                self.raw_storage.write_new(swapped, b"")
+        partitions = replace + remove
+        storage.delete(trash_root, recursive=True)
+        storage.delete(staged_root, recursive=True)
+        storage.delete(copy_root, recursive=True)
+        self.reporter.note(f"output {output.name}: {counted(len(partitions), 'partition')} published from run #{seq}")
+        return partitions
+
+    def _swap_in(
+        self,
+        seq: int,
+        output: Output,
+        storage: Storage,
+        base: str,
+        staged_root: str,
+        trash_root: str,
+        copy_root: str,
+        replace: list[Partition],
+        remove: list[Partition],
+    ) -> None:
+        """The partitions of the plan swapped into ``base`` (readers by name shown each at once)."""
+        generation = self.state.current_generation()
         by_name = self.readers is not None and self.readers.shows(output, generation)
         if by_name:  # readers by name read the staged rows while the directories are swapped
             assert self.readers is not None
@@ -393,12 +425,6 @@ class FlowRun:
             self.readers.settle(
                 output, generation, {p: f"{base}/{partition_path(output.partition_by, p)}" for p in replace}, remove
             )
-        partitions = replace + remove
-        storage.delete(trash_root, recursive=True)
-        storage.delete(staged_root, recursive=True)
-        storage.delete(copy_root, recursive=True)
-        self.reporter.note(f"output {output.name}: {counted(len(partitions), 'partition')} published from run #{seq}")
-        return partitions
 
     @staticmethod
     def _swap_keeping_staged(storage: Storage, new: str, final: str, old: str, copy: str) -> None:

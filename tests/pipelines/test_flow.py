@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from collections import defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -228,6 +229,56 @@ def test_a_publish_that_dies_midway_is_completed_by_the_next_one(
     for output in ("hourly_page_views", "user_sessions"):
         base = tmp_path / "warehouse" / output
         assert not list((base / "_staging").rglob("*.parquet")) and not list((base / "_trash").rglob("*.parquet"))
+
+
+class ReadersByName:
+    """Readers by name as publish sees them (pipelines.flow.run.Readers), without a metastore: what
+    publish does to the directories for them (a copy of the staged rows swapped in, the staged rows
+    kept until every partition is in place) is what the test below is about."""
+
+    def __init__(self) -> None:
+        self.shown: list[str] = []
+
+    def shows(self, output: Any, generation: int) -> bool:
+        return True
+
+    def stage(self, output: Any, generation: int, locations: dict[Any, str], removed: list[Any]) -> None:
+        self.shown.append("stage")
+
+    def settle(self, output: Any, generation: int, locations: dict[Any, str], removed: list[Any]) -> None:
+        self.shown.append("settle")
+
+
+def test_a_publish_that_dies_while_deleting_its_staged_rows_loses_nothing_when_run_again(
+    tmp_path: Path, broker: BrokerProcess, spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every partition was in place when the staged rows began to be deleted: publishing again
+    only cleans up. (It swapped the half-deleted staged rows into place, over the published ones.)"""
+    events = list(page_views(START, 150, seed=6))
+    send(broker.bootstrap, "web.page_views", events)
+    spec = load_spec(example_spec(tmp_path, "page_views", broker.bootstrap))
+    flow, seq = load_and_validate(spec, spark)
+    flow.readers = ReadersByName()  # publish keeps the staged rows whole for them until the end
+    original = LocalStorage.delete
+
+    def dies_half_way_through_the_staged_rows(self: LocalStorage, path: str, *, recursive: bool = False) -> bool:
+        if re.search(r"/_staging/[^/]+-\d{6}$", path):  # a run's staged rows (not their copies)
+            for file in sorted(Path(path).rglob("*.parquet"))[::2]:
+                file.unlink()  # some of them gone, as a crash in the middle leaves it
+            raise OSError(5, "Input/output error")
+        return original(self, path, recursive=recursive)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(LocalStorage, "delete", dies_half_way_through_the_staged_rows)
+        with pytest.raises((FlowError, OSError), match="Input/output error"):
+            flow.publish(seq)
+    assert not flow.published(seq)
+    assert flow.readers.shown == ["stage", "settle"]  # the first output was in place when it died
+    flow.publish(seq)
+    assert flow.published(seq)
+    # publishing again only cleaned the first up, then published the second
+    assert flow.readers.shown == ["stage", "settle", "stage", "settle"]
+    assert hourly_pages(tmp_path) == expected_hourly_pages(events)
 
 
 def test_a_flow_catches_up_loads_whose_flow_never_ran_and_empty_runs_do_nothing(
