@@ -134,16 +134,24 @@ def local_session(
 
 
 def pipeline_session(
-    spec: Any, master: str, app_name: str, conf: dict[str, str] | None = None, *, jvm_log: Path | None = None
+    spec: Any,
+    master: str,
+    app_name: str,
+    conf: dict[str, str] | None = None,
+    *,
+    jvm_log: Path | None = None,
+    check_metastore: bool = False,
 ) -> Any:
     """A local session for ``spec``'s commands: ``local_session`` with the settings that reach the
-    pipeline's metastore (pipelines.catalog.connection; the caller's ``conf`` wins)."""
+    pipeline's metastore (pipelines.catalog.connection; the caller's ``conf`` wins).
+    ``check_metastore`` (``pipelines repair``): an embedded metastore's database that Derby will
+    not open is moved aside and made anew (pipelines.catalog.embedded)."""
     from pipelines.catalog.connection import metastore_for, prepare, session_settings  # noqa: PLC0415
 
     given = conf or {}
     metastore = metastore_for(spec, given)
     session = local_session(master, app_name, {**session_settings(metastore), **given}, jvm_log=jvm_log)
-    prepare(session, metastore)
+    prepare(session, metastore, check_opens=check_metastore)
     return session
 
 

@@ -36,8 +36,11 @@ def _session_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
-def _with_session(spec: PipelineSpec, master: str, conf: tuple[str, ...], work: Callable[[Any], int]) -> NoReturn:
-    """Run ``work(spark)`` on a session that reaches ``spec``'s metastore; exit with its code."""
+def _with_session(
+    spec: PipelineSpec, master: str, conf: tuple[str, ...], work: Callable[[Any], int], *, repairing: bool = False
+) -> NoReturn:
+    """Run ``work(spark)`` on a session that reaches ``spec``'s metastore; exit with its code.
+    ``repairing``: an embedded metastore that cannot be opened is made anew first."""
     from pipelines.app.session import jvm_log_path, pipeline_session, spark_log_note  # noqa: PLC0415
     from pipelines.catalog.connection import metastore_for  # noqa: PLC0415
 
@@ -55,7 +58,9 @@ def _with_session(spec: PipelineSpec, master: str, conf: tuple[str, ...], work: 
     jvm_log = jvm_log_path(f"pipelines-tables-{spec.name}")
     code = EXIT_FAILED
     try:
-        spark = pipeline_session(spec, master, f"pipelines-tables-{spec.name}", settings, jvm_log=jvm_log)
+        spark = pipeline_session(
+            spec, master, f"pipelines-tables-{spec.name}", settings, jvm_log=jvm_log, check_metastore=repairing
+        )
     except PipelineError as exc:
         sys.exit(fail(exc))
     try:
@@ -151,7 +156,8 @@ def _render(comparison: Any) -> None:
 def repair(pipeline: str, master: str, conf: tuple[str, ...]) -> None:
     """Bring PIPELINE's tables in the metastore back to its committed state: what every run does at
     its end (after a crash, or with the metastore away, the next run or this command catches up).
-    Idempotent: a second repair changes nothing."""
+    An embedded metastore whose database cannot be opened is moved aside and made anew, its tables
+    registered again from the committed manifests. Idempotent: a second repair changes nothing."""
     spec = pipeline_file(pipeline)
 
     def work(spark: Any) -> int:
@@ -168,7 +174,7 @@ def repair(pipeline: str, master: str, conf: tuple[str, ...]) -> None:
             click.echo(f"done: {change.what}")
         return EXIT_OK
 
-    _with_session(spec, master, conf, work)
+    _with_session(spec, master, conf, work, repairing=True)
 
 
 @click.command()

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from pipelines.catalog.embedded import DATABASE, derby_url, ensure_whole
 from pipelines.config.pipeline import PipelineSpec
 from pipelines.errors import CatalogError
 
@@ -47,7 +48,8 @@ class Metastore:
 
     @property
     def derby_url(self) -> str:
-        return f"jdbc:derby:;databaseName={self.address}/db;create=true"
+        """Without ``create=true``: the database is made aside before (pipelines.catalog.embedded)."""
+        return derby_url(Path(self.address, DATABASE))
 
 
 def embedded_directory(spec: PipelineSpec) -> str:
@@ -58,6 +60,26 @@ def embedded_directory(spec: PipelineSpec) -> str:
             root = root[len(prefix) :]
             break
     return str(Path(root).absolute() / "_pipeline" / "metastore")
+
+
+SPARK_DEFAULT_WAREHOUSE = "spark-warehouse"
+"""Spark's warehouse directory when nothing names one: ``spark-warehouse`` in the working directory."""
+
+
+def database_location(spec: PipelineSpec, spark: Any) -> str | None:
+    """Where a database the pipeline creates goes: None (the session's warehouse directory) when
+    the session or the cluster's configuration names one (``spark.sql.warehouse.dir``, or Hive's
+    ``hive.metastore.warehouse.dir`` in hive-site.xml); else ``<raw>/_pipeline/databases/<db>.db``,
+    beside the pipeline's state, never Spark's default ``spark-warehouse/`` in whatever directory
+    the command ran in. Every table is external, so nothing is written there but the directory."""
+    warehouse = str(spark.conf.get("spark.sql.warehouse.dir", "") or "")
+    default = warehouse.rstrip("/").endswith(f"/{SPARK_DEFAULT_WAREHOUSE}") and warehouse.startswith("file:")
+    if warehouse and not default:
+        return None
+    root = spec.raw.path.rstrip("/")
+    if "://" not in root and not root.startswith("file:"):
+        root = f"file:{Path(root).absolute()}"
+    return f"{root}/_pipeline/databases/{spec.tables.database}.db"
 
 
 def _hive_site_configured(conf: Mapping[str, str]) -> bool:
@@ -110,9 +132,10 @@ def session_settings(metastore: Metastore | None) -> dict[str, str]:
     return settings
 
 
-def prepare(spark: Any, metastore: Metastore | None) -> None:
+def prepare(spark: Any, metastore: Metastore | None, *, check_opens: bool = False) -> None:
     """Before the session's first catalog call: Derby's log goes beside its database, not into the
-    working directory (Derby reads the property when it boots, at that first call); Hive's
+    working directory (Derby reads the property when it boots); the embedded database is whole
+    (pipelines.catalog.embedded; ``check_opens``, for ``pipelines repair``: it opens, too); Hive's
     start-up warnings about its own settings, the same every run and nothing a user can act on,
     are not printed (its errors are). Then Hive's client is started on a thread of its own (see
     ``_start_client``)."""
@@ -122,6 +145,8 @@ def prepare(spark: Any, metastore: Metastore | None) -> None:
     if metastore.kind == "embedded":
         Path(metastore.address).mkdir(parents=True, exist_ok=True)
         jvm.java.lang.System.setProperty("derby.stream.error.file", f"{metastore.address}/derby.log")
+        if spark.sparkContext.getConf().get(DERBY_SETTING, "") == metastore.derby_url:  # not a session of its own
+            ensure_whole(jvm, metastore.address, check_opens=check_opens)
     for logger in ("org.apache.hadoop.hive", "hive"):
         jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(logger, jvm.org.apache.logging.log4j.Level.ERROR)
     threading.Thread(target=_start_client, args=(spark, metastore), name="metastore-client", daemon=True).start()

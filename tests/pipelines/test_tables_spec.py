@@ -102,7 +102,7 @@ def test_which_metastore_a_session_is_started_for(tmp_path: Path, monkeypatch: p
     settings = session_settings(embedded)
     assert settings["spark.sql.catalogImplementation"] == "hive"
     assert settings["spark.hadoop.javax.jdo.option.ConnectionURL"] == (
-        "jdbc:derby:;databaseName=/data/raw/clicks/_pipeline/metastore/db;create=true"
+        "jdbc:derby:;databaseName=/data/raw/clicks/_pipeline/metastore/db"
     )
     # Spark configured with a metastore of its own: auto uses it
     assert metastore_for(local, {"spark.hadoop.hive.metastore.uris": "thrift://hms:9083"}) == Metastore("spark")

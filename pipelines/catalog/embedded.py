@@ -1,0 +1,155 @@
+"""The embedded metastore's Derby database: never found half made in its place.
+
+Role: before a session's Hive client first opens the embedded metastore (pipelines.catalog
+connection's ``prepare``), make sure ``<metastore>/db`` is a whole Derby database:
+
+- it is **made aside and renamed into place**: Derby creates it in ``db.creating-<token>`` (in this
+  driver's JVM, through JDBC), the database is shut down, and the directory renamed to ``db``. A
+  process killed while Derby creates its files leaves only the aside directory, which a later
+  run removes; Hive's client never opens the database with ``create=true``;
+- a ``db`` without Derby's ``service.properties`` (half made by a killed run of an earlier version,
+  or by a copy cut short) cannot be opened by anyone: it is moved aside to ``db.broken-<time>``
+  and made anew;
+- ``repair`` also opens it: one Derby refuses to start (its files damaged) is moved aside the
+  same way. One another process has open is left alone (that is not damage).
+
+Nothing is lost by making it anew: every table, view and partition the metastore holds is
+computed from the committed manifests (pipelines.catalog.desired), and the next sync (the run's
+own, or ``pipelines repair``) registers them all again. Hive's own tables inside the database
+(made by DataNucleus on first use) need no such care: Derby keeps each of their creations whole,
+and a table still missing is made at the next start.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import shutil
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from pipelines.errors import CatalogError
+
+log = logging.getLogger(__name__)
+
+DATABASE = "db"
+"""The database's directory in the metastore's directory."""
+WHOLE_MARK = "service.properties"
+"""The file Derby writes when it has made a database; without it the database cannot be opened."""
+CREATING = f"{DATABASE}.creating-"
+BROKEN = f"{DATABASE}.broken-"
+LEFTOVER_AGE_S = 3600.0
+"""An aside directory this old is a dead creator's (a live one renames its own within seconds)."""
+BOOTED_ELSEWHERE = "XSDB6"
+"""Derby's SQLState for a database another process (or class loader) has open."""
+
+
+def derby_url(database: Path, *, create: bool = False) -> str:
+    return f"jdbc:derby:;databaseName={database}" + (";create=true" if create else "")
+
+
+def ensure_whole(jvm: Any, directory: str, *, check_opens: bool = False) -> list[str]:
+    """Make ``<directory>/db`` a whole Derby database (see the module doc) through the JVM ``jvm``,
+    before any Hive client opens it; ``check_opens`` (``pipelines repair``): open it too. Returns
+    what was done, for the person running the command (empty when nothing was)."""
+    root = Path(directory)
+    root.mkdir(parents=True, exist_ok=True)
+    _remove_dead_creations(root)
+    database = root / DATABASE
+    done: list[str] = []
+    if database.exists():
+        problem = None if (database / WHOLE_MARK).is_file() else f"it has no {WHOLE_MARK} (its creation was cut short)"
+        if problem is None and check_opens:
+            problem = _refusal(jvm, database)
+        if problem is None:
+            return done
+        aside = _move_aside(database)
+        done.append(
+            f"the embedded metastore's database {database} could not be used ({problem}): moved to {aside}, "
+            "and made anew; the tables are registered again from the committed manifests"
+        )
+    _create(jvm, root)
+    for line in done:
+        log.warning("%s", line)
+    return done
+
+
+def _remove_dead_creations(root: Path) -> None:
+    for leftover in root.glob(f"{CREATING}*"):
+        try:
+            if time.time() - leftover.stat().st_mtime > LEFTOVER_AGE_S:
+                shutil.rmtree(leftover)
+        except OSError as exc:  # only tidying: the leftover is in nobody's way
+            log.info("could not remove %s: %s", leftover, exc)
+
+
+def _move_aside(database: Path) -> Path:
+    aside = database.with_name(f"{BROKEN}{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:6]}")
+    try:
+        database.rename(aside)
+    except OSError as exc:
+        raise CatalogError(f"moving the unusable metastore database {database} aside to {aside} failed: {exc}") from exc
+    return aside
+
+
+def _create(jvm: Any, root: Path) -> None:
+    """Derby makes the database aside; shut down, it is renamed into place (refused if a
+    concurrent run put one there first: theirs is kept, this one removed)."""
+    aside = root / f"{CREATING}{uuid.uuid4().hex[:12]}"
+    try:
+        _connect(jvm, derby_url(aside, create=True)).close()
+        _shut_down(jvm, aside)
+    except Exception as exc:  # py4j's Py4JJavaError carrying Derby's SQLException
+        shutil.rmtree(aside, ignore_errors=True)
+        raise CatalogError(f"creating the embedded metastore's database in {aside} failed: {_first_line(exc)}") from exc
+    if not (aside / WHOLE_MARK).is_file():
+        shutil.rmtree(aside, ignore_errors=True)
+        raise CatalogError(f"creating the embedded metastore's database in {aside} failed: Derby wrote no {WHOLE_MARK}")
+    try:
+        aside.rename(root / DATABASE)
+    except OSError as exc:
+        shutil.rmtree(aside, ignore_errors=True)
+        if (root / DATABASE / WHOLE_MARK).is_file():
+            return  # another run made it at the same moment
+        raise CatalogError(f"renaming {aside} to {root / DATABASE} failed: {exc}") from exc
+
+
+def _refusal(jvm: Any, database: Path) -> str | None:
+    """Why Derby will not open ``database`` (its first line), or None if it opens or another
+    process has it open."""
+    try:
+        _connect(jvm, derby_url(database)).close()
+    except Exception as exc:
+        if BOOTED_ELSEWHERE in str(exc):
+            return None
+        return _first_line(exc)
+    _shut_down(jvm, database)
+    return None
+
+
+def _connect(jvm: Any, url: str) -> Any:
+    return jvm.java.sql.DriverManager.getConnection(url)
+
+
+def _shut_down(jvm: Any, database: Path) -> None:
+    """Close ``database`` in this JVM's Derby so that its files are complete and free: Derby
+    answers a shutdown that worked with an SQLException (08006), which is the expected answer."""
+    try:
+        _connect(jvm, f"{derby_url(database)};shutdown=true")
+    except Exception as exc:
+        if "08006" not in str(exc) and "shutdown" not in str(exc):
+            raise
+        return
+    raise CatalogError(f"Derby did not shut down {database}")
+
+
+def _first_line(exc: BaseException) -> str:
+    """Derby's first cause out of py4j's text: its innermost ``ERROR <SQLState>: …`` (the outer
+    ones say "see the next exception for details"), else the Java exception's own line."""
+    lines = [line.strip().removeprefix("Caused by:").strip().lstrip(": ").strip() for line in str(exc).splitlines()]
+    derby = [line for line in lines if re.match(r"(\S+: )?ERROR [0-9A-Z]{5}: ", line)]
+    if derby:
+        return derby[-1]
+    return next((line for line in lines if "Exception" in line), next((line for line in lines if line), repr(exc)))
