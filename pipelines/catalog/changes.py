@@ -67,13 +67,15 @@ def _shown(view_text: str | None) -> str:
     return f"generation {found.group(1)}" + (" (a publish cut short)" if found.group(2) else "")
 
 
-def database_change(metastore: SparkMetastore, database: str) -> list[Change]:
-    """The database's creation, if it is missing."""
+def database_change(metastore: SparkMetastore, database: str, location: str | None = None) -> list[Change]:
+    """The database's creation, if it is missing: at ``location`` if given, else where the
+    session's warehouse directory says."""
     if metastore.database_exists(database):
         return []
+    where = "" if location is None else f" LOCATION {literal(location)}"
     return [
         Change(database, f"create database {database}",
-               lambda m: m.sql(f"CREATE DATABASE IF NOT EXISTS {quoted(database)}")),
+               lambda m: m.sql(f"CREATE DATABASE IF NOT EXISTS {quoted(database)}{where}")),
     ]  # fmt: skip
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from pipelines import faults
 from pipelines.catalog.changes import Change, database_change, table_changes
-from pipelines.catalog.connection import Metastore, attach
+from pipelines.catalog.connection import Metastore, attach, database_location
 from pipelines.catalog.desired import TableSpec, desired_tables
 from pipelines.catalog.metastore import SparkMetastore
 from pipelines.config.pipeline import PipelineSpec
@@ -48,7 +48,9 @@ def compare(spec: PipelineSpec, state: PipelineState, spark: Any, metastore: Met
         return storage_for(path, spark=spark, webhdfs_url=spec.webhdfs_url_for(path))
 
     tables = desired_tables(spec, state, spark, storage_of)
-    behind: list[Change] = database_change(catalog, spec.tables.database) if tables else []
+    behind: list[Change] = (
+        database_change(catalog, spec.tables.database, database_location(spec, spark)) if tables else []
+    )
     database_exists = not behind
     switches: list[Change] = []
     for table in tables:

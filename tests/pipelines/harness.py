@@ -86,8 +86,11 @@ def write_spec(
     return path
 
 
-def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    """``pipelines <args>`` in a child process (its own driver: it may crash without harming us)."""
+def run_cli(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 300, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``pipelines <args>`` in a child process (its own driver: it may crash without harming us),
+    in the directory ``cwd`` (default: this one)."""
     return subprocess.run(
         [str(PIPELINES), *args],
         capture_output=True,
@@ -95,6 +98,7 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300)
         timeout=timeout,
         env={**os.environ, **(env or {})},
         check=False,
+        cwd=cwd,
     )
 
 

@@ -138,8 +138,11 @@ def test_readers_by_name_see_whole_runs_and_generations_through_crashes_and_a_re
 def test_with_the_metastore_down_a_run_commits_fails_clearly_and_repair_registers(
     tmp_path: Path, hive_metastore: HiveMetastoreProcess
 ) -> None:
+    """Also: with no ``spark.sql.warehouse.dir``, the database the pipeline creates is placed beside
+    its state, and nothing is written into the directory the commands run in."""
     dead = f"thrift://127.0.0.1:{free_port()}"
-    warehouse = ("--conf", f"spark.sql.warehouse.dir={(tmp_path / 'warehouse-dir').as_uri()}")
+    here = tmp_path / "working-directory"
+    here.mkdir()
     with BrokerProcess(tmp_path / "broker") as broker:
         produce(broker.bootstrap, "events", 80, partitions=2)
 
@@ -147,7 +150,7 @@ def test_with_the_metastore_down_a_run_commits_fails_clearly_and_repair_register
             return write_spec(tmp_path, broker.bootstrap, tmp_path / "raw", name="ops_events",
                               tables={"metastore": metastore, "database": "ops"})  # fmt: skip
 
-        failed = run_cli("run", str(spec(dead)), "--master", "local[2]", *warehouse)
+        failed = run_cli("run", str(spec(dead)), "--master", "local[2]", cwd=here)
         assert failed.returncode == 1, failed.stderr
         error = [line for line in failed.stderr.splitlines() if line.startswith("error:")]
         assert len(error) == 1 and f"the Hive metastore at {dead}" in error[0], failed.stderr
@@ -155,7 +158,7 @@ def test_with_the_metastore_down_a_run_commits_fails_clearly_and_repair_register
         assert oracle(tmp_path / "raw", broker.bootstrap)["rows"] == 80  # the data is committed all the same
 
     path = spec(hive_metastore.uri)
-    pending = run_cli("tables", str(path), "--json", *warehouse)
+    pending = run_cli("tables", str(path), "--json", cwd=here)
     assert pending.returncode == 1, pending.stderr
     assert pending.stdout, pending.stderr
     listed = json.loads(pending.stdout)
@@ -165,10 +168,15 @@ def test_with_the_metastore_down_a_run_commits_fails_clearly_and_repair_register
     assert any(what.startswith("create view ops.ops_events_raw") for what in listed["pending"]), listed
     assert listed["tables"][0]["pending"], listed  # the table's own pending changes, too
 
-    repaired = run_cli("repair", str(path), *warehouse)
+    repaired = run_cli("repair", str(path), cwd=here)
     assert repaired.returncode == 0, repaired.stderr
     assert "done: create view ops.ops_events_raw" in repaired.stdout
     query = "SELECT COUNT(*) AS n, COUNT(DISTINCT `offset`, `partition`) AS d FROM ops_events_raw"
-    counted = run_cli("sql", str(path), query, "--json", *warehouse)
+    counted = run_cli("sql", str(path), query, "--json", cwd=here)
     assert counted.returncode == 0, counted.stderr
     assert json.loads(counted.stdout.strip().splitlines()[-1]) == {"n": 80, "d": 80}
+    described = run_cli("sql", str(path), "DESCRIBE DATABASE ops", "--json", cwd=here)
+    assert described.returncode == 0, described.stderr
+    facts = {row["info_name"]: row["info_value"] for row in map(json.loads, described.stdout.strip().splitlines())}
+    assert facts["Location"] == f"file:{tmp_path / 'raw' / '_pipeline' / 'databases' / 'ops.db'}", facts
+    assert list(here.iterdir()) == [], "a command wrote into the directory it ran in"
