@@ -61,7 +61,8 @@ def named_in_error(spark_log: Path) -> bool:
 
 
 def fail(exc: PipelineError, spark_log: Path | None = None) -> int:
-    """Print ``exc`` as the one ``error:`` line a person reads; the exit code it means. With
+    """Print ``exc`` as the one ``error:`` line a person reads (its notes, failures met while
+    cleaning up after it, on lines of their own after it); the exit code it means. With
     ``spark_log`` (the file the session's JVM logs to: the stacks of failed tasks) and an error
     that wraps another (Spark's, a library's: there is more to it than the line says), the line
     names the file and the driver's own stack of ``exc`` is added to it: every detail in one file."""
@@ -78,7 +79,9 @@ def fail(exc: PipelineError, spark_log: Path | None = None) -> int:
             _NAMED_LOGS.add(spark_log)
         except OSError as problem:  # the error line matters more than the file
             log.debug("cannot write to %s: %s", spark_log, problem)
-    sys.stderr.write(f"{line}\n")
+    # what went wrong after the cause, while cleaning up (pipelines.ingest.lease), a line each
+    notes = "".join(f"{note}\n" for note in getattr(exc, "__notes__", ()))
+    sys.stderr.write(f"{line}\n{notes}")
     sys.stderr.flush()
     return EXIT_CONCURRENT if isinstance(exc, ConcurrentRunError) else EXIT_FAILED
 
@@ -108,7 +111,7 @@ def check_source(spec: PipelineSpec) -> None:
         else:
             brokers = list(source.bootstrap or ())
         with Client(
-            brokers, request_timeout_ms=timeout_ms, broker_version=source.broker_version, security=source.security
+            brokers, request_timeout_ms=timeout_ms, broker_version=source.assumed_version, security=source.security
         ) as client:
             answered = client.refresh_metadata(wanted)
         if source.zookeeper is None:

@@ -156,8 +156,20 @@ class Leases:
                 dead = own_lease()
                 self.write(name, replace(dead, pid=-1, renewed_ms=dead.renewed_ms + 1))
             else:
-                self.release(name)
+                try:
+                    self.release(name)
+                except PipelineError as problem:  # the body's error is the cause; this one comes second
+                    exc.add_note(f"also: {self._left_behind(name, problem)}")
             raise
         stop.set()
         thread.join()
-        self.release(name)
+        try:
+            self.release(name)
+        except PipelineError as problem:  # the work is done; a lease left behind is only tidying
+            log.warning("%s", self._left_behind(name, problem))
+
+    def _left_behind(self, name: str, problem: PipelineError) -> str:
+        return (
+            f"the lease of attempt {name} was not released ({problem}); "
+            "the next run removes it, since this process will be gone"
+        )
