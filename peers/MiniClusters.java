@@ -16,6 +16,7 @@ import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.RemoteIterator;
 import org.apache.hadoop.hdfs.DistributedFileSystem;
 import org.apache.hadoop.hdfs.MiniDFSCluster;
+import org.apache.hadoop.hdfs.protocol.HdfsConstants;
 import org.apache.hadoop.hdfs.protocol.OpenFileEntry;
 import org.apache.hadoop.hdfs.protocol.OpenFilesIterator.OpenFilesType;
 import org.apache.hadoop.yarn.api.records.ApplicationAttemptReport;
@@ -240,6 +241,14 @@ public final class MiniClusters {
             dfs.restartNameNode(0, true);
         } else if (target.equals("namenode") && action.equals("restart")) {
             dfs.restartNameNode(true);
+        } else if (target.equals("namenode") && action.equals("safemode") && words.length == 3) {
+            // what an operator's `hdfs dfsadmin -safemode enter|leave` does: the NameNode refuses changes
+            HdfsConstants.SafeModeAction mode = switch (words[2]) {
+                case "enter" -> HdfsConstants.SafeModeAction.SAFEMODE_ENTER;
+                case "leave" -> HdfsConstants.SafeModeAction.SAFEMODE_LEAVE;
+                default -> throw new IllegalArgumentException("namenode safemode enter|leave");
+            };
+            dfs.getNameNodeRpc().setSafeMode(mode, false);
         } else if (target.equals("datanode") && action.equals("stop") && words.length == 3) {
             int index = Integer.parseInt(words[2]);
             MiniDFSCluster.DataNodeProperties properties = dfs.stopDataNode(index);
@@ -256,7 +265,7 @@ public final class MiniClusters {
             dfs.restartDataNode(properties, true);
             dfs.waitActive();
         } else {
-            throw new IllegalArgumentException("unknown command (namenode stop|start|restart, datanode stop|start I, "
+            throw new IllegalArgumentException("unknown command (namenode stop|start|restart, namenode safemode enter|leave, datanode stop|start I, "
                     + "openfiles PATH, containers APP, container kill ID)");
         }
         return "";

@@ -5,15 +5,25 @@ HDFS's rename already refuses an existing destination (returns false); other Had
 (the local one among them) replace files, so ``rename`` checks first. That check and the rename are
 two calls: on those filesystems a concurrent creator of the same path can slip in between, which is
 why commit points (manifests) use create-if-absent, which every Hadoop filesystem makes atomic.
+
+A NameNode that restarts is ridden out by Hadoop's own client (``ride_out_namenode_restarts``):
+its retry policy waits while the NameNode is away or still in safe mode, for the driver's calls
+and the tasks' writes alike, and the NameNode's retry cache (rebuilt from its edit log after a
+restart) answers a repeated create or rename as it answered the first. While a call waits, a
+line every ``WAIT_NOTE_EVERY_S`` says what it waits for.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 from typing import Any
 
 from pipelines.errors import AlreadyExistsError, StorageError
 from pipelines.storage.base import FileStatus, Storage
+
+log = logging.getLogger(__name__)
 
 _STALE_CONNECTION = "java.io.EOFException"
 """What Hadoop's RPC client raises for a call sent down a connection the NameNode has closed."""
@@ -21,14 +31,51 @@ _READ_ATTEMPTS = 3
 _READ_RETRY_WAIT = 0.5
 """Seconds between tries of a read (the client reconnects on the next call)."""
 
+RETRY_POLICY = {
+    "dfs.client.retry.policy.enabled": "true",
+    # (sleep ms, tries) pairs, each sleep drawn from half to one and a half of it: ten tries about
+    # a second apart, then 24 about 5 s apart: at most about 130 s for one call
+    "dfs.client.retry.policy.spec": "1000,10,5000,24",
+}
+"""Hadoop's client retry policy for NameNode calls, applied unless the cluster's configuration
+sets its own: it retries a call the NameNode refused in safe mode (SafeModeException), and one
+whose connection failed (the NameNode away, or restarted under an open connection)."""
+RETRY_BOUND_S = 130
+"""About the longest the policy above waits for one call."""
+WAIT_NOTE_EVERY_S = 10.0
+
+
+def ride_out_namenode_restarts(conf: Any) -> bool:
+    """Give the Hadoop configuration ``conf`` (a Spark session's) each setting of ``RETRY_POLICY``
+    that neither the cluster's files nor the session's settings chose; True if it gave them all. A FileSystem takes
+    its configuration when it is first made (and is cached per scheme and authority), so this runs
+    before the session's first call to HDFS: when the driver's storage is made."""
+    given = False
+    for name, value in RETRY_POLICY.items():
+        sources = conf.getPropertySources(name)
+        chosen = [str(source) for source in sources] if sources is not None else []
+        if any(not source.endswith("-default.xml") for source in chosen):
+            given = True  # the cluster's, or --conf spark.hadoop.<name>: theirs stands
+            continue
+        conf.set(name, value, "pipelines: ride out NameNode restarts")
+    return not given
+
+
+def _reason(exc: Exception) -> str:
+    """The Java exception's own line out of py4j's text ("An error occurred while calling o12.x.\n:
+    org.apache…Exception: message"), without py4j's preamble and the colon it puts before it."""
+    text = [line.strip() for line in str(exc).strip().splitlines()]
+    line = next((line for line in text if "Exception" in line or "Error:" in line), "")
+    line = line.lstrip(": ").strip()
+    return line or next((line for line in text if line and not line.startswith("An error occurred")), repr(exc))
+
 
 def _error(what: str, path: str, exc: Exception) -> StorageError:
     """The StorageError for a failed call: the Java exception's line, AlreadyExistsError for a refusal."""
-    text = str(exc).strip().splitlines()
-    reason = next((line for line in text if "Exception" in line), text[0] if text else repr(exc))
+    reason = _reason(exc)
     if "FileAlreadyExistsException" in reason:
         return AlreadyExistsError(f"{what} {path} refused: it already exists")
-    return StorageError(f"{what} {path} failed: {reason.strip()}")
+    return StorageError(f"{what} {path} failed: {reason}")
 
 
 class HadoopStorage(Storage):
@@ -37,6 +84,7 @@ class HadoopStorage(Storage):
     def __init__(self, spark: Any) -> None:
         self._jvm = spark._jvm
         self._conf = spark._jsc.hadoopConfiguration()
+        ride_out_namenode_restarts(self._conf)
 
     def _path(self, path: str) -> Any:
         return self._jvm.org.apache.hadoop.fs.Path(path)
@@ -54,7 +102,8 @@ class HadoopStorage(Storage):
         attempts = _READ_ATTEMPTS if idempotent else 1
         for attempt in range(1, attempts + 1):
             try:
-                return action()
+                with _waiting_noted(what, path):
+                    return action()
             except Exception as exc:  # py4j raises Py4JJavaError carrying the Java exception's text
                 if attempt < attempts and _STALE_CONNECTION in str(exc):
                     time.sleep(_READ_RETRY_WAIT)
@@ -130,3 +179,32 @@ class HadoopStorage(Storage):
     def delete(self, path: str, *, recursive: bool = False) -> bool:
         p = self._path(path)
         return bool(self._call("deleting", path, lambda: self._fs(p).delete(p, recursive)))
+
+
+class _waiting_noted:
+    """While the body runs longer than ``WAIT_NOTE_EVERY_S``, a warning every so often names the
+    call and what it waits for (Hadoop's client retrying a NameNode away or in safe mode)."""
+
+    def __init__(self, what: str, path: str) -> None:
+        self._what, self._path = what, path
+        self._done = threading.Event()
+        self._started = 0.0
+
+    def __enter__(self) -> None:
+        self._started = time.monotonic()
+        threading.Thread(target=self._note, name="hdfs-wait-note", daemon=True).start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._done.set()
+
+    def _note(self) -> None:
+        while not self._done.wait(WAIT_NOTE_EVERY_S):
+            waited = time.monotonic() - self._started
+            log.warning(
+                "waiting for the NameNode: %s %s has taken %.0f s (it is restarting or in safe mode; "
+                "Hadoop's client retries a call for up to about %d s)",
+                self._what,
+                self._path,
+                waited,
+                RETRY_BOUND_S,
+            )
