@@ -33,7 +33,7 @@ from pipelines.executor.splits import open_consumer
 from pipelines.ingest.plan import Plan, Planned, plan_run, task_brokers
 from pipelines.ingest.reconcile import FileFacts, reconcile
 from pipelines.ingest.stage import SparkStager, Staged
-from pipelines.ingest.state import Manifest, OutputFile, PipelineState, Recovered
+from pipelines.ingest.state import Manifest, OutputFile, PipelineState, Recovered, lost_race
 from pipelines.layout import generation_prefix
 from pipelines.progress import Reporter, read_progress
 from pipelines.storage import Storage, storage_for
@@ -163,7 +163,7 @@ class PipelineRun:
                 if faults.is_crash(exc):
                     raise  # a dead driver cleans nothing up
                 self._discard(staging)
-                lost_to = self._winner_of(plan, exc)
+                lost_to = self._winner_of(plan, attempt, exc)
                 if lost_to is not None:
                     raise lost_to from exc
                 raise
@@ -172,7 +172,7 @@ class PipelineRun:
         self.state.remove_dead_staging(manifest.seq)  # attempts of crashed drivers at this seq
         return manifest
 
-    def _winner_of(self, plan: Plan, exc: BaseException) -> ConcurrentRunError | None:
+    def _winner_of(self, plan: Plan, attempt: str, exc: BaseException) -> ConcurrentRunError | None:
         """If another run committed ``plan``'s seq while this attempt failed, the failure is that
         run's win (whatever it broke on the way): the ConcurrentRunError to raise instead."""
         if isinstance(exc, ConcurrentRunError) or not isinstance(exc, PipelineError):
@@ -184,8 +184,7 @@ class PipelineRun:
         except PipelineError:
             return None
         return ConcurrentRunError(
-            f"pipeline {plan.pipeline}: run {other.run_id} committed run #{plan.seq} while this run "
-            f"({plan.run_id}) was loading it; this run discards its output (it failed on: {exc})"
+            f"{lost_race(plan.pipeline, plan.seq, other, attempt)} (it failed while loading: {exc})"
         )
 
     def _discard(self, staging: str) -> None:

@@ -163,6 +163,16 @@ def _seq_name(seq: int) -> str:
     return f"{seq:010d}"
 
 
+def lost_race(pipeline: str, seq: int, winner: Manifest, attempt: str) -> str:
+    """The words of a run whose attempt ``attempt`` lost run #``seq`` to ``winner``. Two runs
+    executing one stored plan share its run id (the second completes the first's plan), so each is
+    named by its attempt as well."""
+    return (
+        f"pipeline {pipeline}: attempt {winner.attempt} of run {winner.run_id} committed run #{seq} first; "
+        f"this process's attempt {attempt} of the same plan discards its output"
+    )
+
+
 class PipelineState:
     """Reads and changes the state of one pipeline under ``root`` through ``storage``."""
 
@@ -295,11 +305,8 @@ class PipelineState:
         try:
             self.storage.write_new(self.manifest_path(manifest.seq), manifest.dumps())
         except AlreadyExistsError as exc:
-            other = self.manifest(manifest.seq)
-            raise ConcurrentRunError(
-                f"pipeline {manifest.pipeline}: run {other.run_id} committed run #{manifest.seq} first; "
-                f"this run ({manifest.run_id}) loaded the same offsets and discards its output"
-            ) from exc
+            winner = self.manifest(manifest.seq)
+            raise ConcurrentRunError(lost_race(manifest.pipeline, manifest.seq, winner, manifest.attempt)) from exc
         log.info("pipeline %s: run %s committed as #%d", manifest.pipeline, manifest.run_id, manifest.seq)
         faults.crash_point("commit.after_manifest")
 

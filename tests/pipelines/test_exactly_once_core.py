@@ -188,6 +188,12 @@ def test_overlapping_runs_one_commits_the_other_stops_with_exit_3_and_cleans_its
         losing_job.execute(plan) if loser == "a" else losing_job.run()
     assert fail(lost.value) == EXIT_CONCURRENT
     assert not Path(stagings[loser]).exists(), "the loser left its staging behind"
+    # both executed run-a's plan: the words tell the winner's attempt from the loser's
+    winning = PipelineState(LocalStorage(), str(raw)).manifest(1).attempt
+    losing = stagings[loser].rsplit("-", 1)[1]
+    assert winning != losing
+    assert f"attempt {winning} of run run-a committed run #1 first" in str(lost.value)
+    assert f"this process's attempt {losing} of the same plan" in str(lost.value)
     totals = oracle(raw)
     assert totals["rows"] == 40 and totals["seqs"] == [1]
     assert leftovers(raw) == []
