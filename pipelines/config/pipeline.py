@@ -49,6 +49,26 @@ def _fail(key: str, message: str) -> SpecError:
     return SpecError(f"{key}: {message}")
 
 
+LISTENER_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+"""The security protocols a Kafka listener is named by (``PLAINTEXT://host:port``)."""
+
+
+def _broker_version(given: str | float) -> str:
+    """``source.broker_version`` checked: "0.9" (also 0.9.0 and 0.9.0.1, or unquoted 0.9 in YAML);
+    a newer version is refused with what to do instead, since it would only be ignored."""
+    text = str(given).strip()
+    if text in ("0.9", "0.9.0", "0.9.0.0", "0.9.0.1"):
+        return "0.9"
+    parts = text.split(".")
+    if all(p.isdigit() for p in parts) and (int(parts[0]), int(parts[1]) if len(parts) > 1 else 0) >= (0, 10):
+        raise _fail(
+            "broker_version",
+            f"leave it out for Kafka {text}: brokers from 0.10 on (4.x and kafkalog too) are asked which "
+            'versions they speak; only "0.9" is needed, for Apache Kafka 0.9, which cannot be asked',
+        )
+    raise _fail("broker_version", f'must be "0.9" (for Apache Kafka 0.9) or left out (any newer broker), not {given!r}')
+
+
 @dataclass(frozen=True, slots=True)
 class Source:
     """Where the messages come from: a kafkalog (or Kafka 0.9) cluster, named by bootstrap brokers or
@@ -62,8 +82,9 @@ class Source:
     ``host:port[,host:port...][/chroot]``. Topics, partitions and the broker of each are planned from
     the registry (a ``topic_pattern`` matches the registered topics); tasks read from the brokers
     registered when the run planned, and ask ZooKeeper only if none of them answers."""
-    broker_version: Literal["0.9"] | None = None
-    """Set "0.9" for an Apache Kafka 0.9 broker (it cannot answer ApiVersions)."""
+    broker_version: str | float | None = None
+    """Set "0.9" for an Apache Kafka 0.9 broker (it cannot answer ApiVersions). Leave it out for
+    everything newer (Kafka 0.10 to 4.x, kafkalog): the versions are asked of the broker."""
     request_timeout_ms: int = 30_000
     """How long one broker request may take."""
     fetch_max_bytes: int = 4 * 1024 * 1024
@@ -94,6 +115,8 @@ class Source:
                 raise _fail("zookeeper", str(exc)) from exc
         if self.bootstrap is not None:
             self._split_bootstrap(self.bootstrap)
+        if self.broker_version is not None:
+            object.__setattr__(self, "broker_version", _broker_version(self.broker_version))
         for key in ("request_timeout_ms", "fetch_max_bytes", "retry_ms"):
             if getattr(self, key) <= 0:
                 raise _fail(key, "must be positive")
@@ -107,13 +130,38 @@ class Source:
             for j, part in enumerate(parts):
                 if not part:
                     continue
-                host, sep, port = part.rpartition(":")
-                if not sep or not host or not port.isdigit():
-                    raise _fail(f"bootstrap[{i if len(bootstrap) > 1 else j}]", f"{part!r} is not host:port")
-                split.append(part)
+                where = f"bootstrap[{i if len(bootstrap) > 1 else j}]"
+                address = self._without_listener_name(part, where)
+                host, sep, port = address.rpartition(":")
+                if not sep or not host or not port.isdigit() or "/" in host:
+                    raise _fail(where, f"{address!r} is not host:port")
+                split.append(address)
         if not split:
             raise _fail("bootstrap", "at least one host:port is needed")
         object.__setattr__(self, "bootstrap", tuple(split))
+
+    @property
+    def assumed_version(self) -> str | None:
+        """The broker version the clients assume instead of asking: "0.9" or None (``broker_version``
+        as checked: a YAML number is made the same string)."""
+        return None if self.broker_version is None else str(self.broker_version)
+
+    def _without_listener_name(self, address: str, where: str) -> str:
+        """``address`` without a Kafka listener's ``PROTOCOL://`` (as a broker's ``listeners``
+        write it: a Kafka user copies it from there), which must be the source's own protocol."""
+        scheme, sep, rest = address.partition("://")
+        if not sep:
+            return address
+        if scheme.upper() not in LISTENER_PROTOCOLS:
+            raise _fail(where, f"{address!r} is not host:port (nor a Kafka listener, PLAINTEXT://host:port)")
+        if scheme.upper() != self.security.protocol:
+            raise _fail(
+                where,
+                f"{address!r} is a {scheme.upper()} listener, but this source's security.protocol is "
+                f"{self.security.protocol}: give the address of a {self.security.protocol} listener, or set "
+                f"security.protocol: {scheme.upper()}",
+            )
+        return rest
 
     @property
     def cluster(self) -> str:

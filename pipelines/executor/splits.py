@@ -61,7 +61,7 @@ def open_consumer(source: Source, brokers: Sequence[str] | None = None) -> Simpl
     return SimpleConsumer(
         bootstrap,
         zookeeper=zookeeper,
-        broker_version=source.broker_version,
+        broker_version=source.assumed_version,
         max_bytes=source.fetch_max_bytes,
         request_timeout_ms=source.request_timeout_ms,
         security=source.security,

@@ -465,13 +465,49 @@ def test_missing_required_key(tmp_path: Path, path: str) -> None:
         ("bad_records.policy", "drop", "fail, quarantine"),
         ("raw.compression", "lz4", "snappy, zstd, gzip, none"),
         ("raw.format", "orc", "parquet"),
-        ("source.broker_version", 0.9, "0.9"),  # a number, not the string "0.9"
-        ("source.broker_version", "0.10", "0.9"),
     ],
 )
 def test_invalid_literal_value(tmp_path: Path, path: str, value: Any, allowed: str) -> None:
     message = error(tmp_path, put(base(), path, value))
     assert message.startswith(f"{path}: must be one of {allowed}, not {value!r}"), message
+
+
+@pytest.mark.parametrize("given", ["0.9", 0.9, "0.9.0.1"])
+def test_broker_version_0_9_in_any_spelling(tmp_path: Path, given: Any) -> None:
+    assert load(tmp_path, put(base(), "source.broker_version", given)).source.broker_version == "0.9"
+
+
+@pytest.mark.parametrize("given", ["4.3", 4.3, "0.10", "3.9.1", "1"])
+def test_a_newer_broker_version_is_refused_with_what_to_do(tmp_path: Path, given: Any) -> None:
+    """Kafka 4.x users write the version they run; it would only be ignored (versions are asked)."""
+    message = error(tmp_path, put(base(), "source.broker_version", given))
+    assert message.startswith(f"source.broker_version: leave it out for Kafka {given}: brokers from 0.10 on"), message
+
+
+@pytest.mark.parametrize("given", ["0.8", "latest", ""])
+def test_a_broker_version_that_is_no_version_is_refused(tmp_path: Path, given: str) -> None:
+    message = error(tmp_path, put(base(), "source.broker_version", given))
+    assert message.startswith('source.broker_version: must be "0.9" (for Apache Kafka 0.9) or left out'), message
+
+
+def test_a_kafka_listener_as_bootstrap_is_taken_as_its_address(tmp_path: Path) -> None:
+    """``PLAINTEXT://host:9092``, copied from a broker's ``listeners``, is the address after ``//``."""
+    spec = load(tmp_path, put(base(), "source.bootstrap", "PLAINTEXT://kafka-a:9092,plaintext://kafka-b:9093"))
+    assert spec.source.bootstrap == ("kafka-a:9092", "kafka-b:9093")
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ("SSL://kafka-a:9093", "bootstrap[0]: 'SSL://kafka-a:9093' is a SSL listener, but this source's security"),
+        ("http://kafka-a:9092", "bootstrap[0]: 'http://kafka-a:9092' is not host:port (nor a Kafka listener"),
+        ("PLAINTEXT://", "bootstrap[0]: '' is not host:port"),
+        ("PLAINTEXT://a/b:1", "bootstrap[0]: 'a/b:1' is not host:port"),
+    ],
+)
+def test_a_listener_of_another_protocol_or_scheme_is_refused(tmp_path: Path, given: str, expected: str) -> None:
+    message = error(tmp_path, put(base(), "source.bootstrap", given))
+    assert message.startswith(f"source.{expected}"), message
 
 
 @pytest.mark.parametrize(
