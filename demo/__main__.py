@@ -3,7 +3,7 @@
 1. Starts three kafkalog brokers: one per data center (us-east, eu-west) and the aggregate; with
    ``--zookeeper`` (``make demo-zk``) a ZooKeeper server too, where each cluster registers under its
    own chroot. Then the mirror-maker, data centers → aggregate. Every server listens on a free
-   loopback port (or on ``--port-base`` and the three after it), so demos never collide.
+   loopback port (or on ``--port-base`` and the ports after it), so demos never collide.
 2. Produces a day of web activity in both data centers and waits until the aggregate holds every
    message (counted: nothing missing, nothing twice).
 3. Runs the page_views pipeline (conf/pipelines/page_views.yaml, with its source pointed at this
@@ -17,7 +17,8 @@
 5. Rewinds to six hours ago and replays (dry run first), and checks that the warehouse tables
    after the replay hold exactly the rows they held before.
 6. Queries the raw layer and the warehouse tables by name (``pipelines sql``): every run registered
-   them in the metastore, the embedded one here (not with ``--hadoop``, whose raw layer is on HDFS).
+   them in the metastore: the embedded one here; with ``--hadoop``, a Hive metastore service started
+   beside HDFS.
 7. Prints a short report (and writes it as JSON to .cache/demo/demo-report.json) and stops every
    process it started.
 
@@ -45,6 +46,8 @@ from rich.table import Table
 
 from demo.activity import DATA_CENTERS, activity
 from demo.hadoop import LAUNCHER, client_env, launcher_argv, listing, ready_addresses, yarn_submit_conf
+from demo.metastore import derby_settings
+from demo.metastore import launcher_argv as metastore_argv
 from demo.processes import (
     ZOOKEEPER_JAR,
     DemoError,
@@ -73,7 +76,7 @@ PIPELINE = Path("conf/pipelines/page_views.yaml")
 TOPIC = "web.page_views"
 PARTITIONS = 3
 DATA_CENTER_NAMES = tuple(center.name for center in DATA_CENTERS)
-SERVERS = ("aggregate", *DATA_CENTER_NAMES, "zookeeper")
+SERVERS = ("aggregate", *DATA_CENTER_NAMES, "zookeeper", "metastore")
 
 
 def pick_ports(base: int | None) -> dict[str, int]:
@@ -85,6 +88,12 @@ def pick_ports(base: int | None) -> dict[str, int]:
     while len(set(ports.values())) < len(SERVERS):
         ports = {name: free_port() for name in SERVERS}
     return ports
+
+
+def _serves(server: str, *, zookeeper: bool, hadoop: bool) -> bool:
+    """Whether a demo with these flags runs ``server`` (ZooKeeper with ``--zookeeper``, the Hive
+    metastore service with ``--hadoop``; the brokers always)."""
+    return {"zookeeper": zookeeper, "metastore": hadoop}.get(server, True)
 
 
 def _tool(name: str) -> str:
@@ -103,7 +112,7 @@ def preflight(ports: dict[str, int], zookeeper: bool, hadoop: bool) -> None:
         raise DemoError(f"ZooKeeper is not installed ({ZOOKEEPER_JAR} is missing): run `make zookeeper`")
     if hadoop and not (LAUNCHER / "MiniClusters.class").exists():
         raise DemoError(f"Hadoop's mini clusters are not installed ({LAUNCHER} is missing): run `make peers`")
-    wanted = [port for name, port in ports.items() if name != "zookeeper" or zookeeper]
+    wanted = [port for name, port in ports.items() if _serves(name, zookeeper=zookeeper, hadoop=hadoop)]
     busy = [port for port in wanted if not port_is_free(port)]
     if busy:
         raise DemoError(
@@ -131,6 +140,8 @@ class Demo:
         self.zookeeper = zookeeper
         self.hadoop = hadoop
         self.hadoop_addresses: dict[str, str] = {}
+        self.metastore_uri = ""
+        """The Hive metastore service of a ``--hadoop`` demo (its tables are registered there)."""
         self.ports = ports
         self.produced: dict[str, int] = dict.fromkeys(DATA_CENTER_NAMES, 0)
         mode = "zookeeper" if zookeeper else "embedded"
@@ -166,7 +177,7 @@ class Demo:
 
     def start_clusters(self) -> None:
         self.step("1. three clusters and a mirror-maker")
-        ports = [self.ports[name] for name in SERVERS if name != "zookeeper" or self.zookeeper]
+        ports = [self.ports[name] for name in SERVERS if _serves(name, zookeeper=self.zookeeper, hadoop=self.hadoop)]
         busy = [p for p in ports if not port_is_free(p)]
         if busy:  # free at the preflight, taken since
             raise DemoError(f"port(s) {', '.join(map(str, busy))} on 127.0.0.1 were taken while the demo started")
@@ -215,6 +226,17 @@ class Demo:
             f"YARN: ResourceManager {self.hadoop_addresses['resourcemanager']}; Hadoop's configuration in "
             f"{self.hadoop_addresses['conf_dir']}; executors get the code as {archive}"
         )
+        self._start_metastore()
+
+    def _start_metastore(self) -> None:
+        """A Hive metastore service beside HDFS (on a Derby database of its own): the runs register
+        the tables there, and readers find them by name as with the local demo's embedded one."""
+        port = self.ports["metastore"]
+        root = (HOME / "metastore").resolve()
+        argv = metastore_argv(root, port, derby_settings(root))
+        self.supervisor.start("metastore", argv, lambda: not port_is_free(port), timeout=120, cwd=root)
+        self.metastore_uri = f"thrift://127.0.0.1:{port}"
+        self.say(f"Hive metastore service on {self.metastore_uri} (its database in {root})")
 
     def _start_broker(self, name: str, port: int) -> None:
         config = {
@@ -263,7 +285,8 @@ class Demo:
             }
             for output in data["outputs"]:
                 output["path"] = f"{root}/warehouse/{output['name']}"
-            self.say(f"raw layer and warehouse on HDFS under {root}")
+            data["tables"] = {**data.get("tables", {}), "metastore": self.metastore_uri}
+            self.say(f"raw layer and warehouse on HDFS under {root}; tables in the metastore at {self.metastore_uri}")
         if self.zookeeper:
             data["source"] = {"zookeeper": f"127.0.0.1:{self.ports['zookeeper']}/aggregate"}
             how = f"zookeeper 127.0.0.1:{self.ports['zookeeper']}/aggregate"
@@ -476,8 +499,7 @@ def story(demo: Demo, spec: PipelineSpec, events: int) -> None:
     raw = demo.raw_path()
     demo.facts["raw"] = _shown(raw)
     demo.facts["raw_rows"] = len(published_rows(demo.storage(raw), raw))
-    if not demo.hadoop:
-        by_name(demo, spec)
+    by_name(demo, spec)
     if demo.hadoop:
         root = f"{demo.hadoop_addresses['hdfs']}/demo"
         demo.step("what the demo wrote on HDFS (hdfs dfs -ls, three levels)")
@@ -489,7 +511,8 @@ def story(demo: Demo, spec: PipelineSpec, events: int) -> None:
 def by_name(demo: Demo, spec: PipelineSpec) -> None:
     """Query the tables by name, as any Spark SQL or Hive reader would, and check they hold what the
     files do."""
-    demo.step("6. the tables by name: every run registered them in the metastore (embedded here)")
+    where = f"the Hive metastore service at {demo.metastore_uri}" if demo.hadoop else "the embedded one here"
+    demo.step(f"6. the tables by name: every run registered them in the metastore ({where})")
     names = [spec.raw_table, *(o.table_name for o in spec.outputs)]
     query = " UNION ALL ".join(f"SELECT '{name}' AS table_name, COUNT(*) AS row_count FROM {name}" for name in names)
     demo.say(f'[dim]$ pipelines sql {demo.pipeline} "{query}"[/dim]')
@@ -552,7 +575,8 @@ def summary(demo: Demo, started: float) -> None:
     "--port-base",
     type=click.IntRange(1024, 65531),
     default=None,
-    help="Listen on this port and the three after it (aggregate, us-east, eu-west, ZooKeeper) instead of free ports.",
+    help="Listen on this port and the four after it (aggregate, us-east, eu-west, ZooKeeper, the Hive metastore "
+    "service) instead of free ports.",
 )
 def main(zookeeper: bool, hadoop: bool, events: int, port_base: int | None) -> None:
     """Run the whole deployment on this machine: clusters, mirror, pipeline, replay, report."""
