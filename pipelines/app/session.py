@@ -147,10 +147,12 @@ def pipeline_session(
     ``check_metastore`` (``pipelines repair``): an embedded metastore's database that Derby will
     not open is moved aside and made anew (pipelines.catalog.embedded)."""
     from pipelines.catalog.connection import metastore_for, prepare, session_settings  # noqa: PLC0415
+    from pipelines.storage.hadoop import session_settings as hdfs_settings  # noqa: PLC0415
 
     given = conf or {}
     metastore = metastore_for(spec, given)
-    session = local_session(master, app_name, {**session_settings(metastore), **given}, jvm_log=jvm_log)
+    settings = {**session_settings(metastore), **hdfs_settings(given), **given}
+    session = local_session(master, app_name, settings, jvm_log=jvm_log)
     prepare(session, metastore, check_opens=check_metastore)
     return session
 
@@ -163,11 +165,12 @@ def submitted_session(spec: Any, app_name: str) -> Any:
     from pyspark.sql import SparkSession  # noqa: PLC0415
 
     from pipelines.catalog.connection import metastore_for, prepare, session_settings  # noqa: PLC0415
+    from pipelines.storage.hadoop import session_settings as hdfs_settings  # noqa: PLC0415
 
     given = dict(SparkConf().getAll())
     metastore = metastore_for(spec, given)
     builder = SparkSession.builder.appName(app_name)
-    for key, value in session_settings(metastore).items():
+    for key, value in {**session_settings(metastore), **hdfs_settings(given)}.items():
         if key not in given:
             builder = builder.config(key, value)
     session = builder.getOrCreate()

@@ -72,13 +72,13 @@ def database_location(spec: PipelineSpec, spark: Any) -> str | None:
     ``hive.metastore.warehouse.dir`` in hive-site.xml); else ``<raw>/_pipeline/databases/<db>.db``,
     beside the pipeline's state, never Spark's default ``spark-warehouse/`` in whatever directory
     the command ran in. Every table is external, so nothing is written there but the directory."""
-    warehouse = str(spark.conf.get("spark.sql.warehouse.dir", "") or "")
-    default = warehouse.rstrip("/").endswith(f"/{SPARK_DEFAULT_WAREHOUSE}") and warehouse.startswith("file:")
-    if warehouse and not default:
+    warehouse = str(spark.conf.get("spark.sql.warehouse.dir", "") or "").rstrip("/")
+    default = Path.cwd() / SPARK_DEFAULT_WAREHOUSE
+    if warehouse and warehouse not in (f"file:{default}", default.as_uri()):
         return None
     root = spec.raw.path.rstrip("/")
     if "://" not in root and not root.startswith("file:"):
-        root = f"file:{Path(root).absolute()}"
+        root = f"file:{Path(root).absolute()}"  # as pipelines.catalog.desired.absolute_location makes it
     return f"{root}/_pipeline/databases/{spec.tables.database}.db"
 
 
@@ -91,6 +91,12 @@ def _hive_site_configured(conf: Mapping[str, str]) -> bool:
     if os.environ.get("SPARK_HOME"):
         directories.append(f"{os.environ['SPARK_HOME']}/conf")
     return any(d and Path(d, "hive-site.xml").is_file() for d in directories)
+
+
+def _same_derby(given: str, ours: str) -> bool:
+    """Whether the Derby URL ``given`` (a session's) names our database: with or without the
+    ``;create=true`` earlier versions put in it (and told users to set)."""
+    return given.removesuffix(";create=true") == ours
 
 
 def metastore_for(spec: PipelineSpec, conf: Mapping[str, str]) -> Metastore | None:
@@ -145,7 +151,7 @@ def prepare(spark: Any, metastore: Metastore | None, *, check_opens: bool = Fals
     if metastore.kind == "embedded":
         Path(metastore.address).mkdir(parents=True, exist_ok=True)
         jvm.java.lang.System.setProperty("derby.stream.error.file", f"{metastore.address}/derby.log")
-        if spark.sparkContext.getConf().get(DERBY_SETTING, "") == metastore.derby_url:  # not a session of its own
+        if _same_derby(spark.sparkContext.getConf().get(DERBY_SETTING, ""), metastore.derby_url):  # not one of its own
             ensure_whole(jvm, metastore.address, check_opens=check_opens)
     for logger in ("org.apache.hadoop.hive", "hive"):
         jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(logger, jvm.org.apache.logging.log4j.Level.ERROR)
@@ -183,9 +189,8 @@ def attach(spec: PipelineSpec, spark: Any) -> Metastore | None:
             "(`pipelines run` and the spark-submit job do)"
         )
     if spec.tables.metastore == "auto":  # whichever the session was started with
-        if (
-            spec.raw.is_local
-            and conf.get(DERBY_SETTING, "") == Metastore("embedded", embedded_directory(spec)).derby_url
+        if spec.raw.is_local and _same_derby(
+            conf.get(DERBY_SETTING, ""), Metastore("embedded", embedded_directory(spec)).derby_url
         ):
             return Metastore("embedded", embedded_directory(spec))
         uris = conf.get(URIS_SETTING, "")
@@ -196,7 +201,7 @@ def attach(spec: PipelineSpec, spark: Any) -> Metastore | None:
             f"tables.metastore is {wanted.address}, but this Spark session's metastore is "
             f"{conf.get(URIS_SETTING, '(its embedded one)')}: start it with {URIS_SETTING}={wanted.address}"
         )
-    if wanted.kind == "embedded" and conf.get(DERBY_SETTING, "") != wanted.derby_url:
+    if wanted.kind == "embedded" and not _same_derby(conf.get(DERBY_SETTING, ""), wanted.derby_url):
         raise CatalogError(
             f"this Spark session was not started for {wanted.describe()}: start it with "
             f"{DERBY_SETTING}={wanted.derby_url}"

@@ -44,6 +44,9 @@ LEFTOVER_AGE_S = 3600.0
 """An aside directory this old is a dead creator's (a live one renames its own within seconds)."""
 BOOTED_ELSEWHERE = "XSDB6"
 """Derby's SQLState for a database another process (or class loader) has open."""
+DAMAGED = ("XBM0", "XSDB", "XSLA", "XSDG", "XSRS", "XSTB", "XSAI")
+"""Derby's SQLState classes of a database whose files it cannot use: its service files (XBM0),
+its data and log (XSDB, XSLA, XSDG), recovery (XSRS), transactions (XSTB), access (XSAI)."""
 
 
 def derby_url(database: Path, *, create: bool = False) -> str:
@@ -60,20 +63,28 @@ def ensure_whole(jvm: Any, directory: str, *, check_opens: bool = False) -> list
     database = root / DATABASE
     done: list[str] = []
     if database.exists():
-        problem = None if (database / WHOLE_MARK).is_file() else f"it has no {WHOLE_MARK} (its creation was cut short)"
+        problem = None if _marked_whole(database) else f"it has no {WHOLE_MARK} (its creation was cut short)"
         if problem is None and check_opens:
             problem = _refusal(jvm, database)
         if problem is None:
             return done
         aside = _move_aside(database)
-        done.append(
-            f"the embedded metastore's database {database} could not be used ({problem}): moved to {aside}, "
-            "and made anew; the tables are registered again from the committed manifests"
-        )
+        if aside is not None:
+            done.append(
+                f"the embedded metastore's database {database} could not be used ({problem}): moved to {aside}, "
+                "to be made anew; the tables are registered again from the committed manifests"
+            )
+            log.warning("%s", done[-1])
+        elif _marked_whole(database):
+            return done  # a concurrent command moved it and made a new one meanwhile
     _create(jvm, root)
-    for line in done:
-        log.warning("%s", line)
     return done
+
+
+def _marked_whole(database: Path) -> bool:
+    """Whether Derby finished making ``database``: its ``service.properties`` (or the copy Derby
+    keeps while it rewrites that file, and boots from if it died meanwhile)."""
+    return (database / WHOLE_MARK).is_file() or (database / f"{WHOLE_MARK}old").is_file()
 
 
 def _remove_dead_creations(root: Path) -> None:
@@ -85,10 +96,14 @@ def _remove_dead_creations(root: Path) -> None:
             log.info("could not remove %s: %s", leftover, exc)
 
 
-def _move_aside(database: Path) -> Path:
+def _move_aside(database: Path) -> Path | None:
+    """``database`` renamed to ``db.broken-<time>``; None if it was gone already (a concurrent
+    command moved it first)."""
     aside = database.with_name(f"{BROKEN}{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:6]}")
     try:
         database.rename(aside)
+    except FileNotFoundError:
+        return None
     except OSError as exc:
         raise CatalogError(f"moving the unusable metastore database {database} aside to {aside} failed: {exc}") from exc
     return aside
@@ -117,15 +132,21 @@ def _create(jvm: Any, root: Path) -> None:
 
 
 def _refusal(jvm: Any, database: Path) -> str | None:
-    """Why Derby will not open ``database`` (its first line), or None if it opens or another
-    process has it open."""
+    """Why Derby will not open ``database`` because its files are damaged (Derby's first line),
+    or None if it opens or another process has it open. Any other failure (no permission, a full
+    disk) is a CatalogError: nothing to move aside for."""
     try:
         _connect(jvm, derby_url(database)).close()
+        _shut_down(jvm, database)
+    except CatalogError:
+        raise
     except Exception as exc:
-        if BOOTED_ELSEWHERE in str(exc):
+        text = str(exc)
+        if BOOTED_ELSEWHERE in text:
             return None
-        return _first_line(exc)
-    _shut_down(jvm, database)
+        if any(code in text for code in DAMAGED):
+            return _first_line(exc)
+        raise CatalogError(f"opening the embedded metastore's database {database} failed: {_first_line(exc)}") from exc
     return None
 
 

@@ -66,7 +66,10 @@ def _broker_version(given: str | float) -> str:
             f"leave it out for Kafka {text}: brokers from 0.10 on (4.x and kafkalog too) are asked which "
             'versions they speak; only "0.9" is needed, for Apache Kafka 0.9, which cannot be asked',
         )
-    raise _fail("broker_version", f'must be "0.9" (for Apache Kafka 0.9) or left out (any newer broker), not {given!r}')
+    hint = " (a YAML number: 0.10 reads as 0.1; quote a version)" if isinstance(given, float) else ""
+    raise _fail(
+        "broker_version", f'must be "0.9" (for Apache Kafka 0.9) or left out (any newer broker), not {given!r}{hint}'
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +156,11 @@ class Source:
         if not sep:
             return address
         if scheme.upper() not in LISTENER_PROTOCOLS:
-            raise _fail(where, f"{address!r} is not host:port (nor a Kafka listener, PLAINTEXT://host:port)")
+            raise _fail(
+                where,
+                f"{address!r} is not host:port (a listener is taken only by its protocol's name, "
+                f"{', '.join(f'{p}://' for p in LISTENER_PROTOCOLS)}: give the host:port of the listener)",
+            )
         if scheme.upper() != self.security.protocol:
             raise _fail(
                 where,

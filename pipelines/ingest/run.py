@@ -184,7 +184,7 @@ class PipelineRun:
         except PipelineError:
             return None
         return ConcurrentRunError(
-            f"{lost_race(plan.pipeline, plan.seq, other, attempt)} (it failed while loading: {exc})"
+            f"{lost_race(plan.pipeline, plan.seq, other, plan.run_id, attempt)} (it failed while loading: {exc})"
         )
 
     def _discard(self, staging: str) -> None:

@@ -163,13 +163,14 @@ def _seq_name(seq: int) -> str:
     return f"{seq:010d}"
 
 
-def lost_race(pipeline: str, seq: int, winner: Manifest, attempt: str) -> str:
-    """The words of a run whose attempt ``attempt`` lost run #``seq`` to ``winner``. Two runs
-    executing one stored plan share its run id (the second completes the first's plan), so each is
-    named by its attempt as well."""
+def lost_race(pipeline: str, seq: int, winner: Manifest, run_id: str, attempt: str) -> str:
+    """The words of run ``run_id``, whose attempt ``attempt`` lost run #``seq`` to ``winner``. Two
+    runs executing one stored plan share its run id (the second completes the first's plan), so
+    each is named by its attempt as well."""
+    this = "of the same plan" if run_id == winner.run_id else f"of run {run_id}"
     return (
         f"pipeline {pipeline}: attempt {winner.attempt} of run {winner.run_id} committed run #{seq} first; "
-        f"this process's attempt {attempt} of the same plan discards its output"
+        f"this process's attempt {attempt} {this} discards its output"
     )
 
 
@@ -306,7 +307,9 @@ class PipelineState:
             self.storage.write_new(self.manifest_path(manifest.seq), manifest.dumps())
         except AlreadyExistsError as exc:
             winner = self.manifest(manifest.seq)
-            raise ConcurrentRunError(lost_race(manifest.pipeline, manifest.seq, winner, manifest.attempt)) from exc
+            raise ConcurrentRunError(
+                lost_race(manifest.pipeline, manifest.seq, winner, manifest.run_id, manifest.attempt)
+            ) from exc
         log.info("pipeline %s: run %s committed as #%d", manifest.pipeline, manifest.run_id, manifest.seq)
         faults.crash_point("commit.after_manifest")
 

@@ -16,8 +16,10 @@ line every ``WAIT_NOTE_EVERY_S`` says what it waits for.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from pipelines.errors import AlreadyExistsError, StorageError
@@ -41,7 +43,9 @@ RETRY_POLICY = {
 sets its own: it retries a call the NameNode refused in safe mode (SafeModeException), and one
 whose connection failed (the NameNode away, or restarted under an open connection)."""
 RETRY_BOUND_S = 130
-"""About the longest the policy above waits for one call."""
+"""About the longest the policy above waits for one call the NameNode refuses in safe mode. A
+NameNode that does not answer at all is waited for longer: Hadoop applies the policy to making the
+connection and again to the call."""
 WAIT_NOTE_EVERY_S = 10.0
 
 
@@ -59,6 +63,21 @@ def ride_out_namenode_restarts(conf: Any) -> bool:
             continue
         conf.set(name, value, "pipelines: ride out NameNode restarts")
     return not given
+
+
+def session_settings(given: dict[str, str]) -> dict[str, str]:
+    """``RETRY_POLICY`` as Spark settings (``spark.hadoop.…``) for a session about to start, less
+    what ``given`` (its --conf and spark-defaults) or the cluster's ``hdfs-site.xml`` sets. Given
+    before the session starts, it reaches every FileSystem the session makes: on YARN, Spark's
+    client makes the HDFS one (to upload its files) before any of ours."""
+    conf_dir = os.environ.get("HADOOP_CONF_DIR")
+    site = Path(conf_dir, "hdfs-site.xml") if conf_dir else None
+    cluster = site.read_text(errors="replace") if site is not None and site.is_file() else ""
+    return {
+        f"spark.hadoop.{name}": value
+        for name, value in RETRY_POLICY.items()
+        if f"spark.hadoop.{name}" not in given and f"<name>{name}</name>" not in cluster
+    }
 
 
 def _reason(exc: Exception) -> str:
@@ -201,8 +220,8 @@ class _waiting_noted:
         while not self._done.wait(WAIT_NOTE_EVERY_S):
             waited = time.monotonic() - self._started
             log.warning(
-                "waiting for the NameNode: %s %s has taken %.0f s (it is restarting or in safe mode; "
-                "Hadoop's client retries a call for up to about %d s)",
+                "waiting for the NameNode: %s %s has taken %.0f s (if the NameNode is restarting or in safe "
+                "mode, Hadoop's client is retrying: a call it refuses is asked again for about %d s)",
                 self._what,
                 self._path,
                 waited,

@@ -500,7 +500,8 @@ def test_a_kafka_listener_as_bootstrap_is_taken_as_its_address(tmp_path: Path) -
     ("given", "expected"),
     [
         ("SSL://kafka-a:9093", "bootstrap[0]: 'SSL://kafka-a:9093' is a SSL listener, but this source's security"),
-        ("http://kafka-a:9092", "bootstrap[0]: 'http://kafka-a:9092' is not host:port (nor a Kafka listener"),
+        ("http://kafka-a:9092", "bootstrap[0]: 'http://kafka-a:9092' is not host:port (a listener is taken only"),
+        ("INTERNAL://kafka-a:9092", "bootstrap[0]: 'INTERNAL://kafka-a:9092' is not host:port (a listener is"),
         ("PLAINTEXT://", "bootstrap[0]: '' is not host:port"),
         ("PLAINTEXT://a/b:1", "bootstrap[0]: 'a/b:1' is not host:port"),
     ],
