@@ -82,7 +82,7 @@ def hadoop_demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Background
     target = _fresh_clone(tmp_path_factory, "newcomer-hadoop")
     (target / ".cache").mkdir(exist_ok=True)
     (target / ".cache" / "peers").symlink_to(REPO / ".cache" / "peers")
-    base = _free_port_run(4)
+    base = _free_port_run(5)
     output = target.parent / "make-demo-hadoop.log"
     command = _make_command(
         "demo-hadoop", f"DEMO_ARGS=--zookeeper --events 8000 --port-base {base}", done=(".cache/peers/maven.done",)
@@ -228,8 +228,11 @@ def test_make_demo_hadoop_with_zookeeper_in_a_fresh_clone(hadoop_demo: Backgroun
     assert "python -m demo --zookeeper" in plan.stdout, plan.stdout + plan.stderr
     done = hadoop_demo.wait()
     report = _check_demo(clone, done, "zookeeper+hadoop", hdfs=True)
-    assert report["ports"] == {"aggregate": base, "us-east": base + 1, "eu-west": base + 2, "zookeeper": base + 3}
+    assert report["ports"] == {
+        "aggregate": base, "us-east": base + 1, "eu-west": base + 2, "zookeeper": base + 3, "metastore": base + 4,
+    }  # fmt: skip
     assert f"ZooKeeper on 127.0.0.1:{base + 3}" in done.stdout
+    assert f"Hive metastore service on thrift://127.0.0.1:{base + 4}" in done.stdout
     assert "spark-submit --master yarn" in done.stdout
     assert report["raw"].startswith("hdfs://") and report["raw"].endswith("/demo/page_views/raw/_generations/000001")
     # the listing of what was written, as hdfs dfs -ls shows it: the raw layer's generations and hours

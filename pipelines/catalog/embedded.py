@@ -44,9 +44,11 @@ LEFTOVER_AGE_S = 3600.0
 """An aside directory this old is a dead creator's (a live one renames its own within seconds)."""
 BOOTED_ELSEWHERE = "XSDB6"
 """Derby's SQLState for a database another process (or class loader) has open."""
-DAMAGED = ("XBM0", "XSDB", "XSLA", "XSDG", "XSRS", "XSTB", "XSAI")
-"""Derby's SQLState classes of a database whose files it cannot use: its service files (XBM0),
-its data and log (XSDB, XSLA, XSDG), recovery (XSRS), transactions (XSTB), access (XSAI)."""
+NOT_STARTED = "Failed to start database"
+"""Derby's words (SQLState XJ040) for a database it could not boot from its files."""
+NOT_DAMAGE = ("Permission denied", "AccessDenied", "No space left")
+"""Reasons under a failed start that are the machine's, not the database's: nothing to move aside."""
+MAX_CHAIN = 12
 
 
 def derby_url(database: Path, *, create: bool = False) -> str:
@@ -132,22 +134,43 @@ def _create(jvm: Any, root: Path) -> None:
 
 
 def _refusal(jvm: Any, database: Path) -> str | None:
-    """Why Derby will not open ``database`` because its files are damaged (Derby's first line),
-    or None if it opens or another process has it open. Any other failure (no permission, a full
-    disk) is a CatalogError: nothing to move aside for."""
+    """Why Derby cannot start ``database`` from its files (the innermost of Derby's exceptions), or
+    None if it opens or another process has it open. A failure that is not the database's own (no
+    permission to its files, an error before Derby tried to start it) is a CatalogError: nothing
+    to move aside for."""
     try:
         _connect(jvm, derby_url(database)).close()
         _shut_down(jvm, database)
     except CatalogError:
         raise
     except Exception as exc:
-        text = str(exc)
-        if BOOTED_ELSEWHERE in text:
+        chain = _chain(exc)
+        if any(BOOTED_ELSEWHERE in link for link in chain):
             return None
-        if any(code in text for code in DAMAGED):
-            return _first_line(exc)
-        raise CatalogError(f"opening the embedded metastore's database {database} failed: {_first_line(exc)}") from exc
+        failed_to_start = bool(chain) and NOT_STARTED in chain[0]
+        if failed_to_start and not any(word in link for link in chain for word in NOT_DAMAGE):
+            return next((link for link in reversed(chain) if "ERROR " in link), chain[-1])  # Derby's own words
+        raise CatalogError(
+            f"opening the embedded metastore's database {database} failed: {' <- '.join(chain)}"
+        ) from exc
     return None
+
+
+def _chain(exc: BaseException) -> list[str]:
+    """The Java exception behind py4j's ``exc`` and every one under it (an SQLException's next
+    exceptions, then causes), each as its own line: Derby puts the reason a database did not
+    start there, not in the outer message."""
+    java = getattr(exc, "java_exception", None)
+    if java is None:
+        return [_first_line(exc)]
+    links: list[str] = []
+    while java is not None and len(links) < MAX_CHAIN:
+        links.append(str(java.toString()).strip())
+        following = None
+        if "SQLException" in str(java.getClass().getName()):
+            following = java.getNextException()
+        java = following if following is not None else java.getCause()
+    return links
 
 
 def _connect(jvm: Any, url: str) -> Any:

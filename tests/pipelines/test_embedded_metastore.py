@@ -92,7 +92,7 @@ def test_a_first_run_killed_while_the_metastore_is_made_and_damage_later_are_rec
         (metastore / DATABASE / "log" / "log1.dat").write_bytes(b"damaged")
         repaired = run_cli("repair", str(spec))
         assert repaired.returncode == 0, repaired.stderr[-3000:]
-        assert "could not be used (" in repaired.stderr and "ERROR" in repaired.stderr, repaired.stderr[-3000:]
+        assert "could not be used (ERROR " in repaired.stderr and "moved to" in repaired.stderr, repaired.stderr[-3000:]
         assert "done: create view warehouse.meta_events_raw" in repaired.stdout, repaired.stdout
         assert len(list(metastore.glob(f"{BROKEN}*"))) == 2
         assert _count_by_name(spec) == 120
