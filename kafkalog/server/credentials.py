@@ -140,6 +140,11 @@ class UsersFile:
         with self._lock:
             return self._users.get(user, {}).get(mechanism)
 
+    def iteration_counts(self, mechanism: str) -> list[int]:
+        """The iteration counts the users' ``mechanism`` credentials have, sorted, each once."""
+        with self._lock:
+            return sorted({found[mechanism].iterations for found in self._users.values() if mechanism in found})
+
     def users(self) -> dict[str, list[str]]:
         """Every user and the mechanisms it has a credential for, sorted."""
         with self._lock:

@@ -11,9 +11,10 @@ A SCRAM exchange is two round trips::
     client-final   c=biws,r=<nonce>,p=<proof>            → server-final  v=<server signature>
 
 Invariants: every client message is untrusted (size-bounded, parsed strictly; a malformed one is
-refused with the reason, never a traceback); a user that does not exist gets a stand-in salt
-derived from a per-broker secret and fails at the proof, like a wrong password, so the exchange
-does not tell which users exist; the refusal never quotes a password or a proof; secrets are
+refused with the reason, never a traceback); a user that does not exist gets a stand-in
+credential (``StandIns``: a salt of a real one's length, an iteration count real users have,
+stable per name) and fails at the proof, like a wrong password, so neither the exchange nor its
+timing tells which users exist; the refusal never quotes a password or a proof; secrets are
 compared in constant time.
 """
 
@@ -30,7 +31,7 @@ from dataclasses import dataclass
 
 from kafkalog.errors import KafkalogError
 from kafkalog.sasl import PLAIN
-from kafkalog.server.credentials import MECHANISMS, ScramCredential, client_and_server_keys, hash_name
+from kafkalog.server.credentials import DEFAULT_ITERATIONS, MECHANISMS, SALT_BYTES, ScramCredential, hash_name
 
 SUPPORTED = (PLAIN, *MECHANISMS)
 """The SASL mechanisms a broker offers in its SaslHandshake answer."""
@@ -40,6 +41,35 @@ MAX_MESSAGE_BYTES = 4096
 
 Lookup = Callable[[str, str], ScramCredential | None]
 """(user, mechanism) → the user's credential for it, or None."""
+Counts = Callable[[str], list[int]]
+"""mechanism → the iteration counts the users' credentials have (kafkalog.server.credentials)."""
+
+
+class StandIns:
+    """Credentials for users that do not exist, indistinguishable from real ones by what a client
+    sees: a salt of a real salt's length (``SALT_BYTES``, whatever the hash), an iteration count
+    that real users of the mechanism have (one of them, chosen by the name: a second try agrees),
+    or the default when none has one; the same salt for the same name on this broker (derived
+    from its secret); keys that match no password. PLAIN logins of unknown users are checked
+    against one, so that they cost the same PBKDF2 work as a wrong password."""
+
+    def __init__(self, secret: bytes, counts: Counts) -> None:
+        self._secret = secret
+        self._counts = counts
+
+    def for_plain(self, user: str) -> ScramCredential:
+        """The stand-in a PLAIN login of unknown ``user`` is checked against: of the mechanism a
+        known user's would be (SCRAM-SHA-512 if any user has one, as ``plain_login`` looks)."""
+        return self.credential(user, "SCRAM-SHA-512" if self._counts("SCRAM-SHA-512") else "SCRAM-SHA-256")
+
+    def credential(self, user: str, mechanism: str) -> ScramCredential:
+        name = hash_name(mechanism)
+        pick = hmac.digest(self._secret, f"user:{mechanism}:{user}".encode(), "sha256")
+        salt = hmac.digest(self._secret, f"salt:{mechanism}:{user}".encode(), "sha512")[:SALT_BYTES]
+        counts = self._counts(mechanism) or [DEFAULT_ITERATIONS]
+        iterations = counts[int.from_bytes(pick[:8], "big") % len(counts)]
+        size = hashlib.new(name).digest_size
+        return ScramCredential(mechanism, salt, os.urandom(size), os.urandom(size), iterations)
 
 
 class SaslAuthenticationError(KafkalogError):
@@ -58,11 +88,11 @@ class Step:
 class ScramServer:
     """One SCRAM exchange on one connection: call :meth:`step` with each client message."""
 
-    def __init__(self, mechanism: str, lookup: Lookup, secret: bytes, *, nonce: str | None = None) -> None:
+    def __init__(self, mechanism: str, lookup: Lookup, stand_ins: StandIns, *, nonce: str | None = None) -> None:
         hash_name(mechanism)  # CredentialError for an unknown mechanism
         self.mechanism = mechanism
         self.lookup = lookup
-        self.secret = secret
+        self.stand_ins = stand_ins
         self._nonce = nonce  # a fixed server nonce: for RFC 7677's test vector only
         self._state: _Sent | None = None
         self._done = False
@@ -88,7 +118,7 @@ class ScramServer:
         credential = self.lookup(user, self.mechanism)
         known = credential is not None
         if credential is None:  # answered like a known user; the proof cannot match
-            credential = self._stand_in(user)
+            credential = self.stand_ins.credential(user, self.mechanism)
         nonce = client_nonce + (self._nonce or secrets.token_urlsafe(24))
         server_first = f"r={nonce},s={base64.b64encode(credential.salt).decode()},i={credential.iterations}"
         self._state = _Sent(header + comma, bare, server_first, nonce, user, credential, known)
@@ -120,14 +150,6 @@ class ScramServer:
         server_signature = hmac.digest(sent.credential.server_key, auth_message, name)
         return Step(f"v={base64.b64encode(server_signature).decode()}".encode(), user=sent.user)
 
-    def _stand_in(self, user: str) -> ScramCredential:
-        """A credential for a user that does not exist: its salt is the same for the same name on
-        this broker (a second try must not reveal a fresh salt), its keys match no password."""
-        name = hash_name(self.mechanism)
-        salt = hmac.digest(self.secret, f"salt:{self.mechanism}:{user}".encode(), name)
-        _, server_key = client_and_server_keys(self.mechanism, os.urandom(hashlib.new(name).digest_size))
-        return ScramCredential(self.mechanism, salt, os.urandom(len(server_key)), server_key, 4096)
-
 
 @dataclass(frozen=True, slots=True)
 class _Sent:
@@ -142,10 +164,12 @@ class _Sent:
     known: bool
 
 
-def plain_login(message: bytes, lookup: Lookup) -> Step:
+def plain_login(message: bytes, lookup: Lookup, stand_ins: StandIns) -> Step:
     """A PLAIN login (RFC 4616: ``authzid NUL authcid NUL passwd``), checked against the user's
     SCRAM credential (SCRAM-SHA-512 first, else SCRAM-SHA-256). An authorization identity other
-    than the user is refused (acting as another user is not supported)."""
+    than the user is refused (acting as another user is not supported). A user that does not
+    exist is checked against a stand-in credential: the same derivation, so the refusal takes as
+    long as a wrong password's."""
     text = _text(message, PLAIN)
     parts = text.split("\0")
     if len(parts) != 3:
@@ -156,7 +180,9 @@ def plain_login(message: bytes, lookup: Lookup) -> Step:
     if authzid and authzid != user:
         raise SaslAuthenticationError(f"{PLAIN}: user {user!r} may not act as {authzid!r}")
     credential = lookup(user, "SCRAM-SHA-512") or lookup(user, "SCRAM-SHA-256")
-    if credential is None or not credential.matches_password(password):
+    checked = credential or stand_ins.for_plain(user)
+    matches = checked.matches_password(password)  # run for unknown users too: the same work
+    if credential is None or not matches:
         raise SaslAuthenticationError(f"{PLAIN}: authentication failed for user {user!r}")
     return Step(b"", user=user)
 

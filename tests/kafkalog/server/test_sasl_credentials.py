@@ -9,6 +9,8 @@ import hashlib
 import hmac
 import json
 import stat
+import statistics
+import time
 from pathlib import Path
 
 import pytest
@@ -16,15 +18,16 @@ from click.testing import CliRunner
 
 from kafkalog.cli import main
 from kafkalog.server.credentials import CredentialError, UsersFile, derive, salted_password
-from kafkalog.server.scram import SaslAuthenticationError, ScramServer, plain_login
+from kafkalog.server.scram import SaslAuthenticationError, ScramServer, StandIns, plain_login
 
 SECRET = b"broker secret"
+NO_USERS = StandIns(SECRET, lambda mechanism: [])
 
 
 def test_rfc7677_scram_sha_256_exchange_byte_for_byte() -> None:
     credential = derive("SCRAM-SHA-256", "pencil", base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ=="), 4096)
     server = ScramServer(
-        "SCRAM-SHA-256", lambda user, mechanism: credential if user == "user" else None, SECRET,
+        "SCRAM-SHA-256", lambda user, mechanism: credential if user == "user" else None, NO_USERS,
         nonce="%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0",
     )  # fmt: skip
     first = server.step(b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO")
@@ -61,17 +64,38 @@ def _client(mechanism: str, user: str, password: str, server: ScramServer) -> st
 def test_a_client_logs_in_and_a_wrong_password_or_unknown_user_is_refused_alike(tmp_path: Path, mechanism: str) -> None:
     users = UsersFile(tmp_path / "users.json")
     users.set_password("alice,=x", "s3cret", [mechanism])
-    assert _client(mechanism, "alice,=x", "s3cret", ScramServer(mechanism, users.credential, SECRET)) == "alice,=x"
+    assert (
+        _client(
+            mechanism,
+            "alice,=x",
+            "s3cret",
+            ScramServer(mechanism, users.credential, StandIns(SECRET, users.iteration_counts)),
+        )
+        == "alice,=x"
+    )
     refusals = []
     for user, password in (("alice,=x", "wrong"), ("mallory", "s3cret")):
         with pytest.raises(SaslAuthenticationError) as refused:
-            _client(mechanism, user, password, ScramServer(mechanism, users.credential, SECRET))
+            _client(
+                mechanism,
+                user,
+                password,
+                ScramServer(mechanism, users.credential, StandIns(SECRET, users.iteration_counts)),
+            )
         refusals.append(str(refused.value).replace(repr(user), "USER"))
         assert "s3cret" not in str(refused.value) and "wrong" not in str(refused.value)
     assert refusals[0] == refusals[1] == f"{mechanism}: authentication failed for user USER"
     # an unknown user's salt is the same on every try: a fresh one would tell it does not exist
-    salts = {ScramServer(mechanism, users.credential, SECRET).step(b"n,,n=mallory,r=abc").reply.split(b",")[1]}
-    salts.add(ScramServer(mechanism, users.credential, SECRET).step(b"n,,n=mallory,r=abc").reply.split(b",")[1])
+    salts = {
+        ScramServer(mechanism, users.credential, StandIns(SECRET, users.iteration_counts))
+        .step(b"n,,n=mallory,r=abc")
+        .reply.split(b",")[1]
+    }
+    salts.add(
+        ScramServer(mechanism, users.credential, StandIns(SECRET, users.iteration_counts))
+        .step(b"n,,n=mallory,r=abc")
+        .reply.split(b",")[1]
+    )
     assert len(salts) == 1
 
 
@@ -92,7 +116,7 @@ def test_a_client_logs_in_and_a_wrong_password_or_unknown_user_is_refused_alike(
 )
 def test_malformed_first_messages_are_refused_with_the_reason(message: bytes, reason: str) -> None:
     with pytest.raises(SaslAuthenticationError, match=reason):
-        ScramServer("SCRAM-SHA-256", lambda user, mechanism: None, SECRET).step(message)
+        ScramServer("SCRAM-SHA-256", lambda user, mechanism: None, NO_USERS).step(message)
 
 
 def test_a_final_message_must_carry_the_first_messages_binding_and_nonce(tmp_path: Path) -> None:
@@ -104,7 +128,7 @@ def test_a_final_message_must_carry_the_first_messages_binding_and_nonce(tmp_pat
         (b"c=biws,r={nonce},p=@@@", "not base64"),
         (b"c=biws,r={nonce},p=AAAA", "authentication failed"),
     ):
-        server = ScramServer("SCRAM-SHA-256", users.credential, SECRET)
+        server = ScramServer("SCRAM-SHA-256", users.credential, StandIns(SECRET, users.iteration_counts))
         nonce = server.step(b"n,,n=bob,r=abc").reply.decode().split(",")[0][2:]
         with pytest.raises(SaslAuthenticationError, match=reason):
             server.step(final.replace(b"{nonce}", nonce.encode()))
@@ -113,8 +137,11 @@ def test_a_final_message_must_carry_the_first_messages_binding_and_nonce(tmp_pat
 def test_plain_logins_are_checked_against_the_salted_credential(tmp_path: Path) -> None:
     users = UsersFile(tmp_path / "users.json")
     users.set_password("carol", "hunter2", ["SCRAM-SHA-256"])
-    assert plain_login(b"\0carol\0hunter2", users.credential).user == "carol"
-    assert plain_login(b"carol\0carol\0hunter2", users.credential).user == "carol"
+    assert plain_login(b"\0carol\0hunter2", users.credential, StandIns(SECRET, users.iteration_counts)).user == "carol"
+    assert (
+        plain_login(b"carol\0carol\0hunter2", users.credential, StandIns(SECRET, users.iteration_counts)).user
+        == "carol"
+    )
     for message, reason in (
         (b"\0carol\0hunter3", "authentication failed for user 'carol'"),
         (b"\0nobody\0hunter2", "authentication failed for user 'nobody'"),
@@ -123,7 +150,7 @@ def test_plain_logins_are_checked_against_the_salted_credential(tmp_path: Path) 
         (b"\0carol\0", "must not be empty"),
     ):
         with pytest.raises(SaslAuthenticationError, match=reason) as refused:
-            plain_login(message, users.credential)
+            plain_login(message, users.credential, StandIns(SECRET, users.iteration_counts))
         assert "hunter" not in str(refused.value)
 
 
@@ -214,3 +241,47 @@ def test_kafkalog_users_adds_lists_and_removes_without_a_password_in_sight(tmp_p
     path.write_text("{not json")
     code, said = run("list")
     assert code == 1 and said.startswith(f"error: {path}: not JSON")
+
+
+def _shape(first_answer: bytes, client_nonce: str) -> tuple[int, int, str]:
+    """(length of the server's nonce part, salt bytes, iterations) of a server-first message."""
+    fields = dict(part.split("=", 1) for part in first_answer.decode().split(","))
+    assert fields["r"].startswith(client_nonce)
+    return len(fields["r"]) - len(client_nonce), len(base64.b64decode(fields["s"])), fields["i"]
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_an_unknown_users_first_answer_is_shaped_like_a_real_users(tmp_path: Path, mechanism: str) -> None:
+    """The documented ``--iterations 8192`` user: the stand-in offers its count and a salt of its
+    length (SCRAM-SHA-512's used to be 64 bytes and always 4096), the same on every try."""
+    users = UsersFile(tmp_path / "users.json")
+    users.set_password("bob", "pw", [mechanism], iterations=8192)
+    stand_ins = StandIns(SECRET, users.iteration_counts)
+    real = ScramServer(mechanism, users.credential, stand_ins).step(b"n,,n=bob,r=abc").reply
+    made_up = ScramServer(mechanism, users.credential, stand_ins).step(b"n,,n=mallory,r=abc").reply
+    assert _shape(made_up, "abc") == _shape(real, "abc") == (32, 32, "8192")
+    again = ScramServer(mechanism, users.credential, stand_ins).step(b"n,,n=mallory,r=xyz").reply
+    assert made_up.split(b",")[1:] == again.split(b",")[1:]  # salt and count: the same for the name
+    # with users of several counts, each unknown name gets one of theirs, and keeps it
+    users.set_password("carol", "pw", [mechanism], iterations=12000)
+    counts = {
+        _shape(ScramServer(mechanism, users.credential, stand_ins).step(f"n,,n=u{i},r=a".encode()).reply, "a")[2]
+        for i in range(40)
+    }
+    assert counts == {"8192", "12000"}
+
+
+def test_a_refused_plain_login_takes_as_long_for_an_unknown_user_as_for_a_wrong_password(tmp_path: Path) -> None:
+    """The PBKDF2 derivation runs for both (before, an unknown user was refused in a tenth of the time)."""
+    users = UsersFile(tmp_path / "users.json")
+    users.set_password("carol", "hunter2", ["SCRAM-SHA-512"], iterations=16384)
+    stand_ins = StandIns(SECRET, users.iteration_counts)
+    timings: dict[bytes, list[float]] = {b"\0carol\0wrong": [], b"\0nobody\0wrong": []}
+    for _ in range(15):
+        for message, times in timings.items():
+            started = time.perf_counter()
+            with pytest.raises(SaslAuthenticationError):
+                plain_login(message, users.credential, stand_ins)
+            times.append(time.perf_counter() - started)
+    known, unknown = (statistics.median(times) for times in timings.values())
+    assert 0.67 < unknown / known < 1.5, (known, unknown)
