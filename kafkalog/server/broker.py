@@ -169,10 +169,20 @@ def _security(config: BrokerConfig) -> Security:
             raise BrokerConfigError(f"sasl.users_file: {exc}") from exc
         if not users.users():
             logger.warning("the users file %s has no users: no SASL login can succeed", config.sasl.users_file)
-        if "PLAIN" in config.sasl.mechanisms and any(not lst.security_protocol.uses_tls for lst in sasl):
-            logger.warning("PLAIN is offered on a SASL_PLAINTEXT listener: passwords cross the network in clear")
-        authenticator = Authenticator(users, config.sasl.mechanisms)
-    return Security(tls, authenticator, config.sasl.handshake_timeout_ms)
+        for listener in sasl:  # allowed by sasl.plain_in_clear (BrokerConfig checked it), still worth a line
+            if "PLAIN" in config.sasl.mechanisms_for(listener) and not listener.security_protocol.uses_tls:
+                logger.warning("PLAIN is offered on listener %s (%s): passwords cross the network in clear",
+                               listener.name, listener.security_protocol)  # fmt: skip
+        authenticator = Authenticator(users, config.sasl.mechanisms_for(sasl[0]))
+    return Security(
+        tls,
+        authenticator,
+        config.sasl.handshake_timeout_ms,
+        mechanisms={listener.name: config.sasl.mechanisms_for(listener) for listener in sasl},
+        max_receive_bytes=config.sasl.max_receive_bytes,
+        max_login_buffer_bytes=config.sasl.max_login_buffer_bytes,
+        failed_authentication_delay_s=config.sasl.failed_authentication_delay_ms / 1000,
+    )
 
 
 def _bind(config: BrokerConfig) -> list[tuple[Listener, socket.socket]]:

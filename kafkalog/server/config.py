@@ -101,23 +101,91 @@ class SaslSettings:
     """The users and their salted credentials (``kafkalog users``); read at start and again when it
     changes. Required by a SASL_PLAINTEXT or SASL_SSL listener."""
 
-    mechanisms: tuple[str, ...] = ("SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN")
-    """The mechanisms offered, in this order. PLAIN sends the password itself: enable it on TLS
-    listeners only (the broker warns otherwise)."""
+    mechanisms: tuple[str, ...] | None = None
+    """The mechanisms offered on every SASL listener, in this order. Default: SCRAM-SHA-512 and
+    SCRAM-SHA-256, and PLAIN on SASL_SSL listeners only (PLAIN sends the password itself)."""
+
+    listener_mechanisms: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """The mechanisms of one listener, by its name (Kafka's
+    ``listener.name.<name>.sasl.enabled.mechanisms``): ``{LOCAL: [SCRAM-SHA-512]}``."""
+
+    plain_in_clear: bool = False
+    """Allow PLAIN on a SASL_PLAINTEXT listener, where the password crosses the network unencrypted.
+    Without it a broker whose settings offer PLAIN there refuses to start."""
 
     handshake_timeout_ms: int = 10_000
     """A connection that has not authenticated within this long is closed: an idle or slow stranger
     cannot hold a connection slot."""
 
+    max_receive_bytes: int = 512 * 1024
+    """The largest frame a connection may send before it has logged in (Kafka's
+    ``sasl.server.max.receive.size``): a larger one closes the connection before it is read."""
+
+    max_login_buffer_bytes: int = 16 * 1024 * 1024
+    """What every connection not yet logged in may hold in the broker's memory, together; a
+    connection whose bytes would go over it is closed."""
+
+    failed_authentication_delay_ms: int = 100
+    """A refused login's answer (and the closing of its connection) waits this long (Kafka's
+    ``connection.failed.authentication.delay.ms``): a client retrying a wrong password cannot
+    spin."""
+
     def __post_init__(self) -> None:
-        offered = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
-        unknown = [m for m in self.mechanisms if m not in offered]
-        if unknown or not self.mechanisms or len(set(self.mechanisms)) != len(self.mechanisms):
-            raise BrokerConfigError(
-                f"mechanisms: one or more of {', '.join(offered)}, each once, not {list(self.mechanisms)}"
-            )
+        object.__setattr__(self, "listener_mechanisms", {k.upper(): v for k, v in self.listener_mechanisms.items()})
+        for key, mechanisms in [("mechanisms", self.mechanisms), *(
+            (f"listener_mechanisms.{name}", found) for name, found in self.listener_mechanisms.items()
+        )]:  # fmt: skip
+            if mechanisms is None:
+                continue
+            unknown = [m for m in mechanisms if m not in OFFERED_MECHANISMS]
+            if unknown or not mechanisms or len(set(mechanisms)) != len(mechanisms):
+                raise BrokerConfigError(
+                    f"{key}: one or more of {', '.join(OFFERED_MECHANISMS)}, each once, not {list(mechanisms)}"
+                )
         if not 100 <= self.handshake_timeout_ms <= 300_000:
             raise BrokerConfigError(f"handshake_timeout_ms: must be in [100, 300000], not {self.handshake_timeout_ms}")
+        if not 4096 <= self.max_receive_bytes <= 100 * 1024 * 1024:
+            raise BrokerConfigError(f"max_receive_bytes: must be in [4096, 104857600], not {self.max_receive_bytes}")
+        if self.max_login_buffer_bytes < self.max_receive_bytes:
+            raise BrokerConfigError(
+                f"max_login_buffer_bytes: must be at least max_receive_bytes ({self.max_receive_bytes}), "
+                f"not {self.max_login_buffer_bytes}"
+            )
+        if not 0 <= self.failed_authentication_delay_ms <= 60_000:
+            raise BrokerConfigError(
+                f"failed_authentication_delay_ms: must be in [0, 60000], not {self.failed_authentication_delay_ms}"
+            )
+
+    def mechanisms_for(self, listener: Listener) -> tuple[str, ...]:
+        """The mechanisms ``listener`` offers: its own, else ``mechanisms``, else the default."""
+        found = self.listener_mechanisms.get(listener.name) or self.mechanisms
+        if found is not None:
+            return found
+        tls = listener.security_protocol.uses_tls
+        return ("SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN") if tls else ("SCRAM-SHA-512", "SCRAM-SHA-256")
+
+    def check_listeners(self, listeners: tuple[Listener, ...]) -> None:
+        """BrokerConfigError for a listener named in ``listener_mechanisms`` that is not a SASL
+        listener, and for PLAIN offered without TLS unless ``plain_in_clear``."""
+        sasl = {listener.name: listener for listener in listeners if listener.security_protocol.uses_sasl}
+        for name in self.listener_mechanisms:
+            if name not in sasl:
+                raise BrokerConfigError(
+                    f"sasl.listener_mechanisms.{name}: no SASL listener is named {name} "
+                    f"(SASL listeners: {', '.join(sasl) or 'none'})"
+                )
+        for listener in sasl.values():
+            in_clear = not listener.security_protocol.uses_tls
+            if in_clear and "PLAIN" in self.mechanisms_for(listener) and not self.plain_in_clear:
+                raise BrokerConfigError(
+                    f"sasl: PLAIN is offered on listener {listener.name} ({listener.security_protocol}), where "
+                    "passwords would cross the network unencrypted: offer it on TLS listeners only "
+                    f"(sasl.listener_mechanisms.{listener.name}: [SCRAM-SHA-512, SCRAM-SHA-256]), or, on a "
+                    "network nobody else can read, set sasl.plain_in_clear: true"
+                )
+
+
+OFFERED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,6 +342,7 @@ class BrokerConfig:
         listeners = self.listener_specs  # ListenerError → BrokerConfigError
         if any(listener.security_protocol.uses_sasl for listener in listeners) and self.sasl.users_file is None:
             raise BrokerConfigError("sasl.users_file: a SASL listener needs the users file (kafkalog users add)")
+        self.sasl.check_listeners(listeners)
         if any(listener.security_protocol.uses_tls for listener in listeners) and self.tls.certificate is None:
             raise BrokerConfigError("tls.certificate: an SSL or SASL_SSL listener needs a certificate and its key")
 

@@ -31,7 +31,7 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +46,7 @@ from kafkalog.server.fetch import ParkedFetch
 from kafkalog.server.handlers import NO_RESPONSE, RequestHandlers
 from kafkalog.server.listeners import Listener
 from kafkalog.server.metrics import Metrics
+from kafkalog.server.prelogin import LoginBuffers, RefusalLog
 from kafkalog.server.session import Authenticator, Session
 from kafkalog.server.tls import principal_of
 
@@ -67,6 +68,14 @@ class Security:
     tls: ssl.SSLContext | None = None
     authenticator: Authenticator | None = None
     handshake_timeout_ms: int = 10_000
+    mechanisms: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """The SASL mechanisms each SASL listener offers, by its name."""
+    max_receive_bytes: int = 512 * 1024
+    """The largest frame a connection not yet logged in may send (config.SaslSettings)."""
+    max_login_buffer_bytes: int = 16 * 1024 * 1024
+    """What the connections not yet logged in may hold together (config.SaslSettings)."""
+    failed_authentication_delay_s: float = 0.1
+    """How long a refused login's answer waits (config.SaslSettings)."""
 
 
 _RAW_TOKEN = None
@@ -100,6 +109,10 @@ class Connection:
     closed: bool = False
     corked: bool = False
     """Requests read together are being answered: their small responses wait to leave together."""
+    held_before_login: int = 0
+    """The bytes of ``inbuf`` counted in the server's LoginBuffers (while not logged in)."""
+    refusal_due: float | None = None
+    """When a refused login's answer, ready, may leave (the failed-authentication delay)."""
 
 
 class Processor(threading.Thread):
@@ -143,6 +156,8 @@ class Processor(threading.Thread):
             timeout = next_housekeeping - now
             for conn in self._parked:
                 timeout = min(timeout, conn.parked[0].deadline - now if conn.parked else timeout)
+                if conn.refusal_due is not None:
+                    timeout = min(timeout, conn.refusal_due - now)
             for key, mask in self.selector.select(max(0.0, timeout)):
                 if key.data is None:
                     self._drain_wakeups()
@@ -182,7 +197,11 @@ class Processor(threading.Thread):
         security = self.server.security
         protocol = listener.security_protocol
         deadline = now + security.handshake_timeout_ms / 1000 if protocol != "PLAINTEXT" else float("inf")
-        session = Session(security.authenticator if protocol.uses_sasl else None, deadline=deadline)
+        session = Session(
+            security.authenticator if protocol.uses_sasl else None,
+            deadline=deadline,
+            mechanisms=security.mechanisms.get(listener.name),
+        )
         conn = Connection(sock, peer, listener, session, last_active=now, tls_handshaking=protocol.uses_tls)
         self._connections.add(conn)
         self._update_interest(conn)
@@ -227,8 +246,29 @@ class Processor(threading.Thread):
         if conn.frame_started is None:
             conn.frame_started = now
         conn.inbuf += data
+        if not self._held_before_login(conn):
+            return
         self._process_frames(conn)
+        self._held_before_login(conn)
         self._update_interest(conn)
+
+    def _held_before_login(self, conn: Connection) -> bool:
+        """Count ``conn``'s buffered bytes in the budget of connections not yet logged in (give
+        them back once it has logged in, or closed); False, the connection closed, when they would
+        go over it."""
+        held = 0 if conn.session.authenticated or conn.closed else len(conn.inbuf)
+        budget = self.server.login_buffers
+        if budget.change(held - conn.held_before_login):
+            conn.held_before_login = held
+            return True
+        logger.warning(
+            "closing connection from %s:%d on listener %s: connections not yet logged in hold %d bytes, "
+            "and its %d more would go over sasl.max_login_buffer_bytes (%d)",
+            *conn.peer, conn.listener.name, budget.held, held - conn.held_before_login, budget.limit,
+        )  # fmt: skip
+        self.server.metrics.protocol_errors += 1
+        self._close(conn)
+        return False
 
     def _receive(self, conn: Connection) -> bytes:
         """What the socket has (b"" when nothing, or when it closed: then the connection is closed).
@@ -275,6 +315,16 @@ class Processor(threading.Thread):
                 logger.warning(
                     "closing connection from %s:%d: request size %d is outside [0, %d]",
                     *conn.peer, size, limits.max_request_bytes,
+                )  # fmt: skip
+                self.server.metrics.protocol_errors += 1
+                self._close(conn)
+                return
+            if size > self.server.security.max_receive_bytes and not conn.session.authenticated:
+                # Kafka's InvalidReceiveException: before login, a frame is a login's few hundred bytes
+                logger.warning(
+                    "closing connection from %s:%d on listener %s: a frame of %d bytes before logging in "
+                    "(sasl.max_receive_bytes is %d)",
+                    *conn.peer, conn.listener.name, size, self.server.security.max_receive_bytes,
                 )  # fmt: skip
                 self.server.metrics.protocol_errors += 1
                 self._close(conn)
@@ -386,6 +436,14 @@ class Processor(threading.Thread):
                         conn.session.principal, conn.session.mechanism)  # fmt: skip
         self._close_if_refused(conn)
 
+    def _refusal_waits(self, conn: Connection, now: float) -> bool:
+        """Whether a refused login's ready answer still waits out the failed-authentication delay
+        (Kafka's ``connection.failed.authentication.delay.ms``): a client retrying a wrong password
+        in a loop cannot make the broker check it faster."""
+        if conn.refusal_due is None:
+            conn.refusal_due = now + self.server.security.failed_authentication_delay_s
+        return now < conn.refusal_due
+
     def _close_if_refused(self, conn: Connection) -> None:
         """A failed login: log why (never a secret: the session's reasons name the user and the
         mechanism only) and close once the answer has gone."""
@@ -393,7 +451,7 @@ class Processor(threading.Thread):
         if failure is None:
             return
         self.server.metrics.authentication_failures += 1
-        logger.info("login from %s:%d on listener %s refused: %s", *conn.peer, conn.listener.name, failure)
+        self.server.refusals.refused(conn.peer, conn.listener.name, failure)
         conn.close_when_sent = True
         if not conn.out:
             self._close(conn)
@@ -407,6 +465,8 @@ class Processor(threading.Thread):
             if isinstance(parked, DeferredResponse):
                 body = parked.body
                 if body is not None and (api is _RAW_TOKEN or api.key == ApiKey.SASL_AUTHENTICATE):
+                    if conn.session.failure is not None and self._refusal_waits(conn, now):
+                        continue
                     conn.parked = None
                     self._parked.discard(conn)
                     self._answer_login(conn, body, header, api)
@@ -583,6 +643,8 @@ class Processor(threading.Thread):
         conn.out.clear()
         self._connections.discard(conn)
         self._parked.discard(conn)
+        self.server.login_buffers.change(-conn.held_before_login)
+        conn.held_before_login = 0
         self.server.connection_closed(conn.peer[0])
 
 
@@ -623,6 +685,9 @@ class SocketServer:
         self.handlers = handlers
         self.metrics = metrics
         self.security = security or Security()
+        self.login_buffers = LoginBuffers(self.security.max_login_buffer_bytes)
+        """The bytes every connection not yet logged in holds, together (kafkalog.server.prelogin)."""
+        self.refusals = RefusalLog()
         self.stopping = threading.Event()
         self.processors = [Processor(i, self) for i in range(config.num_processors)]
         self._listeners = list(listeners)

@@ -34,7 +34,7 @@ from kafkalog.sasl import PLAIN
 from kafkalog.server.caller import ANONYMOUS
 from kafkalog.server.credentials import CredentialError, UsersFile
 from kafkalog.server.deferred import DeferredResponse
-from kafkalog.server.scram import SaslAuthenticationError, ScramServer, Step, plain_login
+from kafkalog.server.scram import SaslAuthenticationError, ScramServer, StandIns, Step, plain_login
 
 logger = logging.getLogger(__name__)
 
@@ -56,14 +56,15 @@ class State(enum.Enum):
 class Exchange:
     """One mechanism's exchange: ``step`` each client message (PLAIN is one step, SCRAM two)."""
 
-    def __init__(self, mechanism: str, users: UsersFile, secret: bytes) -> None:
+    def __init__(self, mechanism: str, users: UsersFile, stand_ins: StandIns) -> None:
         self.mechanism = mechanism
         self._users = users
-        self._scram = None if mechanism == PLAIN else ScramServer(mechanism, users.credential, secret)
+        self._stand_ins = stand_ins
+        self._scram = None if mechanism == PLAIN else ScramServer(mechanism, users.credential, stand_ins)
 
     def step(self, message: bytes) -> Step:
         if self._scram is None:
-            return plain_login(message, self._users.credential)
+            return plain_login(message, self._users.credential, self._stand_ins)
         return self._scram.step(message)
 
 
@@ -75,7 +76,8 @@ class Authenticator:
     def __init__(self, users_file: UsersFile, mechanisms: tuple[str, ...]) -> None:
         self.users = users_file
         self.mechanisms = mechanisms
-        self._secret = secrets.token_bytes(32)  # the stand-in salts of unknown users (scram.ScramServer)
+        # the stand-in credentials of unknown users, from a secret of this broker's run
+        self._stand_ins = StandIns(secrets.token_bytes(32), users_file.iteration_counts)
         self._checker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="kafkalog-sasl")
         self._pending = 0
         self._lock = threading.Lock()
@@ -84,7 +86,7 @@ class Authenticator:
         self.successes = 0
 
     def exchange(self, mechanism: str) -> Exchange:
-        return Exchange(mechanism, self.users, self._secret)
+        return Exchange(mechanism, self.users, self._stand_ins)
 
     def check(self, exchange: Exchange, message: bytes, done: Callable[[Step | SaslAuthenticationError], None]) -> bool:
         """Run ``exchange.step(message)`` on the checker thread, then ``done`` with its result there;
@@ -151,8 +153,17 @@ class Session:
     """One connection's login state and principal (see the module doc). Confined to the
     connection's network thread, but for the checker thread's completion of a DeferredResponse."""
 
-    def __init__(self, authenticator: Authenticator | None, *, principal: str = ANONYMOUS, deadline: float) -> None:
+    def __init__(
+        self,
+        authenticator: Authenticator | None,
+        *,
+        principal: str = ANONYMOUS,
+        deadline: float,
+        mechanisms: tuple[str, ...] | None = None,
+    ) -> None:
         self._authenticator = authenticator
+        self._mechanisms = mechanisms
+        """What this connection's listener offers (default: the authenticator's)."""
         self.state = State.HANDSHAKE if authenticator is not None else State.AUTHENTICATED
         self.principal = principal if authenticator is None else ANONYMOUS
         self.deadline = deadline
@@ -192,7 +203,7 @@ class Session:
         authenticator = self._authenticator
         if authenticator is None:
             return {"error_code": ErrorCode.UNSUPPORTED_SASL_MECHANISM, "mechanisms": []}
-        offered = list(authenticator.mechanisms)
+        offered = list(self._mechanisms or authenticator.mechanisms)
         if self.state is not State.HANDSHAKE:
             self._fail(f"a second SaslHandshake while {self.state.value}")
             return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "mechanisms": offered}
