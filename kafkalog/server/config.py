@@ -151,9 +151,11 @@ class SaslSettings:
                 f"max_login_buffer_bytes: must be at least max_receive_bytes ({self.max_receive_bytes}), "
                 f"not {self.max_login_buffer_bytes}"
             )
-        if not 0 <= self.failed_authentication_delay_ms <= 60_000:
+        if not 0 <= self.failed_authentication_delay_ms < self.handshake_timeout_ms:
             raise BrokerConfigError(
-                f"failed_authentication_delay_ms: must be in [0, 60000], not {self.failed_authentication_delay_ms}"
+                f"failed_authentication_delay_ms: must be at least 0 and under handshake_timeout_ms "
+                f"({self.handshake_timeout_ms}: a refusal still waiting then is closed unanswered), "
+                f"not {self.failed_authentication_delay_ms}"
             )
 
     def mechanisms_for(self, listener: Listener) -> tuple[str, ...]:

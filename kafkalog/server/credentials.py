@@ -128,22 +128,33 @@ class UsersFile:
         self.path = path
         self._lock = threading.Lock()
         self._users: dict[str, dict[str, ScramCredential]] = {}
+        self._counts: dict[str, list[int]] = {}
         self.reload()
 
     def reload(self) -> None:
         """Read the file again (an absent file is no users); CredentialError if it is not usable."""
         users = _read(self.path)
         with self._lock:
-            self._users = users
+            self._set_users(users)
+
+    def _set_users(self, users: dict[str, dict[str, ScramCredential]]) -> None:
+        """Take ``users`` (the lock held), with each mechanism's iteration counts worked out once:
+        a login's stand-in asks for them, and must not take longer than a real user's lookup."""
+        self._users = users
+        self._counts = {
+            mechanism: sorted(found[mechanism].iterations for found in users.values() if mechanism in found)
+            for mechanism in MECHANISMS
+        }
 
     def credential(self, user: str, mechanism: str) -> ScramCredential | None:
         with self._lock:
             return self._users.get(user, {}).get(mechanism)
 
     def iteration_counts(self, mechanism: str) -> list[int]:
-        """The iteration counts the users' ``mechanism`` credentials have, sorted, each once."""
+        """The iteration count of each user's ``mechanism`` credential, sorted (a count as often as
+        users have it). Worked out when the file is read: as fast for 20,000 users as for one."""
         with self._lock:
-            return sorted({found[mechanism].iterations for found in self._users.values() if mechanism in found})
+            return self._counts.get(mechanism, [])
 
     def users(self) -> dict[str, list[str]]:
         """Every user and the mechanisms it has a credential for, sorted."""
@@ -183,7 +194,7 @@ class UsersFile:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         write_atomically(self.path, (json.dumps(document, indent=1) + "\n").encode(), crash_prefix="users")
         self.path.chmod(0o600)  # salted keys still invite a brute force: the broker's user alone reads them
-        self._users = users
+        self._set_users(users)
 
 
 def _check_user(user: str) -> None:

@@ -54,6 +54,7 @@ logger = logging.getLogger(__name__)
 
 _RECV_BYTES = 256 * 1024
 _MAX_UNSENT_BYTES = 8 * 1024 * 1024  # stop reading requests from a connection with this much unsent
+_PRELOGIN_UNSENT_BYTES = 64 * 1024  # the same before login: a stranger's unread answers cost memory
 _HOUSEKEEPING_S = 0.25
 _TLS_SEND_BYTES = 64 * 1024  # one TLS write: the same bytes are offered again after a want-write
 _CORK_BYTES = 256 * 1024  # responses held back for one write while requests read together are answered
@@ -253,12 +254,12 @@ class Processor(threading.Thread):
         self._update_interest(conn)
 
     def _held_before_login(self, conn: Connection) -> bool:
-        """Count ``conn``'s buffered bytes in the budget of connections not yet logged in (give
-        them back once it has logged in, or closed); False, the connection closed, when they would
-        go over it."""
-        held = 0 if conn.session.authenticated or conn.closed else len(conn.inbuf)
+        """Count ``conn``'s buffered bytes (read and not yet sent) in the budget of connections not
+        yet logged in (give them back once it has logged in, or closed); False, the connection
+        closed, when they would go over it."""
+        held = 0 if conn.session.authenticated or conn.closed else len(conn.inbuf) + conn.out_bytes
         budget = self.server.login_buffers
-        if budget.change(held - conn.held_before_login):
+        if budget.change(held - conn.held_before_login, holding=held):
             conn.held_before_login = held
             return True
         logger.warning(
@@ -304,9 +305,8 @@ class Processor(threading.Thread):
     def _answer_frames(self, conn: Connection) -> None:
         limits = self.server.config.limits
         buf = conn.inbuf
-        while (
-            conn.parked is None and not conn.closed and not conn.close_when_sent and conn.out_bytes < _MAX_UNSENT_BYTES
-        ):
+        unsent_limit = _MAX_UNSENT_BYTES if conn.session.authenticated else _PRELOGIN_UNSENT_BYTES
+        while conn.parked is None and not conn.closed and not conn.close_when_sent and conn.out_bytes < unsent_limit:
             start = conn.read_pos
             if len(buf) - start < 4:
                 break
@@ -472,7 +472,8 @@ class Processor(threading.Thread):
                     self._answer_login(conn, body, header, api)
                     if not conn.closed:
                         self._process_frames(conn)
-                        self._update_interest(conn)
+                        if self._held_before_login(conn):  # logged in: its bytes are given back
+                            self._update_interest(conn)
                     continue
             else:
                 expired = now >= parked.deadline
@@ -554,6 +555,8 @@ class Processor(threading.Thread):
             return
         if not conn.out and conn.read_pos == 0 and conn.inbuf and conn.parked is None:
             self._process_frames(conn)  # requests held back while output was large
+        if conn.held_before_login and not self._held_before_login(conn):
+            return
         self._update_interest(conn)
 
     def _send_gathered(self, conn: Connection) -> None:
@@ -588,7 +591,7 @@ class Processor(threading.Thread):
         elif (
             conn.parked is None
             and not conn.close_when_sent
-            and conn.out_bytes < _MAX_UNSENT_BYTES
+            and conn.out_bytes < (_MAX_UNSENT_BYTES if conn.session.authenticated else _PRELOGIN_UNSENT_BYTES)
             and len(conn.inbuf) <= limits.max_request_bytes + 4
         ):
             wants |= selectors.EVENT_READ
@@ -643,7 +646,7 @@ class Processor(threading.Thread):
         conn.out.clear()
         self._connections.discard(conn)
         self._parked.discard(conn)
-        self.server.login_buffers.change(-conn.held_before_login)
+        self.server.login_buffers.change(-conn.held_before_login, holding=0)
         conn.held_before_login = 0
         self.server.connection_closed(conn.peer[0])
 

@@ -49,20 +49,18 @@ class StandIns:
     """Credentials for users that do not exist, indistinguishable from real ones by what a client
     sees: a salt of a real salt's length (``SALT_BYTES``, whatever the hash), an iteration count
     that real users of the mechanism have (one of them, chosen by the name: a second try agrees),
-    or the default when none has one; the same salt for the same name on this broker (derived
-    from its secret); keys that match no password. PLAIN logins of unknown users are checked
-    against one, so that they cost the same PBKDF2 work as a wrong password."""
+    or the default when none has one; the same salt for the same name while the secret is the
+    same (kept beside the users file: across restarts, and on brokers that share the file); keys
+    that match no password. PLAIN logins are checked against both mechanisms, real credentials
+    or stand-ins, so that they cost the same PBKDF2 work whoever asks."""
 
     def __init__(self, secret: bytes, counts: Counts) -> None:
         self._secret = secret
         self._counts = counts
 
-    def for_plain(self, user: str) -> ScramCredential:
-        """The stand-in a PLAIN login of unknown ``user`` is checked against: of the mechanism a
-        known user's would be (SCRAM-SHA-512 if any user has one, as ``plain_login`` looks)."""
-        return self.credential(user, "SCRAM-SHA-512" if self._counts("SCRAM-SHA-512") else "SCRAM-SHA-256")
-
     def credential(self, user: str, mechanism: str) -> ScramCredential:
+        """The stand-in of ``user`` for ``mechanism``: its iteration count is one real user's of
+        that mechanism (drawn by the name, so counts weigh as often as users have them)."""
         name = hash_name(mechanism)
         pick = hmac.digest(self._secret, f"user:{mechanism}:{user}".encode(), "sha256")
         salt = hmac.digest(self._secret, f"salt:{mechanism}:{user}".encode(), "sha512")[:SALT_BYTES]
@@ -179,10 +177,14 @@ def plain_login(message: bytes, lookup: Lookup, stand_ins: StandIns) -> Step:
         raise SaslAuthenticationError(f"{PLAIN}: the user and the password must not be empty")
     if authzid and authzid != user:
         raise SaslAuthenticationError(f"{PLAIN}: user {user!r} may not act as {authzid!r}")
-    credential = lookup(user, "SCRAM-SHA-512") or lookup(user, "SCRAM-SHA-256")
-    checked = credential or stand_ins.for_plain(user)
-    matches = checked.matches_password(password)  # run for unknown users too: the same work
-    if credential is None or not matches:
+    # Both derivations, with the user's credentials or stand-ins, whoever asks: a login costs the
+    # same whether the user exists and whichever mechanisms it has (the first one it has decides)
+    matched = []
+    for mechanism in ("SCRAM-SHA-512", "SCRAM-SHA-256"):
+        credential = lookup(user, mechanism)
+        checked = credential or stand_ins.credential(user, mechanism)
+        matched.append((credential is not None, checked.matches_password(password)))
+    if not next((matches for real, matches in matched if real), False):
         raise SaslAuthenticationError(f"{PLAIN}: authentication failed for user {user!r}")
     return Step(b"", user=user)
 

@@ -28,7 +28,9 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
+from kafkalog.log.files import write_atomically
 from kafkalog.protocol import ApiKey, ErrorCode
 from kafkalog.sasl import PLAIN
 from kafkalog.server.caller import ANONYMOUS
@@ -76,8 +78,8 @@ class Authenticator:
     def __init__(self, users_file: UsersFile, mechanisms: tuple[str, ...]) -> None:
         self.users = users_file
         self.mechanisms = mechanisms
-        # the stand-in credentials of unknown users, from a secret of this broker's run
-        self._stand_ins = StandIns(secrets.token_bytes(32), users_file.iteration_counts)
+        # the stand-in credentials of unknown users, from a secret kept beside the users file
+        self._stand_ins = StandIns(stand_in_secret(users_file.path), users_file.iteration_counts)
         self._checker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="kafkalog-sasl")
         self._pending = 0
         self._lock = threading.Lock()
@@ -140,6 +142,35 @@ class Authenticator:
 
     def close(self) -> None:
         self._checker.shutdown(wait=False, cancel_futures=True)
+
+
+STAND_IN_SECRET_SUFFIX = ".stand-ins"
+
+
+def stand_in_secret(users_path: Path) -> bytes:
+    """The secret unknown users' stand-in salts are derived from: 32 random bytes in
+    ``<users file>.stand-ins`` (mode 0600), made once; so a name's stand-in is the same after a
+    restart and on every broker sharing the users file, as a real user's salt is. Where the file
+    cannot be kept (a read-only directory), one for this run, and a warning: a name's stand-in
+    salt then changes at each restart, which tells a watcher across restarts that it is made up."""
+    path = users_path.with_name(users_path.name + STAND_IN_SECRET_SUFFIX)
+    try:
+        secret = path.read_bytes()
+        if len(secret) == 32:
+            return secret
+        logger.warning("%s is not a 32-byte secret: making a new one", path)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        logger.warning("cannot read %s (%s): unknown users' stand-ins change at each restart", path, exc)
+        return secrets.token_bytes(32)
+    secret = secrets.token_bytes(32)
+    try:
+        write_atomically(path, secret, crash_prefix="stand-ins")
+        path.chmod(0o600)
+    except OSError as exc:
+        logger.warning("cannot keep %s (%s): unknown users' stand-ins change at each restart", path, exc)
+    return path.read_bytes() if path.exists() and len(path.read_bytes()) == 32 else secret
 
 
 @dataclass(frozen=True, slots=True)
