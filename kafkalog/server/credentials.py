@@ -26,7 +26,9 @@ import binascii
 import hashlib
 import hmac
 import json
+import logging
 import os
+import secrets
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -42,6 +44,8 @@ FORMAT = 1
 
 MECHANISMS: Mapping[str, str] = SCRAM_HASHES
 """SCRAM mechanism → its hash (hashlib's name), the two Kafka supports."""
+
+logger = logging.getLogger(__name__)
 
 MIN_ITERATIONS = 4096
 """Kafka's bounds for a SCRAM credential's iteration count (RFC 7677 asks for at least 4096)."""
@@ -195,6 +199,7 @@ class UsersFile:
         write_atomically(self.path, (json.dumps(document, indent=1) + "\n").encode(), crash_prefix="users")
         self.path.chmod(0o600)  # salted keys still invite a brute force: the broker's user alone reads them
         self._set_users(users)
+        stand_in_secret(self.path)  # made by whoever may write here (the broker may not)
 
 
 def _check_user(user: str) -> None:
@@ -251,3 +256,32 @@ def _credential(path: Path, user: str, mechanism: str, fields: Any) -> ScramCred
     if len(stored) != size or len(server) != size or not salt:
         raise CredentialError(f"{where}: keys of {size} bytes and a salt are needed")
     return ScramCredential(mechanism, salt, stored, server, iterations)
+
+
+STAND_IN_SECRET_SUFFIX = ".stand-ins"
+
+
+def stand_in_secret(users_path: Path) -> bytes:
+    """The secret unknown users' stand-in salts are derived from: 32 random bytes in
+    ``<users file>.stand-ins`` (mode 0600), made once; so a name's stand-in is the same after a
+    restart and on every broker sharing the users file, as a real user's salt is. Where the file
+    cannot be kept (a read-only directory), one for this run, and a warning: a name's stand-in
+    salt then changes at each restart, which tells a watcher across restarts that it is made up."""
+    path = users_path.with_name(users_path.name + STAND_IN_SECRET_SUFFIX)
+    try:
+        secret = path.read_bytes()
+        if len(secret) == 32:
+            return secret
+        logger.warning("%s is not a 32-byte secret: making a new one", path)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        logger.warning("cannot read %s (%s): unknown users' stand-ins change at each restart", path, exc)
+        return secrets.token_bytes(32)
+    secret = secrets.token_bytes(32)
+    try:
+        write_atomically(path, secret, crash_prefix="stand-ins")
+        path.chmod(0o600)
+    except OSError as exc:
+        logger.warning("cannot keep %s (%s): unknown users' stand-ins change at each restart", path, exc)
+    return path.read_bytes() if path.exists() and len(path.read_bytes()) == 32 else secret

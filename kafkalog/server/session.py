@@ -23,18 +23,15 @@ from __future__ import annotations
 import concurrent.futures
 import enum
 import logging
-import secrets
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
-from kafkalog.log.files import write_atomically
 from kafkalog.protocol import ApiKey, ErrorCode
 from kafkalog.sasl import PLAIN
 from kafkalog.server.caller import ANONYMOUS
-from kafkalog.server.credentials import CredentialError, UsersFile
+from kafkalog.server.credentials import CredentialError, UsersFile, stand_in_secret
 from kafkalog.server.deferred import DeferredResponse
 from kafkalog.server.scram import SaslAuthenticationError, ScramServer, StandIns, Step, plain_login
 
@@ -142,35 +139,6 @@ class Authenticator:
 
     def close(self) -> None:
         self._checker.shutdown(wait=False, cancel_futures=True)
-
-
-STAND_IN_SECRET_SUFFIX = ".stand-ins"
-
-
-def stand_in_secret(users_path: Path) -> bytes:
-    """The secret unknown users' stand-in salts are derived from: 32 random bytes in
-    ``<users file>.stand-ins`` (mode 0600), made once; so a name's stand-in is the same after a
-    restart and on every broker sharing the users file, as a real user's salt is. Where the file
-    cannot be kept (a read-only directory), one for this run, and a warning: a name's stand-in
-    salt then changes at each restart, which tells a watcher across restarts that it is made up."""
-    path = users_path.with_name(users_path.name + STAND_IN_SECRET_SUFFIX)
-    try:
-        secret = path.read_bytes()
-        if len(secret) == 32:
-            return secret
-        logger.warning("%s is not a 32-byte secret: making a new one", path)
-    except FileNotFoundError:
-        pass
-    except OSError as exc:
-        logger.warning("cannot read %s (%s): unknown users' stand-ins change at each restart", path, exc)
-        return secrets.token_bytes(32)
-    secret = secrets.token_bytes(32)
-    try:
-        write_atomically(path, secret, crash_prefix="stand-ins")
-        path.chmod(0o600)
-    except OSError as exc:
-        logger.warning("cannot keep %s (%s): unknown users' stand-ins change at each restart", path, exc)
-    return path.read_bytes() if path.exists() and len(path.read_bytes()) == 32 else secret
 
 
 @dataclass(frozen=True, slots=True)
