@@ -18,9 +18,10 @@ CRASH_EXIT_CODE = 86
 
 ATOMIC_WRITES = (
     "checkpoint", "log.start", "marker", "producers", "offsets", "producer_ids", "topic_config", "users", "acls",
+    "stand-ins",
 )  # fmt: skip
 """The ``crash_prefix`` of every write_atomically caller: each has ``<prefix>.tmp_written``,
-``.tmp_synced`` and ``.renamed`` (the last four are the broker's files, written with the log's writer)."""
+``.tmp_synced`` and ``.renamed`` (the last five are the broker's files, written with the log's writer)."""
 
 POINTS = (
     "segment.append.after_write",
