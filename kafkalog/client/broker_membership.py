@@ -294,7 +294,7 @@ class BrokerMembership:
 
     def _heartbeat(self) -> None:
         while not self._closed:
-            time.sleep(self.heartbeat_interval_s)
+            time.sleep(self.heartbeat_interval_s)  # the protocol's interval, not a retry
             if self._closed or self.generation_id < 0 or not self.member_id:
                 continue
             sent = time.monotonic()

@@ -45,9 +45,25 @@ from kafkalog.client.zookeeper_membership import ZooKeeperMembership
 from kafkalog.errors import AssignmentError, ClientError, KafkalogError, OffsetOutOfRangeError
 from kafkalog.record import Message, decode_all
 from kafkalog.registry.assign import ThreadId
+from kafkalog.retry import Backoff
 from kafkalog.topics import TopicPartition
 
 log = logging.getLogger(__name__)
+
+_SETTLE_S = 0.2
+"""The pause before a rebalance, for a burst of membership changes to end."""
+_POLL_S = 0.05
+"""How often a thread waiting for another's change (a pause, a first assignment) looks again."""
+
+
+def _rebalance_retries() -> Backoff:
+    """The waits between failed rebalances: a second, growing to ten (a broker or ZooKeeper away)."""
+    return Backoff(first=1.0, cap=10.0)
+
+
+def _fetch_retries() -> Backoff:
+    """The waits between failed fetches: half a second, growing to five."""
+    return Backoff(first=0.5, cap=5.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,13 +324,17 @@ class GroupConsumer:
 
     def _coordinate(self) -> None:
         last_commit = time.monotonic()
+        retries = _rebalance_retries()
         while not self.closed:
             if self._rebalance_needed.wait(0.2) and not self._suspended.is_set() and not self.closed:
-                time.sleep(0.2)  # let a burst of membership changes settle
+                # not a retry: a fixed pause, so that a burst of membership changes (a group starting,
+                # a deploy) is rebalanced once, after it, rather than once per change
+                time.sleep(_SETTLE_S)
                 self._rebalance_needed.clear()
                 try:
                     self._rebalance()
                     self.last_error = None
+                    retries = _rebalance_retries()
                 except AssignmentError as exc:  # the group is misconfigured: waits for a membership change
                     if str(exc) != self.last_error:
                         log.error("%s: cannot rebalance: %s", self.consumer_id, exc)  # noqa: TRY400 - no traceback
@@ -323,12 +343,12 @@ class GroupConsumer:
                     log.warning("%s: rebalance failed, retrying: %s", self.consumer_id, exc)
                     self.last_error = str(exc)
                     self._rebalance_needed.set()
-                    time.sleep(1.0)
+                    retries.wait()  # no budget: it always waits, longer each time in a row
                 except Exception as exc:  # a ZooKeeper connection error mid-rebalance: retry later
                     log.warning("%s: rebalance interrupted, retrying: %s", self.consumer_id, exc)
                     self.last_error = f"rebalance interrupted: {exc!r}"
                     self._rebalance_needed.set()
-                    time.sleep(1.0)
+                    retries.wait()  # no budget: it always waits, longer each time in a row
             interval = self.auto_commit_interval_s
             if interval is not None and time.monotonic() - last_commit >= interval and not self._suspended.is_set():
                 self._safe_commit()
@@ -388,15 +408,18 @@ class GroupConsumer:
         into the stream of the thread that owns it. Its connection is opened and closed here: a
         client closed by another thread could be reconnected by a fetch in flight and leak."""
         consumer: SimpleConsumer | None = None
+        retries = _fetch_retries()
         try:
             while not self.closed:
+                # polls, not retries: the session suspended (ZooKeeper away) or nothing owned yet are
+                # states another thread ends; a short fixed interval notices it soon
                 if self._suspended.is_set():
-                    time.sleep(0.1)
+                    time.sleep(_POLL_S * 2)
                     continue
                 with self._lock:
                     wanted = {tp: (self._fetch_positions[tp], gen) for tp, gen in self._generations.items()}
                 if not wanted:
-                    time.sleep(0.05)
+                    time.sleep(_POLL_S)
                     continue
                 try:
                     if consumer is None:
@@ -412,8 +435,9 @@ class GroupConsumer:
                     continue
                 except KafkalogError as exc:
                     log.warning("%s: fetch failed, retrying: %s", self.consumer_id, exc)
-                    time.sleep(0.5)
+                    retries.wait()  # no budget: it always waits, longer each time in a row
                     continue
+                retries = _fetch_retries()
                 for tp, result in results.items():
                     start, generation = wanted[tp]
                     self.high_watermarks[tp] = result.high_watermark
@@ -473,7 +497,7 @@ class GroupConsumer:
         if their partition is no longer ours or they were handed out already (or the session is
         suspended: it waits), else the position advances to ``next_offset``."""
         while self._membership.paused() and not self.closed:
-            time.sleep(0.05)
+            time.sleep(_POLL_S)  # a poll: the membership's own thread ends the pause
         if self._membership.lost:  # another member may own it now; the rebalance drops it
             return False
         tp = (topic, partition)

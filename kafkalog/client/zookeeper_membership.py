@@ -106,7 +106,7 @@ class ZooKeeperMembership:
             if now - self._alive_at <= _FROZEN_S / 2 or self._confirm_session(session):
                 self._alive_at = now
                 session = self.zk.client_id
-            time.sleep(0.1)
+            time.sleep(0.1)  # how often the session's liveness is looked at: an interval, not a retry
 
     def _confirm_session(self, session: Any) -> bool:
         if not self.zk.connected:

@@ -723,7 +723,7 @@ class SocketServer:
                         if self.stopping.is_set():
                             return
                         logger.exception("accept failed")
-                        time.sleep(0.05)
+                        time.sleep(0.05)  # a pause, not a retry: accept failing (out of descriptors) must not spin
                         continue
                     if self._admit(sock, peer, key.data):
                         try:

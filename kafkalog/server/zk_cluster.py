@@ -53,6 +53,7 @@ from kafkalog.registry.topics import (
     write_partition_state,
     write_topic_config,
 )
+from kafkalog.retry import Backoff
 from kafkalog.server.cluster import TopicExistsError, UnknownTopicError
 from kafkalog.server.config import BrokerAddress, BrokerConfig, BrokerConfigError
 from kafkalog.server.topic_config import topic_log_config
@@ -154,6 +155,7 @@ class ZooKeeperCluster:
             self._refresher.join(5)
 
     def _refresh_loop(self) -> None:
+        retries = Backoff(first=0.5, cap=10.0)
         while not self._closing.is_set():
             self._wake.wait(_RESYNC_INTERVAL_S)
             self._wake.clear()
@@ -163,9 +165,10 @@ class ZooKeeperCluster:
                 continue  # the CONNECTED listener wakes us again
             try:
                 self._sync()
+                retries = Backoff(first=0.5, cap=10.0)
             except Exception as exc:  # a connection lost mid-read: the next wake-up tries again
                 logger.warning("could not read the registry (will retry): %s", exc)
-                time.sleep(0.5)
+                retries.wait()  # no budget: it always waits, longer each time the registry fails
                 self._wake.set()
 
     def _sync(self) -> None:

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kafkalog.retry import Backoff
 from pipelines.errors import AlreadyExistsError, StorageError
 from pipelines.storage.base import FileStatus, Storage
 
@@ -118,17 +119,15 @@ class HadoopStorage(Storage):
         connection the old NameNode closed and fails with an EOFException that Hadoop does not
         retry; a read is asked once more. Writes are never repeated: a rename or create whose
         answer was lost may have happened."""
-        attempts = _READ_ATTEMPTS if idempotent else 1
-        for attempt in range(1, attempts + 1):
+        retries = Backoff(first=_READ_RETRY_WAIT, cap=_READ_RETRY_WAIT, attempts=_READ_ATTEMPTS if idempotent else 1)
+        while True:
             try:
                 with _waiting_noted(what, path):
                     return action()
             except Exception as exc:  # py4j raises Py4JJavaError carrying the Java exception's text
-                if attempt < attempts and _STALE_CONNECTION in str(exc):
-                    time.sleep(_READ_RETRY_WAIT)
+                if _STALE_CONNECTION in str(exc) and retries.wait():
                     continue
                 raise _error(what, path, exc) from exc
-        raise AssertionError("unreachable: the last attempt returns or raises")
 
     def exists(self, path: str) -> bool:
         p = self._path(path)
