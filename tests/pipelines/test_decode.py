@@ -1,6 +1,6 @@
 """Messages into Arrow rows: decoders, bad records, event time, dt/hour, and chunk independence.
 
-The invariant under test (see pipelines/decode.py): a message's fate -- good row or bad record, and
+The invariant under test (see pipelines/executor/decode.py): a message's fate -- good row or bad record, and
 its decoded values -- does not depend on which other messages share its chunk. A message is good iff
 Arrow parses it alone into exactly one row with its required fields present and a valid event time.
 The property tests check it by decoding a random mix whole, alone per message, and in random chunks.
