@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.errors import CatalogError
+from pipelines.java_errors import java_line, lines_of
 
 log = logging.getLogger(__name__)
 
@@ -192,8 +193,6 @@ def _shut_down(jvm: Any, database: Path) -> None:
 def _first_line(exc: BaseException) -> str:
     """Derby's first cause out of py4j's text: its innermost ``ERROR <SQLState>: …`` (the outer
     ones say "see the next exception for details"), else the Java exception's own line."""
-    lines = [line.strip().removeprefix("Caused by:").strip().lstrip(": ").strip() for line in str(exc).splitlines()]
+    lines = [line.removeprefix("Caused by:").strip() for line in lines_of(exc)]
     derby = [line for line in lines if re.match(r"(\S+: )?ERROR [0-9A-Z]{5}: ", line)]
-    if derby:
-        return derby[-1]
-    return next((line for line in lines if "Exception" in line), next((line for line in lines if line), repr(exc)))
+    return derby[-1] if derby else java_line(exc)

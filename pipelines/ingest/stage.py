@@ -29,6 +29,7 @@ from pipelines.executor.source import TASK_FAULTS, KafkalogSource
 from pipelines.executor.splits import Split, SplitKey
 from pipelines.ingest.plan import Plan
 from pipelines.ingest.reconcile import FileFacts, OffsetCoverage, inspect_local, spark_coverage, spark_file_facts
+from pipelines.java_errors import first_cause, java_line, lines_of
 from pipelines.progress import Reporter
 from pipelines.storage import Storage
 from pipelines.storage.local import local_path
@@ -210,21 +211,8 @@ def cause_of(exc: Exception, what: str) -> PipelineError:
             if kind is DataLossError:
                 return LoadError(f"{what}: {message}")
             return kind(f"{what}: {message}")
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    reason = next((line for line in lines if "Error:" in line or "Exception:" in line), lines[0] if lines else "")
-    reason = reason.lstrip(": ").strip()  # py4j puts ": " before the Java exception's own line
-    first = first_cause(lines)
+    reason = java_line(exc)
+    first = first_cause(lines_of(exc))
     if first and first not in reason:
         return LoadError(f"{what} failed in Spark: {reason[:400]} (first cause: {first[:400]})")
     return LoadError(f"{what} failed in Spark: {reason[:500]}")
-
-
-_SPARK_WRAPPERS = ("org.apache.spark.", "java.util.concurrent.ExecutionException", "py4j.")
-
-
-def first_cause(lines: list[str]) -> str:
-    """The first cause in a Java stack trace's ``Caused by:`` lines that is not Spark's own
-    wrapping (a task's failure wraps the filesystem's or the broker's error in Spark's): what
-    went wrong, such as HDFS's ``SafeModeException: Cannot create file …``; "" if none."""
-    causes = [line.removeprefix("Caused by:").strip() for line in lines if line.startswith("Caused by:")]
-    return next((cause for cause in causes if not cause.startswith(_SPARK_WRAPPERS)), "")

@@ -24,6 +24,7 @@ from typing import Any
 
 from kafkalog.retry import Backoff
 from pipelines.errors import AlreadyExistsError, StorageError
+from pipelines.java_errors import java_line
 from pipelines.storage.base import FileStatus, Storage
 
 log = logging.getLogger(__name__)
@@ -81,18 +82,9 @@ def session_settings(given: dict[str, str]) -> dict[str, str]:
     }
 
 
-def _reason(exc: Exception) -> str:
-    """The Java exception's own line out of py4j's text ("An error occurred while calling o12.x.\n:
-    org.apache…Exception: message"), without py4j's preamble and the colon it puts before it."""
-    text = [line.strip() for line in str(exc).strip().splitlines()]
-    line = next((line for line in text if "Exception" in line or "Error:" in line), "")
-    line = line.lstrip(": ").strip()
-    return line or next((line for line in text if line and not line.startswith("An error occurred")), repr(exc))
-
-
 def _error(what: str, path: str, exc: Exception) -> StorageError:
     """The StorageError for a failed call: the Java exception's line, AlreadyExistsError for a refusal."""
-    reason = _reason(exc)
+    reason = java_line(exc)
     if "FileAlreadyExistsException" in reason:
         return AlreadyExistsError(f"{what} {path} refused: it already exists")
     return StorageError(f"{what} {path} failed: {reason}")
