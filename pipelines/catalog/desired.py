@@ -19,7 +19,7 @@ from typing import Any
 
 from pipelines.config.pipeline import PipelineSpec
 from pipelines.config.steps import Output
-from pipelines.executor.decode import spark_columns
+from pipelines.executor.rows import spark_columns
 from pipelines.flow.run import FlowRun
 from pipelines.ingest.state import Manifest, PipelineState
 from pipelines.layout import Partition, generation_dir, partition_of, partition_path

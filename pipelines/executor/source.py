@@ -37,16 +37,8 @@ from kafkalog.faults import FaultPoints, FaultTarget
 from kafkalog.retry import Backoff
 from pipelines.config.pipeline import BadRecords, Decoder, EventTime, Source
 from pipelines.errors import BadRecordError, DataLossError, LoadError, PlanError
-from pipelines.executor.decode import (
-    HEADERS,
-    BadRecord,
-    ChunkDecoder,
-    Message,
-    ddl_of,
-    headers_column,
-    spark_ddl,
-    timestamp_types,
-)
+from pipelines.executor.decode import ChunkDecoder
+from pipelines.executor.rows import HEADERS, BadRecord, Message, ddl_of, headers_column, spark_ddl, timestamp_types
 from pipelines.executor.sink import STAGED_FILE_DDL, StagingWriter, staged_files_batch
 from pipelines.executor.splits import Split, open_consumer
 

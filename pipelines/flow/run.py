@@ -50,7 +50,7 @@ from pipelines import faults
 from pipelines.config.pipeline import PipelineSpec
 from pipelines.config.steps import RAW_VIEW, Output, topological_order
 from pipelines.errors import AlreadyExistsError, FlowError, StorageError, ValidationError
-from pipelines.executor.decode import spark_ddl
+from pipelines.executor.rows import spark_ddl
 from pipelines.flow import expect
 from pipelines.ingest.state import Manifest, PipelineState
 from pipelines.layout import (

@@ -1,8 +1,9 @@
 """Messages into Arrow rows: decoders, bad records, event time, dt/hour, and chunk independence.
 
-The invariant under test (see pipelines/executor/decode.py): a message's fate -- good row or bad record, and
-its decoded values -- does not depend on which other messages share its chunk. A message is good iff
-Arrow parses it alone into exactly one row with its required fields present and a valid event time.
+The invariant under test (see pipelines/executor/decode.py and payloads/): a message's fate -- good
+row or bad record, and its decoded values -- does not depend on which other messages share its
+chunk. A message is good iff Arrow parses it alone into exactly one row with its required fields
+present and a valid event time.
 The property tests check it by decoding a random mix whole, alone per message, and in random chunks.
 """
 
@@ -28,21 +29,12 @@ from hypothesis import strategies as st
 
 from kafkalog.record import Codec, MessageSetBuilder, RecordInput, TimestampType, decode_all, encode_batch
 from pipelines.config.pipeline import FIELD_TYPES, METADATA_COLUMNS, CsvOptions, Decoder, EventTime
-from pipelines.executor.decode import (
-    ARROW_TYPES,
-    HEADERS,
-    SPARK_TYPES,
-    TIMESTAMP,
-    BadRecord,
-    ChunkDecoder,
-    EventTimeResolver,
-    Message,
-    ValueParser,
-    _all_plain,
-    _suspicious,
-    row_schema,
-    spark_ddl,
-)
+from pipelines.executor.arrow_types import ARROW_TYPES, SPARK_TYPES, TIMESTAMP
+from pipelines.executor.decode import ChunkDecoder
+from pipelines.executor.event_time import EventTimeResolver
+from pipelines.executor.payloads.json_values import JsonValues
+from pipelines.executor.payloads.lines import all_plain, suspicious
+from pipelines.executor.rows import HEADERS, BadRecord, Message, row_schema, spark_ddl
 from pipelines.executor.source import QUARANTINE_DDL, QUARANTINE_SCHEMA, quarantine_batch
 from pipelines.executor.splits import Split
 
@@ -317,7 +309,8 @@ def _decode_in_subprocess(values: list[bytes]) -> subprocess.CompletedProcess[st
     """Decode ``values`` (schema a: long) in a child process: some inputs crash Arrow outright."""
     script = textwrap.dedent(
         f"""
-        from pipelines.executor.decode import ChunkDecoder, Message
+        from pipelines.executor.decode import ChunkDecoder
+        from pipelines.executor.rows import Message
         from pipelines.config.pipeline import Decoder, EventTime
         decoder = ChunkDecoder(Decoder(format="json", schema={{"a": "long"}}), EventTime(), "t", 0)
         values = {values!r}
@@ -1067,20 +1060,20 @@ def test_the_fast_whole_chunk_check_agrees_with_the_per_value_rule(values: list[
     one_line = all(b"\n" not in v and b"\r" not in v for v in values)
     json_plain = one_line and all(v.startswith(b"{") and v.endswith(b"}") for v in values)
     csv_plain = one_line and all(v and v[:1] not in b" \t\x0b\x0c\xef" for v in values)
-    assert _all_plain(values, True) == json_plain
-    assert _all_plain(values, False) == csv_plain
+    assert all_plain(values, True) == json_plain
+    assert all_plain(values, False) == csv_plain
     for json_object in (True, False):
-        if _all_plain(values, json_object):  # the fast answer never hides a value to parse alone
-            assert not any(_suspicious(v, json_object) for v in values)
-    assert not _all_plain([b"{}", None], True)
+        if all_plain(values, json_object):  # the fast answer never hides a value to parse alone
+            assert not any(suspicious(v, json_object) for v in values)
+    assert not all_plain([b"{}", None], True)
 
 
 # ---------------------------------------------------------------------------------------------
-# the pieces: ValueParser, EventTimeResolver, schemas
+# the pieces: the JSON payload decoder, EventTimeResolver, schemas
 
 
 def test_value_parser_reports_indexes() -> None:
-    parser = ValueParser(json_decoder({"a": "long"}, required=["a"]))
+    parser = JsonValues(json_decoder({"a": "long"}, required=["a"]))
     pieces, bad = parser.parse([b'{"a": 1}', b'{"a": 2}', None, b"x", b'{"a": 3}', b"{}"])
     indexes = [i for piece in pieces for i in piece.indexes]
     assert indexes == [0, 1, 4]

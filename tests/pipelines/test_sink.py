@@ -12,7 +12,8 @@ import pytest
 
 from pipelines.config.pipeline import Decoder, EventTime
 from pipelines.errors import ReconciliationError, StorageError
-from pipelines.executor.decode import BadRecord, ChunkDecoder, Message
+from pipelines.executor.decode import ChunkDecoder
+from pipelines.executor.rows import BadRecord, Message
 from pipelines.executor.sink import StagedFile, StagingWriter, staged_files_batch
 from pipelines.executor.source import quarantine_batch
 from pipelines.executor.splits import Split
