@@ -1,7 +1,7 @@
 """What every ``pipelines`` command does with its arguments: read the pipeline file (an invalid one
-exits 2 with its ``file:key.path`` error), check its transforms' SQL before a run (a step that
-cannot run exits 2 the same way, pipelines.config.sqlcheck), and turn ``--conf KEY=VALUE`` options
-into settings. Shared by pipelines.app.cli and pipelines.app.tables."""
+exits 2 with its ``file:key.path`` error) and turn ``--conf KEY=VALUE`` options into settings.
+Shared by pipelines.app.cli and pipelines.app.tables. (A run's checks before Spark starts, its
+transforms' SQL first, are pipelines.app.runner.submit's.)"""
 
 from __future__ import annotations
 
@@ -20,24 +20,6 @@ def pipeline_file(path: str) -> PipelineSpec:
         return load_spec(path)
     except SpecError as exc:
         click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_BAD_SPEC)
-
-
-def transforms_checked(spec: PipelineSpec, path: str, *, quiet: bool = False) -> None:
-    """Before a run loads anything: exit 2 if the SQL of a transform surely cannot run (each
-    error an ``error: file:key.path: reason`` line, as for an invalid file); print the warnings
-    (what cannot be checked) unless ``quiet``. Parsing takes milliseconds; no JVM."""
-    if not spec.transforms:
-        return
-    from pipelines.config.sqlcheck import check_transforms  # noqa: PLC0415 - sqlglot only for pipelines with SQL
-
-    findings = check_transforms(spec.transforms, spec.outputs, path)
-    for finding in findings:
-        if finding.error:
-            click.echo(f"error: {finding.render(path)}", err=True)
-        elif not quiet:
-            click.echo(finding.render(path), err=True)
-    if any(finding.error for finding in findings):
         sys.exit(EXIT_BAD_SPEC)
 
 

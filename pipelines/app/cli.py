@@ -26,13 +26,14 @@ import click
 from rich.table import Table
 
 from pipelines.app import runner
-from pipelines.app.arguments import conf_settings, pipeline_file, transforms_checked
+from pipelines.app.arguments import conf_settings, pipeline_file
 from pipelines.app.output import stdout_console
-from pipelines.app.runner import EXIT_BAD_SPEC, EXIT_FAILED, SQL_STAGES, STAGES, state_of
+from pipelines.app.runner import EXIT_BAD_SPEC, EXIT_FAILED, STAGES, state_of
 from pipelines.app.tables import COMMANDS as TABLE_COMMANDS
 from pipelines.config.pipeline import PipelineSpec, load_spec
 from pipelines.errors import PipelineError, SpecError
 from pipelines.logs import LEVELS, configure_logging
+from pipelines.reporting.status import print_status, status_document
 
 _Command = TypeVar("_Command", bound=Callable[..., Any])
 
@@ -177,29 +178,14 @@ def run(
     a stage that loads, the source's brokers must answer and have the topics (exit 1). A failed
     run's error line names the file with Spark's log and every stack trace."""
     spec = pipeline_file(pipeline)
-    if stage in SQL_STAGES:
-        transforms_checked(spec, pipeline, quiet=quiet)
     settings = conf_settings(conf)
-    _exit_if_done(spec, stage, run_id)
-    _exit_without_spark(spec, stage, run_id, quiet)
-    _exit_unless_source(spec, stage)
-    runner.import_ahead(spec, stage)
-    from pipelines.app.session import jvm_log_path, pipeline_session, spark_log_note  # noqa: PLC0415 - Spark only here
-
-    jvm_log = jvm_log_path(f"pipelines-{spec.name}")
-    try:
-        spark = pipeline_session(spec, master, f"pipelines-{spec.name}", settings, jvm_log=jvm_log)
-    except PipelineError as exc:
-        _exit_on(exc)
-    code = EXIT_FAILED
-    try:
-        code = runner.run_stage(
-            spec, spark, stage, run_id=run_id, step=step, replan=replan, quiet=quiet, spark_log=jvm_log
+    app_name = f"pipelines-{spec.name}"
+    _exit_with(
+        lambda: runner.submit(
+            spec, pipeline, stage, lambda: _local(master, settings, spec, app_name),
+            run_id=run_id, step=step, replan=replan, quiet=quiet,
         )
-    finally:
-        spark.stop()
-        spark_log_note(jvm_log, code)
-    sys.exit(code)
+    )  # fmt: skip
 
 
 @main.command()
@@ -223,19 +209,30 @@ def rewind(
     raw layer, recompute the affected partitions of every output, validate, and switch every reader
     to the new generation in one step (the old one stays until `pipelines gc`)."""
     spec = pipeline_file(pipeline)
-    from pipelines.app.session import jvm_log_path  # noqa: PLC0415 - Spark only for commands that run
-
-    jvm_log = jvm_log_path(f"pipelines-replay-{spec.name}")
+    settings = conf_settings(conf)
+    app_name = f"pipelines-replay-{spec.name}"
     _replay(
         spec, pipeline, to_time, to_offsets, to_run, dry_run, abandon, as_json, quiet,
-        session=lambda: (_local(master, conf, spec, jvm_log), jvm_log),
+        session=lambda: _local(master, settings, spec, app_name),
     )  # fmt: skip
 
 
-def _local(master: str, conf: tuple[str, ...], spec: PipelineSpec, jvm_log: Path) -> Any:
-    from pipelines.app.session import pipeline_session  # noqa: PLC0415 - Spark only for commands that run
+def _local(master: str, settings: dict[str, str], spec: PipelineSpec, app_name: str) -> tuple[Any, Path | None]:
+    """A session of this process's own (``--master``, ``--conf``), and the file its JVM logs to."""
+    from pipelines.app.session import jvm_log_path, pipeline_session  # noqa: PLC0415 - Spark only for commands that run
 
-    return pipeline_session(spec, master, f"pipelines-replay-{spec.name}", conf_settings(conf), jvm_log=jvm_log)
+    jvm_log = jvm_log_path(app_name)
+    return pipeline_session(spec, master, app_name, settings, jvm_log=jvm_log), jvm_log
+
+
+def _exit_with(submission: Callable[[], int]) -> NoReturn:
+    """Exit with the code of ``submission`` (pipelines.app.runner.submit or submit_replay); an error
+    before its stage ran (the source, the session) is the one ``error:`` line, exit 1."""
+    try:
+        code = submission()
+    except PipelineError as exc:
+        _exit_on(exc)
+    sys.exit(code)
 
 
 def _replay(
@@ -249,7 +246,7 @@ def _replay(
     as_json: bool,
     quiet: bool,
     *,
-    session: Callable[[], tuple[Any, Path | None]],
+    session: runner.SessionMaker,
 ) -> None:
     """``rewind``'s work, shared with the spark-submit job: abandon, print the plan, or carry it out
     on the session ``session()`` makes, with the file its JVM logs to (only then is Spark started,
@@ -269,22 +266,9 @@ def _replay(
             else:
                 render(plan, stdout_console())
             sys.exit(EXIT_FAILED if plan.failing else 0)
-        transforms_checked(spec, path, quiet=quiet)
-        runner.check_source(spec)
-        runner.import_ahead(spec, "replay")
-        spark, spark_log = session()
     except PipelineError as exc:
         _exit_on(exc)
-    code = EXIT_FAILED
-    try:
-        code = runner.replay(spec, spark, target, quiet=quiet, spark_log=spark_log)
-    finally:
-        spark.stop()
-        if spark_log is not None:
-            from pipelines.app.session import spark_log_note  # noqa: PLC0415
-
-            spark_log_note(spark_log, code)
-    sys.exit(code)
+    _exit_with(lambda: runner.submit_replay(spec, path, target, session, quiet=quiet))
 
 
 @click.command(cls=_ErrorLine, context_settings={"help_option_names": ["-h", "--help"]})
@@ -321,51 +305,12 @@ def spark_submit_main(
         )  # fmt: skip
     if dry_run:
         raise click.UsageError("--dry-run goes with a rewind target (--to-time, --to-offsets or --to-run)")
-    if stage in SQL_STAGES:
-        transforms_checked(spec, pipeline, quiet=quiet)
-    _exit_if_done(spec, stage, run_id)
-    _exit_without_spark(spec, stage, run_id, quiet)
-    _exit_unless_source(spec, stage)
-    runner.import_ahead(spec, stage)
-    spark, spark_log = _submitted(spec, f"load_warehouse-{spec.name}")
-    code = EXIT_FAILED
-    try:
-        code = runner.run_stage(
-            spec, spark, stage, run_id=run_id, step=step, replan=replan, quiet=quiet, spark_log=spark_log
+    _exit_with(
+        lambda: runner.submit(
+            spec, pipeline, stage, lambda: _submitted(spec, f"load_warehouse-{spec.name}"),
+            run_id=run_id, step=step, replan=replan, quiet=quiet,
         )
-    finally:
-        spark.stop()
-        if spark_log is not None:
-            from pipelines.app.session import spark_log_note  # noqa: PLC0415
-
-            spark_log_note(spark_log, code)
-    sys.exit(code)
-
-
-def _exit_unless_source(spec: PipelineSpec, stage: str) -> None:
-    """For a stage that loads: exit 1 with one error line, before Spark starts, if the source's
-    brokers do not answer or lack a topic (runner.check_source: one request, a short timeout)."""
-    if stage not in ("all", "load"):
-        return
-    try:
-        runner.check_source(spec)
-    except PipelineError as exc:
-        _exit_on(exc)
-
-
-def _exit_without_spark(spec: PipelineSpec, stage: str, run_id: str | None, quiet: bool) -> None:
-    """Run ``stage`` and exit, without a Spark session, if it needs none (runner.needs_spark)."""
-    if not runner.needs_spark(spec, stage):
-        sys.exit(runner.run_stage(spec, None, stage, run_id=run_id, quiet=quiet))
-
-
-def _exit_if_done(spec: PipelineSpec, stage: str, run_id: str | None) -> None:
-    """Exit 0 before any Spark starts if the state files show ``stage`` of ``run_id`` has nothing
-    to do (a retried or re-run task of a finished run)."""
-    reason = runner.done_already(spec, stage, run_id)
-    if reason is not None:  # said even with --quiet: one line that explains a task taking no time
-        click.echo(f"nothing to do: {reason}", err=True)
-        sys.exit(0)
+    )  # fmt: skip
 
 
 @main.command()
@@ -376,7 +321,10 @@ def done(pipeline: str, run_id: str, stage: str) -> None:
     """Exit 0 if STAGE of run RUN_ID has nothing left to do (and say why), else 1, from the state
     files alone: no Spark. Airflow's tasks ask it first, so a finished run's task starts no JVM."""
     spec = pipeline_file(pipeline)
-    _exit_if_done(spec, stage, run_id)
+    reason = runner.done_already(spec, stage, run_id)
+    if reason is not None:
+        click.echo(f"nothing to do: {reason}", err=True)
+        sys.exit(0)
     click.echo(f"{'all' if stage == 'all' else f'stage {stage}'} of run {run_id} may have work to do", err=True)
     sys.exit(EXIT_FAILED)
 
@@ -456,49 +404,9 @@ def status(pipeline: str, as_json: bool) -> None:
     except PipelineError as exc:
         _exit_on(exc)
     if as_json:
-        click.echo(
-            json.dumps(
-                {
-                    "pipeline": spec.name,
-                    "last_run": None if latest is None else json.loads(latest.dumps()),
-                    "pending_plan": None if pending is None else pending.to_json(),
-                },
-                indent=1,
-            )
-        )
-        return
-    console = stdout_console()
-    if latest is None:
-        console.print(f"{spec.name}: no run committed yet ({spec.raw.path})")
+        click.echo(json.dumps(status_document(spec.name, latest, pending), indent=1))
     else:
-        rows = sum(s.rows for s in latest.splits)
-        quarantined = sum(s.quarantined for s in latest.splits)
-        console.print(
-            f"{spec.name}: last run {latest.run_id} committed as #{latest.seq} at {latest.committed_at}: "
-            f"{rows:,} rows, {quarantined:,} quarantined, {len(latest.files)} files",
-            highlight=False,
-        )
-        lost = [s for s in latest.splits if s.lost_from is not None]
-        for s in lost:
-            console.print(f"  data loss recorded: {s.topic}-{s.partition} offsets [{s.lost_from}, {s.lost_to})")
-    if latest is not None and latest.generation:
-        console.print(
-            f"generation {latest.generation} is current (a replay switched to it); readers find it with "
-            "`pipelines location`",
-            highlight=False,
-        )
-    if pending is not None and pending.kind == "replay":
-        console.print(
-            f"pending: a replay to {pending.target} (#{pending.seq}) planned {pending.created_at} did not commit; "
-            "run `pipelines rewind` again to finish it or `pipelines rewind --abandon` to drop it",
-            highlight=False,
-        )
-    elif pending is not None:
-        console.print(
-            f"pending: run {pending.run_id} (#{pending.seq}) planned {pending.created_at}, {pending.total:,} "
-            "messages, not committed; the next run completes it",
-            highlight=False,
-        )
+        print_status(stdout_console(), spec.name, spec.raw.path, latest, pending)
 
 
 @main.command()

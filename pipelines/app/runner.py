@@ -19,7 +19,7 @@ import re
 import sys
 import time
 import traceback
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -375,3 +375,97 @@ def report_runs(
             reporter.note(f"warning: {written}")
         elif announce:
             reporter.note(f"run report #{seq}: {written[1]}")
+
+
+SessionMaker = Callable[[], tuple[Any, Path | None]]
+"""Starts the Spark session a run works on, and names the file its JVM logs to (None: unknown, as
+for a session spark-submit configured without the pipelines' log settings)."""
+
+
+def submit(
+    spec: PipelineSpec,
+    path: str,
+    stage: str,
+    session: SessionMaker,
+    *,
+    run_id: str | None = None,
+    step: str | None = None,
+    replan: bool = False,
+    quiet: bool = False,
+) -> int:
+    """Run ``stage`` of the pipeline read from ``path`` as every entry point does; the exit code.
+
+    The pre-flight sequence, cheapest first, so that nothing costs a JVM that need not: the
+    transforms' SQL is checked (exit 2); a stage of a run id the state files show finished exits 0
+    with the reason; a stage that needs no Spark (``needs_spark``) runs without it; a stage that
+    loads checks its source (a PipelineError: the caller prints it, exit 1); great-expectations
+    starts importing; only then is ``session()`` called, the stage run on it, the session stopped
+    and its log named or removed (pipelines.app.session.spark_log_note)."""
+    if stage in SQL_STAGES and not transforms_sql_ok(spec, path, quiet=quiet):
+        return EXIT_BAD_SPEC
+    reason = done_already(spec, stage, run_id)
+    if reason is not None:  # said even with --quiet: one line that explains a task taking no time
+        _say(f"nothing to do: {reason}")
+        return EXIT_OK
+    if not needs_spark(spec, stage):
+        return run_stage(spec, None, stage, run_id=run_id, quiet=quiet)
+    if stage in ("all", "load"):
+        check_source(spec)
+    import_ahead(spec, stage)
+    spark, spark_log = session()
+    return _on_session(
+        spark,
+        spark_log,
+        lambda: run_stage(
+            spec, spark, stage, run_id=run_id, step=step, replan=replan, quiet=quiet, spark_log=spark_log
+        ),
+    )
+
+
+def submit_replay(spec: PipelineSpec, path: str, target: RewindTarget, session: SessionMaker, *, quiet: bool) -> int:
+    """Carry a replay to ``target`` out as every entry point does; the exit code. The same
+    pre-flight as ``submit``: the transforms' SQL (exit 2), the source, great-expectations
+    imported ahead, then ``session()``, the replay, the session stopped and its log seen to."""
+    if not transforms_sql_ok(spec, path, quiet=quiet):
+        return EXIT_BAD_SPEC
+    check_source(spec)
+    import_ahead(spec, "replay")
+    spark, spark_log = session()
+    return _on_session(spark, spark_log, lambda: replay(spec, spark, target, quiet=quiet, spark_log=spark_log))
+
+
+def transforms_sql_ok(spec: PipelineSpec, path: str, *, quiet: bool = False) -> bool:
+    """Before a run loads anything: False if the SQL of a transform surely cannot run (each error
+    an ``error: file:key.path: reason`` line, as for an invalid file); the warnings (what cannot be
+    checked) are printed unless ``quiet``. Parsing takes milliseconds; no JVM."""
+    if not spec.transforms:
+        return True
+    from pipelines.config.sqlcheck import check_transforms  # noqa: PLC0415 - sqlglot only for pipelines with SQL
+
+    findings = check_transforms(spec.transforms, spec.outputs, path)
+    for finding in findings:
+        if finding.error:
+            _say(f"error: {finding.render(path)}")
+        elif not quiet:
+            _say(finding.render(path))
+    return not any(finding.error for finding in findings)
+
+
+def _on_session(spark: Any, spark_log: Path | None, work: Callable[[], int]) -> int:
+    """``work()``'s exit code; the session is stopped whatever happens, and then its log named (a
+    failure) or removed (success)."""
+    code = EXIT_FAILED
+    try:
+        code = work()
+    finally:
+        spark.stop()
+        if spark_log is not None:
+            from pipelines.app.session import spark_log_note  # noqa: PLC0415 - Spark's modules only here
+
+            spark_log_note(spark_log, code)
+    return code
+
+
+def _say(line: str) -> None:
+    sys.stderr.write(f"{line}\n")
+    sys.stderr.flush()
