@@ -190,7 +190,7 @@ class RequestHandlers:
         denied = frozenset(t for t, _ in request.topics if self.access.topic(caller, Operation.READ, t) is not None)
         if denied:
             request = dataclasses.replace(request, denied=denied)
-        read = read_fetch(self, request)
+        read = read_fetch(self.cluster, self.logs, request)
         if read.has_error or read.total_bytes >= request.min_bytes or request.max_wait_ms <= 0:
             return read.body
         read.close()
@@ -199,7 +199,7 @@ class RequestHandlers:
     def retry_fetch(self, parked: ParkedFetch, *, expired: bool) -> Struct | None:
         """The response of a parked fetch once it can answer (enough data, an error, or its wait ran
         out); None to keep waiting."""
-        read = read_fetch(self, parked.request)
+        read = read_fetch(self.cluster, self.logs, parked.request)
         if expired or read.has_error or read.total_bytes >= parked.request.min_bytes:
             return read.body
         read.close()
