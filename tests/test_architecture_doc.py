@@ -11,7 +11,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "architecture.md"
-ROW = re.compile(r"^\|.*?`(?P<package>(?:kafkalog|pipelines)/[a-z_]+/)`(?P<rest>.*)\|\s*$", re.M)
+ROW = re.compile(r"^\|.*?`(?P<package>(?:kafkalog|pipelines)/[a-z_]+/(?:[a-z_]+/)*)`(?P<rest>.*)\|\s*$", re.M)
 NAMED = re.compile(r"`([A-Za-z0-9_]+(?:\.py|\.c|/))`")
 
 

@@ -27,9 +27,6 @@ from kafkalog.protocol.frames import error_body
 from kafkalog.protocol.types import Struct
 from kafkalog.record import Codec
 from kafkalog.record.reader import first_codec
-from kafkalog.server.access import Access
-from kafkalog.server.acl_store import AclStore
-from kafkalog.server.acls import Authorizer, Operation
 from kafkalog.server.admin import AdminHandlers
 from kafkalog.server.caller import LOCAL, Caller
 from kafkalog.server.cluster import ClusterView, TopicExistsError
@@ -39,6 +36,9 @@ from kafkalog.server.fetch import FetchRequest, ParkedFetch, read_fetch
 from kafkalog.server.groups import GroupCoordinator
 from kafkalog.server.offsets import GroupOffsetStore
 from kafkalog.server.producer_ids import ProducerIds, file_blocks
+from kafkalog.server.security.access import Access
+from kafkalog.server.security.acl_store import AclStore
+from kafkalog.server.security.acls import Authorizer, Operation
 from kafkalog.server.topic_config import topic_log_config
 
 logger = logging.getLogger(__name__)

@@ -17,11 +17,11 @@ import pytest
 from kafkalog.protocol import ApiKey, ErrorCode
 from kafkalog.sasl import SaslLoginError, ScramClient, plain_message
 from kafkalog.server.config import BrokerAddress, BrokerConfig, BrokerConfigError, SaslSettings, TlsSettings
-from kafkalog.server.credentials import UsersFile
 from kafkalog.server.deferred import DeferredResponse
 from kafkalog.server.listeners import SecurityProtocol
-from kafkalog.server.session import Authenticator, Session, State
-from kafkalog.server.tls import principal_of, server_context
+from kafkalog.server.security.credentials import UsersFile
+from kafkalog.server.security.session import Authenticator, Session, State
+from kafkalog.server.security.tls import principal_of, server_context
 from tests.support.certificates import authority, person
 
 pytestmark = pytest.mark.unit
