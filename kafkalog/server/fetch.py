@@ -22,7 +22,7 @@ from kafkalog.log import FileRegion, LogManager
 from kafkalog.protocol import ErrorCode
 from kafkalog.protocol.types import Struct
 from kafkalog.record.convert import to_magic
-from kafkalog.server.cluster import ClusterView
+from kafkalog.server.cluster.view import ClusterView
 
 # the newest message format each Fetch version may carry: v0/v1 predate timestamps, v2/v3 headers
 _FORMAT_OF_FETCH = {0: 0, 1: 0, 2: 1, 3: 1}

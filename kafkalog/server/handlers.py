@@ -29,17 +29,17 @@ from kafkalog.record import Codec
 from kafkalog.record.reader import first_codec
 from kafkalog.server.admin import AdminHandlers
 from kafkalog.server.caller import LOCAL, Caller
-from kafkalog.server.cluster import ClusterView, TopicExistsError
+from kafkalog.server.cluster.offsets import GroupOffsetStore
+from kafkalog.server.cluster.producer_ids import ProducerIds, file_blocks
+from kafkalog.server.cluster.topic_config import topic_log_config
+from kafkalog.server.cluster.view import ClusterView, TopicExistsError
 from kafkalog.server.config import BrokerConfig
 from kafkalog.server.deferred import DeferredResponse
 from kafkalog.server.fetch import FetchRequest, ParkedFetch, read_fetch
 from kafkalog.server.groups import GroupCoordinator
-from kafkalog.server.offsets import GroupOffsetStore
-from kafkalog.server.producer_ids import ProducerIds, file_blocks
 from kafkalog.server.security.access import Access
 from kafkalog.server.security.acl_store import AclStore
 from kafkalog.server.security.acls import Authorizer, Operation
-from kafkalog.server.topic_config import topic_log_config
 
 logger = logging.getLogger(__name__)
 
