@@ -1,5 +1,5 @@
 """Listeners as Kafka writes them, the broker's security settings, and a connection's login
-(kafkalog.server.listeners, .config, .tls, .session; kafkalog.sasl's client side).
+(kafkalog.server.listeners, .config, .security.tls, .security.session; kafkalog.sasl's client side).
 
 Unit tier: no socket. The session's checker thread runs for real: these tests wait on its answers.
 """
