@@ -24,7 +24,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.broker_bench import fetch_rate, produce_rate
 from bench.results import print_results, result
-from kafkalog.server.credentials import UsersFile
+from kafkalog.server.security.credentials import UsersFile
 from tests.support.certificates import Authority, Issued, authority, person, pkcs12_keystore
 from tests.support.kafka4 import Kafka4Process, secured_kafka4
 from tests.support.kafkalog import BrokerProcess

@@ -1,7 +1,7 @@
 """SASL's mechanisms as both sides compute them: SCRAM's key derivation (RFC 5802) and a client's
 exchange, PLAIN's one message (RFC 4616).
 
-Role: the arithmetic the broker's checker (kafkalog.server.scram, .credentials) and every kafkalog
+Role: the arithmetic the broker's checker (kafkalog.server.security.scram, .credentials) and every kafkalog
 client (kafkalog.client.connection) share; no sockets, no Kafka framing. A client's exchange checks
 the server's signature before it counts a login as done, so a server that does not hold the
 credential cannot pretend to.

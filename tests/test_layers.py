@@ -27,6 +27,7 @@ FORBIDDEN_IMPORT = {
     "kafkalog's layers": ("kafkalog/record/forbidden.py", "import kafkalog.client"),
     "kafkalog.client speaks the protocol": ("kafkalog/client/forbidden.py", "import kafkalog.log"),
     "kafkalog.mirror is a consumer and a producer": ("kafkalog/mirror/forbidden.py", "import kafkalog.protocol"),
+    "the broker's layers": ("kafkalog/server/fetch.py", "import kafkalog.server.handlers"),
     "the group coordinator is group state": ("kafkalog/server/groups/forbidden.py", "import kafkalog.server.network"),
     "a consumer's broker-coordinated membership": (
         "kafkalog/client/broker_membership.py",

@@ -3,7 +3,7 @@
 Passwords are read from a prompt (not echoed) or from the first line of stdin
 (``--password-stdin``, for scripts), never from the command line, where any user of the machine
 could read them in the process list. The file holds SCRAM credentials only (see
-kafkalog.server.credentials), what SASL logins are checked against (kafkalog.server.scram).
+kafkalog.server.security.credentials), what SASL logins are checked against (kafkalog.server.security.scram).
 """
 
 from __future__ import annotations
@@ -15,7 +15,13 @@ import click
 
 from kafkalog.cli.main import main
 from kafkalog.cli.output import plural
-from kafkalog.server.credentials import DEFAULT_ITERATIONS, MAX_ITERATIONS, MECHANISMS, CredentialError, UsersFile
+from kafkalog.server.security.credentials import (
+    DEFAULT_ITERATIONS,
+    MAX_ITERATIONS,
+    MECHANISMS,
+    CredentialError,
+    UsersFile,
+)
 
 FILE = click.option(
     "--file",

@@ -957,7 +957,7 @@ SASL_AUTHENTICATE = Declaration(
 # ------------------------------------------------------------------------------------------- ACLs
 # DescribeAcls, CreateAcls, DeleteAcls: v1 adds the pattern type (KIP-290: LITERAL, PREFIXED); v2 is
 # flexible; v3 adds the USER resource type (KIP-554), which we do not store. Kafka 4.x accepts v1
-# and later only (KIP-896), and so do we. The enums' codes are kafkalog.server.acls's.
+# and later only (KIP-896), and so do we. The enums' codes are kafkalog.server.security.acls's.
 _ACL_FILTER = [
     field("resource_type_filter", INT8),
     field("resource_name_filter", STRING, nullable=0, default=None),

@@ -18,9 +18,15 @@ from kafkalog.errors import KafkalogError, LogConfigError
 from kafkalog.log import LogManager
 from kafkalog.protocol import Api, ErrorCode, RequestHeader
 from kafkalog.protocol.types import Struct
-from kafkalog.server.access import Access
-from kafkalog.server.acl_store import AclStore
-from kafkalog.server.acls import (
+from kafkalog.server.caller import Caller
+from kafkalog.server.cluster.offsets import GroupOffsetStore
+from kafkalog.server.cluster.topic_config import TOPIC_CONFIGS, kafka_value, topic_log_config
+from kafkalog.server.cluster.view import ClusterView
+from kafkalog.server.config import BrokerConfig
+from kafkalog.server.groups import GroupCoordinator
+from kafkalog.server.security.access import Access
+from kafkalog.server.security.acl_store import AclStore
+from kafkalog.server.security.acls import (
     AclBinding,
     AclError,
     AclFilter,
@@ -29,12 +35,6 @@ from kafkalog.server.acls import (
     Permission,
     ResourceType,
 )
-from kafkalog.server.caller import Caller
-from kafkalog.server.cluster import ClusterView
-from kafkalog.server.config import BrokerConfig
-from kafkalog.server.groups import GroupCoordinator
-from kafkalog.server.offsets import GroupOffsetStore
-from kafkalog.server.topic_config import TOPIC_CONFIGS, kafka_value, topic_log_config
 
 logger = logging.getLogger(__name__)
 

@@ -10,23 +10,23 @@ from types import TracebackType
 from kafkalog.log import LogManager
 from kafkalog.record import kernels
 from kafkalog.registry.producer_ids import allocate_block
-from kafkalog.server.access import Access
-from kafkalog.server.acl_store import AclStore, FileAclStore
-from kafkalog.server.acls import AclError, Authorizer
-from kafkalog.server.cluster import Cluster, ClusterView
+from kafkalog.server.cluster.offsets import GroupOffsetStore, OffsetStore
+from kafkalog.server.cluster.producer_ids import BLOCK_SIZE, ProducerIdError, ProducerIds, file_blocks
+from kafkalog.server.cluster.topic_config import TopicConfigFiles, topic_log_config
+from kafkalog.server.cluster.view import Cluster, ClusterView
+from kafkalog.server.cluster.zookeeper import ZooKeeperCluster, ZooKeeperOffsetStore
 from kafkalog.server.config import BrokerConfig, BrokerConfigError
-from kafkalog.server.credentials import CredentialError, UsersFile
 from kafkalog.server.handlers import RequestHandlers
 from kafkalog.server.listeners import Listener
 from kafkalog.server.metrics import Metrics, MetricsHttpServer, render_prometheus
 from kafkalog.server.network import Security, SocketServer, open_listener
-from kafkalog.server.offsets import GroupOffsetStore, OffsetStore
-from kafkalog.server.producer_ids import BLOCK_SIZE, ProducerIdError, ProducerIds, file_blocks
-from kafkalog.server.session import Authenticator
-from kafkalog.server.tls import server_context
-from kafkalog.server.topic_config import TopicConfigFiles, topic_log_config
-from kafkalog.server.zk_acls import ACLS_PATH, ZooKeeperAclStore
-from kafkalog.server.zk_cluster import ZooKeeperCluster, ZooKeeperOffsetStore
+from kafkalog.server.security.access import Access
+from kafkalog.server.security.acl_store import AclStore, FileAclStore
+from kafkalog.server.security.acls import AclError, Authorizer
+from kafkalog.server.security.credentials import CredentialError, UsersFile
+from kafkalog.server.security.session import Authenticator
+from kafkalog.server.security.tls import server_context
+from kafkalog.server.security.zk_acls import ACLS_PATH, ZooKeeperAclStore
 
 logger = logging.getLogger(__name__)
 

@@ -15,19 +15,17 @@ with sendfile.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kafkalog.errors import CorruptSegmentError, KafkalogError, OffsetOutOfRangeError
-from kafkalog.log import FileRegion
+from kafkalog.log import FileRegion, LogManager
 from kafkalog.protocol import ErrorCode
 from kafkalog.protocol.types import Struct
 from kafkalog.record.convert import to_magic
+from kafkalog.server.cluster.view import ClusterView
 
 # the newest message format each Fetch version may carry: v0/v1 predate timestamps, v2/v3 headers
 _FORMAT_OF_FETCH = {0: 0, 1: 0, 2: 1, 3: 1}
-
-if TYPE_CHECKING:
-    from kafkalog.server.handlers import RequestHandlers
 
 _NO_LIMIT = 1 << 30  # a fetch without a total limit (v0-v2) still stays far below the 2 GiB frame limit
 
@@ -80,8 +78,9 @@ class FetchRead:
         self.regions.clear()
 
 
-def read_fetch(handlers: RequestHandlers, request: FetchRequest) -> FetchRead:
-    """Read every requested partition (as far as the request's limits allow)."""
+def read_fetch(cluster: ClusterView, logs: LogManager, request: FetchRequest) -> FetchRead:
+    """Read every requested partition (as far as the request's limits allow): ``cluster`` says
+    whether this broker serves it, ``logs`` holds its data."""
     regions: list[FileRegion] = []
     total = 0
     has_error = False
@@ -102,9 +101,9 @@ def read_fetch(handlers: RequestHandlers, request: FetchRequest) -> FetchRead:
                 problem = (
                     ErrorCode.TOPIC_AUTHORIZATION_FAILED
                     if topic in request.denied
-                    else handlers.cluster.partition_error(topic, partition)
+                    else cluster.partition_error(topic, partition)
                 )
-                log = handlers.logs.get_log(topic, partition)
+                log = logs.get_log(topic, partition)
                 if problem is not None or log is None:
                     answer["error_code"] = problem or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 else:

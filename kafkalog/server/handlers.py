@@ -27,19 +27,19 @@ from kafkalog.protocol.frames import error_body
 from kafkalog.protocol.types import Struct
 from kafkalog.record import Codec
 from kafkalog.record.reader import first_codec
-from kafkalog.server.access import Access
-from kafkalog.server.acl_store import AclStore
-from kafkalog.server.acls import Authorizer, Operation
 from kafkalog.server.admin import AdminHandlers
 from kafkalog.server.caller import LOCAL, Caller
-from kafkalog.server.cluster import ClusterView, TopicExistsError
+from kafkalog.server.cluster.offsets import GroupOffsetStore
+from kafkalog.server.cluster.producer_ids import ProducerIds, file_blocks
+from kafkalog.server.cluster.topic_config import topic_log_config
+from kafkalog.server.cluster.view import ClusterView, TopicExistsError
 from kafkalog.server.config import BrokerConfig
 from kafkalog.server.deferred import DeferredResponse
 from kafkalog.server.fetch import FetchRequest, ParkedFetch, read_fetch
 from kafkalog.server.groups import GroupCoordinator
-from kafkalog.server.offsets import GroupOffsetStore
-from kafkalog.server.producer_ids import ProducerIds, file_blocks
-from kafkalog.server.topic_config import topic_log_config
+from kafkalog.server.security.access import Access
+from kafkalog.server.security.acl_store import AclStore
+from kafkalog.server.security.acls import Authorizer, Operation
 
 logger = logging.getLogger(__name__)
 
@@ -190,7 +190,7 @@ class RequestHandlers:
         denied = frozenset(t for t, _ in request.topics if self.access.topic(caller, Operation.READ, t) is not None)
         if denied:
             request = dataclasses.replace(request, denied=denied)
-        read = read_fetch(self, request)
+        read = read_fetch(self.cluster, self.logs, request)
         if read.has_error or read.total_bytes >= request.min_bytes or request.max_wait_ms <= 0:
             return read.body
         read.close()
@@ -199,7 +199,7 @@ class RequestHandlers:
     def retry_fetch(self, parked: ParkedFetch, *, expired: bool) -> Struct | None:
         """The response of a parked fetch once it can answer (enough data, an error, or its wait ran
         out); None to keep waiting."""
-        read = read_fetch(self, parked.request)
+        read = read_fetch(self.cluster, self.logs, parked.request)
         if expired or read.has_error or read.total_bytes >= parked.request.min_bytes:
             return read.body
         read.close()

@@ -12,9 +12,9 @@ it) until the fetch completes. Reading stops while a connection has much unsent 
 that sends but never reads cannot make the broker buffer without bound.
 
 Each listener (kafkalog.server.listeners) has its security protocol. On a TLS listener the socket is
-wrapped (kafkalog.server.tls) and its handshake driven by the selector like any read; log regions
+wrapped (kafkalog.server.security.tls) and its handshake driven by the selector like any read; log regions
 are then read and sent through TLS in 64 KiB pieces, since the kernel cannot encrypt what sendfile
-sends. On a SASL listener the connection's Session (kafkalog.server.session) admits nothing but
+sends. On a SASL listener the connection's Session (kafkalog.server.security.session) admits nothing but
 ApiVersions and the SASL requests until the client has logged in. A connection not through its TLS
 handshake and login within the handshake timeout is closed, so strangers cannot hold slots.
 """
@@ -46,9 +46,9 @@ from kafkalog.server.fetch import ParkedFetch
 from kafkalog.server.handlers import NO_RESPONSE, RequestHandlers
 from kafkalog.server.listeners import Listener
 from kafkalog.server.metrics import Metrics
-from kafkalog.server.prelogin import LoginBuffers, RefusalLog
-from kafkalog.server.session import Authenticator, Session
-from kafkalog.server.tls import principal_of
+from kafkalog.server.security.prelogin import LoginBuffers, RefusalLog
+from kafkalog.server.security.session import Authenticator, Session
+from kafkalog.server.security.tls import principal_of
 
 logger = logging.getLogger(__name__)
 
@@ -689,7 +689,7 @@ class SocketServer:
         self.metrics = metrics
         self.security = security or Security()
         self.login_buffers = LoginBuffers(self.security.max_login_buffer_bytes)
-        """The bytes every connection not yet logged in holds, together (kafkalog.server.prelogin)."""
+        """The bytes every connection not yet logged in holds, together (kafkalog.server.security.prelogin)."""
         self.refusals = RefusalLog()
         self.stopping = threading.Event()
         self.processors = [Processor(i, self) for i in range(config.num_processors)]

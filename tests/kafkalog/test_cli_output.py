@@ -13,8 +13,8 @@ from click.testing import CliRunner, Result
 from kafkalog.cli import main
 from kafkalog.log import LogConfig, LogManager
 from kafkalog.mirror.mirror import status_line, stopped_line
-from kafkalog.server.offsets import OffsetStore
-from kafkalog.server.topic_config import TopicConfigFiles
+from kafkalog.server.cluster.offsets import OffsetStore
+from kafkalog.server.cluster.topic_config import TopicConfigFiles
 from tests.kafkalog.log.helpers import fill, message_set
 
 CONFIG = LogConfig(segment_bytes=2048, retention_ms=None)

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from demo.examples import page_views
-from kafkalog.server.credentials import UsersFile
+from kafkalog.server.security.credentials import UsersFile
 from pipelines.app.airflow import RUN_ID
 from tests.pipelines.flow_harness import REPO, example_spec, expected_hourly_pages, send, snapshot, table_rows
 from tests.pipelines.harness import write_spec

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from kafkalog.client import SimpleConsumer
-from kafkalog.server.credentials import UsersFile
+from kafkalog.server.security.credentials import UsersFile
 from pipelines.config.pipeline import PipelineSpec, load_spec
 from pipelines.errors import (
     BadRecordError,

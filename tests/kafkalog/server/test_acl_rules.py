@@ -1,4 +1,5 @@
-"""The ACL rules as Kafka decides them (kafkalog.server.acls) and their file (kafkalog.server.acl_store)."""
+"""The ACL rules as Kafka decides them (kafkalog.server.security.acls) and their file
+(kafkalog.server.security.acl_store)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog.server.acl_store import FileAclStore
-from kafkalog.server.acls import (
+from kafkalog.server.security.acl_store import FileAclStore
+from kafkalog.server.security.acls import (
     AclBinding,
     AclError,
     AclFilter,

@@ -21,7 +21,7 @@ with warnings.catch_warnings():
     import kafka.admin  # type: ignore[import-untyped]
     import kafka.errors  # type: ignore[import-untyped]
 
-from kafkalog.server.credentials import UsersFile
+from kafkalog.server.security.credentials import UsersFile
 from tests.support.certificates import Authority, authority, person
 from tests.support.kafka4 import run_tool
 from tests.support.kafkalog import BrokerProcess

@@ -1,5 +1,5 @@
 """Listeners as Kafka writes them, the broker's security settings, and a connection's login
-(kafkalog.server.listeners, .config, .tls, .session; kafkalog.sasl's client side).
+(kafkalog.server.listeners, .config, .security.tls, .security.session; kafkalog.sasl's client side).
 
 Unit tier: no socket. The session's checker thread runs for real: these tests wait on its answers.
 """
@@ -17,11 +17,11 @@ import pytest
 from kafkalog.protocol import ApiKey, ErrorCode
 from kafkalog.sasl import SaslLoginError, ScramClient, plain_message
 from kafkalog.server.config import BrokerAddress, BrokerConfig, BrokerConfigError, SaslSettings, TlsSettings
-from kafkalog.server.credentials import UsersFile
 from kafkalog.server.deferred import DeferredResponse
 from kafkalog.server.listeners import SecurityProtocol
-from kafkalog.server.session import Authenticator, Session, State
-from kafkalog.server.tls import principal_of, server_context
+from kafkalog.server.security.credentials import UsersFile
+from kafkalog.server.security.session import Authenticator, Session, State
+from kafkalog.server.security.tls import principal_of, server_context
 from tests.support.certificates import authority, person
 
 pytestmark = pytest.mark.unit

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog.server.offsets import OffsetStore
+from kafkalog.server.cluster.offsets import OffsetStore
 
 pytestmark = pytest.mark.unit
 

@@ -18,7 +18,7 @@ import pytest
 
 from kafkalog.protocol import ApiKey, ErrorCode, decode_response, encode_request, lookup
 from kafkalog.sasl import ScramClient
-from kafkalog.server.credentials import UsersFile
+from kafkalog.server.security.credentials import UsersFile
 from tests.support.kafkalog import BrokerProcess, recv_exact
 
 pytestmark = pytest.mark.integration

@@ -1,4 +1,4 @@
-"""SCRAM credentials and the server's side of SASL logins (kafkalog.server.credentials and .scram):
+"""SCRAM credentials and the server's side of SASL logins (kafkalog.server.security.credentials and .scram):
 RFC 7677's own exchange byte for byte, a client's both mechanisms, wrong passwords and unknown users
 answered alike, malformed messages refused with a reason, and the users file."""
 
@@ -17,9 +17,9 @@ import pytest
 from click.testing import CliRunner
 
 from kafkalog.cli import main
-from kafkalog.server.credentials import CredentialError, UsersFile, derive, salted_password
-from kafkalog.server.scram import SaslAuthenticationError, ScramServer, StandIns, plain_login
-from kafkalog.server.session import Authenticator
+from kafkalog.server.security.credentials import CredentialError, UsersFile, derive, salted_password
+from kafkalog.server.security.scram import SaslAuthenticationError, ScramServer, StandIns, plain_login
+from kafkalog.server.security.session import Authenticator
 
 SECRET = b"broker secret"
 NO_USERS = StandIns(SECRET, lambda mechanism: [])

@@ -31,7 +31,7 @@ from kafkalog.client import Admin, ClientSecurity, Producer, SimpleConsumer
 from kafkalog.errors import AuthenticationError, ClientError
 from kafkalog.protocol import ApiKey, ErrorCode, decode_response, encode_request, lookup
 from kafkalog.sasl import ScramClient, plain_message
-from kafkalog.server.credentials import UsersFile
+from kafkalog.server.security.credentials import UsersFile
 from tests.support.certificates import Authority, Issued, authority, person
 from tests.support.kafka4 import CONSOLE_CONSUMER, CONSOLE_PRODUCER, run_tool
 from tests.support.kafkalog import KAFKALOG, BrokerProcess, recv_exact

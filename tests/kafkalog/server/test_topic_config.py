@@ -7,7 +7,7 @@ import pytest
 
 from kafkalog.errors import LogConfigError
 from kafkalog.log import LogConfig
-from kafkalog.server.topic_config import topic_log_config
+from kafkalog.server.cluster.topic_config import topic_log_config
 
 
 def test_a_value_the_log_refuses_is_named_as_the_client_wrote_it() -> None:

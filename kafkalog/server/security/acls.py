@@ -3,7 +3,7 @@
 Role: the model (bindings of a resource pattern to an access entry, Kafka's codes for every enum),
 the filters DescribeAcls and DeleteAcls match with, and :class:`Authorizer`, which answers "may this
 principal, from this host, do this operation on this resource?". Storage is
-kafkalog.server.acl_store's; the handlers ask; nothing here knows the network.
+kafkalog.server.security.acl_store's; the handlers ask; nothing here knows the network.
 
 Kafka's rules, kept exactly:
 - A DENY that matches wins over any ALLOW.

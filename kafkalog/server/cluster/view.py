@@ -18,13 +18,13 @@ from typing import Protocol
 from kafkalog.errors import KafkalogError
 from kafkalog.log import LogConfig, LogManager, validate_topic
 from kafkalog.protocol import ErrorCode
+from kafkalog.server.cluster.topic_config import TopicConfigFiles, topic_log_config
 from kafkalog.server.config import BrokerAddress, BrokerConfig
-from kafkalog.server.topic_config import TopicConfigFiles, topic_log_config
 
 
 class ClusterView(Protocol):
     """What the request handlers ask of the cluster: the static one (this module) or the one kept in
-    ZooKeeper (kafkalog.server.zk_cluster). Implementations are thread-safe."""
+    ZooKeeper (kafkalog.server.cluster.zookeeper). Implementations are thread-safe."""
 
     this_broker: BrokerAddress
 

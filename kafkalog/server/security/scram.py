@@ -3,7 +3,7 @@
 Role: given the bytes a client sends in SaslAuthenticate requests, answer with the bytes to send
 back, and in the end name the authenticated user or refuse. It knows nothing of sockets or of the
 Kafka protocol's framing (the handlers carry its bytes); credentials come from a lookup
-(kafkalog.server.credentials).
+(kafkalog.server.security.credentials).
 
 A SCRAM exchange is two round trips::
 
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from kafkalog.errors import KafkalogError
 from kafkalog.sasl import PLAIN
-from kafkalog.server.credentials import DEFAULT_ITERATIONS, MECHANISMS, SALT_BYTES, ScramCredential, hash_name
+from kafkalog.server.security.credentials import DEFAULT_ITERATIONS, MECHANISMS, SALT_BYTES, ScramCredential, hash_name
 
 SUPPORTED = (PLAIN, *MECHANISMS)
 """The SASL mechanisms a broker offers in its SaslHandshake answer."""
@@ -42,7 +42,7 @@ MAX_MESSAGE_BYTES = 4096
 Lookup = Callable[[str, str], ScramCredential | None]
 """(user, mechanism) → the user's credential for it, or None."""
 Counts = Callable[[str], list[int]]
-"""mechanism → the iteration counts the users' credentials have (kafkalog.server.credentials)."""
+"""mechanism → the iteration counts the users' credentials have (kafkalog.server.security.credentials)."""
 
 
 class StandIns:

@@ -13,8 +13,8 @@ answered "allowed" without looking at anything, so a broker without ACLs pays no
 from __future__ import annotations
 
 from kafkalog.protocol import ErrorCode
-from kafkalog.server.acls import CLUSTER_NAME, Authorizer, Operation, Permission, ResourceType
 from kafkalog.server.caller import Caller
+from kafkalog.server.security.acls import CLUSTER_NAME, Authorizer, Operation, Permission, ResourceType
 
 
 class Access:

@@ -3,7 +3,7 @@
 Role: the network layer asks a connection's :class:`Session` whether a request may be served
 (``admits``) and hands it the SASL requests; the session answers them and names the principal
 (``User:alice``) the handlers and ACLs see. It knows nothing of sockets; the checking of secrets is
-kafkalog.server.scram's, run off the network threads by the :class:`Authenticator`.
+kafkalog.server.security.scram's, run off the network threads by the :class:`Authenticator`.
 
 States, as Kafka's broker has them::
 
@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from kafkalog.protocol import ApiKey, ErrorCode
 from kafkalog.sasl import PLAIN
 from kafkalog.server.caller import ANONYMOUS
-from kafkalog.server.credentials import CredentialError, UsersFile, stand_in_secret
 from kafkalog.server.deferred import DeferredResponse
-from kafkalog.server.scram import SaslAuthenticationError, ScramServer, StandIns, Step, plain_login
+from kafkalog.server.security.credentials import CredentialError, UsersFile, stand_in_secret
+from kafkalog.server.security.scram import SaslAuthenticationError, ScramServer, StandIns, Step, plain_login
 
 logger = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ Invariants: the file is read whole and checked (unknown mechanism, bad base64, a
 out of Kafka's bounds, a key of the wrong length: CredentialError naming the file and the user); a
 comparison of secrets takes the same time whatever differs (``hmac.compare_digest``); a user that
 does not exist is answered like one whose password is wrong (``ScramServer`` in
-kafkalog.server.scram derives a stand-in credential for it).
+kafkalog.server.security.scram derives a stand-in credential for it).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Role: load the bindings at start, add and remove them for CreateAcls and DeleteAcls, each change
 written before it is answered, and hand the whole set to the Authorizer. A ZooKeeper cluster keeps
-them in ZooKeeper instead (kafkalog.server.zk_acls), so every broker enforces the same set.
+them in ZooKeeper instead (kafkalog.server.security.zk_acls), so every broker enforces the same set.
 
 Layout (replaced atomically; the names are Kafka's enum names, readable and diffable)::
 
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kafkalog.log.files import write_atomically
-from kafkalog.server.acls import AclBinding, AclError, Operation, PatternType, Permission, ResourceType
+from kafkalog.server.security.acls import AclBinding, AclError, Operation, PatternType, Permission, ResourceType
 
 FORMAT = 1
 

@@ -54,9 +54,9 @@ from kafkalog.registry.topics import (
     write_topic_config,
 )
 from kafkalog.retry import Backoff
-from kafkalog.server.cluster import TopicExistsError, UnknownTopicError
+from kafkalog.server.cluster.topic_config import topic_log_config
+from kafkalog.server.cluster.view import TopicExistsError, UnknownTopicError
 from kafkalog.server.config import BrokerAddress, BrokerConfig, BrokerConfigError
-from kafkalog.server.topic_config import topic_log_config
 
 logger = logging.getLogger(__name__)
 

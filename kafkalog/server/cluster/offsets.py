@@ -29,7 +29,7 @@ GroupOffsets = dict[str, dict[int, tuple[int, str | None]]]
 
 class GroupOffsetStore(Protocol):
     """Where OffsetCommit/OffsetFetch keep a group's offsets: this module's files, or ZooKeeper
-    (kafkalog.server.zk_cluster.ZooKeeperOffsetStore). ``commit`` raises KafkalogError if it could
+    (kafkalog.server.cluster.zookeeper.ZooKeeperOffsetStore). ``commit`` raises KafkalogError if it could
     not store them durably."""
 
     def commit(self, group: str, offsets: dict[tuple[str, int], tuple[int, str | None]]) -> None: ...

@@ -1,7 +1,7 @@
 """The ACLs of a ZooKeeper cluster: one node every broker reads, watches and changes.
 
 Role: the AclStore of a broker that joined a cluster through ZooKeeper. ``/kafkalog/acls`` holds
-the same document as kafkalog.server.acl_store's file; a change is a compare-and-set on the node's
+the same document as kafkalog.server.security.acl_store's file; a change is a compare-and-set on the node's
 version (retried when another broker changed it meanwhile), and every broker's watch hands the new
 set to its Authorizer, so an ACL added through any broker is enforced by all within a watch's
 round trip.
@@ -17,8 +17,8 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from kafkalog.server.acl_store import parse_document, render_document
-from kafkalog.server.acls import AclBinding, AclError
+from kafkalog.server.security.acl_store import parse_document, render_document
+from kafkalog.server.security.acls import AclBinding, AclError
 
 logger = logging.getLogger(__name__)
 
