@@ -52,7 +52,7 @@ from kafkalog.record import (
     entry_size,
     iter_entries,
 )
-from kafkalog.record.batch import (
+from kafkalog.record.batch_format import (
     MAGIC,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,

@@ -1,10 +1,10 @@
-"""Kafka's message formats: v0/v1 message sets and v2 record batches (``kafkalog.record.batch``):
+"""Kafka's message formats: v0/v1 message sets and v2 record batches (``kafkalog.record.batch_format``):
 encoding, decoding, compression, and validation for the log."""
 
-from kafkalog.record.batch import BatchHeader, RecordInput, decode_batch, encode_batch, iter_headers
-from kafkalog.record.builder import MessageSetBuilder, encode_message, entry_size, frame
+from kafkalog.record.batch_format import BatchHeader, RecordInput, decode_batch, encode_batch, iter_headers
 from kafkalog.record.codec import DEFAULT_MAX_DECOMPRESSED_BYTES, compress, decompress
-from kafkalog.record.format import (
+from kafkalog.record.legacy_builder import MessageSetBuilder, encode_message, entry_size, frame
+from kafkalog.record.legacy_format import (
     LEGACY_CODECS,
     LOG_OVERHEAD,
     NO_TIMESTAMP,

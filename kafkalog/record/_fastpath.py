@@ -285,7 +285,7 @@ def assign_plain(
 
 
 # --------------------------------------------------------------------------- magic 2 records
-# The records of one record batch (kafkalog.record.batch has the layout): decoded into messages
+# The records of one record batch (kafkalog.record.batch_format has the layout): decoded into messages
 # with headers, or encoded from (key, value, timestamp, headers) items.
 
 _MAX_VARINT_BYTES = 10

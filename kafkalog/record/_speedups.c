@@ -17,7 +17,7 @@
 #define MAGIC_POS 16
 #define CODEC_MASK 0x07
 #define TS_TYPE_BIT 0x08
-/* magic 2 record batches (kafkalog/record/batch.py has the layout) */
+/* magic 2 record batches (kafkalog/record/batch_format.py has the layout) */
 #define BATCH_MIN_LENGTH 49
 #define BATCH_CRC_POS 17
 #define BATCH_ATTRIBUTES_POS 21

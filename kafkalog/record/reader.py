@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from kafkalog.errors import CorruptRecordError, UnsupportedCodecError
-from kafkalog.record import batch as batches
+from kafkalog.record import batch_format as batches
 from kafkalog.record import kernels
 from kafkalog.record.codec import DEFAULT_MAX_DECOMPRESSED_BYTES, decompress
-from kafkalog.record.format import (
+from kafkalog.record.legacy_format import (
     CODEC_MASK,
     INT32,
     KEY_LENGTH_POS,
@@ -29,7 +29,7 @@ from kafkalog.record.format import (
     Message,
     TimestampType,
 )
-from kafkalog.record.format import INT64 as _INT64
+from kafkalog.record.legacy_format import INT64 as _INT64
 
 Buffer = bytes | bytearray | memoryview
 

@@ -1,7 +1,7 @@
 """Checking a producer's message set and assigning its offsets, before it is appended to a log.
 
 A log stores one message format (a topic setting): magic 2 record batches (the default; see
-``kafkalog.record.validate_batches``), or magic 1 message sets, described here.
+``kafkalog.record.batch_validate``), or magic 1 message sets, described here.
 
 What a magic 1 log stores is always magic 1 with a timestamp on every message, so that time lookups
 and time retention work for every message:
@@ -29,11 +29,12 @@ from kafkalog.errors import (
     UnsupportedCodecError,
     UnsupportedForMessageFormatError,
 )
-from kafkalog.record import batch as batches
+from kafkalog.record import batch_format as batches
 from kafkalog.record import kernels
-from kafkalog.record.builder import MessageSetBuilder, encode_message, frame
+from kafkalog.record.batch_validate import validate_batches_for_append
 from kafkalog.record.codec import DEFAULT_MAX_DECOMPRESSED_BYTES
-from kafkalog.record.format import (
+from kafkalog.record.legacy_builder import MessageSetBuilder, encode_message, frame
+from kafkalog.record.legacy_format import (
     ATTRIBUTES_POS,
     CODEC_MASK,
     CRC_POS,
@@ -49,7 +50,6 @@ from kafkalog.record.format import (
     TimestampType,
 )
 from kafkalog.record.reader import corrupt_at, decode_inner, iter_entries, open_wrapper
-from kafkalog.record.validate_batches import validate_batches_for_append
 from kafkalog.record.validated import ValidatedSet
 
 MESSAGE_FORMATS = (1, 2)

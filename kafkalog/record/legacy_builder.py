@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 from kafkalog.errors import InvalidTimestampError, UnsupportedCodecError
 from kafkalog.record.codec import compress
-from kafkalog.record.format import (
+from kafkalog.record.legacy_format import (
     CODEC_MASK,
     ENTRY_HEADER,
     INT32,
