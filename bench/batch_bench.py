@@ -23,7 +23,7 @@ from kafkalog.log import Log, LogConfig
 from kafkalog.record import Codec, MessageSetBuilder, decode_all
 from kafkalog.record.batch_format import RecordInput, encode_batch
 from kafkalog.record.kernels import NATIVE
-from kafkalog.record.legacy_validate import validate_for_append
+from kafkalog.record.validate import validate_for_append
 
 TS = 1_700_000_000_000
 

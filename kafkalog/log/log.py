@@ -35,7 +35,7 @@ from kafkalog.log.producer_state import SNAPSHOT_SUFFIX, ProducerStateManager, b
 from kafkalog.log.region import FileRegion
 from kafkalog.log.segment import LogSegment, SegmentDeletedError
 from kafkalog.record import Message, decode_all
-from kafkalog.record.legacy_validate import validate_for_append
+from kafkalog.record.validate import validate_for_append
 
 logger = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from kafkalog.log.index import CorruptIndexError, OffsetIndex, TimeIndex
 from kafkalog.log.region import FileRegion
 from kafkalog.log.scan import ScanResult, scan_file
 from kafkalog.record import batch_format as batches
-from kafkalog.record.legacy_validate import ValidatedSet
+from kafkalog.record.validate import ValidatedSet
 
 logger = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ import os
 from types import ModuleType
 
 from kafkalog.record import _fastpath
-from kafkalog.record.legacy_format import Message, TimestampType
+from kafkalog.record.message import Message, TimestampType
 
 
 def _load() -> tuple[ModuleType, bool, str]:

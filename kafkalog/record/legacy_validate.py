@@ -1,7 +1,5 @@
-"""Checking a producer's message set and assigning its offsets, before it is appended to a log.
-
-A log stores one message format (a topic setting): magic 2 record batches (the default; see
-``kafkalog.record.batch_validate``), or magic 1 message sets, described here.
+"""Checking a producer's message set and assigning its offsets, for a log that stores magic 1
+message sets (``kafkalog.record.validate`` chooses this or ``batch_validate`` by the log's format).
 
 What a magic 1 log stores is always magic 1 with a timestamp on every message, so that time lookups
 and time retention work for every message:
@@ -31,59 +29,26 @@ from kafkalog.errors import (
 )
 from kafkalog.record import batch_format as batches
 from kafkalog.record import kernels
-from kafkalog.record.batch_validate import validate_batches_for_append
-from kafkalog.record.codec import DEFAULT_MAX_DECOMPRESSED_BYTES
 from kafkalog.record.legacy_builder import MessageSetBuilder, encode_message, frame
-from kafkalog.record.legacy_format import (
-    ATTRIBUTES_POS,
-    CODEC_MASK,
-    CRC_POS,
-    INT64,
-    MAGIC_POS,
-    NO_TIMESTAMP,
-    TIMESTAMP_POS,
-    TIMESTAMP_TYPE_MASK,
-    UINT32,
-    Codec,
-    Entry,
-    Message,
-    TimestampType,
-)
+from kafkalog.record.legacy_format import ATTRIBUTES_POS, CRC_POS, INT64, MAGIC_POS, TIMESTAMP_POS, UINT32
+from kafkalog.record.message import CODEC_MASK, NO_TIMESTAMP, TIMESTAMP_TYPE_MASK, Codec, Entry, Message, TimestampType
 from kafkalog.record.reader import corrupt_at, decode_inner, iter_entries, open_wrapper
 from kafkalog.record.validated import ValidatedSet
 
-MESSAGE_FORMATS = (1, 2)
-"""What a log may store: magic 1 message sets, or magic 2 record batches (the default)."""
 
-
-def validate_for_append(
+def validate_message_set_for_append(
     data: bytes | bytearray | memoryview,
     next_offset: int,
     *,
     now_ms: int,
-    log_append_time: bool = False,
-    max_message_bytes: int = 1_000_012,
-    index_interval_bytes: int = 4096,
-    bytes_since_index: int = 0,
-    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
-    message_format: int = 1,
+    log_append_time: bool,
+    max_message_bytes: int,
+    index_interval_bytes: int,
+    bytes_since_index: int,
+    max_decompressed_bytes: int,
 ) -> ValidatedSet:
-    """Check every message of ``data`` and assign offsets from ``next_offset``, for a log that
-    stores ``message_format`` (1 or 2).
-
-    Raises CorruptRecordError (bad size, CRC, magic, lengths, codec payload, a partial trailing
-    message), RecordTooLargeError (an entry over ``max_message_bytes``, or a payload expanding
-    beyond ``max_decompressed_bytes``) or InvalidTimestampError. Nothing is half-applied: on error
-    the caller appends nothing.
-    """
-    if message_format == batches.MAGIC:
-        return validate_batches_for_append(
-            data, next_offset, now_ms=now_ms, log_append_time=log_append_time, max_message_bytes=max_message_bytes,
-            index_interval_bytes=index_interval_bytes, bytes_since_index=bytes_since_index,
-            max_decompressed_bytes=max_decompressed_bytes,
-        )  # fmt: skip
-    if message_format != 1:
-        raise ValueError(f"message format must be one of {MESSAGE_FORMATS}, not {message_format}")
+    """Check every message of ``data`` and assign offsets from ``next_offset``; the result holds
+    magic 1 entries only. Raises as ``validate.validate_for_append``; nothing is half-applied."""
     buf = bytearray(data)
     if not buf:
         raise CorruptRecordError("message set is empty")
@@ -239,4 +204,4 @@ def _batch_as_magic_1(
     return builder.build(), len(records), largest
 
 
-__all__ = ["MESSAGE_FORMATS", "ValidatedSet", "validate_for_append"]
+__all__ = ["validate_message_set_for_append"]

@@ -29,7 +29,7 @@ from kafkalog.record.batch_format import (
     with_producer,
     without_producer,
 )
-from kafkalog.record.legacy_format import Codec, Message, TimestampType
+from kafkalog.record.message import Codec, Message, TimestampType
 
 CODECS = list(Codec)
 BASE_TS = 1_700_000_000_000

@@ -21,7 +21,7 @@ from kafkalog.record import (
     kernels,
 )
 from kafkalog.record.batch_format import RecordInput, encode_batch
-from kafkalog.record.legacy_validate import validate_for_append
+from kafkalog.record.validate import validate_for_append
 
 from . import hand
 

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from kafkalog.errors import CorruptRecordError, InvalidTimestampError, RecordTooLargeError
 from kafkalog.record import Codec, Message, MessageSetBuilder, TimestampType, compress, decode_messages
-from kafkalog.record.legacy_validate import ValidatedSet, validate_for_append
+from kafkalog.record.validate import ValidatedSet, validate_for_append
 
 from . import hand
 from .test_golden import _decompress_by_hand
