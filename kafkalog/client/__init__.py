@@ -11,12 +11,9 @@ from kafkalog.client.partitioner import default_partitioner, murmur2
 from kafkalog.client.producer import Producer, RecordMetadata
 from kafkalog.client.registry_view import RegistryView, check_connect_string, read_registry
 from kafkalog.client.security import ClientSecurity
-from kafkalog.record.kernels import KERNELS
-from kafkalog.record.kernels import describe as describe_kernels
 
 __all__ = [
     "EARLIEST",
-    "KERNELS",
     "LATEST",
     "Admin",
     "Client",
@@ -29,7 +26,6 @@ __all__ = [
     "TopicMetadata",
     "check_connect_string",
     "default_partitioner",
-    "describe_kernels",
     "murmur2",
     "read_registry",
 ]
