@@ -8,7 +8,8 @@ from kafkalog.client.admin import Admin
 from kafkalog.client.client import Client, TopicMetadata
 from kafkalog.client.consumer import EARLIEST, LATEST, FetchResult, SimpleConsumer
 from kafkalog.client.partitioner import default_partitioner, murmur2
-from kafkalog.client.producer import Producer, RecordMetadata
+from kafkalog.client.producer import Producer
+from kafkalog.client.producer_batch import RecordMetadata
 from kafkalog.client.registry_view import RegistryView, check_connect_string, read_registry
 from kafkalog.client.security import ClientSecurity
 
