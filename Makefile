@@ -57,7 +57,7 @@ $(INSTALLED): pyproject.toml setup.py
 	@touch $@
 
 # The C kernels (records, and the protocol's codec), rebuilt in place when their source changes.
-$(NATIVE) &: kafkalog/record/_speedups.c kafkalog/protocol/_wire.c $(INSTALLED)
+$(NATIVE) &: $(wildcard kafkalog/record/_speedups*.[ch]) kafkalog/protocol/_wire.c $(INSTALLED)
 	$(BIN)/python setup.py --quiet build_ext --inplace
 	@touch $(NATIVE)
 

@@ -7,7 +7,15 @@ setup(
     ext_modules=[
         Extension(
             "kafkalog.record._speedups",
-            ["kafkalog/record/_speedups.c"],
+            [  # the module, then one file per job (_speedups.h lists them)
+                "kafkalog/record/_speedups.c",
+                "kafkalog/record/_speedups_message.c",
+                "kafkalog/record/_speedups_crc32c.c",
+                "kafkalog/record/_speedups_scan.c",
+                "kafkalog/record/_speedups_legacy.c",
+                "kafkalog/record/_speedups_batch.c",
+            ],
+            depends=["kafkalog/record/_speedups.h"],
             libraries=["z"],
             extra_compile_args=["-O2"],
             # Without a compiler the package still installs and runs on the pure-Python kernels.

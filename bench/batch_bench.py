@@ -21,7 +21,7 @@ from bench.log_bench import payloads
 from bench.results import print_results, result
 from kafkalog.log import Log, LogConfig
 from kafkalog.record import Codec, MessageSetBuilder, decode_all
-from kafkalog.record.batch import RecordInput, encode_batch
+from kafkalog.record.batch_format import RecordInput, encode_batch
 from kafkalog.record.kernels import NATIVE
 from kafkalog.record.validate import validate_for_append
 

@@ -75,7 +75,7 @@ def descriptors(pid: int) -> int:
 def fill(broker: Any, topics: list[str], per_topic: int, messages: int) -> float:
     """``messages`` per partition, one record batch each; the seconds it took."""
     from kafkalog.client import Producer
-    from kafkalog.record.batch import RecordInput, encode_batch
+    from kafkalog.record.batch_format import RecordInput, encode_batch
 
     now = int(time.time() * 1000)
     batch = encode_batch([RecordInput(None, MESSAGE, now + i) for i in range(messages)])

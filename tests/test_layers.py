@@ -25,7 +25,19 @@ LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 FORBIDDEN_IMPORT = {
     # contract name (its start) -> (the module that gets the import, the import)
     "kafkalog's layers": ("kafkalog/record/forbidden.py", "import kafkalog.client"),
+    "message sets are laid out on their own": (
+        "kafkalog/record/legacy_builder.py",
+        "import kafkalog.record.batch_format",
+    ),
+    "record batches are laid out on their own": (
+        "kafkalog/record/batch_format.py",
+        "import kafkalog.record.legacy_format",
+    ),
     "kafkalog.client speaks the protocol": ("kafkalog/client/forbidden.py", "import kafkalog.log"),
+    "the producer's accumulator, encoder and batches send nothing": (
+        "kafkalog/client/accumulator.py",
+        "import kafkalog.client.connection",
+    ),
     "kafkalog.mirror is a consumer and a producer": ("kafkalog/mirror/forbidden.py", "import kafkalog.protocol"),
     "the broker's layers": ("kafkalog/server/fetch.py", "import kafkalog.server.handlers"),
     "the group coordinator is group state": ("kafkalog/server/groups/forbidden.py", "import kafkalog.server.network"),

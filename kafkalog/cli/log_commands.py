@@ -19,7 +19,7 @@ from kafkalog.log.files import LOG_SUFFIX, parse_base_offset
 from kafkalog.log.manager import CLEAN_SHUTDOWN_FILE, LOCK_FILE, data_dir_in_use, partition_of
 from kafkalog.log.scan import scan_file
 from kafkalog.record import decode_messages, iter_entries
-from kafkalog.record.format import Codec
+from kafkalog.record.message import Codec
 
 
 @main.group("log")

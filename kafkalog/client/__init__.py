@@ -8,15 +8,13 @@ from kafkalog.client.admin import Admin
 from kafkalog.client.client import Client, TopicMetadata
 from kafkalog.client.consumer import EARLIEST, LATEST, FetchResult, SimpleConsumer
 from kafkalog.client.partitioner import default_partitioner, murmur2
-from kafkalog.client.producer import Producer, RecordMetadata
+from kafkalog.client.producer import Producer
+from kafkalog.client.producer_batch import RecordMetadata
 from kafkalog.client.registry_view import RegistryView, check_connect_string, read_registry
 from kafkalog.client.security import ClientSecurity
-from kafkalog.record.kernels import KERNELS
-from kafkalog.record.kernels import describe as describe_kernels
 
 __all__ = [
     "EARLIEST",
-    "KERNELS",
     "LATEST",
     "Admin",
     "Client",
@@ -29,7 +27,6 @@ __all__ = [
     "TopicMetadata",
     "check_connect_string",
     "default_partitioner",
-    "describe_kernels",
     "murmur2",
     "read_registry",
 ]

@@ -45,7 +45,7 @@ BATCHES_KEPT = 5
 SNAPSHOTS_KEPT = 2
 _MAX_SEQUENCE = 2**31 - 1
 _HEADER = struct.Struct(">qiibIhiqqqhii")
-"""A record batch header (kafkalog.record.batch): base offset, length, leader epoch, magic, CRC,
+"""A record batch header (kafkalog.record.batch_format): base offset, length, leader epoch, magic, CRC,
 attributes, last offset delta, base and max timestamp, producer id and epoch, base sequence, count."""
 _CONTROL_BIT = 0x20
 

@@ -21,7 +21,7 @@ from kafkalog.log.files import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_IN
 from kafkalog.log.index import CorruptIndexError, OffsetIndex, TimeIndex
 from kafkalog.log.region import FileRegion
 from kafkalog.log.scan import ScanResult, scan_file
-from kafkalog.record import batch as batches
+from kafkalog.record import batch_format as batches
 from kafkalog.record.validate import ValidatedSet
 
 logger = logging.getLogger(__name__)

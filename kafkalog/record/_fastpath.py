@@ -1,7 +1,8 @@
 """The three per-message kernels of the record layer, in pure Python.
 
-This module is the reference: ``_speedups.c`` implements the same three functions with the same
-arguments and the same results, and ``kafkalog.record.kernels`` picks the C version when it is built.
+This module is the reference: the C extension ``_speedups`` (``_speedups*.c``) implements the same
+three functions with the same arguments and the same results, and ``kafkalog.record.kernels`` picks
+the C version when it is built.
 Tests feed both the same bytes and require equal results. Kernels never raise for bad data: they
 stop and return an error triple ``(kind, position, reason)`` so that callers raise the right error
 with context. ``kind`` is one of "corrupt", "too_large", "timestamp".
@@ -285,7 +286,7 @@ def assign_plain(
 
 
 # --------------------------------------------------------------------------- magic 2 records
-# The records of one record batch (kafkalog.record.batch has the layout): decoded into messages
+# The records of one record batch (kafkalog.record.batch_format has the layout): decoded into messages
 # with headers, or encoded from (key, value, timestamp, headers) items.
 
 _MAX_VARINT_BYTES = 10

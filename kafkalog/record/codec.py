@@ -29,7 +29,7 @@ import snappy
 import xxhash
 
 from kafkalog.errors import CorruptRecordError, RecordTooLargeError, UnsupportedCodecError
-from kafkalog.record.format import Codec
+from kafkalog.record.message import Codec
 
 DEFAULT_MAX_DECOMPRESSED_BYTES = 64 * 1024 * 1024
 """Largest decompressed payload accepted unless a caller says otherwise."""

@@ -7,11 +7,12 @@ batches (Kafka 4.x): message sets become batches."""
 
 from __future__ import annotations
 
-from kafkalog.record import batch as batches
-from kafkalog.record.batch import RecordInput
-from kafkalog.record.builder import MessageSetBuilder, encode_message, frame
+from kafkalog.record import batch_format as batches
+from kafkalog.record.batch_format import RecordInput
 from kafkalog.record.codec import compress
-from kafkalog.record.format import CODEC_MASK, LEGACY_CODECS, Codec, Entry, TimestampType
+from kafkalog.record.legacy_builder import MessageSetBuilder, encode_message, frame
+from kafkalog.record.legacy_format import LEGACY_CODECS
+from kafkalog.record.message import CODEC_MASK, Codec, Entry, TimestampType
 from kafkalog.record.reader import Buffer, decode_all, iter_entries, open_wrapper
 
 _ALL = -(1 << 63)

@@ -9,7 +9,7 @@ import os
 from types import ModuleType
 
 from kafkalog.record import _fastpath
-from kafkalog.record.format import Message, TimestampType
+from kafkalog.record.message import Message, TimestampType
 
 
 def _load() -> tuple[ModuleType, bool, str]:
@@ -41,7 +41,7 @@ for _module in {implementation, _fastpath}:
 decode_plain = implementation.decode_plain
 scan_entries = implementation.scan_entries
 assign_plain = implementation.assign_plain
-# magic 2 batches and records (kafkalog.record.batch)
+# magic 2 batches and records (kafkalog.record.batch_format)
 crc32c = implementation.crc32c
 decode_records = implementation.decode_records
 check_records = implementation.check_records

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from kafkalog.record import batch as batches
+from kafkalog.record import batch_format as batches
 from kafkalog.record import kernels
 from kafkalog.record.codec import DEFAULT_MAX_DECOMPRESSED_BYTES
-from kafkalog.record.format import ATTRIBUTES_POS, CODEC_MASK, INT32, INT64, LOG_OVERHEAD, SIZE_POS, Message
+from kafkalog.record.legacy_format import ATTRIBUTES_POS, INT32, INT64, LOG_OVERHEAD, SIZE_POS
+from kafkalog.record.message import CODEC_MASK, Message
 from kafkalog.record.reader import Buffer, corrupt_at, decode_all
 
 _NO_FLOOR = -(1 << 63)

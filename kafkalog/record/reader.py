@@ -12,24 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from kafkalog.errors import CorruptRecordError, UnsupportedCodecError
-from kafkalog.record import batch as batches
+from kafkalog.record import batch_format as batches
 from kafkalog.record import kernels
 from kafkalog.record.codec import DEFAULT_MAX_DECOMPRESSED_BYTES, decompress
-from kafkalog.record.format import (
-    CODEC_MASK,
-    INT32,
-    KEY_LENGTH_POS,
-    LOG_OVERHEAD,
-    MESSAGE_PREFIX,
-    MESSAGE_V0_OVERHEAD,
-    NO_TIMESTAMP,
-    TIMESTAMP_TYPE_MASK,
-    Codec,
-    Entry,
-    Message,
-    TimestampType,
-)
-from kafkalog.record.format import INT64 as _INT64
+from kafkalog.record.legacy_format import INT32, KEY_LENGTH_POS, LOG_OVERHEAD, MESSAGE_PREFIX, MESSAGE_V0_OVERHEAD
+from kafkalog.record.legacy_format import INT64 as _INT64
+from kafkalog.record.message import CODEC_MASK, NO_TIMESTAMP, TIMESTAMP_TYPE_MASK, Codec, Entry, Message, TimestampType
 
 Buffer = bytes | bytearray | memoryview
 

@@ -32,7 +32,7 @@ no headers (always so before message format v2). Null: not recorded (rows loaded
 existed), never for a row loaded since."""
 
 Header = tuple[str, bytes | None]
-"""A record header: a UTF-8 key and a value that may be null (kafkalog's record Header)."""
+"""A record header: a UTF-8 key and a value that may be null (kafkalog.record.message.Header)."""
 
 
 class Message(NamedTuple):

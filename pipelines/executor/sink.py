@@ -64,7 +64,7 @@ class StagedFile:
     min_offset: int
     max_offset: int
     kernels: str = ""
-    """The record kernels the task that wrote it ran (kafkalog.record.kernels.KERNELS)."""
+    """The record kernels the task that wrote it ran (kafkalog.client.kernels.KERNELS)."""
 
 
 def staged_files_batch(files: list[StagedFile]) -> pa.RecordBatch:

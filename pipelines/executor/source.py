@@ -32,7 +32,8 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from kafkalog.client import KERNELS, ClientSecurity, SimpleConsumer, describe_kernels
+from kafkalog.client import ClientSecurity, SimpleConsumer
+from kafkalog.client.kernels import KERNELS, describe_kernels
 from kafkalog.faults import FaultPoints, FaultTarget
 from kafkalog.retry import Backoff
 from pipelines.config.pipeline import BadRecords, Decoder, EventTime, Source

@@ -25,7 +25,8 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 from urllib.parse import unquote
 
-from kafkalog.client import KERNELS, SimpleConsumer, describe_kernels
+from kafkalog.client import SimpleConsumer
+from kafkalog.client.kernels import KERNELS, describe_kernels
 from pipelines import faults
 from pipelines.config.pipeline import PipelineSpec
 from pipelines.errors import ConcurrentRunError, PipelineError, ReconciliationError

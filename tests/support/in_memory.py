@@ -24,7 +24,7 @@ from typing import Any
 
 from kafkalog.errors import OffsetOutOfRangeError
 from kafkalog.record import Message
-from kafkalog.record.format import TimestampType
+from kafkalog.record.message import TimestampType
 from pipelines import faults
 from pipelines.config.pipeline import PipelineSpec
 from pipelines.executor.source import SplitTask, write_split

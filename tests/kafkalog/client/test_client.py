@@ -14,7 +14,7 @@ import pytest
 
 from kafkalog.client import Admin, Producer, SimpleConsumer, murmur2
 from kafkalog.client.connection import BrokerConnection
-from kafkalog.client.producer import _Batch
+from kafkalog.client.producer_batch import ProducerBatch
 from kafkalog.errors import (
     BrokerResponseError,
     BufferFullError,
@@ -85,7 +85,7 @@ def test_each_future_knows_its_own_offset_and_timestamp(broker: BrokerProcess) -
 
 def test_an_answer_without_offsets_gives_none_rather_than_minus_one_plus_the_index() -> None:
     """DUPLICATE_SEQUENCE_NUMBER with base offset -1: the batch is stored, its offsets unknown."""
-    batch = _Batch("t", 0, 0.0)
+    batch = ProducerBatch("t", 0, 0.0)
     batch.messages.extend([(None, b"a", 7, ()), (None, b"b", 8, ())])
     batch.acknowledged, batch.base_offset = True, -1
     assert [batch.metadata(i).offset for i in range(2)] == [-1, -1]

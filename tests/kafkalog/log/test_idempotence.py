@@ -18,7 +18,7 @@ from kafkalog.log.producer_state import (
     ProducerStateManager,
     producer_batch,
 )
-from kafkalog.record.batch import encode_batch
+from kafkalog.record.batch_format import encode_batch
 
 from .helpers import FakeClock, message_set
 

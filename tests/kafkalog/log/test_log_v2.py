@@ -13,7 +13,7 @@ import pytest
 from kafkalog.errors import OffsetOutOfRangeError
 from kafkalog.log import EARLIEST_TIME, Log, LogConfig
 from kafkalog.record import Codec, TimestampType, decode_messages, iter_entries
-from kafkalog.record.batch import RecordInput, encode_batch, read_header
+from kafkalog.record.batch_format import RecordInput, encode_batch, read_header
 
 from .helpers import SMALL, FakeClock, message_set, read_all
 

@@ -39,7 +39,7 @@ from kazoo.client import KazooClient
 from kafkalog.client import Admin, Client, Producer, SimpleConsumer, murmur2
 from kafkalog.client.offsets import OffsetsClient
 from kafkalog.protocol import ApiKey
-from kafkalog.record.format import Codec
+from kafkalog.record.message import Codec
 from tests.support.installed import KAFKA09_HOME as KAFKA_HOME
 from tests.support.kafka09 import Kafka09Process
 from tests.support.kafkalog import KAFKALOG, BrokerProcess, roundtrip

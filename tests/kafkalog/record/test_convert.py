@@ -8,9 +8,9 @@ import pytest
 from kafka.record.memory_records import MemoryRecords
 
 from kafkalog.record import MessageSetBuilder, decode_messages, iter_entries
-from kafkalog.record.batch import RecordInput, encode_batch
+from kafkalog.record.batch_format import RecordInput, encode_batch
 from kafkalog.record.convert import needs_conversion, to_magic
-from kafkalog.record.format import Codec, TimestampType
+from kafkalog.record.message import Codec, TimestampType
 
 TS = 1_700_000_000_000
 

@@ -20,7 +20,7 @@ from kafkalog.record import (
     decode_messages,
     kernels,
 )
-from kafkalog.record.batch import RecordInput, encode_batch
+from kafkalog.record.batch_format import RecordInput, encode_batch
 from kafkalog.record.validate import validate_for_append
 
 from . import hand

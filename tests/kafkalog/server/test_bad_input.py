@@ -17,7 +17,7 @@ import pytest
 
 from kafkalog.protocol import VERSION_RANGES, ApiKey, ErrorCode, decode_response, encode_request, lookup
 from kafkalog.record import MessageSetBuilder, decode_all
-from kafkalog.record.batch import RecordInput, encode_batch
+from kafkalog.record.batch_format import RecordInput, encode_batch
 from tests.support.kafkalog import BrokerProcess, recv_exact
 
 MAX_REQUEST = 1024 * 1024

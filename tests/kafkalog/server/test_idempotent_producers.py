@@ -16,7 +16,7 @@ import pytest
 
 from kafkalog.client import Admin, Producer, SimpleConsumer
 from kafkalog.protocol import ApiKey, ErrorCode
-from kafkalog.record.batch import encode_batch
+from kafkalog.record.batch_format import encode_batch
 from tests.support.kafka4 import CONSOLE_PRODUCER, run_tool
 from tests.support.kafkalog import BrokerProcess, roundtrip
 from tests.support.proxy import AckDroppingProxy

@@ -19,13 +19,16 @@ magic 1, where the absolute offset of an inner message is wrapper_offset - last_
 
 Because Offset and MessageSize come first and Magic sits at the same position in both versions, a
 reader can always find the next entry and choose the layout of this one from byte 16 alone.
+
+The attribute bits, the codecs and what a message decodes to mean the same in every format: they are
+in ``kafkalog.record.message``.
 """
 
 from __future__ import annotations
 
 import struct
-from enum import IntEnum
-from typing import NamedTuple
+
+from kafkalog.record.message import Codec
 
 # --- positions inside one MessageSetEntry, relative to the entry's first byte
 OFFSET_POS = 0
@@ -77,82 +80,8 @@ INT64 = struct.Struct(">q")
 MAGIC_ATTRIBUTES = struct.Struct(">bb")
 MAGIC_ATTRIBUTES_TIMESTAMP = struct.Struct(">bbq")
 
-CODEC_MASK = 0x07
-TIMESTAMP_TYPE_MASK = 0x08
-NO_TIMESTAMP = -1
 NULL_LENGTH = -1
 MAGIC_VALUES = (0, 1)
 
-
-class Codec(IntEnum):
-    """Compression codec of a message or record batch, stored in attribute bits 0-2 (zstd: magic 2 only)."""
-
-    NONE = 0
-    GZIP = 1
-    SNAPPY = 2
-    LZ4 = 3
-    ZSTD = 4
-
-
 LEGACY_CODECS = (Codec.NONE, Codec.GZIP, Codec.SNAPPY, Codec.LZ4)
 """The codecs of message format v0/v1 (zstd came with v2)."""
-
-
-class TimestampType(IntEnum):
-    """Meaning of a magic 1 message's timestamp, stored in attribute bit 3."""
-
-    CREATE_TIME = 0
-    LOG_APPEND_TIME = 1
-
-
-Header = tuple[str, bytes | None]
-"""A record header (magic 2): a UTF-8 key and a value that may be null."""
-
-
-class Message(NamedTuple):
-    """One logical message (a "record" in magic 2), decoded (compressed wrappers and batches opened).
-
-    ``offset`` is absolute; ``timestamp`` is -1 for magic 0 messages; for the inner messages of a
-    log-append-time wrapper (or batch) it is the wrapper's (the batch's max) timestamp, as every
-    Kafka client reports it. ``headers`` are always empty before magic 2.
-    """
-
-    offset: int
-    timestamp: int
-    timestamp_type: TimestampType
-    key: bytes | None
-    value: bytes | None
-    headers: tuple[Header, ...] = ()
-
-
-class Entry(NamedTuple):
-    """A shallow view of one MessageSetEntry or record batch: its header fields and where it lies.
-
-    ``size`` counts the whole entry (LOG_OVERHEAD included); ``timestamp`` is -1 for magic 0.
-    ``offset`` is the offset of the entry's last message: the stored offset of a v0/v1 entry (a
-    compressed wrapper stores its last), a batch's base offset + last offset delta. For a magic 2
-    batch, ``crc`` is its CRC-32C, ``attributes`` its 16-bit attributes and ``timestamp`` its
-    max timestamp.
-    """
-
-    offset: int
-    position: int
-    size: int
-    crc: int
-    magic: int
-    attributes: int
-    timestamp: int
-
-    @property
-    def codec(self) -> Codec:
-        return Codec(self.attributes & CODEC_MASK)
-
-    @property
-    def timestamp_type(self) -> TimestampType:
-        if self.magic == 0:
-            return TimestampType.CREATE_TIME
-        return TimestampType((self.attributes & TIMESTAMP_TYPE_MASK) >> 3)
-
-    @property
-    def end(self) -> int:
-        return self.position + self.size

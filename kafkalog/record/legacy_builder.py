@@ -7,8 +7,7 @@ from collections.abc import Iterable
 
 from kafkalog.errors import InvalidTimestampError, UnsupportedCodecError
 from kafkalog.record.codec import compress
-from kafkalog.record.format import (
-    CODEC_MASK,
+from kafkalog.record.legacy_format import (
     ENTRY_HEADER,
     INT32,
     LEGACY_CODECS,
@@ -17,12 +16,10 @@ from kafkalog.record.format import (
     MAGIC_ATTRIBUTES_TIMESTAMP,
     MAGIC_VALUES,
     MESSAGE_OVERHEAD,
-    NO_TIMESTAMP,
     NULL_LENGTH,
     UINT32,
-    Codec,
-    TimestampType,
 )
+from kafkalog.record.message import CODEC_MASK, NO_TIMESTAMP, Codec, TimestampType
 
 _NULL = INT32.pack(NULL_LENGTH)
 

@@ -18,9 +18,9 @@ from kafkalog.errors import (
     UnsupportedForMessageFormatError,
 )
 from kafkalog.record import MessageSetBuilder, _fastpath, decode_messages, iter_entries, kernels
-from kafkalog.record.batch import RecordInput, decode_batch, encode_batch, read_header
+from kafkalog.record.batch_format import RecordInput, decode_batch, encode_batch, read_header
 from kafkalog.record.codec import decompress
-from kafkalog.record.format import Codec, TimestampType
+from kafkalog.record.message import Codec, TimestampType
 from kafkalog.record.validate import validate_for_append
 
 NOW = 1_800_000_000_000

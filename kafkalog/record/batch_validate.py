@@ -1,10 +1,9 @@
 """Checking what a producer sent and assigning its offsets, for a log that stores magic 2 batches.
 
-The counterpart of ``kafkalog.record.validate`` (which keeps magic 1 logs and calls this for v2
-ones). What a v2 log stores is
-always record batches:
-- a produced batch is checked whole (its header, CRC-32C, every record: kafkalog.record.batch) and
-  written as it came, in place: only BaseOffset (not covered by the CRC), and when the timestamps
+The counterpart of ``kafkalog.record.legacy_validate`` (which keeps magic 1 logs);
+``kafkalog.record.validate`` calls this for v2 ones. What a v2 log stores is always record batches:
+- a produced batch is checked whole (its header, CRC-32C, every record: kafkalog.record.batch_format)
+  and written as it came, in place: only BaseOffset (not covered by the CRC), and when the timestamps
   change MaxTimestamp and the timestamp-type bit (the CRC is then recomputed). Its records' offset
   deltas must be 0, 1, ... (as every producer writes them);
 - with log-append time, or when a record carries no timestamp (-1), the batch becomes a
@@ -26,11 +25,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from kafkalog.errors import CorruptRecordError, InvalidTimestampError, RecordTooLargeError
-from kafkalog.record import batch as batches
+from kafkalog.record import batch_format as batches
 from kafkalog.record import codec as codecs
 from kafkalog.record import kernels
-from kafkalog.record.batch import RecordInput
-from kafkalog.record.format import CODEC_MASK, NO_TIMESTAMP, Codec, Entry, Message, TimestampType
+from kafkalog.record.batch_format import RecordInput
+from kafkalog.record.message import CODEC_MASK, NO_TIMESTAMP, Codec, Entry, Message, TimestampType
 from kafkalog.record.reader import decode_all, iter_entries
 from kafkalog.record.validated import ValidatedSet
 

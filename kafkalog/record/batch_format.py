@@ -32,7 +32,7 @@
                             (-1 null), HeaderValue]
 
 Offsets are given per batch: a broker assigns BaseOffset and keeps the deltas. A decoded record is a
-``Message`` (kafkalog.record.format) with its headers; with log-append time every record reports
+``Message`` (kafkalog.record.message) with its headers; with log-append time every record reports
 the batch's MaxTimestamp, as Kafka's clients do.
 
 The per-record loops (``decode_records``, ``encode_records``) are kernels in the sense of
@@ -49,7 +49,7 @@ from typing import NamedTuple
 from kafkalog.errors import CorruptRecordError
 from kafkalog.record import kernels
 from kafkalog.record.codec import DEFAULT_MAX_DECOMPRESSED_BYTES, compress, decompress
-from kafkalog.record.format import NO_TIMESTAMP, Codec, Header, Message, TimestampType
+from kafkalog.record.message import NO_TIMESTAMP, Codec, Header, Message, TimestampType
 
 Buffer = bytes | bytearray | memoryview
 

@@ -15,7 +15,7 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 
 from kafkalog.errors import CorruptRecordError, RecordTooLargeError
 from kafkalog.record import _fastpath, kernels
-from kafkalog.record.batch import (
+from kafkalog.record.batch_format import (
     BATCH_OVERHEAD,
     CRC_POS,
     RecordInput,
@@ -29,7 +29,7 @@ from kafkalog.record.batch import (
     with_producer,
     without_producer,
 )
-from kafkalog.record.format import Codec, Message, TimestampType
+from kafkalog.record.message import Codec, Message, TimestampType
 
 CODECS = list(Codec)
 BASE_TS = 1_700_000_000_000
