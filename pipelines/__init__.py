@@ -9,6 +9,8 @@ The packages, in the order data flows through them (each imports only those list
 - ``executor``: what runs in Spark's Python workers (and all that is shipped to them): a split, the
   Spark source that reads it, the decoders, the task-side Parquet writer.
 - ``progress``: the live view of a run for people (bars on a terminal, lines in a log).
+- ``ledger``: the run ledger beside the raw layer: stored plans, committed manifests, leases, and
+  every path under ``_pipeline/`` (the state every later stage shares).
 - ``ingest``: one load, recover → plan → load → reconcile → commit → publish (the exactly-once core).
 - ``flow``: after a load: transforms, expectations, publish of the outputs.
 - ``replay`` | ``reporting``: rewind-and-replay into a new generation; run reports and summaries.

@@ -32,7 +32,7 @@ FORBIDDEN_IMPORT = {
         "kafkalog/client/broker_membership.py",
         "import kafkalog.registry.groups",
     ),
-    "pipelines' layers": ("pipelines/executor/forbidden.py", "import pipelines.ingest.plan"),
+    "pipelines' layers": ("pipelines/executor/forbidden.py", "import pipelines.ledger.records"),
     "pipelines use kafkalog only through kafkalog.client": ("pipelines/ingest/forbidden.py", "import kafkalog.mirror"),
     "kafkalog knows nothing of pipelines": ("kafkalog/log/forbidden.py", "import pipelines.errors"),
     "benchmarks and the test harness": ("bench/forbidden.py", "import tests.pipelines.harness"),

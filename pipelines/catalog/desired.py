@@ -21,8 +21,9 @@ from pipelines.config.pipeline import PipelineSpec
 from pipelines.config.steps import Output
 from pipelines.executor.decode import spark_columns
 from pipelines.flow.run import FlowRun
-from pipelines.ingest.state import Manifest, PipelineState
 from pipelines.layout import Partition, generation_dir, partition_of, partition_path
+from pipelines.ledger.records import Manifest
+from pipelines.ledger.state import PipelineState
 from pipelines.storage import Storage
 
 Column = tuple[str, str]

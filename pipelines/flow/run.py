@@ -52,7 +52,6 @@ from pipelines.config.steps import RAW_VIEW, Output, topological_order
 from pipelines.errors import AlreadyExistsError, FlowError, StorageError, ValidationError
 from pipelines.executor.decode import spark_ddl
 from pipelines.flow import expect
-from pipelines.ingest.state import Manifest, PipelineState
 from pipelines.layout import (
     Partition,
     Scope,
@@ -62,6 +61,8 @@ from pipelines.layout import (
     partition_path,
     published_marker,
 )
+from pipelines.ledger.records import Manifest
+from pipelines.ledger.state import PipelineState
 from pipelines.progress import Reporter, counted
 from pipelines.storage import Storage, storage_for
 
@@ -101,8 +102,8 @@ class FlowRun:
         self.spec = spec
         self.spark = spark
         self.root = spec.raw.path.rstrip("/")
-        self.raw_storage = self._storage(self.root)
-        self.state = PipelineState(self.raw_storage, self.root)
+        self.state = PipelineState.for_spec(spec, spark)
+        self.raw_storage = self.state.storage
         self.reporter = reporter or Reporter(quiet=True)
         self.readers = readers
         if spark is not None:  # dt=2026-01-01/hour=05 must stay strings ("05", not 5)

@@ -42,8 +42,6 @@ from pipelines import faults
 from pipelines.config.pipeline import PipelineSpec
 from pipelines.errors import ReplayError
 from pipelines.executor.splits import Split, SplitKey, open_consumer
-from pipelines.ingest.plan import Plan
-from pipelines.ingest.state import Manifest, OutputFile, PipelineState
 from pipelines.layout import (
     Partition,
     Scope,
@@ -53,6 +51,8 @@ from pipelines.layout import (
     partition_path,
     published_marker,
 )
+from pipelines.ledger.records import Manifest, OutputFile, Plan
+from pipelines.ledger.state import PipelineState
 from pipelines.progress import Reporter, counted
 from pipelines.replay.plan import NOT_REPLAYED, ReplayPlan, plan_replay
 from pipelines.replay.target import RewindTarget
@@ -70,8 +70,8 @@ class Replay:
         self.spark = spark
         self.reporter = reporter or Reporter(quiet=True)
         self.root = spec.raw.path.rstrip("/")
-        self.storage: Storage = self._output_storage(self.root)
-        self.state = PipelineState(self.storage, self.root)
+        self.state = PipelineState.for_spec(spec, spark)
+        self.storage: Storage = self.state.storage
 
     def plan(self, target: RewindTarget) -> ReplayPlan:
         self.state.recover()

@@ -5,7 +5,7 @@ run committed (its manifest and plan) and what its flow recorded (validation res
 markers); building one needs no Spark and no broker, so ``pipelines report`` can (re)build the
 report of any run at any time, and a report can never disagree with the state it describes.
 
-Layout, beside the state (see pipelines.ingest.state)::
+Layout, beside the state (see pipelines.ledger.paths)::
 
     _pipeline/reports/<seq>.json     the document (format REPORT_FORMAT; keys below)
     _pipeline/reports/<seq>.html     the same for a browser: one self-contained file, no scripts
@@ -29,8 +29,9 @@ import markupsafe
 
 from pipelines.config.pipeline import PipelineSpec
 from pipelines.errors import CommitError, PipelineError
-from pipelines.ingest.state import Manifest, PipelineState
 from pipelines.layout import generation_dir, partition_of, published_marker
+from pipelines.ledger.records import Manifest
+from pipelines.ledger.state import PipelineState
 
 REPORT_FORMAT = 1
 
