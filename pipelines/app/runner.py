@@ -26,7 +26,7 @@ from typing import Any
 from pipelines.config.pipeline import PipelineSpec
 from pipelines.config.steps import topological_order
 from pipelines.errors import ConcurrentRunError, PipelineError, ReplayError
-from pipelines.layout import published_marker
+from pipelines.ledger.paths import published_marker
 from pipelines.ledger.state import PipelineState
 from pipelines.progress import Reporter
 from pipelines.replay.target import RewindTarget, load_offsets, parse_time

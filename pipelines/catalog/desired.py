@@ -20,8 +20,8 @@ from typing import Any
 from pipelines.config.pipeline import PipelineSpec
 from pipelines.config.steps import Output
 from pipelines.executor.decode import spark_columns
-from pipelines.flow.run import FlowRun
 from pipelines.layout import Partition, generation_dir, partition_of, partition_path
+from pipelines.ledger.partitions import existing_partitions
 from pipelines.ledger.records import Manifest
 from pipelines.ledger.state import PipelineState
 from pipelines.storage import Storage
@@ -152,7 +152,7 @@ def output_table(
     """``output``'s table in ``generation`` from what is published there (None: nothing yet, so no
     schema to give it). Its columns are those of the published Parquet files, read by Spark."""
     directory = generation_dir(output.path, generation)
-    found = FlowRun.existing_partitions(storage, directory, output)
+    found = existing_partitions(storage, directory, output)
     if not found:
         return None
     location = absolute_location(directory)

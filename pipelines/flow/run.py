@@ -59,8 +59,9 @@ from pipelines.layout import (
     partition_of,
     partition_of_dir,
     partition_path,
-    published_marker,
 )
+from pipelines.ledger import paths
+from pipelines.ledger.partitions import existing_partitions
 from pipelines.ledger.records import Manifest
 from pipelines.ledger.state import PipelineState
 from pipelines.progress import Reporter, counted
@@ -135,7 +136,7 @@ class FlowRun:
 
     def last_published(self) -> int:
         """The newest load whose flow was published (0 if none)."""
-        directory = f"{self.root}/_pipeline/flow"
+        directory = paths.flow_root(self.root)
         if not self.raw_storage.exists(directory):
             return 0
         seqs = [int(e.name) for e in self.raw_storage.list(directory) if e.is_dir and e.name.isdigit()]
@@ -175,24 +176,21 @@ class FlowRun:
                     files.append(self.state.path(item.path))
         return files
 
-    def _flow_dir(self, seq: int) -> str:
-        return f"{self.root}/_pipeline/flow/{seq:06d}"
-
     def _tag(self, seq: int) -> str:
         return f"{self.spec.name}-{seq:06d}"
 
     # ------------------------------------------------------------------ markers
 
     def _published_marker(self, seq: int, output: Output) -> str:
-        return published_marker(self.root, seq, output.name)
+        return paths.published_marker(self.root, seq, output.name)
 
     def _publish_plan(self, seq: int, output: Output) -> str:
-        return f"{self._flow_dir(seq)}/publish/{output.name}.json"
+        return paths.publish_plan(self.root, seq, output.name)
 
     def _publish_swapped(self, seq: int, output: Output) -> str:
         """Written once every partition of the plan is in place, before the staged rows are deleted:
         a retry after that only cleans up (the staged rows may be half deleted by then)."""
-        return f"{self._flow_dir(seq)}/publish/{output.name}.swapped"
+        return paths.publish_swapped(self.root, seq, output.name)
 
     def published(self, seq: int) -> bool:
         return all(self.raw_storage.exists(self._published_marker(seq, o)) for o in self.spec.outputs)
@@ -226,21 +224,21 @@ class FlowRun:
         ``manifests``) and stage its result in run ``seq``'s flow directory; returns its row count."""
         name = step.name
         for dependency in step.depends_on:
-            where = f"{self._flow_dir(seq)}/steps/{dependency}"
+            where = paths.step_dir(self.root, seq, dependency)
             if dependency != RAW_VIEW and not self.raw_storage.exists(f"{where}/_SUCCESS"):
                 raise FlowError(f"step {name} needs step {dependency} of run #{seq}, which has not run")
         try:
             self._register_raw(scope, manifests)
             for dependency in step.depends_on:
                 if dependency != RAW_VIEW:
-                    self.spark.read.parquet(f"{self._flow_dir(seq)}/steps/{dependency}").createOrReplaceTempView(
+                    self.spark.read.parquet(paths.step_dir(self.root, seq, dependency)).createOrReplaceTempView(
                         dependency
                     )
             frame = self.spark.sql(step.sql)
-            frame.write.mode("overwrite").parquet(f"{self._flow_dir(seq)}/steps/{name}")
+            frame.write.mode("overwrite").parquet(paths.step_dir(self.root, seq, name))
         except Exception as exc:  # Spark's analysis and execution errors: name the step
             raise FlowError(f"transform {name} of run #{seq} failed: {_first_line(exc)}") from exc
-        rows: int = self.spark.read.parquet(f"{self._flow_dir(seq)}/steps/{name}").count()
+        rows: int = self.spark.read.parquet(paths.step_dir(self.root, seq, name)).count()
         self.reporter.note(f"step {name}: {rows:,} rows")
         return rows
 
@@ -261,7 +259,7 @@ class FlowRun:
     def validate_output(self, seq: int, output: Output) -> expect.Validation:
         """Check ``output``'s staged step rows of run ``seq`` and stage what passes under
         ``<output>/_staging/<pipeline>-<seq>/`` (see the module doc)."""
-        where = f"{self._flow_dir(seq)}/steps/{output.source}"
+        where = paths.step_dir(self.root, seq, output.source)
         if not self.raw_storage.exists(f"{where}/_SUCCESS"):
             raise FlowError(f"output {output.name} needs step {output.source} of run #{seq}, which has not run")
         frame = self.spark.read.parquet(where)
@@ -321,7 +319,7 @@ class FlowRun:
         ).parquet(staged)
 
     def _save_validation(self, seq: int, output: Output, document: dict[str, Any]) -> None:
-        path = f"{self._flow_dir(seq)}/validation/{output.name}.json"
+        path = paths.validation_record(self.root, seq, output.name)
         self.raw_storage.delete(path)
         self.raw_storage.write_new(path, json.dumps(document, indent=1, default=str).encode())
 
@@ -365,7 +363,7 @@ class FlowRun:
                 raise FlowError(f"output {output.name} of run #{seq} was not validated: validate before publishing")
             staged = {partition_of_dir(f.path[len(staged_root) + 1 :]) for f in storage.walk_files(staged_root)}
             if scope.by_day:  # every existing partition of the days in scope: all were recomputed
-                existing = self.existing_partitions(storage, base, output)
+                existing = existing_partitions(storage, base, output)
                 in_scope = {p for p in existing if (p[0],) in scope.partitions}
             else:
                 in_scope = set(scope.partitions)
@@ -456,23 +454,6 @@ class FlowRun:
                     f"output {output.name}: rows for partition {relative}, outside the partitions run "
                     f"#{scope.seq} recomputed; a step must keep the dt/hour of its raw rows"
                 )
-
-    @staticmethod
-    def existing_partitions(storage: Storage, base: str, output: Output) -> set[Partition]:
-        """The partitions the output has now, at its granularity."""
-        found: set[Partition] = set()
-        if not storage.exists(base):
-            return found
-        for day in storage.list(base):
-            if not (day.is_dir and day.name.startswith("dt=")):
-                continue
-            if output.partition_by == ("dt",):
-                found.add((day.name[3:],))
-                continue
-            for hour in storage.list(day.path):
-                if hour.is_dir and hour.name.startswith("hour="):
-                    found.add((day.name[3:], hour.name[5:]))
-        return found
 
     # ------------------------------------------------------------------ everything
 

@@ -34,6 +34,7 @@ from pipelines.ingest.plan import Planned, plan_run, task_brokers
 from pipelines.ingest.reconcile import FileFacts, reconcile
 from pipelines.ingest.stage import SparkStager, Staged
 from pipelines.layout import generation_prefix
+from pipelines.ledger import paths
 from pipelines.ledger.records import Manifest, OutputFile, Plan
 from pipelines.ledger.state import PipelineState, Recovered, lost_race
 from pipelines.progress import Reporter, read_progress
@@ -288,8 +289,7 @@ class PipelineRun:
 
     def _relative(self, path: str) -> str:
         """A path Spark or storage gave, relative to the raw root (schemes and authorities vary)."""
-        marker = "/_pipeline/staging/"
-        at = path.find(marker)
-        if at < 0:
+        relative = paths.staged_relative(path)
+        if relative is None:
             raise ReconciliationError(f"{path} is not a staged file")
-        return path[at + 1 :]
+        return relative

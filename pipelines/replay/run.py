@@ -49,8 +49,9 @@ from pipelines.layout import (
     generation_prefix,
     partition_of,
     partition_path,
-    published_marker,
 )
+from pipelines.ledger.partitions import existing_partitions
+from pipelines.ledger.paths import published_marker
 from pipelines.ledger.records import Manifest, OutputFile, Plan
 from pipelines.ledger.state import PipelineState
 from pipelines.progress import Reporter, counted
@@ -271,11 +272,11 @@ class Replay:
             storage = self._output_storage(output.path)
             staged_root = flow.staged_root(manifest.seq, output)
             old, new = generation_dir(output.path, current), generation_dir(output.path, manifest.generation)
-            for partition in sorted(flow.existing_partitions(storage, old, output)):
+            for partition in sorted(existing_partitions(storage, old, output)):
                 if not scope.holds(partition):
                     relative = partition_path(output.partition_by, partition)
                     storage.copy_tree(f"{old}/{relative}", f"{new}/{relative}")
-            recomputed = sorted(flow.existing_partitions(storage, staged_root, output))
+            recomputed = sorted(existing_partitions(storage, staged_root, output))
             flow.check_partitions(output, recomputed, scope)
             for partition in recomputed:
                 relative = partition_path(output.partition_by, partition)

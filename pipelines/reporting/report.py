@@ -29,7 +29,8 @@ import markupsafe
 
 from pipelines.config.pipeline import PipelineSpec
 from pipelines.errors import CommitError, PipelineError
-from pipelines.layout import generation_dir, partition_of, published_marker
+from pipelines.layout import generation_dir, partition_of
+from pipelines.ledger.paths import published_marker
 from pipelines.ledger.records import Manifest
 from pipelines.ledger.state import PipelineState
 
