@@ -4,8 +4,7 @@ Role: the dataclasses written to ``_pipeline/plans/`` and ``_pipeline/manifests/
 pipelines.ledger.paths) and read back from them, nothing else: making a plan is the load's
 (pipelines.ingest.plan), storing and committing them is the state's (pipelines.ledger.state).
 
-Invariants: a record read back equals the record written (``to_json``/``from_json``,
-``dumps``/``loads``); a stored record that is not one is a PlanError (a plan) or a CommitError (a
+Invariants: a stored record that is not one is a PlanError (a plan) or a CommitError (a
 manifest), never a KeyError or a half-built object; a manifest of another ``FORMAT_VERSION`` is
 refused.
 """
