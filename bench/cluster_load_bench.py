@@ -27,7 +27,7 @@ from pathlib import Path
 from bench.load_bench import produce, write_spec
 from bench.results import print_results, result
 from pipelines.app.ship import ARCHIVE_NAME, ZIP_NAME, build_archive, build_zip, submit_options
-from pipelines.ingest.state import PipelineState
+from pipelines.ledger.state import PipelineState
 from pipelines.storage import LocalStorage
 from tests.support.kafkalog import BrokerProcess
 from tests.support.spark import REPO, explain, node_python, spark_cluster, submit

@@ -45,7 +45,7 @@ class CommitTimer:
     """Seconds spent in PipelineState.commit and .roll_forward while installed (bench-only wrapping)."""
 
     def __init__(self) -> None:
-        from pipelines.ingest.state import PipelineState
+        from pipelines.ledger.state import PipelineState
 
         self.seconds = 0.0
         self._state = PipelineState

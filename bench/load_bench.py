@@ -238,7 +238,7 @@ def profile_ours(spark: Any, root: Path, bootstrap: str, count: int) -> None:
     from pipelines.ingest import run as load_module
     from pipelines.ingest import stage as stage_module
     from pipelines.ingest.plan import make_plan
-    from pipelines.ingest.state import PipelineState
+    from pipelines.ledger.state import PipelineState
 
     timings: dict[str, float] = {}
     patched: list[tuple[Any, str, Any]] = []

@@ -1,12 +1,11 @@
-"""Where things live under a dataset's root: the one description of the warehouse's paths.
+"""Where things live under a dataset's root: the one description of the data's paths.
 
 Role: pure functions of names, shared by the load, the flow, replay and the reports, so that every
-part of the product finds a generation, a partition or a publish marker at the same place. Nothing
-here touches storage.
+part of the product finds a generation or a partition at the same place. Nothing here touches
+storage. The pipeline's own files under ``<raw>/_pipeline/`` are the ledger's (pipelines.ledger.paths).
 
     <root>/dt=YYYY-MM-DD/hour=HH/…          generation 0 (what runs write until the first replay)
     <root>/_generations/<g>/dt=…/hour=…/…   generation g (a replay's)
-    <raw root>/_pipeline/flow/<seq>/published/<output>.json   an output's publish of load #seq
 """
 
 from __future__ import annotations
@@ -36,11 +35,6 @@ class Scope:
 def partition_path(columns: tuple[str, ...], partition: Partition) -> str:
     """``dt=X/hour=Y`` of an output partition."""
     return "/".join(f"{k}={v}" for k, v in zip(columns, partition, strict=True))
-
-
-def published_marker(raw_root: str, seq: int, output: str) -> str:
-    """The file that records that ``output`` was published for load #seq (read without Spark)."""
-    return f"{raw_root.rstrip('/')}/_pipeline/flow/{seq:06d}/published/{output}.json"
 
 
 def partition_of(path: str) -> tuple[str, str] | None:

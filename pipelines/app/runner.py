@@ -26,11 +26,10 @@ from typing import Any
 from pipelines.config.pipeline import PipelineSpec
 from pipelines.config.steps import topological_order
 from pipelines.errors import ConcurrentRunError, PipelineError, ReplayError
-from pipelines.ingest.state import PipelineState
-from pipelines.layout import published_marker
+from pipelines.ledger.paths import published_marker
+from pipelines.ledger.state import PipelineState
 from pipelines.progress import Reporter
 from pipelines.replay.target import RewindTarget, load_offsets, parse_time
-from pipelines.storage import storage_for
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +78,7 @@ def fail(exc: PipelineError, spark_log: Path | None = None) -> int:
             _NAMED_LOGS.add(spark_log)
         except OSError as problem:  # the error line matters more than the file
             log.debug("cannot write to %s: %s", spark_log, problem)
-    # what went wrong after the cause, while cleaning up (pipelines.ingest.lease), a line each
+    # what went wrong after the cause, while cleaning up (pipelines.ledger.lease), a line each
     notes = "".join(f"{note}\n" for note in getattr(exc, "__notes__", ()))
     sys.stderr.write(f"{line}\n{notes}")
     sys.stderr.flush()
@@ -132,8 +131,7 @@ def check_source(spec: PipelineSpec) -> None:
 
 def state_of(spec: PipelineSpec) -> PipelineState:
     """The pipeline's state through the tools' storage (local files or WebHDFS: no Spark needed)."""
-    root = spec.raw.path
-    return PipelineState(storage_for(root, webhdfs_url=spec.webhdfs_url_for(root)), root)
+    return PipelineState.for_spec(spec)
 
 
 def load(
@@ -259,8 +257,7 @@ def register_tables(spec: PipelineSpec, spark: Any, *, quiet: bool = False, spar
         return EXIT_OK
     from pipelines.catalog.sync import sync  # noqa: PLC0415 - the catalog only when registering
 
-    root = spec.raw.path
-    state = PipelineState(storage_for(root, spark=spark, webhdfs_url=spec.webhdfs_url_for(root)), root)
+    state = PipelineState.for_spec(spec, spark)
     try:
         sync(spec, state, spark, reporter=Reporter(quiet=quiet))
     except PipelineError as exc:

@@ -74,11 +74,9 @@ def _with_session(
 
 
 def _state(spec: PipelineSpec, spark: Any) -> Any:
-    from pipelines.ingest.state import PipelineState  # noqa: PLC0415
-    from pipelines.storage import storage_for  # noqa: PLC0415
+    from pipelines.ledger.state import PipelineState  # noqa: PLC0415
 
-    root = spec.raw.path
-    return PipelineState(storage_for(root, spark=spark, webhdfs_url=spec.webhdfs_url_for(root)), root)
+    return PipelineState.for_spec(spec, spark)
 
 
 @click.command()

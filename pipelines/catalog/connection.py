@@ -20,6 +20,7 @@ from typing import Any, Literal
 from pipelines.catalog.embedded import DATABASE, derby_url, ensure_whole
 from pipelines.config.pipeline import PipelineSpec
 from pipelines.errors import CatalogError
+from pipelines.ledger import paths
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +60,7 @@ def embedded_directory(spec: PipelineSpec) -> str:
         if root.startswith(prefix):
             root = root[len(prefix) :]
             break
-    return str(Path(root).absolute() / "_pipeline" / "metastore")
+    return paths.embedded_metastore_dir(root)
 
 
 SPARK_DEFAULT_WAREHOUSE = "spark-warehouse"
@@ -69,8 +70,8 @@ SPARK_DEFAULT_WAREHOUSE = "spark-warehouse"
 def database_location(spec: PipelineSpec, spark: Any) -> str | None:
     """Where a database the pipeline creates goes: None (the session's warehouse directory) when
     the session or the cluster's configuration names one (``spark.sql.warehouse.dir``, or Hive's
-    ``hive.metastore.warehouse.dir`` in hive-site.xml); else ``<raw>/_pipeline/databases/<db>.db``,
-    beside the pipeline's state, never Spark's default ``spark-warehouse/`` in whatever directory
+    ``hive.metastore.warehouse.dir`` in hive-site.xml); else beside the pipeline's state
+    (pipelines.ledger.paths.database_dir), never Spark's default ``spark-warehouse/`` in whatever directory
     the command ran in. Every table is external, so nothing is written there but the directory."""
     warehouse = str(spark.conf.get("spark.sql.warehouse.dir", "") or "").rstrip("/")
     default = Path.cwd() / SPARK_DEFAULT_WAREHOUSE
@@ -79,7 +80,7 @@ def database_location(spec: PipelineSpec, spark: Any) -> str | None:
     root = spec.raw.path.rstrip("/")
     if "://" not in root and not root.startswith("file:"):
         root = f"file:{Path(root).absolute()}"  # as pipelines.catalog.desired.absolute_location makes it
-    return f"{root}/_pipeline/databases/{spec.tables.database}.db"
+    return paths.database_dir(root, spec.tables.database)
 
 
 def _hive_site_configured(conf: Mapping[str, str]) -> bool:

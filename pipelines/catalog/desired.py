@@ -20,9 +20,10 @@ from typing import Any
 from pipelines.config.pipeline import PipelineSpec
 from pipelines.config.steps import Output
 from pipelines.executor.rows import spark_columns
-from pipelines.flow.run import FlowRun
-from pipelines.ingest.state import Manifest, PipelineState
 from pipelines.layout import Partition, generation_dir, partition_of, partition_path
+from pipelines.ledger.partitions import existing_partitions
+from pipelines.ledger.records import Manifest
+from pipelines.ledger.state import PipelineState
 from pipelines.storage import Storage
 
 Column = tuple[str, str]
@@ -151,7 +152,7 @@ def output_table(
     """``output``'s table in ``generation`` from what is published there (None: nothing yet, so no
     schema to give it). Its columns are those of the published Parquet files, read by Spark."""
     directory = generation_dir(output.path, generation)
-    found = FlowRun.existing_partitions(storage, directory, output)
+    found = existing_partitions(storage, directory, output)
     if not found:
         return None
     location = absolute_location(directory)

@@ -1,6 +1,6 @@
 """What readers by name see of an output while its partitions are published.
 
-Role: pipelines.flow.run.Readers for the metastore. Publish swaps an output's partition
+Role: pipelines.flow.publish.Readers for the metastore. Publish swaps an output's partition
 directories in place (two renames), and a run both replaces partitions and adds new ones: changed
 one call at a time, a reader by name would find a partition missing between the renames, or the
 run's new partitions beside the old rows of those it replaces. So every change readers see is one

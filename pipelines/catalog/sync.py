@@ -19,7 +19,7 @@ from pipelines.catalog.connection import Metastore, attach, database_location
 from pipelines.catalog.desired import TableSpec, desired_tables
 from pipelines.catalog.metastore import SparkMetastore
 from pipelines.config.pipeline import PipelineSpec
-from pipelines.ingest.state import PipelineState
+from pipelines.ledger.state import PipelineState
 from pipelines.progress import Reporter
 from pipelines.storage import storage_for
 

@@ -4,7 +4,7 @@ Role: what ``pipelines lint`` says about each step's ``sql``, and what ``pipelin
 spark-submit job) checks before it loads anything, so a typo fails in a second, before a load is
 committed, rather than in the transform after it. The parser is sqlglot's Spark dialect (no JVM).
 
-What a step may read (pipelines.flow.run registers exactly these before it runs the step):
+What a step may read (pipelines.flow.transforms registers exactly these before it runs the step):
 
 - ``raw``: always (the raw rows of the partitions the run covers), declared or not;
 - the steps in its ``depends_on``, each a view of that step's staged rows. A step it does not

@@ -3,76 +3,28 @@
 The splits (topics, partitions, their brokers) come from the brokers' metadata, or for a source
 that names ZooKeeper from the registry there (``/brokers/topics``, ``/brokers/ids``). start comes
 from the last committed manifest (offsets exist nowhere else); end is the log end offset at planning
-time, capped by the pipeline's limits. The plan is stored before loading (pipelines.ingest.state), so a retried
+time, capped by the pipeline's limits. The plan is stored before loading (pipelines.ledger.state), so a retried
 task or a re-run after a crash reads exactly the same ranges (no clock- or size-dependent
 boundaries). Offsets deleted by retention are handled here, by the pipeline's policy, and recorded.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import uuid
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any
 
 from kafkalog.client import Client, SimpleConsumer, read_registry
 from kafkalog.errors import KafkalogError
 from pipelines.config.pipeline import PipelineSpec, Source
 from pipelines.errors import ConcurrentRunError, DataLossError, PipelineError, PlanError
 from pipelines.executor.splits import Split, SplitKey
+from pipelines.ledger.records import Plan
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class Plan:
-    """What one run loads. ``seq`` is the number of the manifest it will commit."""
-
-    pipeline: str
-    seq: int
-    run_id: str
-    created_at: str
-    spec_fingerprint: str
-    splits: tuple[Split, ...] = field(default_factory=tuple)
-    kind: str = "load"
-    """load, or replay (pipelines.replay.run: the splits are the ranges reloaded into a new generation)."""
-    generation: int = 0
-    """The generation the run writes into (a replay: the one it creates)."""
-    target: str = ""
-    """A replay: what it rewinds to, as the operator gave it (for the history and the plan print)."""
-
-    @property
-    def total(self) -> int:
-        return sum(s.size for s in self.splits)
-
-    def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "splits": [asdict(s) for s in self.splits]}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Plan:
-        try:
-            splits = tuple(Split(**s) for s in data["splits"])
-            return cls(
-                pipeline=data["pipeline"],
-                seq=int(data["seq"]),
-                run_id=data["run_id"],
-                created_at=data["created_at"],
-                spec_fingerprint=data["spec_fingerprint"],
-                splits=splits,
-                kind=data.get("kind", "load"),
-                generation=int(data.get("generation", 0)),
-                target=data.get("target", ""),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            reason = f"key {exc.args[0]!r} is missing" if isinstance(exc, KeyError) and exc.args else repr(exc)
-            raise PlanError(f"a stored plan is malformed: {reason}") from exc
-
-    def dumps(self) -> bytes:
-        return json.dumps(self.to_json(), indent=1, sort_keys=True).encode()
 
 
 def new_run_id() -> str:

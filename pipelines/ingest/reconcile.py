@@ -19,8 +19,7 @@ import pyarrow.parquet as pq
 
 from pipelines.errors import ReconciliationError
 from pipelines.executor.splits import SplitKey
-from pipelines.ingest.plan import Plan
-from pipelines.ingest.state import SplitResult
+from pipelines.ledger.records import Plan, SplitResult
 from pipelines.storage.local import local_path
 
 

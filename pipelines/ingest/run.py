@@ -1,6 +1,6 @@
 """One run of a pipeline: recover → plan → load → reconcile → commit → publish.
 
-The driver's side of exactly-once (the tasks' side is pipelines.executor; the state layout is pipelines.ingest.state):
+The driver's side of exactly-once (the tasks' side is pipelines.executor; the state layout is pipelines.ledger.paths):
 
 1. recover: finish publishing the newest manifest; remove attempts that can never commit.
 2. plan: a stored, uncommitted plan is executed as it is (a retry after a crash loads exactly the
@@ -31,13 +31,15 @@ from pipelines import faults
 from pipelines.config.pipeline import PipelineSpec
 from pipelines.errors import ConcurrentRunError, PipelineError, ReconciliationError
 from pipelines.executor.splits import open_consumer
-from pipelines.ingest.plan import Plan, Planned, plan_run, task_brokers
+from pipelines.ingest.plan import Planned, plan_run, task_brokers
 from pipelines.ingest.reconcile import FileFacts, reconcile
 from pipelines.ingest.stage import SparkStager, Staged
-from pipelines.ingest.state import Manifest, OutputFile, PipelineState, Recovered, lost_race
 from pipelines.layout import generation_prefix
+from pipelines.ledger import paths
+from pipelines.ledger.records import Manifest, OutputFile, Plan
+from pipelines.ledger.state import PipelineState, Recovered, lost_race
 from pipelines.progress import Reporter, read_progress
-from pipelines.storage import Storage, storage_for
+from pipelines.storage import Storage
 
 log = logging.getLogger(__name__)
 
@@ -78,8 +80,8 @@ class PipelineRun:
     ) -> None:
         self.spec = spec
         self.root = spec.raw.path.rstrip("/")
-        self.storage = storage or storage_for(self.root, spark=spark)
-        self.state = PipelineState(self.storage, self.root)
+        self.state = PipelineState.for_spec(spec, spark) if storage is None else PipelineState(storage, self.root)
+        self.storage = self.state.storage
         self.reporter = reporter or Reporter(quiet=True)
         self._consumer = consumer or (lambda: open_consumer(spec.source))
         self._brokers: list[str] | None = None
@@ -288,8 +290,7 @@ class PipelineRun:
 
     def _relative(self, path: str) -> str:
         """A path Spark or storage gave, relative to the raw root (schemes and authorities vary)."""
-        marker = "/_pipeline/staging/"
-        at = path.find(marker)
-        if at < 0:
+        relative = paths.staged_relative(path)
+        if relative is None:
             raise ReconciliationError(f"{path} is not a staged file")
-        return path[at + 1 :]
+        return relative

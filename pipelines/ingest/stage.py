@@ -27,9 +27,9 @@ from pipelines.config.pipeline import PipelineSpec
 from pipelines.errors import DataLossError, LoadError, PipelineError, ReconciliationError
 from pipelines.executor.source import TASK_FAULTS, KafkalogSource
 from pipelines.executor.splits import Split, SplitKey
-from pipelines.ingest.plan import Plan
 from pipelines.ingest.reconcile import FileFacts, OffsetCoverage, inspect_local, spark_coverage, spark_file_facts
 from pipelines.java_errors import first_cause, java_line, lines_of
+from pipelines.ledger.records import Plan
 from pipelines.progress import Reporter
 from pipelines.storage import Storage
 from pipelines.storage.local import local_path

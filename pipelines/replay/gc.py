@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pipelines.config.pipeline import PipelineSpec
 from pipelines.errors import ReplayError
-from pipelines.ingest.state import PipelineState
 from pipelines.layout import generation_dir
+from pipelines.ledger.state import PipelineState
 from pipelines.storage import storage_for
 
 

@@ -17,8 +17,9 @@ from pipelines.config.pipeline import PipelineSpec
 from pipelines.errors import PipelineError, ReplayError
 from pipelines.executor.splits import SplitKey
 from pipelines.ingest.plan import discover_splits
-from pipelines.ingest.state import Manifest, PipelineState
 from pipelines.layout import Partition, partition_of
+from pipelines.ledger.records import Manifest
+from pipelines.ledger.state import PipelineState
 from pipelines.replay.target import RewindTarget
 
 NOT_REPLAYED = 1 << 62

@@ -42,8 +42,6 @@ from pipelines import faults
 from pipelines.config.pipeline import PipelineSpec
 from pipelines.errors import ReplayError
 from pipelines.executor.splits import Split, SplitKey, open_consumer
-from pipelines.ingest.plan import Plan
-from pipelines.ingest.state import Manifest, OutputFile, PipelineState
 from pipelines.layout import (
     Partition,
     Scope,
@@ -51,8 +49,11 @@ from pipelines.layout import (
     generation_prefix,
     partition_of,
     partition_path,
-    published_marker,
 )
+from pipelines.ledger.partitions import existing_partitions
+from pipelines.ledger.paths import published_marker
+from pipelines.ledger.records import Manifest, OutputFile, Plan
+from pipelines.ledger.state import PipelineState
 from pipelines.progress import Reporter, counted
 from pipelines.replay.plan import NOT_REPLAYED, ReplayPlan, plan_replay
 from pipelines.replay.target import RewindTarget
@@ -70,8 +71,8 @@ class Replay:
         self.spark = spark
         self.reporter = reporter or Reporter(quiet=True)
         self.root = spec.raw.path.rstrip("/")
-        self.storage: Storage = self._output_storage(self.root)
-        self.state = PipelineState(self.storage, self.root)
+        self.state = PipelineState.for_spec(spec, spark)
+        self.storage: Storage = self.state.storage
 
     def plan(self, target: RewindTarget) -> ReplayPlan:
         self.state.recover()
@@ -259,24 +260,26 @@ class Replay:
 
     def _recompute_outputs(self, manifest: Manifest, touched: set[Partition], current: int) -> None:
         from pipelines.config.steps import topological_order  # noqa: PLC0415
+        from pipelines.flow.publish import check_partitions  # noqa: PLC0415
         from pipelines.flow.run import FlowRun  # noqa: PLC0415
+        from pipelines.flow.validation import output_staging_dir  # noqa: PLC0415
 
         flow = FlowRun(self.spec, self.spark, reporter=self.reporter)
         by_day = any(o.partition_by == ("dt",) for o in self.spec.outputs)
         scope = Scope(manifest.seq, by_day, tuple(sorted({(p[0],) if by_day else p for p in touched})))
         for step in topological_order(self.spec.transforms):
-            flow.compute_step(manifest.seq, step, scope, [manifest])
+            flow.transforms.compute_step(manifest.seq, step, scope, [manifest])
         for output in self.spec.outputs:
-            flow.validate_output(manifest.seq, output)
+            flow.validation.validate_output(manifest.seq, output)
             storage = self._output_storage(output.path)
-            staged_root = flow.staged_root(manifest.seq, output)
+            staged_root = output_staging_dir(self.spec.name, manifest.seq, output)
             old, new = generation_dir(output.path, current), generation_dir(output.path, manifest.generation)
-            for partition in sorted(flow.existing_partitions(storage, old, output)):
+            for partition in sorted(existing_partitions(storage, old, output)):
                 if not scope.holds(partition):
                     relative = partition_path(output.partition_by, partition)
                     storage.copy_tree(f"{old}/{relative}", f"{new}/{relative}")
-            recomputed = sorted(flow.existing_partitions(storage, staged_root, output))
-            flow.check_partitions(output, recomputed, scope)
+            recomputed = sorted(existing_partitions(storage, staged_root, output))
+            check_partitions(output, recomputed, scope)
             for partition in recomputed:
                 relative = partition_path(output.partition_by, partition)
                 storage.rename_or_fail(f"{staged_root}/{relative}", f"{new}/{relative}")

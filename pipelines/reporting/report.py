@@ -5,7 +5,7 @@ run committed (its manifest and plan) and what its flow recorded (validation res
 markers); building one needs no Spark and no broker, so ``pipelines report`` can (re)build the
 report of any run at any time, and a report can never disagree with the state it describes.
 
-Layout, beside the state (see pipelines.ingest.state)::
+Layout, beside the state (see pipelines.ledger.paths)::
 
     _pipeline/reports/<seq>.json     the document (format REPORT_FORMAT; keys below)
     _pipeline/reports/<seq>.html     the same for a browser: one self-contained file, no scripts
@@ -29,15 +29,17 @@ import markupsafe
 
 from pipelines.config.pipeline import PipelineSpec
 from pipelines.errors import CommitError, PipelineError
-from pipelines.ingest.state import Manifest, PipelineState
-from pipelines.layout import generation_dir, partition_of, published_marker
+from pipelines.layout import generation_dir, partition_of
+from pipelines.ledger.paths import published_marker, report_base, validation_record
+from pipelines.ledger.records import Manifest
+from pipelines.ledger.state import PipelineState
 
 REPORT_FORMAT = 1
 
 
 def report_paths(state: PipelineState, seq: int) -> tuple[str, str]:
     """(JSON, HTML) paths of run ``seq``'s report."""
-    base = f"{state.meta}/reports/{seq:010d}"
+    base = report_base(state.root, seq)
     return f"{base}.json", f"{base}.html"
 
 
@@ -172,7 +174,7 @@ def _output(spec: PipelineSpec, state: PipelineState, manifest: Manifest, name: 
     marker = _read_json(state, published_marker(spec.raw.path, manifest.seq, name))
     # a flow covers every load since the last published one, and records its results under the newest
     target = int(marker["target"]) if marker and "target" in marker else manifest.seq
-    validation = _read_json(state, f"{state.meta}/flow/{target:06d}/validation/{name}.json")
+    validation = _read_json(state, validation_record(state.root, target, name))
     return output_view(
         name,
         path=generation_dir(output.path, manifest.generation),

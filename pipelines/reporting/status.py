@@ -13,8 +13,7 @@ from typing import Any
 
 from rich.console import Console
 
-from pipelines.ingest.plan import Plan
-from pipelines.ingest.state import Manifest
+from pipelines.ledger.records import Manifest, Plan
 
 
 def status_document(name: str, latest: Manifest | None, pending: Plan | None) -> dict[str, Any]:

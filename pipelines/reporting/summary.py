@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from pipelines.ingest.state import Manifest
+from pipelines.ledger.records import Manifest
 from pipelines.progress import Reporter, rate
 
 

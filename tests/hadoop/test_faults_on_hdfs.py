@@ -25,7 +25,7 @@ import pytest
 
 from pipelines.config.pipeline import load_spec
 from pipelines.ingest.run import PipelineRun
-from pipelines.ingest.state import PipelineState
+from pipelines.ledger.state import PipelineState
 from tests.hadoop.on_hdfs import hdfs_directory, move_to_hdfs, webhdfs
 from tests.pipelines.harness import oracle, produce, run_cli, start_run, write_spec
 from tests.support.hadoop import HadoopCluster

@@ -24,7 +24,7 @@ from demo.tables import published_rows
 from pipelines.config.pipeline import load_spec
 from pipelines.flow.run import FlowRun
 from pipelines.ingest.run import PipelineRun
-from pipelines.ingest.state import PipelineState
+from pipelines.ledger.state import PipelineState
 from pipelines.replay.gc import current_locations
 from pipelines.replay.run import Replay
 from pipelines.replay.target import RewindTarget

@@ -27,7 +27,7 @@ import pytest
 from pipelines.app.ship import ARCHIVE_NAME, build_archive, submit_options
 from pipelines.config.pipeline import load_spec
 from pipelines.ingest.run import PipelineRun
-from pipelines.ingest.state import PipelineState
+from pipelines.ledger.state import PipelineState
 from tests.hadoop.on_hdfs import hdfs_directory, move_to_hdfs, webhdfs
 from tests.pipelines.harness import REPO, oracle, produce, write_spec
 from tests.support.hadoop import HadoopCluster

@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 import yaml
 
 from kafkalog.client import Admin, Producer, SimpleConsumer
-from pipelines.ingest.state import PipelineState
+from pipelines.ledger.state import PipelineState
 from pipelines.storage import LocalStorage, Storage
 
 PIPELINES = Path(sys.executable).with_name("pipelines")

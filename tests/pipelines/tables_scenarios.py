@@ -33,8 +33,8 @@ from pipelines.catalog.connection import attach
 from pipelines.catalog.metastore import SparkMetastore
 from pipelines.catalog.sync import compare
 from pipelines.config.pipeline import PipelineSpec, load_spec
-from pipelines.ingest.state import PipelineState
 from pipelines.layout import generation_dir
+from pipelines.ledger.state import PipelineState
 from pipelines.replay.target import RewindTarget
 from pipelines.storage import LocalStorage
 from tests.pipelines.harness import REPO, oracle, produce, write_spec

@@ -17,7 +17,7 @@ import pytest
 from kafkalog.client import SimpleConsumer
 from pipelines.config.pipeline import load_spec
 from pipelines.ingest.run import PipelineRun
-from pipelines.ingest.state import PipelineState
+from pipelines.ledger.state import PipelineState
 from pipelines.storage import LocalStorage
 from tests.pipelines.harness import oracle, produce, run_cli, start_run, write_spec
 from tests.support.kafkalog import BrokerProcess

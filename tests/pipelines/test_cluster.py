@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.app.ship import ARCHIVE_NAME, build_archive, build_zip, submit_options
-from pipelines.ingest.state import PipelineState
+from pipelines.ledger.state import PipelineState
 from pipelines.storage import LocalStorage
 from tests.pipelines.harness import REPO, oracle, produce, write_spec
 from tests.support.kafkalog import BrokerProcess

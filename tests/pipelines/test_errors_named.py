@@ -10,8 +10,8 @@ import pytest
 
 from pipelines.app.runner import EXIT_FAILED, fail
 from pipelines.errors import LoadError, PipelineError, StorageError
-from pipelines.ingest.lease import Leases
 from pipelines.ingest.stage import cause_of
+from pipelines.ledger.lease import Leases
 from pipelines.storage import LocalStorage
 from pipelines.storage.hadoop import _error
 

@@ -19,11 +19,11 @@ from pipelines import faults
 from pipelines.app.runner import EXIT_CONCURRENT, fail
 from pipelines.config.pipeline import PipelineSpec, load_spec
 from pipelines.errors import CommitError, ConcurrentRunError, DataLossError, PlanError, ReconciliationError
-from pipelines.ingest.lease import Lease, Leases, is_alive, own_lease
 from pipelines.ingest.plan import make_plan
 from pipelines.ingest.reconcile import FileFacts, OffsetCoverage, reconcile
 from pipelines.ingest.run import PipelineRun, RunResult
-from pipelines.ingest.state import PipelineState
+from pipelines.ledger.lease import Lease, Leases, is_alive, own_lease
+from pipelines.ledger.state import PipelineState
 from pipelines.replay.plan import plan_replay
 from pipelines.replay.target import RewindTarget
 from pipelines.storage import LocalStorage

@@ -19,7 +19,8 @@ from demo.examples import metrics, page_views
 from pipelines.config.pipeline import load_spec
 from pipelines.errors import FlowError, ValidationError
 from pipelines.flow.expect import CheckResult, Loaded, LoadedCheck, Validation
-from pipelines.flow.run import FlowRun, note_validation, validation_line
+from pipelines.flow.run import FlowRun
+from pipelines.flow.validation import note_validation, validation_line
 from pipelines.ingest.run import PipelineRun
 from pipelines.progress import Reporter
 from pipelines.storage import LocalStorage
@@ -232,7 +233,7 @@ def test_a_publish_that_dies_midway_is_completed_by_the_next_one(
 
 
 class ReadersByName:
-    """Readers by name as publish sees them (pipelines.flow.run.Readers), without a metastore: what
+    """Readers by name as publish sees them (pipelines.flow.publish.Readers), without a metastore: what
     publish does to the directories for them (a copy of the staged rows swapped in, the staged rows
     kept until every partition is in place) is what the test below is about."""
 

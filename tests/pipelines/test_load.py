@@ -29,7 +29,7 @@ from pipelines.ingest import run as load_module
 from pipelines.ingest.plan import make_plan
 from pipelines.ingest.run import PipelineRun, RunResult
 from pipelines.ingest.stage import SparkStager
-from pipelines.ingest.state import PipelineState
+from pipelines.ledger.state import PipelineState
 from pipelines.reporting.report import build_report
 from pipelines.storage import LocalStorage
 from tests.pipelines.harness import event, oracle, produce, write_spec

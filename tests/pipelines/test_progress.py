@@ -13,7 +13,7 @@ from pathlib import Path
 from rich.console import Console
 
 from pipelines.executor.splits import Split
-from pipelines.ingest.plan import Plan
+from pipelines.ledger.records import Plan
 from pipelines.progress import Reporter, counted, read_progress
 
 SPLITS = [Split("events", 0, 1, 0, 400), Split("events", 1, 1, 100, 300)]

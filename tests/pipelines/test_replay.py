@@ -23,7 +23,7 @@ from pipelines.config.pipeline import load_spec
 from pipelines.errors import ConcurrentRunError, ReplayError
 from pipelines.flow.run import FlowRun
 from pipelines.ingest.run import PipelineRun
-from pipelines.ingest.state import PipelineState
+from pipelines.ledger.state import PipelineState
 from pipelines.replay.gc import current_locations, garbage
 from pipelines.replay.plan import plan_replay
 from pipelines.replay.run import Replay

@@ -16,7 +16,7 @@ import pytest
 from demo.examples import page_views
 from pipelines.app.runner import run_stage
 from pipelines.config.pipeline import load_spec
-from pipelines.ingest.state import PipelineState
+from pipelines.ledger.state import PipelineState
 from pipelines.reporting.report import chart, report_paths, write_report
 from pipelines.storage import LocalStorage
 from tests.pipelines.flow_harness import example_spec, send

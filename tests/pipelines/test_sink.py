@@ -17,8 +17,8 @@ from pipelines.executor.rows import BadRecord, Message
 from pipelines.executor.sink import StagedFile, StagingWriter, staged_files_batch
 from pipelines.executor.source import quarantine_batch
 from pipelines.executor.splits import Split
-from pipelines.ingest.plan import Plan
 from pipelines.ingest.reconcile import FileFacts, OffsetCoverage, inspect_local, reconcile
+from pipelines.ledger.records import Plan
 
 START = datetime(2026, 3, 1, 22, 0, tzinfo=UTC)
 PLANNED = {("events", 3): (10, 14)}

@@ -26,7 +26,7 @@ import pytest
 
 import pipelines.storage.local as local_module
 from pipelines.errors import AlreadyExistsError, PlanError, StorageError
-from pipelines.ingest.state import PipelineState
+from pipelines.ledger.state import PipelineState
 from pipelines.storage import FileStatus, LocalStorage, Storage, storage_for
 from pipelines.storage.webhdfs import WebHdfsStorage
 from tests.support.webhdfs_server import WebHdfsServer

@@ -16,8 +16,7 @@ from pipelines.catalog.desired import TableSpec, absolute_location, physical_nam
 from pipelines.catalog.metastore import _read_listing, _split_values
 from pipelines.config.pipeline import PipelineSpec, load_spec
 from pipelines.errors import SpecError
-from pipelines.ingest.plan import Plan
-from pipelines.ingest.state import Manifest, OutputFile
+from pipelines.ledger.records import Manifest, OutputFile, Plan
 
 pytestmark = pytest.mark.unit
 

@@ -28,8 +28,8 @@ from kafkalog.record.message import TimestampType
 from pipelines import faults
 from pipelines.config.pipeline import PipelineSpec
 from pipelines.executor.source import SplitTask, write_split
-from pipelines.ingest.plan import Plan
 from pipelines.ingest.stage import Staged, staged_from_reports
+from pipelines.ledger.records import Plan
 from pipelines.storage.local import local_path
 
 

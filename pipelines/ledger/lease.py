@@ -33,6 +33,7 @@ from pathlib import Path
 from kafkalog.retry import Backoff
 from pipelines import faults
 from pipelines.errors import PipelineError
+from pipelines.ledger import paths
 from pipelines.storage import Storage
 
 log = logging.getLogger(__name__)
@@ -89,7 +90,7 @@ class Leases:
 
     def __init__(self, storage: Storage, meta: str) -> None:
         self.storage = storage
-        self.dir = f"{meta}/leases"
+        self.dir = paths.leases_dir(meta)
 
     def path(self, name: str) -> str:
         """The lease of the attempt whose staging directory is named ``name`` (``<seq>-<attempt>``)."""

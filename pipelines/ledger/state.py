@@ -1,12 +1,8 @@
 """The pipeline's state beside its output: plans, staged attempts, committed manifests.
 
-Layout under the raw layer's root (``_pipeline`` is skipped by Spark and Hive readers)::
+Role: the commit protocol over the ledger's files (where each lives: pipelines.ledger.paths; what
+they hold: pipelines.ledger.records). Published data sits beside them, under the raw layer's root::
 
-    _pipeline/plans/<seq>.json            the plan of run <seq>, stored before any task runs
-    _pipeline/staging/<seq>-<attempt>/    Spark's output of one attempt to execute plan <seq>
-    _pipeline/manifests/<seq>.json        committed runs: THE commit point, and the only offset store
-    _pipeline/runs/<run id>.json          run id -> seq, so a re-run of a committed run is a no-op
-    _pipeline/reports/<seq>.json|.html    the run report: derived from the rest (pipelines.reporting.report)
     dt=YYYY-MM-DD/hour=HH/*.parquet       published data
     _quarantine/seq=<seq>/*.parquet       published bad records (raw bytes + reason)
 
@@ -25,117 +21,19 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from pipelines import faults
+from pipelines.config.pipeline import PipelineSpec
 from pipelines.errors import AlreadyExistsError, CommitError, ConcurrentRunError, PlanError, StorageError
 from pipelines.executor.splits import SplitKey
-from pipelines.ingest.lease import Leases
-from pipelines.ingest.plan import Plan
-from pipelines.storage import Storage
+from pipelines.ledger import paths
+from pipelines.ledger.lease import Leases
+from pipelines.ledger.records import Manifest, Plan
+from pipelines.storage import Storage, storage_for
 
 log = logging.getLogger(__name__)
-
-
-FORMAT_VERSION = 1
-
-
-@dataclass(frozen=True, slots=True)
-class OutputFile:
-    """One committed file: where Spark staged it, where it is published, and what it holds."""
-
-    staged: str
-    """Relative to the raw root."""
-    path: str
-    """Relative to the raw root."""
-    kind: str
-    """data | quarantine"""
-    topic: str
-    partition: int
-    rows: int
-    bytes: int
-    min_offset: int
-    max_offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class SplitResult:
-    """What a run did to one split (the reconciliation's terms)."""
-
-    topic: str
-    partition: int
-    start: int
-    end: int
-    rows: int
-    quarantined: int
-    filtered: int = 0
-    min_event_time: str | None = None
-    max_event_time: str | None = None
-    lost_from: int | None = None
-    lost_to: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Manifest:
-    """A committed run."""
-
-    pipeline: str
-    seq: int
-    run_id: str
-    committed_at: str
-    plan: Plan
-    splits: tuple[SplitResult, ...]
-    files: tuple[OutputFile, ...]
-    attempt: str
-    offsets: dict[str, int] = field(default_factory=dict)
-    """Every split the pipeline ever loaded ("topic:partition") → the next offset to load (this run's
-    ends over the previous manifest's), so the newest manifest alone holds all offsets."""
-    format: int = FORMAT_VERSION
-    stats: dict[str, Any] = field(default_factory=dict)
-    kind: str = "load"
-    """load, or replay: a replay's ``files`` are every raw file of the generation it created."""
-    generation: int = 0
-    """The generation of the raw layer and outputs this run's files belong to; the newest
-    manifest's is the current one (see generation_dir)."""
-    rewind: dict[str, int] = field(default_factory=dict)
-    """A replay: "topic:partition" → the offset it reloaded from."""
-
-    def end_offsets(self) -> dict[SplitKey, int]:
-        out = {}
-        for name, offset in self.offsets.items():
-            topic, _, partition = name.rpartition(":")
-            out[(topic, int(partition))] = offset
-        return out
-
-    def dumps(self) -> bytes:
-        data = asdict(self)
-        data["plan"] = self.plan.to_json()
-        return json.dumps(data, indent=1, sort_keys=True).encode()
-
-    @classmethod
-    def loads(cls, raw: bytes, where: str) -> Manifest:
-        try:
-            data = json.loads(raw)
-            if data.get("format") != FORMAT_VERSION:
-                raise CommitError(f"{where}: manifest format {data.get('format')!r} is not {FORMAT_VERSION}")
-            return cls(
-                pipeline=data["pipeline"],
-                seq=data["seq"],
-                run_id=data["run_id"],
-                committed_at=data["committed_at"],
-                plan=Plan.from_json(data["plan"]),
-                splits=tuple(SplitResult(**s) for s in data["splits"]),
-                files=tuple(OutputFile(**f) for f in data["files"]),
-                attempt=data["attempt"],
-                offsets=data["offsets"],
-                stats=data.get("stats", {}),
-                kind=data.get("kind", "load"),
-                generation=int(data.get("generation", 0)),
-                rewind=data.get("rewind", {}),
-            )
-        except (ValueError, KeyError, TypeError, PlanError) as exc:
-            raise CommitError(f"{where}: the manifest is unreadable: {exc}") from exc
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,10 +57,6 @@ class Recovered:
         return (self.latest.seq if self.latest else 0) + 1
 
 
-def _seq_name(seq: int) -> str:
-    return f"{seq:010d}"
-
-
 def lost_race(pipeline: str, seq: int, winner: Manifest, run_id: str, attempt: str) -> str:
     """The words of run ``run_id``, whose attempt ``attempt`` lost run #``seq`` to ``winner``. Two
     runs executing one stored plan share its run id (the second completes the first's plan), so
@@ -180,8 +74,15 @@ class PipelineState:
     def __init__(self, storage: Storage, root: str) -> None:
         self.storage = storage
         self.root = root.rstrip("/")
-        self.meta = f"{self.root}/_pipeline"
+        self.meta = paths.meta_dir(self.root)
         self.leases = Leases(storage, self.meta)
+
+    @classmethod
+    def for_spec(cls, spec: PipelineSpec, spark: Any = None) -> PipelineState:
+        """The state of ``spec``'s pipeline through the storage its raw layer is on: the one Spark
+        writes with when there is a session, else local files or WebHDFS (the tools' storage)."""
+        root = spec.raw.path
+        return cls(storage_for(root, spark=spark, webhdfs_url=spec.webhdfs_url_for(root)), root)
 
     # ------------------------------------------------------------------ paths
 
@@ -189,19 +90,19 @@ class PipelineState:
         return f"{self.root}/{relative}"
 
     def manifest_path(self, seq: int) -> str:
-        return f"{self.meta}/manifests/{_seq_name(seq)}.json"
+        return paths.manifest_path(self.root, seq)
 
     def plan_path(self, seq: int) -> str:
-        return f"{self.meta}/plans/{_seq_name(seq)}.json"
+        return paths.plan_path(self.root, seq)
 
     def staging_dir(self, seq: int, attempt: str) -> str:
-        return f"{self.meta}/staging/{_seq_name(seq)}-{attempt}"
+        return paths.staging_dir(self.root, seq, attempt)
 
     # ------------------------------------------------------------------ reading
 
     def committed_seqs(self) -> list[int]:
         seqs = []
-        for entry in self.storage.list(f"{self.meta}/manifests"):
+        for entry in self.storage.list(paths.manifests_dir(self.root)):
             stem, _, ext = entry.name.partition(".")
             if ext == "json" and stem.isdigit() and not entry.is_dir:
                 seqs.append(int(stem))
@@ -263,7 +164,7 @@ class PipelineState:
         return None if value is None else int(value)
 
     def _run_pointer(self, run_id: str) -> dict[str, Any] | None:
-        pointer = f"{self.meta}/runs/{run_id}.json"
+        pointer = paths.run_pointer(self.root, run_id)
         if not self.storage.exists(pointer):
             return None
         record: dict[str, Any] = json.loads(self.storage.read_bytes(pointer))
@@ -284,7 +185,7 @@ class PipelineState:
         with contextlib.suppress(AlreadyExistsError):  # a retry of the same run recorded it first
             latest = self.latest()
             record = {"seq": None, "target": latest.seq if latest else None}
-            self.storage.write_new(f"{self.meta}/runs/{run_id}.json", json.dumps(record).encode())
+            self.storage.write_new(paths.run_pointer(self.root, run_id), json.dumps(record).encode())
 
     # ------------------------------------------------------------------ changing
 
@@ -342,7 +243,7 @@ class PipelineState:
         return moved
 
     def _index_run(self, manifest: Manifest) -> None:
-        pointer = f"{self.meta}/runs/{manifest.run_id}.json"
+        pointer = paths.run_pointer(self.root, manifest.run_id)
         if not self.storage.exists(pointer):
             # a concurrent roll-forward of the same manifest may have written it first
             with contextlib.suppress(AlreadyExistsError):
@@ -370,15 +271,16 @@ class PipelineState:
         """Delete the staging of dead attempts at seqs already committed (crashed drivers, losers
         that died), and their leases. An attempt whose lease is alive is left alone even though its
         seq is committed: it is a run still loading, which finds out at its commit that it lost and
-        removes its own staging (see pipelines.ingest.lease)."""
+        removes its own staging (see pipelines.ledger.lease)."""
         removed = []
-        attempts = {e.name for e in self.storage.list(f"{self.meta}/staging")}
+        staging = paths.staging_root(self.root)
+        attempts = {e.name for e in self.storage.list(staging)}
         attempts |= {e.name for e in self.storage.list(self.leases.dir)}  # a lease whose staging was published
         for name in sorted(attempts):
             stem = name.partition("-")[0]
             if stem.isdigit() and int(stem) <= committed_seq and not self.leases.alive(name):
-                if self.storage.delete(f"{self.meta}/staging/{name}", recursive=True):
-                    removed.append(f"{self.meta}/staging/{name}")
+                if self.storage.delete(f"{staging}/{name}", recursive=True):
+                    removed.append(f"{staging}/{name}")
                     log.info("removed the staging of dead attempt %s", name)
                 self.leases.release(name)
         return removed

@@ -1,0 +1,167 @@
+"""The ledger's stored records: a run's plan and its manifest, as JSON beside the raw layer.
+
+Role: the dataclasses written to ``_pipeline/plans/`` and ``_pipeline/manifests/`` (where:
+pipelines.ledger.paths) and read back from them, nothing else: making a plan is the load's
+(pipelines.ingest.plan), storing and committing them is the state's (pipelines.ledger.state).
+
+Invariants: a stored record that is not one is a PlanError (a plan) or a CommitError (a
+manifest), never a KeyError or a half-built object; a manifest of another ``FORMAT_VERSION`` is
+refused.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from pipelines.errors import CommitError, PlanError
+from pipelines.executor.splits import Split, SplitKey
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What one run loads. ``seq`` is the number of the manifest it will commit."""
+
+    pipeline: str
+    seq: int
+    run_id: str
+    created_at: str
+    spec_fingerprint: str
+    splits: tuple[Split, ...] = field(default_factory=tuple)
+    kind: str = "load"
+    """load, or replay (pipelines.replay.run: the splits are the ranges reloaded into a new generation)."""
+    generation: int = 0
+    """The generation the run writes into (a replay: the one it creates)."""
+    target: str = ""
+    """A replay: what it rewinds to, as the operator gave it (for the history and the plan print)."""
+
+    @property
+    def total(self) -> int:
+        return sum(s.size for s in self.splits)
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "splits": [asdict(s) for s in self.splits]}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Plan:
+        try:
+            splits = tuple(Split(**s) for s in data["splits"])
+            return cls(
+                pipeline=data["pipeline"],
+                seq=int(data["seq"]),
+                run_id=data["run_id"],
+                created_at=data["created_at"],
+                spec_fingerprint=data["spec_fingerprint"],
+                splits=splits,
+                kind=data.get("kind", "load"),
+                generation=int(data.get("generation", 0)),
+                target=data.get("target", ""),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            reason = f"key {exc.args[0]!r} is missing" if isinstance(exc, KeyError) and exc.args else repr(exc)
+            raise PlanError(f"a stored plan is malformed: {reason}") from exc
+
+    def dumps(self) -> bytes:
+        return json.dumps(self.to_json(), indent=1, sort_keys=True).encode()
+
+
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class OutputFile:
+    """One committed file: where Spark staged it, where it is published, and what it holds."""
+
+    staged: str
+    """Relative to the raw root."""
+    path: str
+    """Relative to the raw root."""
+    kind: str
+    """data | quarantine"""
+    topic: str
+    partition: int
+    rows: int
+    bytes: int
+    min_offset: int
+    max_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class SplitResult:
+    """What a run did to one split (the reconciliation's terms)."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+    rows: int
+    quarantined: int
+    filtered: int = 0
+    min_event_time: str | None = None
+    max_event_time: str | None = None
+    lost_from: int | None = None
+    lost_to: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    """A committed run."""
+
+    pipeline: str
+    seq: int
+    run_id: str
+    committed_at: str
+    plan: Plan
+    splits: tuple[SplitResult, ...]
+    files: tuple[OutputFile, ...]
+    attempt: str
+    offsets: dict[str, int] = field(default_factory=dict)
+    """Every split the pipeline ever loaded ("topic:partition") → the next offset to load (this run's
+    ends over the previous manifest's), so the newest manifest alone holds all offsets."""
+    format: int = FORMAT_VERSION
+    stats: dict[str, Any] = field(default_factory=dict)
+    kind: str = "load"
+    """load, or replay: a replay's ``files`` are every raw file of the generation it created."""
+    generation: int = 0
+    """The generation of the raw layer and outputs this run's files belong to; the newest
+    manifest's is the current one (see generation_dir)."""
+    rewind: dict[str, int] = field(default_factory=dict)
+    """A replay: "topic:partition" → the offset it reloaded from."""
+
+    def end_offsets(self) -> dict[SplitKey, int]:
+        out = {}
+        for name, offset in self.offsets.items():
+            topic, _, partition = name.rpartition(":")
+            out[(topic, int(partition))] = offset
+        return out
+
+    def dumps(self) -> bytes:
+        data = asdict(self)
+        data["plan"] = self.plan.to_json()
+        return json.dumps(data, indent=1, sort_keys=True).encode()
+
+    @classmethod
+    def loads(cls, raw: bytes, where: str) -> Manifest:
+        try:
+            data = json.loads(raw)
+            if data.get("format") != FORMAT_VERSION:
+                raise CommitError(f"{where}: manifest format {data.get('format')!r} is not {FORMAT_VERSION}")
+            return cls(
+                pipeline=data["pipeline"],
+                seq=data["seq"],
+                run_id=data["run_id"],
+                committed_at=data["committed_at"],
+                plan=Plan.from_json(data["plan"]),
+                splits=tuple(SplitResult(**s) for s in data["splits"]),
+                files=tuple(OutputFile(**f) for f in data["files"]),
+                attempt=data["attempt"],
+                offsets=data["offsets"],
+                stats=data.get("stats", {}),
+                kind=data.get("kind", "load"),
+                generation=int(data.get("generation", 0)),
+                rewind=data.get("rewind", {}),
+            )
+        except (ValueError, KeyError, TypeError, PlanError) as exc:
+            raise CommitError(f"{where}: the manifest is unreadable: {exc}") from exc
