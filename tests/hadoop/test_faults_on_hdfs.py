@@ -3,7 +3,7 @@
 - The driver killed at every step of the commit protocol (``pipelines run`` in a child process that
   dies with ``os._exit`` at the crash point), then the retry: the oracle finds every offset once,
   nothing visible that no manifest lists. The same test on a local disk is the unit tier's
-  (tests/pipelines/test_exactly_once_core.py, every point) and tests/pipelines/test_cli_pipelines.py.
+  (tests/pipelines/ingest/test_exactly_once_core.py, every point) and tests/pipelines/app/test_cli_pipelines.py.
 - The driver and its executors SIGKILLed while they write: HDFS keeps the dead writer's files open
   (the NameNode holds their leases for up to an hour); the retry commits exactly once beside them and
   removes them with the dead run's staging.

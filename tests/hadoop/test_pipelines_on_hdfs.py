@@ -32,7 +32,7 @@ from pipelines.storage.webhdfs import WebHdfsStorage
 from tests.hadoop.on_hdfs import hdfs_directory, move_to_hdfs, webhdfs
 from tests.pipelines.flow_harness import example_spec, expected_hourly_pages, send
 from tests.pipelines.harness import oracle, produce, run_cli, write_spec
-from tests.pipelines.test_replay import batch
+from tests.pipelines.replay.test_replay import batch
 from tests.support.hadoop import HadoopCluster
 from tests.support.kafkalog import BrokerProcess
 

@@ -1,6 +1,6 @@
 """The storage contract on a real HDFS, and the WebHDFS answers it is built on, from a real NameNode.
 
-- Every contract test of tests/pipelines/test_storage.py (those that take ``backend``) runs here
+- Every contract test of tests/pipelines/storage/test_storage.py (those that take ``backend``) runs here
   against the MiniDFSCluster twice: ``WebHdfsStorage`` on hdfs:// paths through the NameNode's
   WebHDFS (how the tools reach HDFS without Spark) and ``HadoopStorage`` through Hadoop's
   FileSystem in the Spark driver's JVM (how a run's commit steps reach it). HDFS is the authority
@@ -37,9 +37,9 @@ from pipelines.storage import FileStatus, storage_for
 from pipelines.storage.hadoop import HadoopStorage
 from pipelines.storage.webhdfs import WebHdfsStorage
 from tests.hadoop.on_hdfs import hdfs_directory
-from tests.pipelines import test_storage as contract
 from tests.pipelines.harness import write_spec
-from tests.pipelines.test_storage import (  # noqa: F401 - the contract tests: pytest collects them here too
+from tests.pipelines.storage import test_storage as contract
+from tests.pipelines.storage.test_storage import (  # noqa: F401 - the contract tests: pytest collects them here too
     Backend,
     test_delete,
     test_list_is_sorted_with_sizes_and_kinds,

@@ -20,9 +20,10 @@ def test_files_sharing_a_peer_are_one_unit_and_use_it() -> None:
         assert unit_of(f"{path}::test_x") == unit
         assert "hive_metastore" in (REPO / path).read_text(), f"{path} is grouped for a peer it does not use"
     assert unit_of("tests/hadoop/test_yarn.py::test_x") == unit_of("tests/hadoop/test_hdfs.py::test_y")
-    assert unit_of("tests/pipelines/test_flow.py::test_x") == "tests/pipelines/test_flow.py"
+    assert unit_of("tests/pipelines/flow/test_flow.py::test_x") == "tests/pipelines/flow/test_flow.py"
 
 
 def test_long_units_sort_before_short_ones() -> None:
-    assert expected_seconds("tests/hadoop/test_yarn.py::t") > expected_seconds("tests/pipelines/test_flow.py::t") > 0
+    flow = expected_seconds("tests/pipelines/flow/test_flow.py::t")
+    assert expected_seconds("tests/hadoop/test_yarn.py::t") > flow > 0
     assert expected_seconds("tests/kafkalog/test_cli_clients.py::t") == 0

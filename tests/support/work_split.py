@@ -26,19 +26,19 @@ SHARED_PACKAGES = ("tests/hadoop/",)
 
 SHARED_PEERS = {
     "tests/peers/test_metastore.py": "the Hive metastore's files",
-    "tests/pipelines/test_tables.py": "the Hive metastore's files",
+    "tests/pipelines/catalog/test_tables.py": "the Hive metastore's files",
 }
 """Files that share a session-scoped peer no other file uses (``hive_metastore``): one unit."""
 
 LONG_UNITS = {
     "tests/hadoop/": 610,
     "the Hive metastore's files": 270,
-    "tests/pipelines/test_replay.py": 175,
-    "tests/pipelines/test_cli_pipelines.py": 110,
-    "tests/pipelines/test_cluster.py": 105,
+    "tests/pipelines/replay/test_replay.py": 175,
+    "tests/pipelines/app/test_cli_pipelines.py": 110,
+    "tests/pipelines/app/test_cluster.py": 105,
     "tests/kafkalog/protocol/test_malformed.py": 100,
-    "tests/pipelines/test_load.py": 95,
-    "tests/pipelines/test_flow.py": 85,
+    "tests/pipelines/ingest/test_load.py": 95,
+    "tests/pipelines/flow/test_flow.py": 85,
     "tests/kafkalog/mirror/test_mirror_interop.py": 75,
     "tests/kafkalog/server/test_real_clients.py": 75,
     "tests/kafkalog/registry/test_zk_brokers.py": 65,
@@ -47,7 +47,7 @@ LONG_UNITS = {
     "tests/kafkalog/client/test_group_consumer_brokers.py": 45,
     "tests/kafkalog/client/test_both_brokers.py": 45,
     "tests/kafkalog/server/test_admin_tools.py": 45,
-    "tests/pipelines/test_report.py": 45,
+    "tests/pipelines/reporting/test_report.py": 45,
     "tests/test_packaging.py": 40,
 }
 """Seconds each long unit took in a full run on the 2-core machine (two workers; the time from each

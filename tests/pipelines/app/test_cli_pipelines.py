@@ -1,7 +1,7 @@
 """``pipelines run|status|offsets|done`` as users run them, and the driver SIGKILLed mid-load (reliability
 row S2): then the same load runs again and the oracle finds every offset exactly once. The driver
 killed at each commit step is tests/hadoop/test_faults_on_hdfs.py's (a real process, on HDFS) and the
-unit tier's (tests/pipelines/test_exactly_once_core.py, every point, on a local disk)."""
+unit tier's (tests/pipelines/ingest/test_exactly_once_core.py, every point, on a local disk)."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from pipelines.config.pipeline import load_spec
 from pipelines.config.sqlcheck import Finding, check_transforms
 from pipelines.config.steps import Output, Transform
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 VALID = [
     # window functions, frames, named windows, QUALIFY

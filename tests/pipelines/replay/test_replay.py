@@ -31,7 +31,7 @@ from pipelines.replay.target import RewindTarget
 from pipelines.storage import LocalStorage
 from tests.pipelines.flow_harness import example_spec, expected_hourly_pages, send, snapshot, table_rows
 from tests.pipelines.harness import run_cli
-from tests.pipelines.test_load import _delete_oldest_segments, _restart
+from tests.pipelines.ingest.test_load import _delete_oldest_segments, _restart
 from tests.support.kafkalog import BrokerProcess
 
 START = datetime(2026, 5, 4, 6, 0, tzinfo=UTC)

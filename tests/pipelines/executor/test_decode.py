@@ -38,7 +38,7 @@ from pipelines.executor.rows import HEADERS, BadRecord, Message, row_schema, spa
 from pipelines.executor.source import QUARANTINE_DDL, QUARANTINE_SCHEMA, quarantine_batch
 from pipelines.executor.splits import Split
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 BASE = datetime(2026, 1, 1, tzinfo=UTC)
 BASE_MS = int(BASE.timestamp() * 1000)  # 2026-01-01T00:00:00Z
 TOPIC = "events"

@@ -11,9 +11,9 @@ import pytest
 
 from pipelines.config.pipeline import load_spec
 from pipelines.config.steps import Expectation, Transform, topological_order
-from tests.pipelines.test_spec import base, error, load, put
+from tests.pipelines.config.test_spec import base, error, load, put
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 PIPELINES = str(Path(sys.executable).with_name("pipelines"))
 
 

@@ -88,7 +88,7 @@ def test_lint_passes_a_file_with_warnings_and_counts_them(tmp_path: Path) -> Non
 
 
 def test_the_examples_lint_clean() -> None:
-    repo = Path(__file__).resolve().parents[2]
+    repo = Path(__file__).resolve().parents[3]
     paths = sorted(str(p) for p in (repo / "conf" / "pipelines").glob("*.yaml"))
     result = invoke("lint", *paths)
     assert (result.exit_code, result.stderr) == (0, "")
