@@ -57,8 +57,8 @@ $(INSTALLED): pyproject.toml setup.py
 	@touch $@
 
 # The C kernels (records, and the protocol's codec), rebuilt in place when their source changes.
-$(NATIVE) &: $(wildcard kafkalog/record/_speedups*.[ch]) kafkalog/protocol/_wire.c $(INSTALLED)
-	$(BIN)/python setup.py --quiet build_ext --inplace
+$(NATIVE) &: $(wildcard kafkalog/record/_speedups*.[ch]) kafkalog/protocol/_wire.c setup.py $(INSTALLED)
+	$(BIN)/python setup.py --quiet build_ext --inplace --force
 	@touch $(NATIVE)
 
 native: $(NATIVE)

@@ -17,7 +17,8 @@ setup(
             ],
             depends=["kafkalog/record/_speedups.h"],
             libraries=["z"],
-            extra_compile_args=["-O2"],
+            # the files share functions among themselves, not with the process: only PyInit is exported
+            extra_compile_args=["-O2", "-fvisibility=hidden"],
             # Without a compiler the package still installs and runs on the pure-Python kernels.
             optional=True,
         ),

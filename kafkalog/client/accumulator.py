@@ -10,8 +10,10 @@ it. Memory is bounded: while ``buffer_bytes`` wait, ``send`` blocks up to ``max_
 raises BufferFullError.
 
 Every field here is guarded by ``lock`` (``cond`` waits and wakes on it): the threads that send,
-the sender thread and those that flush share it. ``broken`` and the partitions' weights in flight
-are the sender thread's alone.
+the sender thread and those that flush share it. One exception: ``closed``, written under it, is
+also read without it by ``Producer.send`` and ``close``, a quick refusal of what comes after a
+close (a send that races the close is not ordered by it). ``broken`` and the partitions' weights in
+flight are the sender thread's alone.
 """
 
 from __future__ import annotations
@@ -20,8 +22,7 @@ import threading
 import time
 from collections import deque
 
-from kafkalog.client.idempotence import MAX_IN_FLIGHT
-from kafkalog.client.producer_batch import ProducerBatch
+from kafkalog.client.producer_batch import MAX_IN_FLIGHT, ProducerBatch
 from kafkalog.errors import BufferFullError, ClientError
 from kafkalog.record import Header
 

@@ -8,7 +8,8 @@ sends the same bytes.
 
 from __future__ import annotations
 
-from kafkalog.client.idempotence import Idempotence
+from typing import Protocol
+
 from kafkalog.client.producer_batch import ProducerBatch
 from kafkalog.errors import UnsupportedByBrokerError
 from kafkalog.record import Codec, MessageSetBuilder, TimestampType, encode_batch, iter_entries
@@ -27,7 +28,16 @@ from kafkalog.record.batch_format import (
 from kafkalog.record.convert import DEFAULT_MAX_BATCH_BYTES, needs_conversion, to_batches, to_magic
 
 
-def encode(batch: ProducerBatch, magic: int, codec: Codec, idempotence: Idempotence) -> bytes | memoryview:
+class Numbering(Protocol):
+    """What encoding needs of the producer's idempotence (kafkalog.client.idempotence.Idempotence):
+    its (producer id, epoch) once it has one, and the first sequence number of a batch."""
+
+    identity: tuple[int, int] | None
+
+    def first_sequence(self, batch: ProducerBatch, span: int) -> int: ...
+
+
+def encode(batch: ProducerBatch, magic: int, codec: Codec, idempotence: Numbering) -> bytes | memoryview:
     """The batch's bytes in format ``magic``, numbered when the producer has an id; the same
     bytes for every retry."""
     if batch.encoded is not None and batch.encoded[0] == magic:

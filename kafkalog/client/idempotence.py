@@ -19,15 +19,13 @@ import logging
 import time
 
 from kafkalog.client.client import Client, check
-from kafkalog.client.producer_batch import ProducerBatch
+from kafkalog.client.producer_batch import MAX_IN_FLIGHT, ProducerBatch
 from kafkalog.errors import BrokerResponseError, ClientError, UnsupportedByBrokerError
 from kafkalog.protocol import ApiKey
 from kafkalog.protocol.error_codes import ErrorCode
 
 logger = logging.getLogger(__name__)
 
-MAX_IN_FLIGHT = 5
-"""A broker remembers a producer's last five batches per partition: a retry must be one of them."""
 _MAX_SEQUENCE = 2**31 - 1
 
 

@@ -40,9 +40,9 @@ from typing import Any
 from kafkalog.client.accumulator import RecordAccumulator
 from kafkalog.client.client import Client, UsesClient
 from kafkalog.client.encoder import set_parts
-from kafkalog.client.idempotence import MAX_IN_FLIGHT, Idempotence
+from kafkalog.client.idempotence import Idempotence
 from kafkalog.client.partitioner import Partitioner, default_partitioner
-from kafkalog.client.producer_batch import SendFuture
+from kafkalog.client.producer_batch import MAX_IN_FLIGHT, SendFuture
 from kafkalog.client.security import PLAINTEXT, ClientSecurity
 from kafkalog.client.sender import Sender
 from kafkalog.errors import ClientError

@@ -19,6 +19,10 @@ from dataclasses import dataclass, field
 from kafkalog.errors import ClientError
 from kafkalog.record import Header
 
+MAX_IN_FLIGHT = 5
+"""A broker remembers a producer's last five batches per partition: a retry must be one of them
+(kafkalog.client.idempotence numbers them; the accumulator keeps no more than that in flight)."""
+
 logger = logging.getLogger(__name__)
 
 

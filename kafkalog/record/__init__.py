@@ -1,12 +1,13 @@
 """Kafka's message formats: v0/v1 message sets and v2 record batches: encoding, decoding,
 compression, and validation for the log.
 
-A module's name says which format it knows:
-- ``legacy_*`` only message sets, magic 0 and 1 (``legacy_format`` the byte layout,
-  ``legacy_builder`` encoding, ``legacy_validate`` a magic 1 log's append), as kafka-python's
-  ``legacy_records``;
-- ``batch_*`` only record batches, magic 2 (``batch_format`` the layout, encoding and decoding,
-  ``batch_validate`` a magic 2 log's append), as kafka-python's ``default_records``;
+A module's name says which format it is about:
+- ``legacy_*`` message sets, magic 0 and 1 (``legacy_format`` the byte layout, ``legacy_builder``
+  encoding, ``legacy_validate`` a magic 1 log's append, which down-converts record batches it is
+  given), as kafka-python's ``legacy_records``; the layout and the builder know nothing else;
+- ``batch_*`` record batches, magic 2 (``batch_format`` the layout, encoding and decoding,
+  ``batch_validate`` a magic 2 log's append, which up-converts message sets it is given), as
+  kafka-python's ``default_records``; the layout knows nothing else;
 - a name without either prefix is shared by every format: ``message`` (what every format decodes
   to), ``reader``, ``validate`` (the one entry point of an append), ``validated``, ``convert``,
   ``passthrough``, ``codec``, and the kernels (``kernels``, the C ``_speedups`` and its

@@ -451,9 +451,9 @@ def test_our_mirror_keeps_the_order_of_a_partition_with_mixed_codecs(kafka09: Ka
             )
         if mirror.process is not None and mirror.process.poll() is not None:
             problems.append(
-                "BUG (kafkalog/client/producer.py Producer.send: a batch is never closed at batch_bytes, it "
-                "grows until the sender thread takes it; compressed, the whole batch is one wrapper message, "
-                "which the target refuses once over its max_message_bytes): the mirror stopped:\n"
+                "BUG (kafkalog/client/accumulator.py RecordAccumulator.append: a batch is never closed at "
+                "batch_bytes, it grows until the sender thread takes it; compressed, the whole batch is one "
+                "wrapper message, which the target refuses once over its max_message_bytes): the mirror stopped:\n"
                 + mirror.output()[-1500:]
             )
         assert not problems, "\n".join(problems)
