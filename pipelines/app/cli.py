@@ -209,11 +209,11 @@ def rewind(
     raw layer, recompute the affected partitions of every output, validate, and switch every reader
     to the new generation in one step (the old one stays until `pipelines gc`)."""
     spec = pipeline_file(pipeline)
-    settings = conf_settings(conf)
     app_name = f"pipelines-replay-{spec.name}"
+    # --conf is read only when a session is made: --abandon and --dry-run start none
     _replay(
         spec, pipeline, to_time, to_offsets, to_run, dry_run, abandon, as_json, quiet,
-        session=lambda: _local(master, settings, spec, app_name),
+        session=lambda: _local(master, conf_settings(conf), spec, app_name),
     )  # fmt: skip
 
 

@@ -2,8 +2,9 @@
 
 Role: the one runner behind every entry point. The ``pipelines`` command (pipelines.app.cli), the
 spark-submit job (jobs/load_warehouse.py, which is the same command line) and the Airflow tasks
-(which call that job) come here with a pipeline, a Spark session they made, and options; each
-operation returns the process's exit code and prints its errors as one ``error: …`` line:
+(which call that job) come here with a pipeline, options and how to make their Spark session
+(``submit`` makes it only once the checks that need no JVM passed); each operation returns the
+process's exit code and prints its errors as one ``error: …`` line:
 
     0 committed, or nothing to do      1 the run failed (the error names its cause)
     2 bad usage or pipeline file        3 another run of the pipeline won (nothing was written)

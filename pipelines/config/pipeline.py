@@ -38,7 +38,7 @@ METADATA_COLUMNS = (
     "headers",
 )
 """Columns every raw row carries besides the decoded fields (and the dt/hour partition columns), in
-their order (decode.row_schema)."""
+their order (pipelines.executor.rows.row_schema)."""
 
 PARTITION_COLUMNS = ("dt", "hour")
 
@@ -188,10 +188,11 @@ class CsvOptions:
     """One character that quotes a field."""
 
     def __post_init__(self) -> None:
-        if len(self.delimiter) != 1:
-            raise _fail("delimiter", "must be one character")
-        if len(self.quote) != 1:
-            raise _fail("quote", "must be one character")
+        for key, value in (("delimiter", self.delimiter), ("quote", self.quote)):
+            if len(value) != 1:
+                raise _fail(key, "must be one character")
+            if not value.isascii():  # Arrow's CSV parser takes one byte; "é" is two in UTF-8
+                raise _fail(key, f"must be an ASCII character, not {value!r}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 
 from pipelines.config.pipeline import Decoder
 from pipelines.executor.arrow_types import ARROW_TYPES, SPARK_TYPES, TIMESTAMP
-from pipelines.executor.payloads import payload_decoder
+from pipelines.executor.payloads import payload_schema
 
 HEADER = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
 HEADERS = pa.list_(HEADER)
@@ -77,7 +77,7 @@ def row_schema(decoder: Decoder) -> pa.Schema:
         pa.field("key", pa.binary()),
         pa.field("headers", HEADERS),
     ]
-    fields.extend(payload_decoder(decoder).schema)
+    fields.extend(payload_schema(decoder))
     fields += [pa.field("dt", pa.string()), pa.field("hour", pa.string())]
     return pa.schema(fields)
 

@@ -91,7 +91,7 @@ class Publisher:
         return self.state.storage.exists(self._publish_plan(seq, output))
 
     def publish(
-        self, seq: int, covered: list[int], scope: Scope, readers: Readers | None = None
+        self, seq: int, covered: list[int], scope: Scope, *, readers: Readers | None
     ) -> dict[str, list[Partition]]:
         """Swap every output's staged partitions of the flow targeting load #seq in (``covered``:
         the loads it covers, ``scope``: their partitions); returns the partitions replaced per

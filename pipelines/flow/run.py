@@ -143,7 +143,7 @@ class FlowRun:
 
     def publish(self, seq: int) -> dict[str, list[Partition]]:
         """Swap every output's staged partitions in; returns the partitions replaced per output."""
-        return self.publisher.publish(seq, self.covered(seq), self.scope(seq), self.readers)
+        return self.publisher.publish(seq, self.covered(seq), self.scope(seq), readers=self.readers)
 
     def run_all(self, seq: int) -> dict[str, list[Partition]]:
         if self._nothing_to_do(seq, "flow"):

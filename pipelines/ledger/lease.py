@@ -6,7 +6,7 @@ its commit and stop with ConcurrentRunError, its staging intact until then. Whoe
 (the winner after its commit, the next run's recovery) deletes an attempt's staging only when the
 attempt is dead:
 
-- each attempt holds a lease, ``_pipeline/leases/<seq>-<attempt>.json``, written before its
+- each attempt holds a lease, ``_pipeline/leases/<seq>-<attempt>/`` (its renewals), written before its
   staging directory exists and deleted after it is gone; it names the host, the process (its id
   and start time, so a reused id is not mistaken for it) and when it was last renewed;
 - a lease from this host is alive exactly while its process is (the kernel says so at once: a killed

@@ -4,9 +4,9 @@ Role: the dataclasses written to ``_pipeline/plans/`` and ``_pipeline/manifests/
 pipelines.ledger.paths) and read back from them, nothing else: making a plan is the load's
 (pipelines.ingest.plan), storing and committing them is the state's (pipelines.ledger.state).
 
-Invariants: a stored record that is not one is a PlanError (a plan) or a CommitError (a
-manifest), never a KeyError or a half-built object; a manifest of another ``FORMAT_VERSION`` is
-refused.
+Invariants: a stored record that is not one (not JSON, not an object, a key missing) is a
+PlanError (a plan) or a CommitError (a manifest), never a KeyError or an AttributeError; a manifest
+of another ``FORMAT_VERSION`` is refused. The fields' types are not checked: the ledger wrote them.
 """
 
 from __future__ import annotations
@@ -146,6 +146,8 @@ class Manifest:
     def loads(cls, raw: bytes, where: str) -> Manifest:
         try:
             data = json.loads(raw)
+            if not isinstance(data, dict):
+                raise CommitError(f"{where}: the manifest is unreadable: not a JSON object")
             if data.get("format") != FORMAT_VERSION:
                 raise CommitError(f"{where}: manifest format {data.get('format')!r} is not {FORMAT_VERSION}")
             return cls(

@@ -79,8 +79,13 @@ class LineValues(ABC):
 
     def __init__(self, decoder: Decoder) -> None:
         self.decoder = decoder
-        self.schema = pa.schema([pa.field(n, ARROW_TYPES[k]) for n, k in decoder.schema.items()])
+        self.schema = self.schema_of(decoder)
         self.required = decoder.required
+
+    @staticmethod
+    def schema_of(decoder: Decoder) -> pa.Schema:
+        """The decoded columns: the decoder schema's fields, in order."""
+        return pa.schema([pa.field(n, ARROW_TYPES[k]) for n, k in decoder.schema.items()])
 
     @abstractmethod
     def _read(self, data: bytes, single: bool) -> pa.Table:

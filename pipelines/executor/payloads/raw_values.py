@@ -18,7 +18,12 @@ class RawValues:
 
     def __init__(self, decoder: Decoder) -> None:
         self.decoder = decoder
-        self.schema = RAW_SCHEMA
+        self.schema = self.schema_of(decoder)
+
+    @staticmethod
+    def schema_of(decoder: Decoder) -> pa.Schema:
+        """The one column ``value``, whatever the decoder says."""
+        return RAW_SCHEMA
 
     def parse(self, values: Sequence[bytes | None]) -> tuple[list[Parsed], list[tuple[int, str]]]:
         """One piece holding every value, in order; never a bad one."""

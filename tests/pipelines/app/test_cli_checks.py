@@ -17,8 +17,10 @@ import pytest
 from click.testing import CliRunner, Result
 
 from kafkalog.server import Broker, BrokerConfig
+from pipelines.app import runner
 from pipelines.app.cli import main, spark_submit_main
 from pipelines.config.pipeline import load_spec
+from pipelines.errors import PipelineError
 from pipelines.ingest.run import PipelineRun
 from pipelines.storage import LocalStorage
 from tests.pipelines.harness import write_spec
@@ -123,6 +125,29 @@ def test_stages_that_run_no_sql_are_not_held_up_by_it(tmp_path: Path) -> None:
     result = invoke("run", str(path), "--stage", "publish")
     assert result.exit_code == 1
     assert result.stderr.startswith("error: pipeline events_raw: no load committed yet")
+
+
+def never_started() -> tuple[Any, Path | None]:
+    raise AssertionError("a Spark session was asked for before the checks that need none had passed")
+
+
+def test_submit_asks_for_a_session_only_after_every_check_that_needs_none(tmp_path: Path) -> None:
+    """runner.submit, the one pre-flight of every entry point: bad SQL is exit 2, a finished run id
+    is exit 0, an unreachable source is its error, each without making the session."""
+    bad_sql = pipeline(tmp_path, transforms=BAD_SQL, outputs=OUTPUTS)
+    assert runner.submit(load_spec(bad_sql), str(bad_sql), "all", never_started) == runner.EXIT_BAD_SPEC
+    unreachable = pipeline(tmp_path, f"127.0.0.1:{free_port()}")
+    with pytest.raises(PipelineError, match="cannot be reached"):
+        runner.submit(load_spec(unreachable), str(unreachable), "load", never_started, run_id="r1")
+    assert not (tmp_path / "raw").exists()
+
+
+def test_rewind_reads_conf_only_when_it_starts_spark(tmp_path: Path) -> None:
+    """--abandon and --dry-run start no session, so a --conf they never use does not stop them."""
+    path = pipeline(tmp_path)
+    result = invoke("rewind", "--abandon", "--conf", "not-key-value", str(path))
+    assert "--conf" not in result.stderr, result.stderr
+    assert result.exit_code != 2, result.output
 
 
 def test_a_source_that_does_not_answer_fails_in_a_second_naming_it(tmp_path: Path) -> None:

@@ -524,6 +524,7 @@ def test_a_listener_of_another_protocol_or_scheme_is_refused(tmp_path: Path, giv
         ("raw.path", "", "raw.path: must not be empty"),
         ("decoder.csv.delimiter", ";;", "decoder.csv.delimiter: must be one character"),
         ("decoder.csv.quote", "", "decoder.csv.quote: must be one character"),
+        ("decoder.csv.delimiter", "é", "decoder.csv.delimiter: must be an ASCII character, not 'é'"),
         ("event_time.format", "yyyy-MM-dd", "event_time.format: must be iso8601, epoch_millis, epoch_seconds"),
         ("event_time.timezone", "Mars/Olympus_Mons", "event_time.timezone: unknown time zone 'Mars/Olympus_Mons'"),
         ("event_time.timezone", "../../etc/passwd", "event_time.timezone: unknown time zone"),
