@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from pipelines.app.session import logs_dir
 from pipelines.config.pipeline import PipelineSpec
 from pipelines.config.steps import topological_order
 from pipelines.errors import ConcurrentRunError, PipelineError, ReplayError
@@ -58,6 +59,17 @@ _NAMED_LOGS: set[Path] = set()
 def named_in_error(spark_log: Path) -> bool:
     """Whether an error line this process printed named ``spark_log`` (then nothing more need)."""
     return spark_log in _NAMED_LOGS
+
+
+def spark_log_note(jvm_log: Path, code: int) -> None:
+    """After a command's Spark work: on failure, name the JVM's log on stderr unless the ``error:``
+    line did (``fail`` names it when the error wraps Spark's); on success, delete it if it is one
+    of ``logs_dir()``'s (nothing in it is the person's business; a file the caller named is the
+    caller's)."""
+    if code != 0 and not named_in_error(jvm_log) and jvm_log.exists():
+        sys.stderr.write(f"Spark's own messages (its JVM and executors, stack traces included): {jvm_log}\n")
+    elif code == 0 and jvm_log.parent == logs_dir():
+        jvm_log.unlink(missing_ok=True)
 
 
 def fail(exc: PipelineError, spark_log: Path | None = None) -> int:
@@ -398,7 +410,7 @@ def submit(
     with the reason; a stage that needs no Spark (``needs_spark``) runs without it; a stage that
     loads checks its source (a PipelineError: the caller prints it, exit 1); great-expectations
     starts importing; only then is ``session()`` called, the stage run on it, the session stopped
-    and its log named or removed (pipelines.app.session.spark_log_note)."""
+    and its log named or removed (``spark_log_note``)."""
     if stage in SQL_STAGES and not transforms_sql_ok(spec, path, quiet=quiet):
         return EXIT_BAD_SPEC
     reason = done_already(spec, stage, run_id)
@@ -458,8 +470,6 @@ def _on_session(spark: Any, spark_log: Path | None, work: Callable[[], int]) -> 
     finally:
         spark.stop()
         if spark_log is not None:
-            from pipelines.app.session import spark_log_note  # noqa: PLC0415 - Spark's modules only here
-
             spark_log_note(spark_log, code)
     return code
 

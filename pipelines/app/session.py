@@ -215,16 +215,3 @@ def _gateway_logging_to(jvm_log: Path, spark_conf: Any) -> Any:
         except Exception as exc:  # pyspark's own error says only that the gateway exited
             tail = jvm_log.read_text(errors="replace")[-1500:].strip()
             raise PipelineError(f"Spark's JVM did not start ({exc}); its output, in {jvm_log}:\n{tail}") from exc
-
-
-def spark_log_note(jvm_log: Path, code: int) -> None:
-    """After a command's Spark work: on failure, name the JVM's log on stderr unless the ``error:``
-    line did (pipelines.app.runner.fail names it when the error wraps Spark's); on success,
-    delete it if it is one of ``logs_dir()``'s (nothing in it is the person's business; a file the
-    caller named is the caller's)."""
-    from pipelines.app.runner import named_in_error  # noqa: PLC0415 - the runner imports Spark's modules late
-
-    if code != 0 and not named_in_error(jvm_log) and jvm_log.exists():
-        sys.stderr.write(f"Spark's own messages (its JVM and executors, stack traces included): {jvm_log}\n")
-    elif code == 0 and jvm_log.parent == logs_dir():
-        jvm_log.unlink(missing_ok=True)

@@ -19,7 +19,7 @@ from rich.table import Table
 
 from pipelines.app.arguments import conf_settings, pipeline_file
 from pipelines.app.output import stdout_console
-from pipelines.app.runner import EXIT_FAILED, EXIT_OK, fail
+from pipelines.app.runner import EXIT_FAILED, EXIT_OK, fail, spark_log_note
 from pipelines.config.pipeline import PipelineSpec
 from pipelines.errors import CatalogError, PipelineError
 from pipelines.progress import counted
@@ -41,7 +41,7 @@ def _with_session(
 ) -> NoReturn:
     """Run ``work(spark)`` on a session that reaches ``spec``'s metastore; exit with its code.
     ``repairing``: an embedded metastore that cannot be opened is made anew first."""
-    from pipelines.app.session import jvm_log_path, pipeline_session, spark_log_note  # noqa: PLC0415
+    from pipelines.app.session import jvm_log_path, pipeline_session  # noqa: PLC0415
     from pipelines.catalog.connection import metastore_for  # noqa: PLC0415
 
     settings = conf_settings(conf)
