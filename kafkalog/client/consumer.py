@@ -6,6 +6,11 @@ a read that starts inside a compressed set skips the set's messages before the r
 broker sent them (what a mirror forwards). If
 a broker (Kafka 0.9 does) returns only part of a message larger than the fetch size, the fetch is
 repeated with the size doubled, as the seeds describe, up to ``max_message_bytes``.
+
+``isolation="read_committed"`` (Kafka's ``isolation.level``) reads as Kafka's consumer does: fetches
+stop at the last stable offset, the records of aborted transactions and every transaction marker
+are left out (kafkalog.client.committed) and reported as ``FetchResult.skipped``, and the latest
+offset is the last stable offset. The default reads every record the log holds, markers included.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafkalog.client.client import Client, UsesClient, check, error_name
+from kafkalog.client.committed import ISOLATION_LEVELS, Isolation, Skipped, committed_only
 from kafkalog.client.security import PLAINTEXT, ClientSecurity
 from kafkalog.errors import (
     BrokerResponseError,
@@ -44,10 +50,22 @@ class FetchResult:
     nothing decoded). ``messages`` then holds only the part of a first compressed entry that is at or
     after the requested offset, when the fetch began inside one."""
     last_offset: int = -1
-    """Offset of the last message fetched, of either part (-1: none)."""
+    """Offset of the last message fetched, of either part, or of the last batch skipped after it
+    (read committed); -1: none."""
+    last_stable_offset: int = -1
+    """Fetch v4+: the offset below which every transaction is decided (-1: not said)."""
+    skipped: tuple[Skipped, ...] = ()
+    """Read committed: the batches left out (aborted transactions, markers), in offset order."""
 
     def next_offset(self, requested: int) -> int:
         return self.last_offset + 1 if self.last_offset >= 0 else requested
+
+    def readable_end(self, isolation: Isolation) -> int:
+        """Where reading stops for now: the last stable offset reading committed (a transaction
+        still open holds it back), else the high watermark."""
+        if isolation == "read_committed" and self.last_stable_offset >= 0:
+            return self.last_stable_offset
+        return self.high_watermark
 
 
 class SimpleConsumer(UsesClient):
@@ -66,11 +84,15 @@ class SimpleConsumer(UsesClient):
         min_bytes: int = 1,
         request_timeout_ms: int = 30_000,
         security: ClientSecurity = PLAINTEXT,
+        isolation: Isolation = "read_uncommitted",
     ) -> None:
+        if isolation not in ISOLATION_LEVELS:
+            raise ValueError(f"isolation must be read_uncommitted or read_committed, not {isolation!r}")
         super().__init__(
             bootstrap, client, zookeeper=zookeeper, request_timeout_ms=request_timeout_ms,
             broker_version=broker_version, security=security,
         )  # fmt: skip
+        self.isolation = isolation
         self.max_bytes = max_bytes
         self.max_message_bytes = max_message_bytes
         self.max_wait_ms = max_wait_ms
@@ -86,7 +108,10 @@ class SimpleConsumer(UsesClient):
         self, offsets: dict[tuple[str, int], int], *, max_bytes: int | None = None, stored: bool = False
     ) -> dict[tuple[str, int], FetchResult]:
         """Fetch several partitions: one request per leader broker. ``stored``: leave the message
-        sets as the broker sent them (FetchResult.record_set) instead of decoding them."""
+        sets as the broker sent them (FetchResult.record_set) instead of decoding them (reading
+        uncommitted only: a forwarded set is forwarded whole)."""
+        if stored and self.isolation == "read_committed":
+            raise ValueError("a stored fetch forwards sets whole: it reads uncommitted")
         size = max_bytes or self.max_bytes
         results: dict[tuple[str, int], FetchResult] = {}
         pending = dict(offsets)
@@ -121,7 +146,7 @@ class SimpleConsumer(UsesClient):
             "max_wait_ms": self.max_wait_ms,
             "min_bytes": self.min_bytes,
             "max_bytes": size * max(1, len(wanted)),
-            "isolation_level": 0,  # read uncommitted (v4+): every record the log holds
+            "isolation_level": ISOLATION_LEVELS[self.isolation],  # v4+; older brokers have no transactions
             "topics": [{"topic": t, "partitions": p} for t, p in topics.items()],
         }
         response = connection.request(api, body)
@@ -142,16 +167,25 @@ class SimpleConsumer(UsesClient):
                 check(answer["error_code"], f"fetching {topic}-{tp[1]} at offset {offset}")
                 data = answer["record_set"] or b""
                 record_set: bytes | memoryview
+                skipped: tuple[Skipped, ...] = ()
                 if stored:
                     messages, record_set, last_offset = stored_entries(data, offset)
                 else:
                     messages, record_set = decode_all(data, min_offset=offset), b""
                     last_offset = messages[-1].offset if messages else -1
+                    if self.isolation == "read_committed":
+                        aborted = [(a["producer_id"], a["first_offset"]) for a in answer["aborted_transactions"] or ()]
+                        kept = committed_only(data, messages, aborted)
+                        messages, skipped = kept.messages, kept.skipped
+                        last_offset = max(last_offset, kept.last_offset if kept.last_offset >= offset else -1)
                 if last_offset < 0 and len(data) > 0 and answer["high_watermark"] > offset:
                     out[tp] = None  # a partial message only
                 else:
                     codec = first_codec(data)
-                    out[tp] = FetchResult(messages, answer["high_watermark"], codec, record_set, last_offset)
+                    stable = answer["last_stable_offset"]
+                    out[tp] = FetchResult(
+                        messages, answer["high_watermark"], codec, record_set, last_offset, stable, skipped
+                    )
         return out
 
     def messages(self, topic: str, partition: int, start: int, end: int | None = None) -> Iterator[Message]:
@@ -163,11 +197,11 @@ class SimpleConsumer(UsesClient):
                 if end is not None and message.offset >= end:
                     return
                 yield message
-            if not result.messages:
-                if end is None or offset >= result.high_watermark:
-                    return
+            if result.last_offset >= offset:  # messages, or batches read committed leaves out
+                offset = result.next_offset(offset)
                 continue
-            offset = result.next_offset(offset)
+            if end is None or offset >= result.readable_end(self.isolation):
+                return
 
     # ------------------------------------------------------------------ offsets
 
@@ -233,10 +267,20 @@ class SimpleConsumer(UsesClient):
         return self._offsets(partitions, EARLIEST)
 
     def latest_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        """The log end offset of every (topic, partition): one ListOffsets request per leader."""
+        """The latest offset of every (topic, partition) for this consumer's isolation: the log end
+        (high watermark) reading uncommitted, the last stable offset reading committed. One
+        ListOffsets request per leader."""
         return self._offsets(partitions, LATEST)
 
-    def _offsets(self, partitions: Iterable[tuple[str, int]], which: int) -> dict[tuple[str, int], int]:
+    def log_end_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """The log end offset (high watermark) of every (topic, partition), whatever the isolation:
+        how far a read-committed consumer's latest offset lags behind it is an open transaction."""
+        return self._offsets(partitions, LATEST, isolation_level=0)
+
+    def _offsets(
+        self, partitions: Iterable[tuple[str, int]], which: int, *, isolation_level: int | None = None
+    ) -> dict[tuple[str, int], int]:
+        level = ISOLATION_LEVELS[self.isolation] if isolation_level is None else isolation_level
         by_leader: dict[Any, list[tuple[str, int]]] = {}
         for topic, partition in partitions:
             by_leader.setdefault(self.client.leader(topic, partition), []).append((topic, partition))
@@ -248,7 +292,11 @@ class SimpleConsumer(UsesClient):
             asked: dict[str, list[dict[str, int]]] = {}
             for topic, partition in keys:
                 asked.setdefault(topic, []).append({"partition": partition, "timestamp": which})
-            body = {"replica_id": -1, "topics": [{"topic": t, "partitions": ps} for t, ps in asked.items()]}
+            body = {
+                "replica_id": -1,
+                "isolation_level": level,  # v2+; older brokers have no transactions
+                "topics": [{"topic": t, "partitions": ps} for t, ps in asked.items()],
+            }
             for answered in connection.request(connection.api(ApiKey.LIST_OFFSETS), body)["responses"]:
                 for answer in answered["partition_responses"]:
                     name = f"{answered['topic']}-{answer['partition']}"
