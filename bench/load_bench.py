@@ -307,7 +307,7 @@ def profile_ours(spark: Any, root: Path, bootstrap: str, count: int) -> None:
 
     def one_split() -> int:
         task = SplitTask(spec.source, spec.decoder, spec.event_time, spec.bad_records, split)
-        return sum(table.num_rows for table, _ in task.chunks())
+        return sum(table.num_rows for table, _, _ in task.chunks())
 
     began = time.perf_counter()
     rows = one_split()

@@ -33,7 +33,7 @@ from pipelines.app.tables import COMMANDS as TABLE_COMMANDS
 from pipelines.config.pipeline import PipelineSpec, load_spec
 from pipelines.errors import PipelineError, SpecError
 from pipelines.logs import LEVELS, configure_logging
-from pipelines.reporting.status import print_status, status_document
+from pipelines.reporting.status import held_back, print_status, status_document
 
 _Command = TypeVar("_Command", bound=Callable[..., Any])
 
@@ -401,12 +401,13 @@ def status(pipeline: str, as_json: bool) -> None:
         state = state_of(spec)
         latest = state.latest()
         pending = state.pending_plan()
+        held = [] if latest is None else held_back(state, latest)
     except PipelineError as exc:
         _exit_on(exc)
     if as_json:
-        click.echo(json.dumps(status_document(spec.name, latest, pending), indent=1))
+        click.echo(json.dumps(status_document(spec.name, latest, pending, held), indent=1))
     else:
-        print_status(stdout_console(), spec.name, spec.raw.path, latest, pending)
+        print_status(stdout_console(), spec.name, spec.raw.path, latest, pending, held)
 
 
 @main.command()

@@ -94,6 +94,12 @@ class Source:
     """Bytes asked for per fetch request and partition (grown automatically for larger messages)."""
     retry_ms: int = 60_000
     """How long a task keeps retrying a broker that is down before it fails (the attempt is then retried by Spark)."""
+    isolation: Literal["read_committed", "read_uncommitted"] = "read_committed"
+    """read_committed: only the records of committed transactions become rows; a split ends at the
+    last stable offset (an open transaction holds it back), aborted records and transaction markers
+    are skipped and counted (docs/pipelines.md, "Transactions"). read_uncommitted: every record the
+    log holds, markers included (what Kafka's consumers read by default). Without transactions in
+    the topic, both load the same rows."""
     security: ClientSecurity = PLAINTEXT
     """TLS and a SASL login for a secured cluster (docs/security.md): ``{protocol: SASL_SSL, mechanism:
     SCRAM-SHA-512, username: loader, password: ${env:LOADER_PASSWORD}, ca_file: /etc/kafka/ca.pem}``.

@@ -9,8 +9,10 @@ pipelines.ingest.reconcile); files of other attempts stay behind in staging and 
 
 Layout under the attempt directory, the same as Spark's partitioned writer produces:
 ``dt=<dt>/hour=<hour>/part-<topic>-<partition>-<first offset>.parquet`` for rows (dt and hour are
-in the path, not in the file) and ``part-<topic>-<partition>-<first offset>.parquet`` for
-quarantined records. Rows arrive in offset order, so a file's first offset is its lowest.
+in the path, not in the file), ``part-<topic>-<partition>-<first offset>.parquet`` for
+quarantined records, and ``aborted/part-…`` and ``control/part-…`` for the offsets a read-committed
+source skips (records of aborted transactions, transaction markers). Rows arrive in offset order,
+so a file's first offset is its lowest.
 
 Memory stays bounded: rows are buffered per open (dt, hour) up to ``row_group_bytes`` and then
 written as one row group; at most ``max_open`` files are open at once (late events spread over many
@@ -56,7 +58,7 @@ class StagedFile:
     """A complete Parquet file a task wrote: ``path`` is relative to the attempt's staging root."""
 
     kind: str
-    """data | quarantine"""
+    """data | quarantine | aborted | control"""
     path: str
     topic: str
     partition: int
@@ -144,6 +146,8 @@ class StagingWriter:
         self.max_open = max_open
         self._open: OrderedDict[str, _OpenFile] = OrderedDict()
         self._quarantine: _OpenFile | None = None
+        self._skipped: dict[str, _OpenFile] = {}
+        """Per reason (aborted, control): the offsets a read-committed source skipped."""
         self._done: list[StagedFile] = []
 
     def _failed(self, exc: Exception) -> StorageError:
@@ -173,6 +177,21 @@ class StagingWriter:
                 first = table.column("offset")[0].as_py()
                 self._quarantine = _OpenFile(self.root, self._name("", first), table.schema, self.compression)
             self._quarantine.add(table, self.row_group_bytes)
+        except OSError as exc:
+            raise self._failed(exc) from exc
+
+    def write_skipped(self, reason: str, table: pa.Table) -> None:
+        """Offsets skipped for ``reason`` (aborted | control), in offset order."""
+        if table.num_rows == 0:
+            return
+        try:
+            opened = self._skipped.get(reason)
+            if opened is None:
+                first = table.column("offset")[0].as_py()
+                opened = self._skipped[reason] = _OpenFile(
+                    self.root, self._name(f"{reason}/", first), table.schema, self.compression
+                )
+            opened.add(table, self.row_group_bytes)
         except OSError as exc:
             raise self._failed(exc) from exc
 
@@ -209,15 +228,19 @@ class StagingWriter:
             if self._quarantine is not None:
                 self._finish(self._quarantine, "quarantine")
                 self._quarantine = None
+            while self._skipped:
+                reason, item = self._skipped.popitem()
+                self._finish(item, reason)
         except OSError as exc:
             raise self._failed(exc) from exc
         return list(self._done)
 
     def abort(self) -> None:
         """Close what is open without reporting it (the attempt failed; its directory is garbage)."""
-        for item in [*self._open.values(), *([self._quarantine] if self._quarantine else [])]:
+        for item in [*self._open.values(), *([self._quarantine] if self._quarantine else []), *self._skipped.values()]:
             # the attempt is failing already; its files are never read
             with contextlib.suppress(OSError, pa.ArrowException):
                 item.writer.close()
         self._open.clear()
         self._quarantine = None
+        self._skipped.clear()

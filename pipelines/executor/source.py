@@ -3,9 +3,11 @@
 Built on PySpark's Python Data Source API. ``read`` runs in a Python worker on an executor: it fetches
 its split with kafkalog's SimpleConsumer (every CRC checked, compressed sets unpacked), decodes each
 fetched chunk into an Arrow batch (never the whole split in memory), and yields either the rows
-(``emit=data``), the bad records (``emit=quarantine``), or writes both as Parquet itself and yields
-one row per file (``emit=files``, see sink.py). Settings arrive as options (JSON strings):
-executors see nothing of the driver's Python state or environment.
+(``emit=data``), the bad records (``emit=quarantine``), the offsets a read-committed source skips
+(``emit=skipped``: records of aborted transactions and transaction markers, each offset with its
+reason), or writes all of them as Parquet itself and yields one row per file (``emit=files``, see
+sink.py). Settings arrive as options (JSON strings): executors see nothing of the driver's Python
+state or environment.
 
 A task connects through the brokers the driver resolved for the run (``brokers`` in the settings:
 the bootstrap list, or for a source that names ZooKeeper the brokers registered when the run
@@ -29,10 +31,12 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from kafkalog.client import ClientSecurity, SimpleConsumer
+from kafkalog.client.committed import Skipped
 from kafkalog.client.kernels import KERNELS, describe_kernels
 from kafkalog.faults import FaultPoints, FaultTarget
 from kafkalog.retry import Backoff
@@ -62,6 +66,14 @@ QUARANTINE_SCHEMA = pa.schema(
 none; ``timestamp_type`` and ``headers`` as in raw rows), so that it can be replayed once fixed."""
 QUARANTINE_DDL = ddl_of(QUARANTINE_SCHEMA)
 
+SKIPPED_SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64())])
+"""An offset a read-committed source skips: a record of an aborted transaction, or a transaction
+marker. Staged (one file per reason) so that reconciliation accounts for every offset from files;
+not published: the manifest keeps the counts."""
+SKIPPED_REASONS = ("aborted", "control")
+SKIPPED_DDL = ddl_of(SKIPPED_SCHEMA) + ", `reason` STRING"
+"""``emit=skipped``: SKIPPED_SCHEMA and the reason, one of SKIPPED_REASONS."""
+
 
 class SplitPartition(InputPartition):
     """One split, as Spark hands it to a task."""
@@ -74,7 +86,8 @@ class SplitPartition(InputPartition):
 
 class KafkalogSource(DataSource):
     """``spark.read.format("kafkalog")`` with options spec (JSON), splits (JSON), emit (data |
-    quarantine | files), progress_dir, and for files: stage_dir (a local path) and compression."""
+    quarantine | skipped | files), progress_dir, and for files: stage_dir (a local path) and
+    compression."""
 
     @classmethod
     def name(cls) -> str:
@@ -86,6 +99,8 @@ class KafkalogSource(DataSource):
             return QUARANTINE_DDL
         if emit == "files":
             return STAGED_FILE_DDL
+        if emit == "skipped":
+            return SKIPPED_DDL
         return spark_ddl(Decoder(**_decoder_options(json.loads(self.options["spec"])["decoder"])))
 
     def reader(self, schema: Any) -> DataSourceReader:
@@ -137,10 +152,15 @@ class SplitReader(DataSourceReader):
                 fault,
             )
             return
-        for table, bad in task.chunks():
+        for table, bad, skipped in task.chunks():
             if emit == "quarantine":
                 if bad:
                     yield quarantine_batch(split, bad)
+            elif emit == "skipped":
+                for reason in SKIPPED_REASONS:
+                    offsets = skipped_batch(split, skipped, reason)
+                    if offsets.num_rows:
+                        yield offsets.append_column("reason", pa.repeat(reason, offsets.num_rows).cast(pa.string()))
             else:
                 yield from table.to_batches()
                 fault.after_rows(table.num_rows)
@@ -169,10 +189,12 @@ def write_split(
         compression=compression,
     )
     try:
-        for table, bad in task.chunks():
+        for table, bad, skipped in task.chunks():
             writer.write_rows(table)
             if bad:
                 writer.write_quarantine(pa.Table.from_batches([quarantine_batch(split, bad)]))
+            for reason in SKIPPED_REASONS if skipped else ():
+                writer.write_skipped(reason, pa.Table.from_batches([skipped_batch(split, skipped, reason)]))
             fault.after_rows(table.num_rows)
             progress.update(task.loaded, task.bytes)
         files = writer.close()
@@ -224,6 +246,23 @@ def quarantine_batch(split: Split, bad: list[BadRecord]) -> pa.RecordBatch:
     )
 
 
+def skipped_batch(split: Split, skipped: Sequence[Skipped], reason: str) -> pa.RecordBatch:
+    """SKIPPED_SCHEMA rows of every offset in ``skipped``'s ranges of ``reason``."""
+    ranges = [s for s in skipped if s.reason == reason]
+    offsets = np.concatenate(
+        [np.arange(s.first, s.last + 1, dtype=np.int64) for s in ranges] or [np.empty(0, np.int64)]
+    )
+    count = len(offsets)
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.repeat(split.topic, count).cast(pa.string()),
+            pa.repeat(pa.scalar(split.partition, pa.int32()), count),
+            pa.array(offsets, pa.int64()),
+        ],
+        schema=SKIPPED_SCHEMA,
+    )
+
+
 class SplitTask:
     """Reads one split: fetch, verify contiguity, decode, apply the bad-record policy. Connects
     through ``brokers`` (what the driver resolved; default: the source's bootstrap list, or its
@@ -247,32 +286,40 @@ class SplitTask:
         self.decoder = ChunkDecoder(decoder, event_time, split.topic, split.partition)
         self.loaded = 0
         self.quarantined = 0
+        self.skipped = 0
+        """Offsets skipped reading committed: aborted records and transaction markers."""
         self.bytes = 0
         self.from_zookeeper = not self.brokers
         """The task bootstrapped from ZooKeeper (no brokers were given, or none of them answered)."""
         self._consumer: Any = None
         self._open = consumer or (lambda: open_consumer(self.source, self.brokers))
 
-    def chunks(self) -> Iterator[tuple[pa.Table, list[BadRecord]]]:
-        """(rows, bad records) per fetched chunk, covering [start, end) exactly, in offset order."""
+    def chunks(self) -> Iterator[tuple[pa.Table, list[BadRecord], list[Skipped]]]:
+        """(rows, bad records, skipped ranges) per fetched chunk, covering [start, end) exactly
+        between them, in offset order."""
         split = self.split
         self._consumer = self._open()
         try:
             offset = split.start
             while offset < split.end:
-                messages, broker = self._fetch(offset)
-                table, bad = self.decoder.decode(messages, broker)
-                self._judge(bad)
+                messages, skipped, broker = self._fetch(offset)
+                if messages:
+                    table, bad = self.decoder.decode(messages, broker)
+                    self._judge(bad)
+                else:  # only markers or aborted records here
+                    table, bad = self.decoder.schema.empty_table(), []
                 self.loaded += len(messages)
+                self.skipped += sum(s.offsets for s in skipped)
                 self.bytes += sum(map(len, filter(None, map(itemgetter(4), messages))))  # value bytes
-                offset = messages[-1].offset + 1
-                yield table, bad
+                offset = max(messages[-1].offset if messages else -1, skipped[-1].last if skipped else -1) + 1
+                yield table, bad, skipped
         finally:
             self._consumer.close()
 
-    def _fetch(self, offset: int) -> tuple[list[Message], int]:
-        """The next messages of the split from ``offset`` (at least one), retrying a broker that is
-        down or moved for up to ``retry_ms``."""
+    def _fetch(self, offset: int) -> tuple[list[Message], list[Skipped], int]:
+        """The next messages of the split from ``offset`` and the ranges a read-committed source
+        skips among them (at least one of the two), retrying a broker that is down or moved for up
+        to ``retry_ms``."""
         from kafkalog.errors import KafkalogError, OffsetOutOfRangeError  # noqa: PLC0415
 
         split = self.split
@@ -298,14 +345,14 @@ class SplitTask:
             messages: list[Message] = result.messages
             if messages and messages[-1].offset >= split.end:
                 messages = [m for m in messages if m.offset < split.end]
-            if messages:
-                if messages[0].offset != offset or messages[-1].offset - offset != len(messages) - 1:
-                    raise LoadError(
-                        f"{split.name}: offsets are not contiguous after {offset} (found {messages[0].offset}.."
-                        f"{messages[-1].offset} in {len(messages)} messages); a compacted topic cannot be loaded "
-                        "exactly once by offset ranges"
-                    )
-                return messages, broker
+            skipped = [
+                Skipped(max(s.first, offset), min(s.last, split.end - 1), s.reason)
+                for s in result.skipped
+                if s.last >= offset and s.first < split.end
+            ]
+            if messages or skipped:
+                self._check_contiguous(offset, messages, skipped)
+                return messages, skipped, broker
             if result.high_watermark < split.end and offset >= result.high_watermark:
                 raise PlanError(
                     f"{split.name}: planned end offset {split.end} > log end {result.high_watermark}; the broker "
@@ -313,6 +360,21 @@ class SplitTask:
                 )
             if backoff.spent:
                 raise LoadError(f"{split.name}: no message at offset {offset} for {self.source.retry_ms} ms")
+
+    def _check_contiguous(self, offset: int, messages: list[Message], skipped: list[Skipped]) -> None:
+        """Messages and skipped ranges (neither overlapping the other: kafkalog.client.committed)
+        together hold every offset from ``offset`` to their last, once."""
+        lowest = min(messages[0].offset if messages else offset + 1, skipped[0].first if skipped else offset + 1)
+        highest = max(messages[-1].offset if messages else -1, skipped[-1].last if skipped else -1)
+        count = len(messages) + sum(s.offsets for s in skipped)
+        if lowest != offset or highest - offset + 1 != count:
+            found = f"{lowest}..{highest} in {len(messages)} messages" + (
+                f" and {count - len(messages)} skipped offsets" if skipped else ""
+            )
+            raise LoadError(
+                f"{self.split.name}: offsets are not contiguous after {offset} (found {found}); a compacted topic "
+                "cannot be loaded exactly once by offset ranges"
+            )
 
     def _rediscover(self) -> bool:
         """For a source that names ZooKeeper, when none of the brokers the driver shipped answers (the

@@ -35,6 +35,10 @@ class Split:
     log_end: int | None = None
     """The partition's log end when planned: ``log_end - end`` is what a limit left for the next
     run (the lag the run report shows). None in plans stored before it was recorded."""
+    last_stable: int | None = None
+    """Reading committed: the partition's last stable offset when planned (where the split ends at
+    the latest). ``log_end - last_stable`` > 0 is held back by a transaction still open. None when
+    reading uncommitted, and in plans stored before it was recorded."""
 
     @property
     def key(self) -> SplitKey:
@@ -65,4 +69,5 @@ def open_consumer(source: Source, brokers: Sequence[str] | None = None) -> Simpl
         max_bytes=source.fetch_max_bytes,
         request_timeout_ms=source.request_timeout_ms,
         security=source.security,
+        isolation=source.isolation,
     )

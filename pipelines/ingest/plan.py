@@ -118,14 +118,18 @@ def make_plan(
     """Plan the next run from ``committed`` (split → next offset to load)."""
     splits = []
     leaders = discover_splits(spec, consumer)
+    committed_only = spec.source.isolation == "read_committed"
     try:  # one request per broker for each end (a pipeline of 10,000 splits plans in a fraction of a second)
         earliest = consumer.earliest_offsets(leaders)
-        latest = consumer.latest_offsets(leaders)
+        latest = consumer.latest_offsets(leaders)  # reading committed: the last stable offsets
+        log_ends = consumer.log_end_offsets(leaders) if committed_only else latest
     except KafkalogError as exc:
         raise PlanError(f"cannot read the offsets of {spec.source.cluster}: {exc}") from exc
     for (topic, partition), leader in leaders.items():
         key = (topic, partition)
         split = plan_split(spec, topic, partition, leader, committed.get(key), earliest[key], latest[key])
+        if committed_only:  # the lag includes what an open transaction holds back
+            split = replace(split, log_end=max(log_ends[key], latest[key]), last_stable=latest[key])
         splits.append(_cap(spec, consumer, split))
     plan = Plan(spec.name, seq, run_id, datetime.now(UTC).isoformat(), spec.fingerprint(), tuple(splits))
     log.info(

@@ -1,6 +1,7 @@
 """Reconciliation: what the staged files hold, read from the files themselves, against the plan.
 
-Role: the last check before a commit. For every split, rows + quarantined records must equal
+Role: the last check before a commit. For every split, rows + quarantined records + the offsets a
+read-committed source skipped (records of aborted transactions, transaction markers) must equal
 end - start and together hold every offset in [start, end) exactly once; anything else fails the
 run before it can commit. The facts come from the staged Parquet files, never from what the tasks
 said they wrote: with Arrow on the driver for local paths (footers and the offset column, no Spark
@@ -9,6 +10,7 @@ job), or with two small Spark jobs for other filesystems.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -198,10 +200,14 @@ def reconcile(
     data: list[FileFacts],
     quarantine: list[FileFacts],
     coverage: dict[SplitKey, OffsetCoverage],
+    *,
+    aborted: Sequence[FileFacts] = (),
+    control: Sequence[FileFacts] = (),
 ) -> list[SplitResult]:
-    """The per-split results of ``plan``, or ReconciliationError naming the split and the problem."""
+    """The per-split results of ``plan``, or ReconciliationError naming the split and the problem.
+    ``aborted`` and ``control``: the files of offsets a read-committed source skipped."""
     planned = {split.key for split in plan.splits}
-    for fact in [*data, *quarantine]:
+    for fact in [*data, *quarantine, *aborted, *control]:
         if fact.key not in planned:
             raise ReconciliationError(
                 f"run #{plan.seq}: staged file {fact.file} holds rows of {fact.topic}-{fact.partition}, "
@@ -211,12 +217,20 @@ def reconcile(
     for split in plan.splits:
         rows = sum(f.rows for f in data if f.key == split.key)
         quarantined = sum(f.rows for f in quarantine if f.key == split.key)
+        skipped_aborted = sum(f.rows for f in aborted if f.key == split.key)
+        skipped_control = sum(f.rows for f in control if f.key == split.key)
+        accounted = rows + quarantined + skipped_aborted + skipped_control
         covered = coverage.get(split.key, OffsetCoverage(0, None, None))
         problems = []
-        if rows + quarantined != split.size:
-            problems.append(f"rows {rows} + quarantined {quarantined} != end - start = {split.size}")
-        if covered.distinct != rows + quarantined:
-            problems.append(f"{rows + quarantined - covered.distinct} offsets appear more than once")
+        if accounted != split.size:
+            skipped = (
+                f" + aborted {skipped_aborted} + markers {skipped_control}"
+                if skipped_aborted or skipped_control
+                else ""
+            )
+            problems.append(f"rows {rows} + quarantined {quarantined}{skipped} != end - start = {split.size}")
+        if covered.distinct != accounted:
+            problems.append(f"{accounted - covered.distinct} offsets appear more than once")
         if split.size and (covered.lowest != split.start or covered.highest != split.end - 1):
             problems.append(f"offsets span {covered.lowest}..{covered.highest}, not {split.start}..{split.end - 1}")
         if problems:
@@ -236,6 +250,8 @@ def reconcile(
                 max_event_time=max((f.max_event for f in events if f.max_event), default=None),
                 lost_from=split.lost_from,
                 lost_to=split.lost_to,
+                aborted=skipped_aborted,
+                control=skipped_control,
             )
         )
     return results

@@ -208,7 +208,7 @@ class PipelineRun:
                 for index, item in read_progress(progress_dir).items()
                 if item.get("done") and index < len(splits) and "seconds" in item
             }
-        results = reconcile(plan, data, quarantine, staged.coverage)
+        results = reconcile(plan, data, quarantine, staged.coverage, aborted=staged.aborted, control=staged.control)
         generation = plan.generation if plan.kind == "replay" else self.state.current_generation()
         files = self._output_files(plan, staging, data, quarantine, generation_prefix(generation))
         stats: dict[str, Any] = {

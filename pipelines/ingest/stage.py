@@ -7,7 +7,12 @@ reconciliation that follows trusts nothing a task merely said). Two ways to stag
 - tasks write (``raw.tasks_write``, the default): each task writes its split's Parquet files itself
   (pipelines.executor.sink) and reports them; the files the successful attempts reported count;
 - Spark writes: Spark's partitioned writer stages the rows (its commit protocol keeps failed task
-  attempts out); a second pass quarantines the bad records of splits that came up short.
+  attempts out); a second pass quarantines the bad records of splits that came up short, and a
+  third stages the offsets a read-committed source skipped in splits still short.
+
+Either way the offsets a read-committed source skips (records of aborted transactions, transaction
+markers) are staged too, one file per reason, so that reconciliation accounts for every offset from
+the files alone.
 
 An error raised in a task comes back as the pipelines error it was (``cause_of``), not Spark's text.
 """
@@ -37,7 +42,8 @@ from pipelines.storage.local import local_path
 
 @dataclass(frozen=True, slots=True)
 class Staged:
-    """What an attempt staged: data files, quarantine files, and each split's offset coverage."""
+    """What an attempt staged: data files, quarantine files, the files of skipped offsets, and
+    each split's offset coverage (over all of them)."""
 
     data: list[FileFacts]
     quarantine: list[FileFacts]
@@ -45,6 +51,10 @@ class Staged:
     task_kernels: frozenset[str] = frozenset()
     """The record kernels the tasks ran ("C", "pure Python"), as they reported them (tasks that
     write their own files report it; empty when Spark's writer staged the rows)."""
+    aborted: list[FileFacts] = field(default_factory=list)
+    """Offsets of records of aborted transactions (a read-committed source)."""
+    control: list[FileFacts] = field(default_factory=list)
+    """Offsets of transaction markers (a read-committed source)."""
 
 
 class SparkStager:
@@ -163,8 +173,37 @@ class SparkStager:
             )
             if self._has_parquet(quarantine_dir):
                 quarantine = spark_file_facts(self.spark, quarantine_dir)
-        directories = [d for d, facts in ((data_dir, data), (quarantine_dir, quarantine)) if facts]
-        return Staged(data, quarantine, spark_coverage(self.spark, directories))
+        for fact in quarantine:
+            rows_by_split[fact.key] = rows_by_split.get(fact.key, 0) + fact.rows
+        short = [s for s in short if rows_by_split.get(s.key, 0) < s.size]
+        skipped_dir = f"{staging}/skipped"
+        skipped: dict[str, list[FileFacts]] = {"aborted": [], "control": []}
+        if short and self.spec.source.isolation == "read_committed":
+            frame = self.spark.read.format("kafkalog").options(**self._options(short, "skipped", None)).load()
+            self._in_spark(
+                f"staging the offsets run #{plan.seq} skips (aborted transactions, markers)",
+                lambda: frame.write.partitionBy("reason").mode("errorifexists").parquet(skipped_dir),
+            )
+            for reason in skipped:
+                if self._has_parquet(f"{skipped_dir}/reason={reason}"):
+                    skipped[reason] = spark_file_facts(self.spark, f"{skipped_dir}/reason={reason}")
+        directories = [
+            d
+            for d, facts in (
+                (data_dir, data),
+                (quarantine_dir, quarantine),
+                (f"{skipped_dir}/reason=aborted", skipped["aborted"]),
+                (f"{skipped_dir}/reason=control", skipped["control"]),
+            )
+            if facts
+        ]
+        return Staged(
+            data,
+            quarantine,
+            spark_coverage(self.spark, directories),
+            aborted=skipped["aborted"],
+            control=skipped["control"],
+        )
 
     def _has_parquet(self, directory: str) -> bool:
         return any(f.name.endswith(".parquet") for f in self.storage.walk_files(directory))
@@ -174,11 +213,11 @@ def staged_from_reports(plan: Plan, staging: str, reported: list[Any]) -> Staged
     """The Staged of an attempt whose tasks wrote their own files: the files the successful task
     attempts reported (rows of pipelines.executor.sink's STAGED_FILE_DDL, paths relative to
     ``staging``), each read back with Arrow and checked against what its task said."""
-    paths = {"data": [], "quarantine": []}  # type: dict[str, list[str]]
+    paths = {"data": [], "quarantine": [], "aborted": [], "control": []}  # type: dict[str, list[str]]
     for row in reported:
         paths[row["kind"]].append(f"{staging}/{row['path']}")
     planned = {s.key: (s.start, s.end) for s in plan.splits}
-    data, coverage = inspect_local(paths["data"] + paths["quarantine"], planned)
+    data, coverage = inspect_local([path for kind in paths.values() for path in kind], planned)
     claimed = {f"{staging}/{row['path']}": row for row in reported}
     for fact in data:
         said = claimed[fact.file]
@@ -187,12 +226,14 @@ def staged_from_reports(plan: Plan, staging: str, reported: list[Any]) -> Staged
                 f"staged file {fact.file} holds rows {fact.rows}, offsets {fact.min_offset}..{fact.max_offset}; "
                 f"its task reported {said['rows']}, {said['min_offset']}..{said['max_offset']}"
             )
-    quarantined = set(paths["quarantine"])
+    kind_of = {path: kind for kind, kind_paths in paths.items() for path in kind_paths}
     return Staged(
-        [f for f in data if f.file not in quarantined],
-        [f for f in data if f.file in quarantined],
+        [f for f in data if kind_of[f.file] == "data"],
+        [f for f in data if kind_of[f.file] == "quarantine"],
         coverage,
         frozenset(row["kernels"] for row in reported if row["kernels"]),
+        aborted=[f for f in data if kind_of[f.file] == "aborted"],
+        control=[f for f in data if kind_of[f.file] == "control"],
     )
 
 

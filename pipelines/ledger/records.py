@@ -103,6 +103,12 @@ class SplitResult:
     max_event_time: str | None = None
     lost_from: int | None = None
     lost_to: int | None = None
+    aborted: int = 0
+    """Offsets of records of aborted transactions, skipped reading committed (0 in manifests of
+    runs before transactions were honoured)."""
+    control: int = 0
+    """Offsets of transaction markers (control records), skipped reading committed.
+    rows + quarantined + aborted + control = end - start."""
 
 
 @dataclass(frozen=True, slots=True)

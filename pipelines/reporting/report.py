@@ -33,6 +33,7 @@ from pipelines.layout import generation_dir, partition_of
 from pipelines.ledger.paths import published_marker, report_base, validation_record
 from pipelines.ledger.records import Manifest
 from pipelines.ledger.state import PipelineState
+from pipelines.reporting.status import held_back
 
 REPORT_FORMAT = 1
 
@@ -75,11 +76,14 @@ def build_report(spec: PipelineSpec, state: PipelineState, seq: int) -> dict[str
             "messages": sum(s["messages"] for s in splits),
             "rows": sum(s["rows"] for s in splits),
             "quarantined": sum(s["quarantined"] for s in splits),
+            "aborted": sum(s["aborted"] for s in splits),
+            "markers": sum(s["markers"] for s in splits),
             "filtered": sum(s["filtered"] for s in splits),
             "lost": sum(s["lost"]["messages"] for s in splits if s["lost"]),
             "lag": sum(s["lag"] for s in splits if s["lag"] is not None),
         },
         "splits": splits,
+        "held_back": held_back(state, manifest),
         "rows_per_hour": rows_per_hour(manifest),
         # a replay's manifest lists every raw file of the generation it made (state.Manifest.kind)
         "rows_per_hour_scope": "generation" if manifest.kind == "replay" else "run",
@@ -109,6 +113,8 @@ def _splits(manifest: Manifest) -> list[dict[str, Any]]:
                 "messages": result.end - result.start,
                 "rows": result.rows,
                 "quarantined": result.quarantined,
+                "aborted": result.aborted,
+                "markers": result.control,
                 "filtered": result.filtered,
                 "log_end": log_end,
                 "lag": None if log_end is None else max(log_end - result.end, 0),

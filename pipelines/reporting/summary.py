@@ -15,12 +15,15 @@ def print_summary(reporter: Reporter, manifest: Manifest) -> None:
     table = Table(title=f"run {manifest.run_id} committed as #{manifest.seq}", title_justify="left")
     for column in ("split", "start", "end", "rows", "quarantined", "event time", "lost"):
         table.add_column(column, justify="left" if column in ("split", "event time") else "right")
+    if any(s.aborted or s.control for s in manifest.splits):
+        table.add_column("skipped (aborted + markers)", justify="right")
     for s in manifest.splits:
         span = f"{s.min_event_time or '-'} .. {s.max_event_time or '-'}"
         lost = f"[{s.lost_from}, {s.lost_to})" if s.lost_from is not None else ""
-        table.add_row(
-            f"{s.topic}-{s.partition}", str(s.start), str(s.end), f"{s.rows:,}", f"{s.quarantined:,}", span, lost
-        )
+        cells = [f"{s.topic}-{s.partition}", str(s.start), str(s.end), f"{s.rows:,}", f"{s.quarantined:,}", span, lost]
+        if len(table.columns) > len(cells):
+            cells.append(f"{s.aborted:,} + {s.control:,}")
+        table.add_row(*cells)
     reporter.console.print(table)
     seconds = manifest.stats.get("seconds", 0)
     rows = sum(s.rows for s in manifest.splits)

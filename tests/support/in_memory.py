@@ -101,13 +101,17 @@ class MemoryConsumer:
     def latest_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
         return {(t, p): self.latest_offset(t, p) for t, p in partitions}
 
+    def log_end_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        return self.latest_offsets(partitions)  # no transactions here: the last stable offset is the end
+
     def fetch(self, topic: str, partition: int, offset: int) -> Any:
         start, end = self.earliest_offset(topic, partition), self.latest_offset(topic, partition)
         if not start <= offset <= end:
             raise OffsetOutOfRangeError(offset, start, end, where=f"{topic}-{partition}")
         log = self.cluster.partitions[(topic, partition)]
         first = offset - start
-        return SimpleNamespace(messages=log[first : first + self.cluster.fetch_size], high_watermark=end)
+        messages = log[first : first + self.cluster.fetch_size]
+        return SimpleNamespace(messages=messages, high_watermark=end, last_stable_offset=end, skipped=())
 
 
 class InProcessStager:

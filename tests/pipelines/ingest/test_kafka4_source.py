@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import confluent_kafka
 import pyarrow.parquet as pq
 import pytest
 
@@ -31,6 +32,7 @@ from pipelines.ledger.state import PipelineState
 from pipelines.replay.gc import current_locations
 from pipelines.replay.run import Replay
 from pipelines.replay.target import RewindTarget
+from pipelines.reporting.report import build_report
 from pipelines.storage import LocalStorage
 from tests.pipelines.flow_harness import table_rows
 from tests.pipelines.harness import oracle, write_spec
@@ -363,3 +365,89 @@ def test_a_raw_layer_with_files_from_before_the_headers_column_transforms_and_re
     kept = {n for (_, _, offset), n in old.items() if offset < 5}
     assert len(kept) == 10
     assert tagged() == {n: (None, "unknown") if n in kept else (0, f"n={n}") for n in range(80)}
+
+
+# ------------------------------------------------------------------ transactions
+
+
+def transactional_producer(bootstrap: str) -> Any:
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": bootstrap, "transactional.id": f"loader-test-{uuid.uuid4().hex[:8]}", "linger.ms": 0}
+    )
+    producer.init_transactions(30)
+    return producer
+
+
+def in_transaction(producer: Any, topic: str, values: range, *, commit: bool | None) -> None:
+    """Values ``{"n": i}`` for i in ``values`` into partition 0 in one transaction: committed,
+    aborted, or (None) left open."""
+    producer.begin_transaction()
+    for i in values:
+        producer.produce(topic, b'{"n": %d}' % i, key=b"k%d" % i, partition=0, timestamp=BASE_MS + 1000 * i)
+    producer.flush(10)
+    if commit is True:
+        producer.commit_transaction(30)
+    elif commit is False:
+        producer.abort_transaction(30)
+
+
+@pytest.mark.parametrize("writer", ["tasks", "spark"])
+def test_a_topic_written_in_transactions_loads_the_committed_records_only(
+    tmp_path: Path, kafka4: Kafka4Process, spark: Any, writer: str
+) -> None:
+    """librdkafka's transactional producer commits, aborts, and leaves one transaction open: the
+    load stops at the last stable offset, aborted records and markers never become rows and are
+    counted, the report and the status name the open transaction; once it commits, the next run
+    loads it. Both ways of staging (tasks write, Spark writes)."""
+    topic = topic_name("txn")
+    with Admin(kafka4.bootstrap) as admin:
+        admin.create_topic(topic, 1, configs={"retention.ms": "-1"})
+    producer = transactional_producer(kafka4.bootstrap)
+    in_transaction(producer, topic, range(10), commit=True)  # offsets 0-9, marker 10
+    in_transaction(producer, topic, range(10, 20), commit=False)  # 11-20, marker 21
+    in_transaction(producer, topic, range(20, 25), commit=True)  # 22-26, marker 27
+    in_transaction(producer, topic, range(25, 28), commit=None)  # 28-30, open
+    raw = tmp_path / "raw"
+    spec = load_spec(
+        write_spec(
+            tmp_path,
+            kafka4.bootstrap,
+            raw,
+            name="kafka4_transactions",
+            topics=[topic],
+            decoder={"format": "json", "schema": {"n": "long"}, "required": ["n"]},
+            event_time={},
+            raw_options={"writer": writer},
+        )
+    )
+    state = PipelineState(LocalStorage(), str(raw))
+
+    first = PipelineRun(spec, spark).run().manifest
+    assert first is not None
+    (split,) = first.splits
+    assert (split.start, split.end, split.rows, split.quarantined, split.aborted, split.control) == (
+        0,
+        28,
+        15,
+        0,
+        10,
+        3,
+    )
+    assert sorted(r["n"] for r in committed_rows(raw).values()) == [*range(10), *range(20, 25)]
+    totals = oracle(raw, kafka4.bootstrap)
+    assert (totals["rows"], totals["quarantined"], totals["skipped"]) == (15, 0, 13)
+    report = build_report(spec, state, first.seq)
+    assert (report["totals"]["aborted"], report["totals"]["markers"]) == (10, 3)
+    assert [(h["split"], h["last_stable_offset"], h["log_end"], h["offsets"]) for h in report["held_back"]] == [
+        (f"{topic}-0", 28, 31, 3)
+    ]
+
+    assert PipelineRun(spec, spark).run().status == "up-to-date"  # still held back: nothing to load
+    producer.commit_transaction(30)  # marker 31
+    second = PipelineRun(spec, spark).run().manifest
+    assert second is not None
+    (split,) = second.splits
+    assert (split.start, split.end, split.rows, split.aborted, split.control) == (28, 32, 3, 0, 1)
+    assert sorted(r["n"] for r in committed_rows(raw).values()) == [*range(10), *range(20, 28)]
+    assert oracle(raw, kafka4.bootstrap)["skipped"] == 14
+    assert build_report(spec, state, second.seq)["held_back"] == []
