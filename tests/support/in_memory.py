@@ -5,7 +5,8 @@ whole commit protocol (pipelines.ingest: plan, state, reconcile, commit, publish
 planning) runs for real in milliseconds against local storage:
 
 - ``MemoryCluster``: topics of messages held in lists, answering what the driver and a task ask a
-  SimpleConsumer (metadata, earliest/latest offsets, fetch), with retention (``delete_before``);
+  SimpleConsumer (metadata, earliest/latest offsets, fetch), with retention (``delete_before``) and
+  offsets a read-committed consumer skips (``append_skipped``: aborted records, markers);
 - ``InProcessStager``: the load stage without Spark, running the very code a Spark task runs
   (pipelines.executor.source.SplitTask and write_split) for each split in turn, then reading the
   staged files back as the Spark stager does (pipelines.ingest.stage.staged_from_reports).
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
+from kafkalog.client.committed import Skipped
 from kafkalog.errors import OffsetOutOfRangeError
 from kafkalog.record import Message
 from kafkalog.record.message import TimestampType
@@ -41,6 +43,8 @@ class MemoryCluster:
     log_start: dict[tuple[str, int], int] = field(default_factory=dict)
     fetch_size: int = 7
     """Messages per fetch: small, so that a split takes several fetches as on a real broker."""
+    skipped: dict[tuple[str, int, int], str] = field(default_factory=dict)
+    """(topic, partition, offset) → why a read-committed consumer leaves it out (aborted | control)."""
 
     def create(self, topic: str, partitions: int) -> None:
         for partition in range(partitions):
@@ -53,6 +57,15 @@ class MemoryCluster:
             offset = self.log_start[(topic, partition)] + len(log)
             key = f"{topic}-{partition}-{offset}".encode()
             log.append(Message(offset, timestamp_ms, TimestampType.CREATE_TIME, key, value))
+
+    def append_skipped(self, topic: str, partition: int, count: int, reason: str) -> None:
+        """``count`` offsets a read-committed fetch leaves out: records of an aborted transaction
+        (``aborted``) or markers (``control``)."""
+        log = self.partitions[(topic, partition)]
+        for _ in range(count):
+            offset = self.log_start[(topic, partition)] + len(log)
+            self.skipped[(topic, partition, offset)] = reason
+            log.append(Message(offset, -1, TimestampType.CREATE_TIME, None, b"\x00\x00\x00\x01"))
 
     def delete_before(self, topic: str, partition: int, offset: int) -> None:
         """Retention: the messages before ``offset`` are gone."""
@@ -110,8 +123,18 @@ class MemoryConsumer:
             raise OffsetOutOfRangeError(offset, start, end, where=f"{topic}-{partition}")
         log = self.cluster.partitions[(topic, partition)]
         first = offset - start
-        messages = log[first : first + self.cluster.fetch_size]
-        return SimpleNamespace(messages=messages, high_watermark=end, last_stable_offset=end, skipped=())
+        window = log[first : first + self.cluster.fetch_size]
+        reasons = [self.cluster.skipped.get((topic, partition, m.offset)) for m in window]
+        skipped: list[Skipped] = []
+        for message, reason in zip(window, reasons, strict=True):
+            if reason is None:
+                continue
+            if skipped and skipped[-1].reason == reason and skipped[-1].last == message.offset - 1:
+                skipped[-1] = skipped[-1]._replace(last=message.offset)
+            else:
+                skipped.append(Skipped(message.offset, message.offset, reason))  # type: ignore[arg-type]
+        messages = [m for m, reason in zip(window, reasons, strict=True) if reason is None]
+        return SimpleNamespace(messages=messages, high_watermark=end, last_stable_offset=end, skipped=tuple(skipped))
 
 
 class InProcessStager:

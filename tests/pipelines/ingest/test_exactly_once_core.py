@@ -260,3 +260,24 @@ def test_a_replay_plan_rewinds_each_split_to_its_offset_and_names_the_partitions
     plan = plan_replay(spec, state, cluster.consumer(), RewindTarget(offsets={(TOPIC, 0): 5, (TOPIC, 1): 12}))
     assert [(s.partition, s.start, s.end, s.messages) for s in plan.splits] == [(0, 5, 12, 7), (1, 12, 12, 0)]
     assert plan.seq == 2 and plan.generation == 1 and plan.raw_partitions
+
+
+def test_offsets_a_read_committed_source_skips_are_staged_counted_and_never_rows(tmp_path: Path) -> None:
+    """Aborted records and transaction markers (left out by the fetch) are accounted for: rows +
+    aborted + markers = end - start, checked from the staged files; none is a row."""
+    spec, cluster = spec_for(tmp_path), MemoryCluster()
+    cluster.create(TOPIC, 1)
+    cluster.append(TOPIC, 0, events(10), timestamp_ms=NOW_MS)  # 0-9
+    cluster.append_skipped(TOPIC, 0, 5, "aborted")  # 10-14
+    cluster.append_skipped(TOPIC, 0, 1, "control")  # 15
+    cluster.append(TOPIC, 0, events(4, start=10), timestamp_ms=NOW_MS)  # 16-19
+    cluster.append_skipped(TOPIC, 0, 9, "control")  # 20-28: a split may end on markers alone
+    result = run(spec, cluster)
+    assert result.manifest is not None
+    assert [(s.start, s.end, s.rows, s.quarantined, s.aborted, s.control) for s in result.manifest.splits] == [
+        (0, 29, 14, 0, 5, 10)
+    ]
+    totals = oracle(tmp_path / "raw")
+    assert (totals["rows"], totals["skipped"]) == (14, 15)
+    assert leftovers(tmp_path / "raw") == []
+    assert run(spec, cluster).status == "up-to-date"
