@@ -21,10 +21,12 @@ from typing import Any, NamedTuple
 import confluent_kafka
 import pyarrow.parquet as pq
 import pytest
+from click.testing import CliRunner
 
 from kafkalog.client import Admin, Producer, SimpleConsumer
 from kafkalog.record import iter_entries
 from pipelines import faults
+from pipelines.app.cli import main
 from pipelines.config.pipeline import PipelineSpec, load_spec
 from pipelines.flow.run import FlowRun
 from pipelines.ingest.run import PipelineRun
@@ -441,6 +443,13 @@ def test_a_topic_written_in_transactions_loads_the_committed_records_only(
     assert [(h["split"], h["last_stable_offset"], h["log_end"], h["offsets"]) for h in report["held_back"]] == [
         (f"{topic}-0", 28, 31, 3)
     ]
+
+    spec_file = str(tmp_path / "kafka4_transactions.yaml")
+    status = CliRunner().invoke(main, ["status", spec_file, "--json"], catch_exceptions=False)
+    assert [h["split"] for h in json.loads(status.stdout)["held_back"]] == [f"{topic}-0"]
+    said = CliRunner().invoke(main, ["status", spec_file], catch_exceptions=False).stdout
+    assert "10 records of aborted ones and 3 markers skipped" in said
+    assert f"held back: {topic}-0 loads up to its last stable offset 28, 3 offsets short of its log end 31" in said
 
     assert PipelineRun(spec, spark).run().status == "up-to-date"  # still held back: nothing to load
     producer.commit_transaction(30)  # marker 31
