@@ -460,3 +460,9 @@ def test_a_topic_written_in_transactions_loads_the_committed_records_only(
     assert sorted(r["n"] for r in committed_rows(raw).values()) == [*range(10), *range(20, 28)]
     assert oracle(raw, kafka4.bootstrap)["skipped"] == 14
     assert build_report(spec, state, second.seq)["held_back"] == []
+
+    # a replay from offset 5 reloads through the aborted transaction: the same committed rows
+    replayed = Replay(spec, spark).run(RewindTarget(offsets={(topic, 0): 5}))
+    assert replayed.kind == "replay"
+    assert [(s.start, s.end, s.rows, s.aborted, s.control) for s in replayed.splits] == [(5, 32, 13, 10, 4)]
+    assert sorted(r["n"] for r in committed_rows(raw).values()) == [*range(10), *range(20, 28)]  # the generation
