@@ -15,7 +15,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -30,6 +30,9 @@ PARTITIONS = 4
 
 
 class MirrorProcess:
+    started: ClassVar[list[MirrorProcess]] = []
+    """Every mirror a test started: those still running when it ends are killed (leftovers)."""
+
     def __init__(self, root: Path, *args: str, env: dict[str, str] | None = None) -> None:
         self.err = root / f"mirror-{time.monotonic_ns()}.err"
         with self.err.open("wb") as err:
@@ -37,17 +40,35 @@ class MirrorProcess:
                 [str(KAFKALOG), "mirror", "--commit-interval-ms", "300", "--status-interval-ms", "1000", *args],
                 stdout=subprocess.DEVNULL, stderr=err, env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
             )  # fmt: skip
+        MirrorProcess.started.append(self)
 
     def stderr(self) -> str:
         return self.err.read_text(errors="replace")
 
     def stop(self) -> int:
+        """SIGTERM, once the mirror said it runs (its handler is set then: a mirror still starting
+        would die of the signal, -15, rather than stop cleanly), and its exit code."""
+        deadline = time.monotonic() + 60
+        while "mirroring " not in self.stderr() and self.process.poll() is None:
+            assert time.monotonic() < deadline, f"the mirror never said it was mirroring: {self.stderr()[-2000:]}"
+            time.sleep(0.05)
         self.process.send_signal(signal.SIGTERM)
         return self.process.wait(60)
 
     def kill(self) -> None:
         self.process.kill()
         self.process.wait(10)
+
+
+@pytest.fixture(autouse=True)
+def leftovers() -> Iterator[None]:
+    """A mirror a failing test left running is killed with the test, so that it does not fail the
+    next test of the worker (as a ResourceWarning of its Popen) or write into its brokers."""
+    yield
+    while MirrorProcess.started:
+        mirror = MirrorProcess.started.pop()
+        if mirror.process.poll() is None:
+            mirror.kill()
 
 
 @pytest.fixture
@@ -68,6 +89,23 @@ def produce(broker: BrokerProcess, dc: str, first: int, count: int, topic: str =
         ]
         producer.flush()
     assert all(f.exception() is None for f in futures)
+
+
+def retention_done(broker: BrokerProcess, topic: str = "events") -> list[int]:
+    """The earliest offsets of ``topic``'s partitions once retention is done with them: past 10,
+    and the same over three of the broker's maintenance rounds (one a second). Retention deletes
+    while the test produces; on a loaded machine its last round can come well after the first
+    deletion, and a count taken in between would expect messages that are gone by then."""
+    with SimpleConsumer(broker.bootstrap) as consumer:
+        previous: list[int] = []
+        deadline = time.monotonic() + 120
+        while True:
+            now = [consumer.earliest_offset(topic, p) for p in range(PARTITIONS)]
+            if now == previous and min(now) > 10:
+                return now
+            assert time.monotonic() < deadline, f"retention did not settle: earliest offsets {now}"
+            previous = now
+            time.sleep(3.0)
 
 
 def create(broker: BrokerProcess, topic: str = "events", **configs: str) -> None:
@@ -238,8 +276,7 @@ def test_a_source_gap_fails_by_default_and_is_recorded_when_continuing(
     assert first.stop() == 0
     for first in range(40, 2040, 100):  # while no mirror runs: many small segments, the old ones deleted
         produce(dcs["east"], "east", first, 100)
-    with SimpleConsumer(dcs["east"].bootstrap) as consumer:
-        wait_for(lambda: consumer.earliest_offset("events", 0) > 10, timeout=120, what="retention to delete")
+    settled = retention_done(dcs["east"])
     failing = MirrorProcess(tmp_path, *args)
     assert failing.process.wait(120) == 1
     message = failing.stderr()
@@ -253,7 +290,9 @@ def test_a_source_gap_fails_by_default_and_is_recorded_when_continuing(
     with SimpleConsumer(dcs["east"].bootstrap) as consumer:
         ends = [consumer.latest_offset("events", p) for p in range(PARTITIONS)]
         starts = [consumer.earliest_offset("events", p) for p in range(PARTITIONS)]
-    wait_for(lambda: len(read_all(dcs["agg"])) >= 40 + sum(e - s for e, s in zip(ends, starts, strict=True)))
+    assert starts == settled, "retention deleted more after it had settled"
+    expected = 40 + sum(e - s for e, s in zip(ends, starts, strict=True))
+    wait_for(lambda: len(read_all(dcs["agg"])) >= expected, what=f"{expected} messages mirrored")
     assert going_on.stop() == 0
     records = [json.loads(line) for line in gaps.read_text().splitlines()]
     (counted,) = json.loads(metrics.read_text())["sources"].values()
