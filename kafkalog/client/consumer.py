@@ -174,7 +174,8 @@ class SimpleConsumer(UsesClient):
                     messages, record_set = decode_all(data, min_offset=offset), b""
                     last_offset = messages[-1].offset if messages else -1
                     if self.isolation == "read_committed":
-                        aborted = [(a["producer_id"], a["first_offset"]) for a in answer["aborted_transactions"] or ()]
+                        listed = answer.get("aborted_transactions") or ()  # Fetch v4+; none before
+                        aborted = [(a["producer_id"], a["first_offset"]) for a in listed]
                         kept = committed_only(data, messages, aborted)
                         messages, skipped = kept.messages, kept.skipped
                         last_offset = max(last_offset, kept.last_offset if kept.last_offset >= offset else -1)
@@ -182,7 +183,7 @@ class SimpleConsumer(UsesClient):
                     out[tp] = None  # a partial message only
                 else:
                     codec = first_codec(data)
-                    stable = answer["last_stable_offset"]
+                    stable = answer.get("last_stable_offset", -1)  # Fetch v4+
                     out[tp] = FetchResult(
                         messages, answer["high_watermark"], codec, record_set, last_offset, stable, skipped
                     )

@@ -5,6 +5,7 @@ last stable offset) until it ends."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -79,8 +80,11 @@ def test_committed_data_only_and_an_open_transaction_holds_the_end_back(
         # reading uncommitted, every record is there, markers included
         assert len(list(everything.messages(topic, 0, 0, 11))) == 11
 
-        transactional.commit_transaction(30)  # marker 11: the end moves on
-        assert committed.latest_offsets([(topic, 0)]) == {(topic, 0): 12}
+        transactional.commit_transaction(30)  # marker 11: the end moves on, once Kafka wrote it
+        deadline = time.monotonic() + 30  # the coordinator writes markers after it answered EndTxn
+        while committed.latest_offsets([(topic, 0)]) != {(topic, 0): 12}:
+            assert time.monotonic() < deadline, committed.latest_offsets([(topic, 0)])
+            time.sleep(0.1)
         assert [m.value for m in committed.messages(topic, 0, 9, 12)] == [b"open0", b"open1"]
 
 

@@ -12,6 +12,7 @@ field by field with what the producer sent (key, value, headers) and with what t
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
@@ -452,7 +453,12 @@ def test_a_topic_written_in_transactions_loads_the_committed_records_only(
     assert f"held back: {topic}-0 loads up to its last stable offset 28, 3 offsets short of its log end 31" in said
 
     assert PipelineRun(spec, spark).run().status == "up-to-date"  # still held back: nothing to load
-    producer.commit_transaction(30)  # marker 31
+    producer.commit_transaction(30)  # marker 31, written by the coordinator after it answered
+    with SimpleConsumer(kafka4.bootstrap, isolation="read_committed") as consumer:
+        deadline = time.monotonic() + 30
+        while consumer.latest_offsets([(topic, 0)]) != {(topic, 0): 32}:
+            assert time.monotonic() < deadline, "the commit marker was never written"
+            time.sleep(0.1)
     second = PipelineRun(spec, spark).run().manifest
     assert second is not None
     (split,) = second.splits
