@@ -177,7 +177,11 @@ class SimpleConsumer(UsesClient):
                         listed = answer.get("aborted_transactions") or ()  # Fetch v4+; none before
                         aborted = [(a["producer_id"], a["first_offset"]) for a in listed]
                         kept = committed_only(data, messages, aborted)
-                        messages, skipped = kept.messages, kept.skipped
+                        # a fetch that began inside a skipped batch accounts only from its offset on
+                        messages = kept.messages
+                        skipped = tuple(
+                            s._replace(first=max(s.first, offset)) for s in kept.skipped if s.last >= offset
+                        )
                         last_offset = max(last_offset, kept.last_offset if kept.last_offset >= offset else -1)
                 if last_offset < 0 and len(data) > 0 and answer["high_watermark"] > offset:
                     out[tp] = None  # a partial message only

@@ -503,8 +503,8 @@ def offsets(pipeline: str, lag: bool, history: bool, as_json: bool) -> None:
             from pipelines.executor.splits import open_consumer  # noqa: PLC0415 - the client only when brokers are asked
 
             with open_consumer(spec.source) as consumer:  # the bootstrap list, or bootstrapped from ZooKeeper
-                for topic, partition in committed:
-                    ends[(topic, partition)] = consumer.latest_offset(topic, partition)
+                # the high watermark: the lag includes what an open transaction holds back, as the report's does
+                ends = consumer.log_end_offsets(list(committed))
     except (PipelineError, Exception) as exc:  # the client raises kafkalog errors: report, do not trace
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_FAILED)

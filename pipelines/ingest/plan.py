@@ -185,12 +185,22 @@ def check_still_valid(plan: Plan, spec: PipelineSpec, consumer: SimpleConsumer) 
     for split in plan.splits:
         if split.size == 0:
             continue
+        committed_only = spec.source.isolation == "read_committed"
         try:
             earliest = consumer.earliest_offset(split.topic, split.partition)
-            latest = consumer.latest_offset(split.topic, split.partition)
+            latest = consumer.latest_offset(split.topic, split.partition)  # reading committed: the last stable
+            log_end = (
+                consumer.log_end_offsets([split.key])[split.key] if committed_only and split.end > latest else latest
+            )
         except (KafkalogError, PipelineError) as exc:
             raise PlanError(f"cannot read the offsets of {split.name}: {exc}") from exc
         if split.end > latest:
+            if split.end <= log_end:  # reading committed, the end is the last stable offset
+                raise PlanError(
+                    f"{split.name}: planned end offset {split.end} is past the last stable offset {latest} (the log "
+                    f"end is {log_end}): a transaction is open there, or run {plan.run_id} was planned reading "
+                    "uncommitted. Run again once the transaction ended, or with --replan to plan anew"
+                )
             raise PlanError(
                 f"{split.name}: planned end offset {split.end} > log end {latest}; the broker lost messages "
                 f"after run {plan.run_id} was planned. Run again with --replan to plan from the committed offsets"

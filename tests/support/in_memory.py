@@ -43,6 +43,8 @@ class MemoryCluster:
     log_start: dict[tuple[str, int], int] = field(default_factory=dict)
     fetch_size: int = 7
     """Messages per fetch: small, so that a split takes several fetches as on a real broker."""
+    last_stable: dict[tuple[str, int], int] = field(default_factory=dict)
+    """A partition's last stable offset where a transaction is open (else its log end)."""
     skipped: dict[tuple[str, int, int], str] = field(default_factory=dict)
     """(topic, partition, offset) → why a read-committed consumer leaves it out (aborted | control)."""
 
@@ -106,6 +108,10 @@ class MemoryConsumer:
         return self.cluster.log_start[(topic, partition)]
 
     def latest_offset(self, topic: str, partition: int) -> int:
+        """The last stable offset (what a read-committed consumer reads up to)."""
+        return self.cluster.last_stable.get((topic, partition), self._log_end(topic, partition))
+
+    def _log_end(self, topic: str, partition: int) -> int:
         return self.cluster.log_start[(topic, partition)] + len(self.cluster.partitions[(topic, partition)])
 
     def earliest_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
@@ -115,15 +121,16 @@ class MemoryConsumer:
         return {(t, p): self.latest_offset(t, p) for t, p in partitions}
 
     def log_end_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        return self.latest_offsets(partitions)  # no transactions here: the last stable offset is the end
+        return {(t, p): self._log_end(t, p) for t, p in partitions}
 
     def fetch(self, topic: str, partition: int, offset: int) -> Any:
-        start, end = self.earliest_offset(topic, partition), self.latest_offset(topic, partition)
+        start, end = self.earliest_offset(topic, partition), self._log_end(topic, partition)
         if not start <= offset <= end:
             raise OffsetOutOfRangeError(offset, start, end, where=f"{topic}-{partition}")
         log = self.cluster.partitions[(topic, partition)]
         first = offset - start
-        window = log[first : first + self.cluster.fetch_size]
+        stable = self.latest_offset(topic, partition)  # nothing past it is read
+        window = log[first : max(first, min(first + self.cluster.fetch_size, stable - start))]
         reasons = [self.cluster.skipped.get((topic, partition, m.offset)) for m in window]
         skipped: list[Skipped] = []
         for message, reason in zip(window, reasons, strict=True):
@@ -134,7 +141,7 @@ class MemoryConsumer:
             else:
                 skipped.append(Skipped(message.offset, message.offset, reason))  # type: ignore[arg-type]
         messages = [m for m, reason in zip(window, reasons, strict=True) if reason is None]
-        return SimpleNamespace(messages=messages, high_watermark=end, last_stable_offset=end, skipped=tuple(skipped))
+        return SimpleNamespace(messages=messages, high_watermark=end, last_stable_offset=stable, skipped=tuple(skipped))
 
 
 class InProcessStager:

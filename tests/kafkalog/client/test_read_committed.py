@@ -77,6 +77,9 @@ def test_committed_data_only_and_an_open_transaction_holds_the_end_back(
             (8, 8, "control"),
         ]
         assert result.last_stable_offset == 9 and result.next_offset(0) == 9
+        inside = committed.fetch(topic, 0, 5)  # inside the aborted batch 4-5: accounted from 5 on
+        assert [(s.first, s.last, s.reason) for s in inside.skipped][:2] == [(5, 5, "aborted"), (6, 6, "control")]
+        assert [m.offset for m in inside.messages] == [7]
         # reading uncommitted, every record is there, markers included
         assert len(list(everything.messages(topic, 0, 0, 11))) == 11
 

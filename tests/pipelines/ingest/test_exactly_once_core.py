@@ -281,3 +281,26 @@ def test_offsets_a_read_committed_source_skips_are_staged_counted_and_never_rows
     assert (totals["rows"], totals["skipped"]) == (14, 15)
     assert leftovers(tmp_path / "raw") == []
     assert run(spec, cluster).status == "up-to-date"
+
+
+def test_an_open_transaction_holds_the_split_at_the_last_stable_offset_and_a_stored_plan_past_it_says_so(
+    tmp_path: Path,
+) -> None:
+    spec, cluster = spec_for(tmp_path), cluster_with(20, partitions=1)
+    cluster.last_stable[(TOPIC, 0)] = 12  # a transaction opened at 12 holds the rest back
+    first = run(spec, cluster)
+    assert first.manifest is not None
+    ((start, end, log_end, last_stable),) = [
+        (s.start, s.end, s.log_end, s.last_stable) for s in first.manifest.plan.splits
+    ]
+    assert (start, end, log_end, last_stable) == (0, 12, 20, 12)
+    # a plan stored reading uncommitted (up to the log end), executed reading committed
+    del cluster.last_stable[(TOPIC, 0)]
+    with faults.simulated_crash("plan.after_store"), pytest.raises(faults.Crash):
+        run(spec, cluster)
+    cluster.last_stable[(TOPIC, 0)] = 12
+    with pytest.raises(
+        PlanError, match=r"planned end offset 20 is past the last stable offset 12 \(the log end is 20\)"
+    ):
+        run(spec, cluster)
+    assert oracle(tmp_path / "raw")["rows"] == 12
