@@ -66,6 +66,7 @@ def write(bootstrap: str, topic: str, messages: int, per_transaction: int | None
         producer.begin_transaction()
         for i in range(first, first + count):
             producer.produce(topic, event(i), partition=0)
+        producer.flush(60)  # every record acknowledged before the transaction ends
         if number % 5 == 4:
             producer.abort_transaction(60)
         else:

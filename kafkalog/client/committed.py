@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import heapq
 import struct
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
+from operator import attrgetter
 from typing import Literal, NamedTuple
 
 from kafkalog.errors import CorruptRecordError
@@ -133,13 +135,17 @@ def _is_abort(view: memoryview, pos: int, end: int) -> bool:
 
 
 def _without(messages: list[Message], skipped: list[Skipped]) -> list[Message]:
-    """``messages`` without those inside a skipped range (both in offset order)."""
+    """``messages`` without those inside a skipped range (both in offset order): the kept runs
+    between the ranges, found by binary search (a fetch holds thousands of messages and a few
+    batches left out; a loop over every message cost a third of the fetch)."""
     kept: list[Message] = []
-    ranges = iter(skipped)
-    current = next(ranges, None)
-    for message in messages:
-        while current is not None and message.offset > current.last:
-            current = next(ranges, None)
-        if current is None or message.offset < current.first:
-            kept.append(message)
+    at = 0
+    for gap in skipped:
+        begin = bisect_left(messages, gap.first, lo=at, key=_OFFSET)
+        kept += messages[at:begin]
+        at = bisect_right(messages, gap.last, lo=begin, key=_OFFSET)
+    kept += messages[at:]
     return kept
+
+
+_OFFSET = attrgetter("offset")
