@@ -27,6 +27,7 @@ from kafkalog.server.security.credentials import CredentialError, UsersFile
 from kafkalog.server.security.session import Authenticator
 from kafkalog.server.security.tls import server_context
 from kafkalog.server.security.zk_acls import ACLS_PATH, ZooKeeperAclStore
+from kafkalog.server.transactions.store import TransactionStore, ZooKeeperTransactionStore
 
 logger = logging.getLogger(__name__)
 
@@ -58,9 +59,11 @@ class Broker:
         self.offsets: GroupOffsetStore
         self._zookeeper: ZooKeeperCluster | None = None
         try:
+            transaction_store: TransactionStore | None = None  # None: files beside the data
             if config.zookeeper is not None:
                 self.cluster = self._zookeeper = ZooKeeperCluster(config, self.logs)
                 self.offsets = ZooKeeperOffsetStore(self._zookeeper)
+                transaction_store = ZooKeeperTransactionStore(self._zookeeper.zk)
             else:
                 static = Cluster(config, self.logs, self.topic_configs)
                 static.open_declared_topics()
@@ -69,7 +72,7 @@ class Broker:
             self.acl_store, access = _authorization(config, self._zookeeper)
             self.handlers = RequestHandlers(
                 config, self.logs, self.cluster, self.offsets, producer_ids=self._producer_ids(config),
-                access=access, acl_store=self.acl_store,
+                access=access, acl_store=self.acl_store, transaction_store=transaction_store,
             )  # fmt: skip
             self.server = SocketServer(config, self.handlers, self.metrics, bound, security)
             self.handlers.on_append = self.server.data_arrived
@@ -116,6 +119,7 @@ class Broker:
             except BaseException:
                 self.stop()
                 raise
+        self.handlers.transactions.coordinator.start()  # after ZooKeeper: it reads what it coordinates
         if self.config.metrics_port is not None:
             self._metrics_http = MetricsHttpServer(self.config.host, self.config.metrics_port, self.render_metrics)
             self._metrics_http.start()
@@ -138,6 +142,7 @@ class Broker:
         try:
             self.server.stop()
             self.handlers.groups.stop()
+            self.handlers.transactions.coordinator.stop()
             if self._metrics_http is not None:
                 self._metrics_http.stop()
             self.cluster.close()

@@ -244,6 +244,29 @@ class AuthorizationSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class TransactionSettings:
+    """The transaction coordinator's rules (Kafka's ``transaction.*`` broker settings)."""
+
+    max_timeout_ms: int = 900_000
+    """A producer asking for a longer transaction timeout is refused (INVALID_TRANSACTION_TIMEOUT):
+    Kafka's ``transaction.max.timeout.ms``."""
+
+    abort_check_interval_ms: int = 10_000
+    """How often open transactions are checked against their timeout (the longest a timed-out
+    transaction stays open past it): Kafka's
+    ``transaction.abort.timed.out.transaction.cleanup.interval.ms``."""
+
+    id_expiration_ms: int = 604_800_000
+    """A transactional id with no transaction open and no request for this long is forgotten:
+    Kafka's ``transactional.id.expiration.ms`` (7 days)."""
+
+    def __post_init__(self) -> None:
+        for key in ("max_timeout_ms", "abort_check_interval_ms", "id_expiration_ms"):
+            if getattr(self, key) < 1:
+                raise BrokerConfigError(f"{key}: must be >= 1, not {getattr(self, key)}")
+
+
+@dataclass(frozen=True, slots=True)
 class BrokerConfig:
     """Everything one broker process needs. ``cluster`` lists every broker of a static cluster
     (this one included); empty means a single broker, this one."""
@@ -299,6 +322,8 @@ class BrokerConfig:
     """Protections against clients that misbehave or lie."""
     groups: GroupSettings = field(default_factory=GroupSettings)
     """How the group coordinator treats consumer groups (session timeouts, the first rebalance)."""
+    transactions: TransactionSettings = field(default_factory=TransactionSettings)
+    """How the transaction coordinator treats transactional producers (timeouts, expiry)."""
     metrics_port: int | None = None
     """Serve metrics (Prometheus text format) over HTTP on this port; None: off."""
     zookeeper: str | None = None

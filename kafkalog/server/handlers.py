@@ -40,11 +40,19 @@ from kafkalog.server.groups import GroupCoordinator
 from kafkalog.server.security.access import Access
 from kafkalog.server.security.acl_store import AclStore
 from kafkalog.server.security.acls import Authorizer, Operation
+from kafkalog.server.transaction_requests import TransactionHandlers
+from kafkalog.server.transactions import TransactionCoordinator
+from kafkalog.server.transactions.markers import BrokerMarkers
+from kafkalog.server.transactions.store import FileTransactionStore, TransactionStore
 
 logger = logging.getLogger(__name__)
 
 _GROUP_KEY = 0
 _TRANSACTION_KEY = 1
+_READ_COMMITTED = 1
+_TRANSACTIONAL_BIT = 0x10
+_BATCH_HEADER_SIZE = 61
+"""A record batch's header (kafkalog.record.batch_format): attributes at 21, producer id at 43, epoch at 51."""
 _GROUP_MEMBERSHIP = frozenset({ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP})
 
 NO_RESPONSE = object()
@@ -75,6 +83,7 @@ class RequestHandlers:
         on_append: Callable[[], None] = lambda: None,
         access: Access | None = None,
         acl_store: AclStore | None = None,
+        transaction_store: TransactionStore | None = None,
     ) -> None:
         self.config = config
         self.logs = logs
@@ -85,6 +94,19 @@ class RequestHandlers:
         self.producer_ids = producer_ids or ProducerIds(file_blocks(config.data_dirs[0], config.broker_id))
         self.access = access or Access(Authorizer())  # no ACLs: everything allowed
         self.admin = AdminHandlers(config, cluster, offsets, self.groups, logs, self.access, acl_store)
+        store = transaction_store or FileTransactionStore(config.data_dirs[0])
+        markers = BrokerMarkers(
+            config.broker_id, logs, cluster, store, offsets,
+            shared_offsets=transaction_store is not None, listener=config.listener_specs[0].name,
+        )  # fmt: skip
+        coordinator = TransactionCoordinator(
+            config.transactions,
+            store,
+            markers,
+            coordinates=cluster.coordinates,
+            next_producer_id=self.producer_ids.next_id,
+        )
+        self.transactions = TransactionHandlers(coordinator, store, logs, cluster, offsets, self.groups, self.access)
         self._table: dict[ApiKey, Callable[[RequestHeader, Api, Struct, Caller], HandlerResult]] = {
             ApiKey.PRODUCE: self.produce,
             ApiKey.FETCH: self.fetch,
@@ -109,6 +131,14 @@ class RequestHandlers:
             ApiKey.DESCRIBE_ACLS: self.admin.describe_acls,
             ApiKey.CREATE_ACLS: self.admin.create_acls,
             ApiKey.DELETE_ACLS: self.admin.delete_acls,
+            ApiKey.ADD_PARTITIONS_TO_TXN: self.transactions.add_partitions_to_txn,
+            ApiKey.ADD_OFFSETS_TO_TXN: self.transactions.add_offsets_to_txn,
+            ApiKey.END_TXN: self.transactions.end_txn,
+            ApiKey.WRITE_TXN_MARKERS: self.transactions.write_txn_markers,
+            ApiKey.TXN_OFFSET_COMMIT: self.transactions.txn_offset_commit,
+            ApiKey.DESCRIBE_PRODUCERS: self.transactions.describe_producers,
+            ApiKey.DESCRIBE_TRANSACTIONS: self.transactions.describe_transactions,
+            ApiKey.LIST_TRANSACTIONS: self.transactions.list_transactions,
         }
 
     def handle(self, header: RequestHeader, api: Api, body: Struct, caller: Caller = LOCAL) -> HandlerResult:
@@ -133,6 +163,10 @@ class RequestHandlers:
         acks = body["acks"]
         appended = False
         responses = []
+        transactional_id = body.get("transactional_id")
+        txn_refused = None
+        if transactional_id is not None:
+            txn_refused = self.transactions.transactional_id(caller, Operation.WRITE, transactional_id)
         for topic_data in body["topic_data"]:
             topic = topic_data["topic"]
             denied = self.access.topic(caller, Operation.WRITE, topic)
@@ -142,7 +176,9 @@ class RequestHandlers:
                 error: int = ErrorCode.NONE
                 base_offset, log_append_time, log_start_offset = -1, -1, -1
                 problem = ErrorCode.INVALID_REQUIRED_ACKS if acks not in (0, 1, -1) else None
-                problem = problem or denied or self.cluster.partition_error(topic, partition)
+                problem = problem or txn_refused or denied or self.cluster.partition_error(topic, partition)
+                if problem is None:
+                    problem = self._unverified(transactional_id, topic, partition, data["record_set"])
                 log = self.logs.get_log(topic, partition)
                 if problem is not None:
                     error = problem
@@ -179,6 +215,24 @@ class RequestHandlers:
         # acks=-1 ("all in-sync replicas") is answered like acks=1: there is no replication, so the
         # leader's append is all there is. docs/broker.md says so.
         return {"responses": responses, "throttle_time_ms": 0}
+
+    def _unverified(self, transactional_id: str | None, topic: str, partition: int, record_set: Any) -> int | None:
+        """KIP-890 part 1: a transactional batch is appended only to a partition its producer added
+        to its open transaction; None if it may be, else the error (INVALID_TXN_STATE, or the
+        producer's fencing). Checked here when this broker coordinates the transactional id."""
+        producer = _transactional_producer(record_set)
+        if producer is None:
+            return None
+        if transactional_id is None:
+            return ErrorCode.INVALID_TXN_STATE  # transactional records need their transactional id
+        if not self.cluster.coordinates(transactional_id):
+            return None  # its coordinator is another broker: that broker checked the AddPartitionsToTxn
+        producer_id, epoch = producer
+        error = self.transactions.coordinator.verify(transactional_id, producer_id, epoch, [(topic, partition)])
+        code = error[(topic, partition)]
+        if code == ErrorCode.PRODUCER_FENCED:
+            return ErrorCode.INVALID_PRODUCER_EPOCH
+        return None if code == ErrorCode.NONE else ErrorCode.INVALID_TXN_STATE
 
     # ------------------------------------------------------------------ fetch
 
@@ -227,7 +281,9 @@ class RequestHandlers:
                 elif api.version == 0:
                     answer["offsets"] = log.offsets_before(timestamp, max(0, request["max_num_offsets"]))
                 elif timestamp == LATEST_TIME:
-                    answer["offset"] = log.log_end_offset
+                    # read committed (v2+): the end is the last stable offset, as far as such a reader reads
+                    committed = body.get("isolation_level", 0) == _READ_COMMITTED
+                    answer["offset"] = log.last_stable_offset if committed else log.log_end_offset
                 elif timestamp == EARLIEST_TIME:
                     answer["offset"] = log.log_start_offset
                 elif timestamp == MAX_TIMESTAMP and api.version >= MAX_TIMESTAMP_LIST_OFFSETS_VERSION:
@@ -356,15 +412,11 @@ class RequestHandlers:
     # ------------------------------------------------------------------ idempotent producers
 
     def init_producer_id(self, header: RequestHeader, api: Api, body: Struct, caller: Caller) -> HandlerResult:
-        """A producer id and epoch for an idempotent producer. A producer that names its current id
-        and epoch (v3+, KIP-360: after a sequence error) gets the next epoch of the same id; a
-        transactional id is refused: transactions are not served."""
+        """A producer id and epoch: of a transactional id from its coordinator
+        (kafkalog.server.transactions); else for an idempotent producer, where one that names its
+        current id and epoch (v3+, KIP-360: after a sequence error) gets the next epoch of the same id."""
         if body["transactional_id"] is not None:
-            logger.warning(
-                "refused InitProducerId for transactional id %r from %r: transactions are not served "
-                "(idempotent producers are)", body["transactional_id"], header.client_id,
-            )  # fmt: skip
-            return {"error_code": ErrorCode.INVALID_REQUEST}
+            return self.transactions.init_producer_id(api, body, caller)
         refused = self.access.idempotent_write(caller)
         if refused is not None:
             return {"error_code": refused}
@@ -422,16 +474,21 @@ class RequestHandlers:
 
     def offset_fetch(self, header: RequestHeader, api: Api, body: Struct, caller: Caller) -> HandlerResult:
         if "groups" in body:  # v8+: several groups in one request, each answered on its own
-            groups = [self._group_offsets(g["group_id"], g["topics"], caller) for g in body["groups"]]
+            stable = body.get("require_stable", False)
+            groups = [self._group_offsets(g["group_id"], g["topics"], caller, stable) for g in body["groups"]]
             return {"throttle_time_ms": 0, "groups": groups}
-        answer = self._group_offsets(body["group_id"], body["topics"], caller)
+        answer = self._group_offsets(body["group_id"], body["topics"], caller, body.get("require_stable", False))
         # before v2 a group error is per partition only; from v2 it is also top-level
         return {"throttle_time_ms": 0, "responses": answer["responses"], "error_code": answer["error_code"]}
 
-    def _group_offsets(self, group: str, topics: list[Struct] | None, caller: Caller) -> Struct:
+    def _group_offsets(
+        self, group: str, topics: list[Struct] | None, caller: Caller, require_stable: bool = False
+    ) -> Struct:
         """One group's committed offsets: of the partitions asked, or (topics null, v2+) of every
         partition the group committed. An error of the group as a whole is both top-level and on
-        every partition answered, so clients of every version see it."""
+        every partition answered, so clients of every version see it. With ``require_stable``
+        (v7+, a read-committed consumer) a partition whose offset an open transaction is about to
+        change is answered UNSTABLE_OFFSET_COMMIT: the consumer asks again after its end."""
         group_error: int = self.access.group(caller, Operation.DESCRIBE, group) or ErrorCode.NONE
         wanted: list[tuple[str, list[int]]] = []
         if group_error == ErrorCode.NONE and not self.cluster.coordinates(group):
@@ -447,12 +504,15 @@ class RequestHandlers:
             except KafkalogError as exc:  # the store (ZooKeeper) is unreachable: clients retry
                 logger.warning("cannot list offsets of group %s: %s", group, exc)
                 group_error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        unstable = self.transactions.unstable_partitions(group) if require_stable and group_error == 0 else set()
         responses = []
         for topic, partitions in wanted:
             answers = []
             topic_denied = self.access.topic(caller, Operation.DESCRIBE, topic)
             for partition in partitions:
                 error = group_error or topic_denied or ErrorCode.NONE
+                if error == ErrorCode.NONE and (topic, partition) in unstable:
+                    error = ErrorCode.UNSTABLE_OFFSET_COMMIT
                 committed = None
                 if error == ErrorCode.NONE:
                     try:
@@ -479,17 +539,21 @@ class RequestHandlers:
         return self._coordinator(body["key"], key_type, caller)
 
     def _coordinator(self, key: str, key_type: int, caller: Caller) -> Struct:
-        if key_type != _GROUP_KEY:
-            what = "transactions" if key_type == _TRANSACTION_KEY else f"coordinator key type {key_type}"
+        """A group's coordinator (key type 0) or a transactional id's (1): the same broker for the
+        same key, so a transactional id and a group of the same name meet on one broker."""
+        if key_type not in (_GROUP_KEY, _TRANSACTION_KEY):
             return {
                 "key": key,
                 "error_code": ErrorCode.INVALID_REQUEST,
-                "error_message": f"kafkalog has no coordinator for {what}: only consumer groups (key type 0)",
+                "error_message": f"no coordinator key type {key_type}: only groups (0) and transactions (1)",
                 "node_id": -1,
                 "host": "",
                 "port": -1,
             }
-        refused = self.access.group(caller, Operation.DESCRIBE, key)
+        if key_type == _TRANSACTION_KEY:
+            refused = self.access.transactional_id(caller, Operation.DESCRIBE, key)
+        else:
+            refused = self.access.group(caller, Operation.DESCRIBE, key)
         if refused is not None:
             return {"key": key, "error_code": refused, "error_message": None, "node_id": -1, "host": "", "port": -1}
         listener = caller.listener
@@ -596,3 +660,14 @@ def _fetch_session_error(body: Struct) -> int | None:
 
 
 __all__ = ["NO_RESPONSE", "OffsetOutOfRangeError", "RequestHandlers"]
+
+
+def _transactional_producer(record_set: Any) -> tuple[int, int] | None:
+    """(producer id, epoch) of the first batch of ``record_set`` if it is a transactional record
+    batch; None for anything else (checked by the log's validation when appended)."""
+    if record_set is None or len(record_set) < _BATCH_HEADER_SIZE or record_set[16] != 2:
+        return None
+    header = bytes(record_set[:_BATCH_HEADER_SIZE])
+    if not int.from_bytes(header[21:23], "big") & _TRANSACTIONAL_BIT:
+        return None
+    return int.from_bytes(header[43:51], "big", signed=True), int.from_bytes(header[51:53], "big", signed=True)

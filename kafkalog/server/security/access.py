@@ -40,6 +40,12 @@ class Access:
             return None
         return ErrorCode.GROUP_AUTHORIZATION_FAILED
 
+    def transactional_id(self, caller: Caller, operation: Operation, transactional_id: str) -> ErrorCode | None:
+        """None if allowed, else TRANSACTIONAL_ID_AUTHORIZATION_FAILED."""
+        if self.may(caller, operation, ResourceType.TRANSACTIONAL_ID, transactional_id):
+            return None
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
     def cluster(self, caller: Caller, operation: Operation) -> ErrorCode | None:
         """None if allowed, else CLUSTER_AUTHORIZATION_FAILED."""
         if self.may(caller, operation, ResourceType.CLUSTER, CLUSTER_NAME):
