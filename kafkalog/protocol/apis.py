@@ -10,7 +10,8 @@ Kafka's definitions, type by type.
 What is left out on purpose: tagged fields we neither send nor read (a reader skips unknown tags),
 and versions that need something kafkalog does not have: topic ids (Fetch 13+, Metadata 10+,
 CreateTopics 7+), KIP-848's consumer groups (OffsetCommit 9+, OffsetFetch 9+), share groups
-(FindCoordinator 6). A client negotiates down to what ApiVersions lists.
+(FindCoordinator 6), transaction version 2 (EndTxn 5, TxnOffsetCommit 5). A client negotiates down
+to what ApiVersions lists.
 """
 
 from __future__ import annotations
@@ -59,6 +60,11 @@ class ApiKey(IntEnum):
     DELETE_TOPICS = 20
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    WRITE_TXN_MARKERS = 27
+    TXN_OFFSET_COMMIT = 28
     DESCRIBE_ACLS = 29
     CREATE_ACLS = 30
     DELETE_ACLS = 31
@@ -69,6 +75,9 @@ class ApiKey(IntEnum):
     INCREMENTAL_ALTER_CONFIGS = 44
     OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
+    DESCRIBE_PRODUCERS = 61
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
 
 
 @dataclass(frozen=True)
@@ -685,7 +694,8 @@ LIST_GROUPS = Declaration(
 # ----------------------------------------------------------------------------------- InitProducerId
 # The idempotent producer's id and epoch (KIP-98). v1: no change; v2: flexible; v3 (KIP-360): the
 # producer's current id and epoch, to bump the epoch; v4: no change (a new error code); v5 (KIP-890):
-# no change for idempotent producers. Transactional ids are refused (no transaction coordinator).
+# no change for idempotent producers. A transactional id is served by the transaction coordinator
+# (kafkalog.server.transactions): the id's producer id, its epoch bumped, fencing the previous one.
 INIT_PRODUCER_ID = Declaration(
     ApiKey.INIT_PRODUCER_ID,
     served=(0, 5),
@@ -701,6 +711,249 @@ INIT_PRODUCER_ID = Declaration(
         field("error_code", INT16),
         field("producer_id", INT64, default=-1),
         field("producer_epoch", INT16, default=-1),
+    ],
+)
+
+# ------------------------------------------------------------------------------------- transactions
+# KIP-98's transactions as of transaction version 1 (TV1). A producer adds each partition to its
+# transaction (AddPartitionsToTxn) before its first batch there, and the group whose offsets it
+# commits (AddOffsetsToTxn, then TxnOffsetCommit to the group's coordinator); EndTxn commits or
+# aborts, and the coordinator has the partitions' leaders write the markers (WriteTxnMarkers).
+# Versions of KIP-890 part 2 (TV2: the epoch bumped at each transaction, partitions added implicitly
+# by the produce) are not served: EndTxn 5, TxnOffsetCommit 5.
+
+# AddPartitionsToTxn: v1 no change; v2 PRODUCER_FENCED; v3 flexible; v4 (KIP-890 part 1) the batched
+# form the brokers use, several transactions in one request, each may only verify that its partitions
+# are in the transaction (clients keep to v3 and below), and a top-level error; v5 TRANSACTION_ABORTABLE.
+_ADD_PARTITIONS_TOPICS = [field("name", STRING), field("partitions", Array(INT32))]
+_ADD_PARTITIONS_RESULTS = [
+    field("name", STRING),
+    field("results_by_partition", [field("partition_index", INT32), field("partition_error_code", INT16)]),
+]
+ADD_PARTITIONS_TO_TXN = Declaration(
+    ApiKey.ADD_PARTITIONS_TO_TXN,
+    served=(0, 5),
+    flexible=3,
+    request=[
+        field(
+            "transactions",
+            [
+                field("transactional_id", STRING),
+                field("producer_id", INT64),
+                field("producer_epoch", INT16),
+                field("verify_only", BOOLEAN, default=False),
+                field("topics", _ADD_PARTITIONS_TOPICS),
+            ],
+            4,
+        ),
+        field("v3_and_below_transactional_id", STRING, 0, 3),
+        field("v3_and_below_producer_id", INT64, 0, 3),
+        field("v3_and_below_producer_epoch", INT16, 0, 3),
+        field("v3_and_below_topics", _ADD_PARTITIONS_TOPICS, 0, 3),
+    ],
+    response=[
+        field("throttle_time_ms", INT32, default=0),
+        field("error_code", INT16, 4, default=0),
+        field(
+            "results_by_transaction",
+            [field("transactional_id", STRING), field("topic_results", _ADD_PARTITIONS_RESULTS)],
+            4,
+        ),
+        field("results_by_topic_v3_and_below", _ADD_PARTITIONS_RESULTS, 0, 3),
+    ],
+)
+
+# AddOffsetsToTxn: v1 no change; v2 PRODUCER_FENCED; v3 flexible; v4 TRANSACTION_ABORTABLE.
+ADD_OFFSETS_TO_TXN = Declaration(
+    ApiKey.ADD_OFFSETS_TO_TXN,
+    served=(0, 4),
+    flexible=3,
+    request=[
+        field("transactional_id", STRING),
+        field("producer_id", INT64),
+        field("producer_epoch", INT16),
+        field("group_id", STRING),
+    ],
+    response=[field("throttle_time_ms", INT32, default=0), field("error_code", INT16)],
+)
+
+# EndTxn: v1 no change; v2 PRODUCER_FENCED; v3 flexible; v4 TRANSACTION_ABORTABLE. (v5, TV2, answers
+# the bumped producer id and epoch: not served.)
+END_TXN = Declaration(
+    ApiKey.END_TXN,
+    served=(0, 4),
+    flexible=3,
+    request=[
+        field("transactional_id", STRING),
+        field("producer_id", INT64),
+        field("producer_epoch", INT16),
+        field("committed", BOOLEAN),
+    ],
+    response=[field("throttle_time_ms", INT32, default=0), field("error_code", INT16)],
+)
+
+# WriteTxnMarkers (coordinator to partition leaders): v0 was removed in Kafka 4.0, v1 is flexible; v2
+# (KIP-1228) the transaction version of each marker (0 or 1: TV1 here).
+WRITE_TXN_MARKERS = Declaration(
+    ApiKey.WRITE_TXN_MARKERS,
+    served=(1, 2),
+    flexible=1,
+    request=[
+        field(
+            "markers",
+            [
+                field("producer_id", INT64),
+                field("producer_epoch", INT16),
+                field("transaction_result", BOOLEAN),
+                field("topics", [field("name", STRING), field("partition_indexes", Array(INT32))]),
+                field("coordinator_epoch", INT32),
+                field("transaction_version", INT8, 2, default=0),
+            ],
+        ),
+    ],
+    response=[
+        field(
+            "markers",
+            [
+                field("producer_id", INT64),
+                field(
+                    "topics",
+                    [
+                        field("name", STRING),
+                        field("partitions", [field("partition_index", INT32), field("error_code", INT16)]),
+                    ],
+                ),
+            ],
+        ),
+    ],
+)
+
+# TxnOffsetCommit (to the group's coordinator): v1 no change; v2 leader epochs; v3 (KIP-447) flexible,
+# the member's generation, id and instance id, checked like OffsetCommit's; v4 TRANSACTION_ABORTABLE.
+# (v5, TV2, adds the group to the transaction implicitly: not served.)
+TXN_OFFSET_COMMIT = Declaration(
+    ApiKey.TXN_OFFSET_COMMIT,
+    served=(0, 4),
+    flexible=3,
+    request=[
+        field("transactional_id", STRING),
+        field("group_id", STRING),
+        field("producer_id", INT64),
+        field("producer_epoch", INT16),
+        field("generation_id", INT32, 3, default=-1),
+        field("member_id", STRING, 3, default=""),
+        field("group_instance_id", STRING, 3, nullable=3, default=None),
+        field(
+            "topics",
+            [
+                field("name", STRING),
+                field(
+                    "partitions",
+                    [
+                        field("partition_index", INT32),
+                        field("committed_offset", INT64),
+                        field("committed_leader_epoch", INT32, 2, default=-1),
+                        field("committed_metadata", STRING, nullable=0, default=None),
+                    ],
+                ),
+            ],
+        ),
+    ],
+    response=[
+        field("throttle_time_ms", INT32, default=0),
+        field(
+            "topics",
+            [
+                field("name", STRING),
+                field("partitions", [field("partition_index", INT32), field("error_code", INT16)]),
+            ],
+        ),
+    ],
+)
+
+# DescribeProducers (KIP-664, to a partition's leader): one version, flexible.
+DESCRIBE_PRODUCERS = Declaration(
+    ApiKey.DESCRIBE_PRODUCERS,
+    served=(0, 0),
+    flexible=0,
+    request=[field("topics", [field("name", STRING), field("partition_indexes", Array(INT32))])],
+    response=[
+        field("throttle_time_ms", INT32, default=0),
+        field(
+            "topics",
+            [
+                field("name", STRING),
+                field(
+                    "partitions",
+                    [
+                        field("partition_index", INT32),
+                        field("error_code", INT16),
+                        field("error_message", STRING, nullable=0, default=None),
+                        field(
+                            "active_producers",
+                            [
+                                field("producer_id", INT64),
+                                field("producer_epoch", INT32),
+                                field("last_sequence", INT32, default=-1),
+                                field("last_timestamp", INT64, default=-1),
+                                field("coordinator_epoch", INT32),
+                                field("current_txn_start_offset", INT64, default=-1),
+                            ],
+                            default=(),
+                        ),
+                    ],
+                ),
+            ],
+        ),
+    ],
+)
+
+# DescribeTransactions (KIP-664, to a transactional id's coordinator): one version, flexible. The
+# defaults of an entry answered with an error are Kafka's (zeros and empty strings).
+DESCRIBE_TRANSACTIONS = Declaration(
+    ApiKey.DESCRIBE_TRANSACTIONS,
+    served=(0, 0),
+    flexible=0,
+    request=[field("transactional_ids", Array(STRING))],
+    response=[
+        field("throttle_time_ms", INT32, default=0),
+        field(
+            "transaction_states",
+            [
+                field("error_code", INT16),
+                field("transactional_id", STRING),
+                field("transaction_state", STRING, default=""),
+                field("transaction_timeout_ms", INT32, default=0),
+                field("transaction_start_time_ms", INT64, default=0),
+                field("producer_id", INT64, default=0),
+                field("producer_epoch", INT16, default=0),
+                field("topics", [field("topic", STRING), field("partitions", Array(INT32))], default=()),
+            ],
+        ),
+    ],
+)
+
+# ListTransactions (KIP-664, to every broker): flexible; v1 (KIP-994) only those running longer than a
+# duration; v2 (KIP-1152) only the transactional ids matching a regular expression.
+LIST_TRANSACTIONS = Declaration(
+    ApiKey.LIST_TRANSACTIONS,
+    served=(0, 2),
+    flexible=0,
+    request=[
+        field("state_filters", Array(STRING), default=()),
+        field("producer_id_filters", Array(INT64), default=()),
+        field("duration_filter", INT64, 1, default=-1),
+        field("transactional_id_pattern", STRING, 2, nullable=2, default=None),
+    ],
+    response=[
+        field("throttle_time_ms", INT32, default=0),
+        field("error_code", INT16),
+        field("unknown_state_filters", Array(STRING), default=()),
+        field(
+            "transaction_states",
+            [field("transactional_id", STRING), field("producer_id", INT64), field("transaction_state", STRING)],
+            default=(),
+        ),
     ],
 )
 
@@ -1075,6 +1328,11 @@ DECLARATIONS: tuple[Declaration, ...] = (
     DELETE_TOPICS,
     DELETE_RECORDS,
     INIT_PRODUCER_ID,
+    ADD_PARTITIONS_TO_TXN,
+    ADD_OFFSETS_TO_TXN,
+    END_TXN,
+    WRITE_TXN_MARKERS,
+    TXN_OFFSET_COMMIT,
     DESCRIBE_ACLS,
     CREATE_ACLS,
     DELETE_ACLS,
@@ -1085,6 +1343,9 @@ DECLARATIONS: tuple[Declaration, ...] = (
     INCREMENTAL_ALTER_CONFIGS,
     OFFSET_DELETE,
     DESCRIBE_CLUSTER,
+    DESCRIBE_PRODUCERS,
+    DESCRIBE_TRANSACTIONS,
+    LIST_TRANSACTIONS,
 )
 
 REGISTRY: dict[tuple[int, int], Api] = {

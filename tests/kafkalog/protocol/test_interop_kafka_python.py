@@ -21,9 +21,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from kafka.protocol import admin, consumer, metadata, producer, sasl
+from kafka.protocol.admin import transactions as admin_transactions
+from kafka.protocol.old import add_offsets_to_txn as old_add_offsets_to_txn
+from kafka.protocol.old import add_partitions_to_txn as old_add_partitions_to_txn
 from kafka.protocol.old import admin as old_admin
 from kafka.protocol.old import api_versions as old_api_versions
 from kafka.protocol.old import commit as old_commit
+from kafka.protocol.old import end_txn as old_end_txn
 from kafka.protocol.old import fetch as old_fetch
 from kafka.protocol.old import find_coordinator as old_find_coordinator
 from kafka.protocol.old import group as old_group
@@ -33,6 +37,7 @@ from kafka.protocol.old import metadata as old_metadata
 from kafka.protocol.old import produce as old_produce
 from kafka.protocol.old import sasl_authenticate as old_sasl_authenticate
 from kafka.protocol.old import sasl_handshake as old_sasl_handshake
+from kafka.protocol.old import txn_offset_commit as old_txn_offset_commit
 from kafka.protocol.old.types import Array as OldArray
 from kafka.protocol.old.types import BitField as OldBitField
 from kafka.protocol.old.types import Schema as OldSchema
@@ -93,6 +98,19 @@ OLD: dict[ApiKey, tuple[Any, Any]] = {
         old_init_producer_id.InitProducerIdRequest,
         old_init_producer_id.InitProducerIdResponse,
     ),
+    ApiKey.ADD_PARTITIONS_TO_TXN: (
+        old_add_partitions_to_txn.AddPartitionsToTxnRequest,
+        old_add_partitions_to_txn.AddPartitionsToTxnResponse,
+    ),
+    ApiKey.ADD_OFFSETS_TO_TXN: (
+        old_add_offsets_to_txn.AddOffsetsToTxnRequest,
+        old_add_offsets_to_txn.AddOffsetsToTxnResponse,
+    ),
+    ApiKey.END_TXN: (old_end_txn.EndTxnRequest, old_end_txn.EndTxnResponse),
+    ApiKey.TXN_OFFSET_COMMIT: (
+        old_txn_offset_commit.TxnOffsetCommitRequest,
+        old_txn_offset_commit.TxnOffsetCommitResponse,
+    ),
     ApiKey.DELETE_TOPICS: (old_admin.DeleteTopicsRequest, old_admin.DeleteTopicsResponse),
     ApiKey.DELETE_RECORDS: (old_admin.DeleteRecordsRequest, old_admin.DeleteRecordsResponse),
     ApiKey.DESCRIBE_CONFIGS: (old_admin.DescribeConfigsRequest, old_admin.DescribeConfigsResponse),
@@ -111,6 +129,10 @@ OLD: dict[ApiKey, tuple[Any, Any]] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: ((), ()),
     ApiKey.OFFSET_DELETE: ((), ()),
     ApiKey.DESCRIBE_CLUSTER: ((), ()),
+    ApiKey.WRITE_TXN_MARKERS: ((), ()),
+    ApiKey.DESCRIBE_PRODUCERS: ((), ()),
+    ApiKey.DESCRIBE_TRANSACTIONS: ((), ()),
+    ApiKey.LIST_TRANSACTIONS: ((), ()),
 }
 OLD_MISLABELLED = {"ListGroupsRequest_v2", "DescribeAclsRequest_v2", "DescribeAclsResponse_v2"}
 """kafka-python's hand-written classes that are not what their name says: its ListGroupsRequest_v2
@@ -133,6 +155,23 @@ NEW: dict[ApiKey, tuple[Any, Any]] = {
     ApiKey.API_VERSIONS: (metadata.ApiVersionsRequest, metadata.ApiVersionsResponse),
     ApiKey.CREATE_TOPICS: (admin.CreateTopicsRequest, admin.CreateTopicsResponse),
     ApiKey.INIT_PRODUCER_ID: (producer.InitProducerIdRequest, producer.InitProducerIdResponse),
+    ApiKey.ADD_PARTITIONS_TO_TXN: (producer.AddPartitionsToTxnRequest, producer.AddPartitionsToTxnResponse),
+    ApiKey.ADD_OFFSETS_TO_TXN: (producer.AddOffsetsToTxnRequest, producer.AddOffsetsToTxnResponse),
+    ApiKey.END_TXN: (producer.EndTxnRequest, producer.EndTxnResponse),
+    ApiKey.WRITE_TXN_MARKERS: (producer.WriteTxnMarkersRequest, producer.WriteTxnMarkersResponse),
+    ApiKey.TXN_OFFSET_COMMIT: (producer.TxnOffsetCommitRequest, producer.TxnOffsetCommitResponse),
+    ApiKey.DESCRIBE_PRODUCERS: (
+        admin_transactions.DescribeProducersRequest,
+        admin_transactions.DescribeProducersResponse,
+    ),
+    ApiKey.DESCRIBE_TRANSACTIONS: (
+        admin_transactions.DescribeTransactionsRequest,
+        admin_transactions.DescribeTransactionsResponse,
+    ),
+    ApiKey.LIST_TRANSACTIONS: (
+        admin_transactions.ListTransactionsRequest,
+        admin_transactions.ListTransactionsResponse,
+    ),
     ApiKey.DELETE_TOPICS: (admin.DeleteTopicsRequest, admin.DeleteTopicsResponse),
     ApiKey.DELETE_RECORDS: (admin.DeleteRecordsRequest, admin.DeleteRecordsResponse),
     ApiKey.DESCRIBE_CONFIGS: (admin.DescribeConfigsRequest, admin.DescribeConfigsResponse),

@@ -252,7 +252,7 @@ def test_invalid_utf8_is_rejected(bad: bytes) -> None:
 
 @pytest.mark.parametrize(
     ("api_key", "named"),
-    [(99, "API key 99"), (-1, "API key -1"), (4, "LeaderAndIsr (4)"), (24, "AddPartitionsToTxn (24)"),
+    [(99, "API key 99"), (-1, "API key -1"), (4, "LeaderAndIsr (4)"), (62, "BrokerRegistration (62)"),
      (33, "AlterConfigs (33)"), (23, "OffsetForLeaderEpoch (23)"), (32767, "API key 32767"),
      (-32768, "API key -32768")],
 )  # fmt: skip
