@@ -40,6 +40,7 @@ FORBIDDEN_IMPORT = {
     ),
     "kafkalog.mirror is a consumer and a producer": ("kafkalog/mirror/forbidden.py", "import kafkalog.protocol"),
     "the broker's layers": ("kafkalog/server/fetch.py", "import kafkalog.server.handlers"),
+    "the transaction coordinator decides": ("kafkalog/server/transactions/coordinator.py", "import kafkalog.log"),
     "the group coordinator is group state": ("kafkalog/server/groups/forbidden.py", "import kafkalog.server.network"),
     "a consumer's broker-coordinated membership": (
         "kafkalog/client/broker_membership.py",

@@ -97,7 +97,7 @@ class RequestHandlers:
         store = transaction_store or FileTransactionStore(config.data_dirs[0])
         markers = BrokerMarkers(
             config.broker_id, logs, cluster, store, offsets,
-            shared_offsets=transaction_store is not None, listener=config.listener_specs[0].name,
+            shared_offsets=transaction_store is not None, listener=_inter_broker_listener(config),
         )  # fmt: skip
         coordinator = TransactionCoordinator(
             config.transactions,
@@ -216,7 +216,9 @@ class RequestHandlers:
         # leader's append is all there is. docs/broker.md says so.
         return {"responses": responses, "throttle_time_ms": 0}
 
-    def _unverified(self, transactional_id: str | None, topic: str, partition: int, record_set: Any) -> int | None:
+    def _unverified(
+        self, transactional_id: str | None, topic: str, partition: int, record_set: Any
+    ) -> ErrorCode | None:
         """KIP-890 part 1: a transactional batch is appended only to a partition its producer added
         to its open transaction; None if it may be, else the error (INVALID_TXN_STATE, or the
         producer's fencing). Checked here when this broker coordinates the transactional id."""
@@ -671,3 +673,15 @@ def _transactional_producer(record_set: Any) -> tuple[int, int] | None:
     if not int.from_bytes(header[21:23], "big") & _TRANSACTIONAL_BIT:
         return None
     return int.from_bytes(header[43:51], "big", signed=True), int.from_bytes(header[51:53], "big", signed=True)
+
+
+def _inter_broker_listener(config: BrokerConfig) -> str:
+    """The listener markers to other brokers go on: the first plaintext one, else the first
+    (docs/transactions.md, "Limits")."""
+    listeners = config.listener_specs
+    plain = [
+        listener
+        for listener in listeners
+        if not listener.security_protocol.uses_tls and not listener.security_protocol.uses_sasl
+    ]
+    return (plain or list(listeners))[0].name

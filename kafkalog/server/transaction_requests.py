@@ -75,7 +75,7 @@ class TransactionHandlers:
         self.groups = groups
         self.access = access
 
-    def transactional_id(self, caller: Caller, operation: Operation, transactional_id: str) -> int | None:
+    def transactional_id(self, caller: Caller, operation: Operation, transactional_id: str) -> ErrorCode | None:
         return self.access.transactional_id(caller, operation, transactional_id)
 
     # ------------------------------------------------------------------ InitProducerId

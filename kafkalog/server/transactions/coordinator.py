@@ -36,7 +36,6 @@ from kafkalog.errors import KafkalogError
 from kafkalog.protocol import ErrorCode
 from kafkalog.server.config import TransactionSettings
 from kafkalog.server.transactions.state import MAX_EPOCH, NO_EPOCH, NO_PRODUCER_ID, TransactionMetadata, TxnState
-from kafkalog.server.transactions.store import TransactionStore
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +53,19 @@ class Targets:
 
     def __bool__(self) -> bool:
         return bool(self.partitions or self.groups)
+
+
+class RecordStore(Protocol):
+    """Where the records are kept (kafkalog.server.transactions.store); each call raises a
+    KafkalogError with the error code to answer when the store cannot serve it."""
+
+    def load(self, transactional_id: str) -> TransactionMetadata | None: ...
+
+    def ids(self) -> list[str]: ...
+
+    def save(self, record: TransactionMetadata) -> None: ...
+
+    def delete(self, transactional_id: str) -> None: ...
 
 
 class MarkerWriter(Protocol):
@@ -82,7 +94,7 @@ class TransactionCoordinator:
     def __init__(
         self,
         settings: TransactionSettings,
-        store: TransactionStore,
+        store: RecordStore,
         markers: MarkerWriter,
         *,
         coordinates: Callable[[str], bool],
