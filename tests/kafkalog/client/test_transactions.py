@@ -195,3 +195,33 @@ def test_a_transaction_left_open_past_its_timeout_is_aborted_by_the_coordinator(
         with pytest.raises(ProducerFencedError):  # the coordinator bumped the epoch as it aborted
             producer.commit_transaction()
     assert committed_values(cluster, topic, 0, 1, timeout=3) == []
+
+
+def test_the_group_consumer_and_the_command_line_read_committed(producer: Producer, cluster: str, topic: str) -> None:
+    from click.testing import CliRunner  # only this test drives the command line
+
+    from kafkalog.cli.main import main
+    from kafkalog.client.group_consumer import GroupConsumer
+
+    for value, commit in ((b"c0", True), (b"a0", False), (b"c1", True)):
+        producer.begin_transaction()
+        producer.send(topic, value, partition=0)
+        producer.flush()  # written, then aborted (an abort drops what was not sent)
+        producer.commit_transaction() if commit else producer.abort_transaction()
+    assert committed_values(cluster, topic, 0, 2) == [b"c0", b"c1"]
+
+    shown = CliRunner().invoke(
+        main, ["consume", "-b", cluster, topic, "-p", "0", "--isolation", "read_committed", "-q"]
+    )
+    assert shown.exit_code == 0, shown.output
+    assert shown.output.splitlines() == ["c0", "c1"]
+    everything = CliRunner().invoke(main, ["consume", "-b", cluster, topic, "-p", "0", "-q"])
+    assert everything.exit_code == 0 and "a0" in everything.output.splitlines()
+
+    with GroupConsumer(
+        group=f"g-{uuid.uuid4().hex[:8]}", bootstrap=cluster, auto_offset_reset="smallest",
+        isolation="read_committed", stream_timeout_s=5,
+    ) as consumer:  # fmt: skip
+        (stream,) = consumer.create_message_streams({topic: 1})[topic]
+        read = [m.value for m in stream if m.partition == 0]
+    assert read == [b"c0", b"c1"]
