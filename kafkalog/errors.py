@@ -166,8 +166,8 @@ class BrokerResponseError(ClientError):
 
 # LEADER_NOT_AVAILABLE, NOT_LEADER_FOR_PARTITION, UNKNOWN_TOPIC_OR_PARTITION (while a topic is being
 # created), REQUEST_TIMED_OUT, NETWORK_EXCEPTION, COORDINATOR_*, NOT_COORDINATOR, CORRUPT_MESSAGE (in
-# transit), KAFKA_STORAGE_ERROR
-_RETRIABLE_CODES = frozenset({2, 3, 5, 6, 7, 13, 14, 15, 16, 56})
+# transit), KAFKA_STORAGE_ERROR, CONCURRENT_TRANSACTIONS (the last transaction's markers are being written)
+_RETRIABLE_CODES = frozenset({2, 3, 5, 6, 7, 13, 14, 15, 16, 51, 56})
 _METADATA_CODES = frozenset({3, 5, 6, 16})
 
 
@@ -177,6 +177,47 @@ class UnsupportedByBrokerError(ClientError):
 
 class BufferFullError(ClientError):
     """The producer's bounded queue stayed full for max_block_ms: the broker cannot keep up."""
+
+
+class TransactionError(ClientError):
+    """Root of a transactional producer's errors (kafkalog.client.transactions)."""
+
+
+class TransactionStateError(TransactionError):
+    """A transactional call the producer's state does not allow (a commit without a begin, a send
+    outside a transaction ...): the state is unchanged."""
+
+
+class TransactionTimeoutError(TransactionError):
+    """A transactional call did not succeed within the producer's ``max_block_ms`` (the coordinator
+    loading, moving, or the last transaction's markers still being written): the same call may be
+    made again."""
+
+    retriable = True
+
+
+class AbortableTransactionError(TransactionError):
+    """The transaction cannot commit (a send failed, a partition or the group was refused): only
+    ``abort_transaction`` is allowed; the producer may then begin another. ``cause`` is the first."""
+
+    def __init__(self, message: str, cause: BaseException | None = None) -> None:
+        super().__init__(message)
+        self.cause = cause
+
+
+class FatalTransactionError(TransactionError):
+    """The producer can make no more transactional calls (fenced by a newer producer with its
+    transactional id, not authorized, a timeout the coordinator refuses ...): close it. ``cause``
+    is the broker's error that made it so."""
+
+    def __init__(self, message: str, cause: BaseException | None = None) -> None:
+        super().__init__(message)
+        self.cause = cause
+
+
+class ProducerFencedError(FatalTransactionError):
+    """Another producer took this transactional id (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH, or
+    TRANSACTION_COORDINATOR_FENCED): this one is a zombie."""
 
 
 class RegistryError(KafkalogError):

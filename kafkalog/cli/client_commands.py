@@ -15,6 +15,7 @@ import click
 from kafkalog.cli.main import main
 from kafkalog.cli.output import plural
 from kafkalog.client import Admin, Producer, SimpleConsumer
+from kafkalog.client.committed import Isolation
 from kafkalog.errors import KafkalogError
 from kafkalog.record import Message
 
@@ -240,11 +241,17 @@ def _number(text: str, given: str) -> int:
     "--session-timeout", type=click.FloatRange(min=1), default=6.0, show_default=True,
     help="In a group: seconds without a heartbeat before this member's membership expires.",
 )  # fmt: skip
+@click.option(
+    "--isolation", type=click.Choice(["read_uncommitted", "read_committed"]), default="read_uncommitted",
+    show_default=True,
+    help="read_committed: leave out aborted transactions and stop at the last stable offset (an open "
+    "transaction's first message).",
+)  # fmt: skip
 def consume(
     cluster: dict[str, Any], topic: str | None, partitions: tuple[int, ...], offset: str, max_messages: int | None,
     print_offsets: bool, print_keys: bool, quiet: bool, group: str | None, topic_option: str | None,
     whitelist: str | None, blacklist: str | None, offset_reset: str, idle_timeout: float | None,
-    commit_interval: float, consumer_id: str | None, session_timeout: float,
+    commit_interval: float, consumer_id: str | None, session_timeout: float, isolation: Isolation,
 ) -> None:  # fmt: skip
     """Print TOPIC's messages to stdout, one per line, up to the current end of each partition; or,
     with --group, share the topics' partitions with the group's other members and keep consuming
@@ -269,6 +276,7 @@ def consume(
             _consume_in_group(
                 cluster, group, consumer_id, topic or topic_option, whitelist, blacklist, offset_reset,
                 idle_timeout, (commit_interval, session_timeout), max_messages, (print_offsets, print_keys), rate, out,
+                isolation,
             )  # fmt: skip
         except KafkalogError as exc:
             raise _fail(exc) from exc
@@ -281,7 +289,7 @@ def consume(
     if offset not in ("beginning", "end"):
         _number(offset.removeprefix("@"), offset)  # a bad --offset is a usage error, before connecting
     try:
-        with SimpleConsumer(**cluster) as consumer:
+        with SimpleConsumer(**cluster, isolation=isolation) as consumer:
             wanted = list(partitions) or sorted(Admin(client=consumer.client).describe_topic(topic).leaders)
             for message_partition, message in _read(consumer, topic, wanted, offset):
                 position = f"{message_partition}\t{message.offset}" if print_offsets else None
@@ -309,7 +317,7 @@ def _consume_in_group(
     cluster: dict[str, str], group: str, consumer_id: str | None, topic: str | None, whitelist: str | None,
     blacklist: str | None, reset: str,
     idle_timeout: float | None, intervals: tuple[float, float], max_messages: int | None, prefixes: tuple[bool, bool],
-    rate: _Rate, out: BinaryIO,
+    rate: _Rate, out: BinaryIO, isolation: Isolation = "read_uncommitted",
 ) -> None:  # fmt: skip
     """One stream of a GroupConsumer to ``out`` (a member coordinated by the brokers, or through
     ZooKeeper: ``cluster`` has ``bootstrap`` or ``zookeeper``). A signal only sets a flag: the line
@@ -325,7 +333,7 @@ def _consume_in_group(
     consumer = GroupConsumer(
         cluster.get("zookeeper"), group, bootstrap=cluster.get("bootstrap"), consumer_id=consumer_id,
         auto_offset_reset=reset, auto_commit_interval_s=commit_interval, stream_timeout_s=0.2,
-        session_timeout_s=session_timeout,
+        session_timeout_s=session_timeout, isolation=isolation,
     )  # fmt: skip
     shown_error: str | None = None
     try:

@@ -22,7 +22,7 @@ import threading
 import time
 from collections import deque
 
-from kafkalog.client.producer_batch import MAX_IN_FLIGHT, ProducerBatch
+from kafkalog.client.producer_batch import MAX_IN_FLIGHT, ProducerBatch, resolve
 from kafkalog.errors import BufferFullError, ClientError
 from kafkalog.record import Header
 
@@ -178,6 +178,18 @@ class RecordAccumulator:
         with self.cond:
             self.closed = True
             self.cond.notify_all()
+
+    def drop_unsent(self, error: BaseException) -> int:
+        """Fail every batch not in flight (open, full, or waiting to be retried) with ``error``: a
+        transaction being aborted sends nothing more. Returns the messages dropped."""
+        with self.cond:
+            dropped = [*self._retrying, *(b for q in self._sealed.values() for b in q), *self._batches.values()]
+            self._retrying, self._sealed, self._batches = [], {}, {}
+        for batch in dropped:
+            batch.error = error
+            resolve(batch)
+            self.settled(batch)
+        return sum(batch.count for batch in dropped)
 
     # ------------------------------------------------------------------ what the sender takes
 

@@ -30,9 +30,11 @@ from kafkalog.record.convert import DEFAULT_MAX_BATCH_BYTES, needs_conversion, t
 
 class Numbering(Protocol):
     """What encoding needs of the producer's idempotence (kafkalog.client.idempotence.Idempotence):
-    its (producer id, epoch) once it has one, and the first sequence number of a batch."""
+    its (producer id, epoch) once it has one, whether its batches belong to transactions, and the
+    first sequence number of a batch."""
 
     identity: tuple[int, int] | None
+    transactional: bool
 
     def first_sequence(self, batch: ProducerBatch, span: int) -> int: ...
 
@@ -66,6 +68,7 @@ def encode(batch: ProducerBatch, magic: int, codec: Codec, idempotence: Numberin
             producer_id=producer_id,
             producer_epoch=epoch,
             base_sequence=batch.sequence,
+            transactional=idempotence.transactional and idempotence.identity is not None,
         )
     else:
         record_set = _legacy_set(batch, magic, codec)

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafkalog.client.broker_membership import BrokerMembership
+from kafkalog.client.committed import ISOLATION_LEVELS, Isolation
 from kafkalog.client.consumer import SimpleConsumer
 from kafkalog.client.security import PLAINTEXT, ClientSecurity
 from kafkalog.client.zookeeper_membership import ZooKeeperMembership
@@ -190,7 +191,12 @@ class GroupConsumer:
         on_out_of_range: Callable[[TopicPartition, int, int, int], int] | None = None,
         before_release: Callable[[list[TopicPartition]], None] | None = None,
         security: ClientSecurity = PLAINTEXT,
+        isolation: Isolation = "read_uncommitted",
     ) -> None:
+        if isolation not in ISOLATION_LEVELS:
+            raise ClientError(f"isolation must be read_uncommitted or read_committed, not {isolation!r}")
+        if keep_stored and isolation == "read_committed":
+            raise ClientError("keep_stored forwards sets whole: it reads uncommitted")
         if auto_offset_reset not in ("smallest", "largest"):
             raise ClientError(f"auto_offset_reset must be smallest or largest, not {auto_offset_reset!r}")
         if (zookeeper is None) == (bootstrap is None):
@@ -199,6 +205,9 @@ class GroupConsumer:
             raise ClientError("a group id is needed")
         self.group = group
         self.security = security
+        self.isolation: Isolation = isolation
+        """What the fetches read (SimpleConsumer's): read_committed leaves out aborted transactions
+        and stops at the last stable offset; "largest" then resets to the last stable offset."""
         self.consumer_id = (
             consumer_id or f"{group}_{socket.gethostname()}-{int(time.time() * 1000)}-{uuid.uuid4().hex[:8]}"
         )
@@ -378,7 +387,9 @@ class GroupConsumer:
     def _consumer(self) -> SimpleConsumer:
         """The connection for offset lookups (fetchers have their own)."""
         if self._simple is None:
-            self._simple = SimpleConsumer(self._bootstrap(), max_bytes=self.fetch_max_bytes, security=self.security)
+            self._simple = SimpleConsumer(
+                self._bootstrap(), max_bytes=self.fetch_max_bytes, security=self.security, isolation=self.isolation
+            )
         return self._simple
 
     def _take(self, owned: dict[TopicPartition, ThreadId]) -> None:
@@ -424,8 +435,9 @@ class GroupConsumer:
                 try:
                     if consumer is None:
                         consumer = SimpleConsumer(
-                            self._bootstrap(), max_bytes=self.fetch_max_bytes, max_wait_ms=200, security=self.security
-                        )
+                            self._bootstrap(), max_bytes=self.fetch_max_bytes, max_wait_ms=200, security=self.security,
+                            isolation=self.isolation,
+                        )  # fmt: skip
                     results = consumer.fetch_many(
                         {tp: offset for tp, (offset, _) in wanted.items()}, stored=self.keep_stored
                     )

@@ -10,7 +10,13 @@ its flight has landed and its batches are numbered again. Where no id can be had
 older than record batches, InitProducerId refused) batches go unnumbered, one per partition in
 flight.
 
-Only the sender thread changes this state; ``identity`` may be read from any thread.
+A transactional producer's id and epoch come from its transaction coordinator instead
+(kafkalog.client.transaction_manager, ``take_transactional_identity``), and are never replaced on
+their own: a batch refused as out of order fails, which makes the transaction abortable, and the
+abort takes the next epoch.
+
+Only the sender thread changes this state (a transactional producer's identity is set while nothing
+is in flight); ``identity`` may be read from any thread.
 """
 
 from __future__ import annotations
@@ -32,13 +38,16 @@ _MAX_SEQUENCE = 2**31 - 1
 class Idempotence:
     """The producer id, epoch and sequence numbers of one producer (``enabled``: it asks for an id)."""
 
-    def __init__(self, client: Client, *, enabled: bool, retry_backoff: float) -> None:
+    def __init__(self, client: Client, *, enabled: bool, retry_backoff: float, transactional: bool = False) -> None:
         self.client = client
         self.enabled = enabled
         self.retry_backoff = retry_backoff
+        self.transactional = transactional
+        """Batches are encoded with the transactional attribute; the id comes from the transaction
+        coordinator (part of the encoder's Numbering)."""
         self.identity: tuple[int, int] | None = None
         """(producer id, epoch) once the cluster gave them; None before, or when not idempotent."""
-        self.wanted = enabled
+        self.wanted = enabled and not transactional
         """Ask for an id before sending more (at the start, and after a broker forgot the last one)."""
         self.retry_at = 0.0
         self._sequences: dict[tuple[str, int], int] = {}
@@ -75,9 +84,16 @@ class Idempotence:
         self._sequences.clear()
         return True
 
+    def take_transactional_identity(self, producer_id: int, epoch: int) -> None:
+        """The id and epoch the transaction coordinator gave (with nothing in flight): every
+        partition's sequence starts again at 0."""
+        self.identity = (producer_id, epoch)
+        self._sequences.clear()
+
     def renumber(self) -> None:
-        """Take a new producer id once the flight has landed (one batch per partition until then)."""
-        if self.enabled:
+        """Take a new producer id once the flight has landed (one batch per partition until then).
+        Never for a transactional producer: its failed batch makes the transaction abortable."""
+        if self.enabled and not self.transactional:
             self.identity = None
             self.wanted = True
 
@@ -95,7 +111,7 @@ class Idempotence:
         failed before: the broker no longer knows this producer, take a new id; either way the
         batch is sent again. Any other error that is not retried leaves a gap in the sequence of
         the batches behind it: take a new id."""
-        if batch.sequence < 0:
+        if batch.sequence < 0 or self.transactional:
             return
         if code in (ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, ErrorCode.UNKNOWN_PRODUCER_ID):
             if not after_failure:  # nothing before it failed: the broker no longer knows this producer

@@ -24,6 +24,7 @@ from kafkalog.client.connection import BrokerConnection, InFlight
 from kafkalog.client.encoder import encode
 from kafkalog.client.idempotence import Idempotence
 from kafkalog.client.producer_batch import ProducerBatch, resolve
+from kafkalog.client.transaction_manager import TransactionManager
 from kafkalog.errors import BrokerResponseError, ClientError, UnsupportedByBrokerError
 from kafkalog.protocol import ApiKey
 from kafkalog.protocol.apis import ZSTD_PRODUCE_VERSION
@@ -47,8 +48,13 @@ class Sender:
         request_timeout: float,
         retries: int,
         retry_backoff: float,
+        transactions: TransactionManager | None = None,
     ) -> None:
         self.client = client
+        self.transactions = transactions
+        """A transactional producer's: partitions are added to the transaction before their first
+        batch goes, and a batch that fails for good makes the transaction abortable."""
+        self.transactional_id = None if transactions is None else transactions.transactional_id
         self.accumulator = accumulator
         self.idempotence = idempotence
         self.acks = acks
@@ -86,9 +92,27 @@ class Sender:
                     # the batches numbered under an earlier id (``ready``, and those waiting to be
                     # retried) are numbered again under the new one, or go unnumbered
                     accumulator.unnumber(ready)
+                if self.transactions is not None:
+                    ready = self._admit(ready, self.transactions)
                 self._submit(ready)
             else:
                 self._receive_oldest()
+
+    def _admit(self, batches: list[ProducerBatch], transactions: TransactionManager) -> list[ProducerBatch]:
+        """Of ``batches``, those whose partitions are in the transaction, once the new ones are
+        added (AddPartitionsToTxn, transaction version 1); the others fail with the reason."""
+        try:
+            new = transactions.state.to_add((b.topic, b.partition) for b in batches)
+            if new:
+                transactions.add_partitions(new)
+        except ClientError as exc:
+            for batch in batches:
+                self.accumulator.landed(batch)
+                batch.error = exc
+                self._settle(batch)
+            transactions.state.send_failed(exc)
+            return []
+        return batches
 
     def _submit(self, batches: list[ProducerBatch]) -> None:
         """Send ``batches`` without waiting for the answers: each broker's in pipelined Produce
@@ -124,7 +148,7 @@ class Sender:
                     (
                         api,
                         {
-                            "transactional_id": None,
+                            "transactional_id": self.transactional_id,
                             "acks": self.acks,
                             "timeout_ms": int(self.request_timeout * 1000),
                             "topic_data": _topic_data(
@@ -194,6 +218,8 @@ class Sender:
             self.accumulator.retry(batch)
             return
         batch.error = error
+        if self.transactions is not None:
+            self.transactions.state.send_failed(error)
         self._settle(batch)
 
     def _settle(self, batch: ProducerBatch) -> None:
