@@ -57,7 +57,9 @@ def parts(tmp_path: Path) -> tuple[TransactionCoordinator, RecordingMarkers, Clo
     return coordinator, markers, clock, store
 
 
-def _coordinator(store: FileTransactionStore, markers: RecordingMarkers, clock: Clock, ids: Ids | None = None) -> TransactionCoordinator:
+def _coordinator(
+    store: FileTransactionStore, markers: RecordingMarkers, clock: Clock, ids: Ids | None = None
+) -> TransactionCoordinator:
     settings = TransactionSettings(max_timeout_ms=60_000, abort_check_interval_ms=1, id_expiration_ms=3_600_000)
     return TransactionCoordinator(
         settings, store, markers, coordinates=lambda key: True, next_producer_id=ids or Ids(), clock=clock
@@ -103,7 +105,10 @@ def test_requests_of_unknown_ids_wrong_producers_and_empty_transactions(parts) -
     coordinator, markers, _, _ = parts
     assert coordinator.add_partitions("nobody", 1, 0, [(TOPIC, 0)]) == ErrorCode.INVALID_PRODUCER_ID_MAPPING
     producer = coordinator.init_producer_id(TXN, 10_000)
-    assert coordinator.add_partitions(TXN, producer.producer_id + 1, 0, [(TOPIC, 0)]) == ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    assert (
+        coordinator.add_partitions(TXN, producer.producer_id + 1, 0, [(TOPIC, 0)])
+        == ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    )
     assert coordinator.end_transaction(TXN, producer.producer_id, 0, commit=True) == ErrorCode.INVALID_TXN_STATE
     assert coordinator.end_transaction(TXN, producer.producer_id, 5, commit=True) == ErrorCode.PRODUCER_FENCED
     assert markers.written == []
@@ -117,7 +122,9 @@ def test_a_new_instance_aborts_the_open_transaction_with_a_bumped_epoch(parts) -
     assert markers.written == [(old.producer_id, old.producer_epoch + 1, False, frozenset({(TOPIC, 0)}), frozenset())]
     new = coordinator.init_producer_id(TXN, 10_000)  # the client's retry
     assert new.error == ErrorCode.NONE and new.producer_epoch == old.producer_epoch + 2
-    assert coordinator.end_transaction(TXN, old.producer_id, old.producer_epoch, commit=True) == ErrorCode.PRODUCER_FENCED
+    assert (
+        coordinator.end_transaction(TXN, old.producer_id, old.producer_epoch, commit=True) == ErrorCode.PRODUCER_FENCED
+    )
 
 
 def test_unwritten_markers_hold_the_id_until_the_timer_writes_them(parts) -> None:
@@ -148,7 +155,9 @@ def test_a_restarted_coordinator_finishes_a_stored_decision(tmp_path: Path) -> N
     markers = RecordingMarkers()
     second = _coordinator(FileTransactionStore(tmp_path), markers, clock)
     second.tick()
-    assert markers.written == [(producer.producer_id, producer.producer_epoch, False, frozenset({(TOPIC, 3)}), frozenset())]
+    assert markers.written == [
+        (producer.producer_id, producer.producer_epoch, False, frozenset({(TOPIC, 3)}), frozenset())
+    ]
     assert second.describe(TXN)[1].state == TxnState.COMPLETE_ABORT
 
 
