@@ -539,7 +539,10 @@ class Log:
                 return self.log_start_offset
             write_atomically(self.directory / LOG_START_FILE, b"%d\n" % offset, crash_prefix="log.start")
             self._start_floor = offset
-            doomed = [s for s in self.segments if s.next_offset <= offset]
+            active = self.active_segment
+            # an empty active segment holds nothing below the offset: it stays (a roll would
+            # create its own file again)
+            doomed = [s for s in self.segments if s.next_offset <= offset and (s is not active or s.size)]
             if doomed:
                 if doomed[-1] is self.active_segment:
                     self._roll()  # everything is deleted: continue in a fresh, empty segment
