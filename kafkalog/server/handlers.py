@@ -226,8 +226,9 @@ class RequestHandlers:
                     answer["error_code"] = problem or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 elif api.version == 0:
                     answer["offsets"] = log.offsets_before(timestamp, max(0, request["max_num_offsets"]))
-                elif timestamp == LATEST_TIME:
-                    answer["offset"] = log.log_end_offset
+                elif timestamp == LATEST_TIME:  # v2+ reading committed: the last stable offset, as Kafka
+                    committed = body.get("isolation_level", 0) == 1
+                    answer["offset"] = log.last_stable_offset if committed else log.log_end_offset
                 elif timestamp == EARLIEST_TIME:
                     answer["offset"] = log.log_start_offset
                 elif timestamp == MAX_TIMESTAMP and api.version >= MAX_TIMESTAMP_LIST_OFFSETS_VERSION:
