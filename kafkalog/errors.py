@@ -45,6 +45,13 @@ class UnsupportedCodecError(CorruptRecordError):
     error_code = 76  # UNSUPPORTED_COMPRESSION_TYPE
 
 
+class InvalidRecordError(KafkalogError):
+    """A produced record is well formed but not one a client may write (a control batch, a
+    transactional batch without its producer), as Kafka's InvalidRecordException."""
+
+    error_code = 87  # INVALID_RECORD
+
+
 class RecordTooLargeError(KafkalogError):
     """A message (or a decompressed payload) is larger than the configured limit."""
 

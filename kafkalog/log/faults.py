@@ -33,6 +33,8 @@ POINTS = (
     "log.roll.after_seal",
     "log.roll.after_create",
     "log.retention.before_delete",
+    "log.marker.after_append",
+    "txnindex.append.after_write",
     "manager.close.before_marker",
     *(f"{prefix}.{moment}" for prefix in ATOMIC_WRITES for moment in ("tmp_written", "tmp_synced", "renamed")),
 )

@@ -1,7 +1,8 @@
 """File names of a log directory, and the few file operations whose order makes them crash-safe.
 
 Segment files are named by their base offset, zero-padded to 20 digits so that ``ls`` sorts them
-numerically: ``00000000000000000042.log`` with ``.index`` and ``.timeindex`` beside it.
+numerically: ``00000000000000000042.log`` with ``.index`` and ``.timeindex`` beside it, and
+``.txnindex`` once a transaction aborted in it.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from kafkalog.log.faults import crash_point
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"  # the aborted transactions whose markers the segment holds
 DELETED_SUFFIX = ".deleted"  # a segment file being deleted (renamed first, so a crash can finish it)
 TMP_SUFFIX = ".tmp"  # a checkpoint being written
-SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 _DIGITS = 20
 
 

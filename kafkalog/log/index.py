@@ -207,6 +207,20 @@ class OffsetIndex(IndexFile):
         relative, position = self.entry(found)
         return self.base_offset + relative, position
 
+    def floor_position(self, position: int) -> tuple[int, int]:
+        """(offset, position) of the last entry at byte ``position`` or before; (base, 0) if none."""
+        lo, hi = 0, self.entries
+        while lo < hi:  # entries rise by position too
+            mid = (lo + hi) // 2
+            if self.entry(mid)[1] <= position:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo == 0:
+            return self.base_offset, 0
+        relative, found = self.entry(lo - 1)
+        return self.base_offset + relative, found
+
     def problem(self, log_size: int) -> str | None:
         """Why the entries cannot be right for a .log of ``log_size`` bytes, or None."""
         last_relative, last_position = -1, -1

@@ -14,6 +14,7 @@ from typing import NamedTuple
 
 from kafkalog.errors import (
     CorruptSegmentError,
+    InvalidRecordError,
     LogClosedError,
     OffsetOutOfRangeError,
     StorageError,
@@ -27,15 +28,27 @@ from kafkalog.log.files import (
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
     TMP_SUFFIX,
+    TXN_INDEX_SUFFIX,
     fsync_dir,
     parse_base_offset,
     write_atomically,
 )
-from kafkalog.log.producer_state import SNAPSHOT_SUFFIX, ProducerStateManager, batches_in_file, producer_batch
+from kafkalog.log.producer_state import (
+    SNAPSHOT_SUFFIX,
+    CompletedTxn,
+    MarkerBatch,
+    ProducerState,
+    ProducerStateManager,
+    batches_in_file,
+    producer_batch,
+)
 from kafkalog.log.region import FileRegion
 from kafkalog.log.segment import LogSegment, SegmentDeletedError
+from kafkalog.log.txn_index import AbortedTxn, TxnIndexEntry
 from kafkalog.record import Message, decode_all
-from kafkalog.record.validate import validate_for_append
+from kafkalog.record import batch_format as batches
+from kafkalog.record.batch_control import batch_attributes, encode_marker
+from kafkalog.record.validate import ValidatedSet, validate_for_append
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +100,12 @@ class ReadInfo(NamedTuple):
     region: FileRegion | None
     log_start_offset: int
     log_end_offset: int
+    last_stable_offset: int = -1
+    """The log's last stable offset when it was read (at most ``log_end_offset``)."""
+    upper_bound_offset: int = -1
+    """An offset past every message of the region (the first offset of the entry after it, at most
+    the read's ``max_offset``): read committed lists the aborted transactions of [the fetch offset,
+    this), as Kafka bounds them. The read offset itself when there is no region."""
 
 
 class OffsetAndTimestamp(NamedTuple):
@@ -105,6 +124,12 @@ class Log:
     ``recovery_point`` is the offset below which everything is known to be fsynced. Every segment but
     the active one is entirely flushed (rolling fsyncs it), so a torn write can only be in the active
     segment above the recovery point; corruption anywhere else is reported, never truncated away.
+
+    Transactions (KIP-98): a producer's transactional batches are undecided until the marker that
+    ``append_marker`` writes; ``last_stable_offset`` (the LSO) is the first offset of the oldest open
+    transaction, else the log end. Each aborted transaction is an entry of the .txnindex of the
+    segment holding its marker (kafkalog.log.txn_index), written before the LSO passes it, so a
+    reader that sees an LSO finds every abort below it.
     """
 
     def __init__(
@@ -133,7 +158,9 @@ class Log:
         """The log start set by DeleteRecords (0: none): offsets below it are gone even where their
         segment stays (the segment still holds messages at or above it)."""
         self.producers = ProducerStateManager(self.directory, expiration_ms=self.config.producer_id_expiration_ms)
-        self._load_producers()
+        self._stable = self._log_end_offset
+        """The last stable offset, published whole after every change (lock-free readers)."""
+        self._load_producers(snapshot=not any(s.txn_index_lost for s in segments))
         self.corruption = next((s.corruption for s in segments if s.corruption is not None), None)
         if self.corruption is not None and self.config.on_corruption == "fail":
             self.close()
@@ -172,16 +199,34 @@ class Log:
         return segments
 
     def _load_producers(self, snapshot: bool = True) -> None:
-        """The idempotent producers' state: the newest snapshot, then every batch after it."""
+        """The producers' state: the newest snapshot, then every batch and marker after it. The
+        aborted-transaction entries of the markers replayed are written again (a crash may have
+        lost them, or kept them while losing their marker): the entries are a function of the log."""
         start = self.producers.load(self._log_end_offset) if snapshot else 0
         for segment in self.segments:
-            if segment.next_offset <= start or not segment.size:
+            if segment.next_offset <= start:
+                continue
+            segment.txn_index.truncate_to(start)
+            if not segment.size:
                 continue
             fd = os.open(segment.log_path, os.O_RDONLY)
             try:
-                self.producers.replay(batches_in_file(fd, 0, segment.size, start))
+                completed = self.producers.replay(batches_in_file(fd, 0, segment.size, start))
             finally:
                 os.close(fd)
+            for txn in completed:
+                self._index_if_aborted(segment, txn)
+        self._publish_stable()
+
+    def _index_if_aborted(self, segment: LogSegment, txn: CompletedTxn) -> None:
+        if txn.aborted:
+            entry = TxnIndexEntry(txn.producer_id, txn.first_offset, txn.last_offset, txn.last_stable_offset)
+            segment.txn_index.append(entry)
+
+    def _publish_stable(self) -> None:
+        first = self.producers.first_unstable_offset()
+        end = self._log_end_offset
+        self._stable = end if first is None else min(first, end)
 
     def _clean_directory(self) -> list[int]:
         """Finish interrupted deletions and drop leftovers; return the base offsets of the segments."""
@@ -199,7 +244,7 @@ class Log:
                 continue
             if name.endswith((SNAPSHOT_SUFFIX, SNAPSHOT_SUFFIX + ".unreadable")) or name == LOG_START_FILE:
                 continue  # producer state snapshots (kafkalog.log.producer_state), the log start
-            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
                 index_base = parse_base_offset(name, suffix)
                 if index_base is not None:
                     indexes.append((path, index_base))
@@ -241,6 +286,18 @@ class Log:
         return self._log_end_offset
 
     @property
+    def last_stable_offset(self) -> int:
+        """The offset below which every transaction is decided: the first offset of the oldest open
+        transaction, else the log end (no replication: the high watermark is the log end); never
+        below the log start."""
+        return max(self._stable, self.log_start_offset)
+
+    def producer_states(self) -> list[ProducerState]:
+        """Every producer this partition knows (DescribeProducers), by id."""
+        with self._lock:
+            return self.producers.states()
+
+    @property
     def recovery_point(self) -> int:
         """Everything below this offset is fsynced."""
         return self._recovery_point
@@ -272,7 +329,10 @@ class Log:
         CorruptSegmentError that quarantined the log, if any. A batch of an idempotent producer that
         was appended already is not appended again: its first append's offsets are returned
         (kafkalog.log.producer_state; OutOfOrderSequenceError or InvalidProducerEpochError for one
-        that does not follow the producer's last batch).
+        that does not follow the producer's last batch). A transactional batch opens its producer's
+        transaction (InvalidTxnStateError for a non-transactional one while it is open); a control
+        batch (only ``append_marker`` writes them), or a transactional batch not sent alone by its
+        producer, is InvalidRecordError.
         """
         with self._lock:
             self._check_open()
@@ -280,6 +340,8 @@ class Log:
                 raise self.corruption
             producer = producer_batch(data)
             if producer is not None:
+                if producer.control:
+                    raise InvalidRecordError(f"producer {producer.producer_id}: clients may not write control records")
                 if self.config.message_format != 2:
                     raise UnsupportedForMessageFormatError(
                         "an idempotent producer's batch needs message format v2 (the topic stores v1)"
@@ -287,33 +349,96 @@ class Log:
                 duplicate = self.producers.check(producer)
                 if duplicate is not None:
                     return AppendInfo(duplicate.first_offset, duplicate.last_offset, -1)
+            elif self.config.message_format != 2 and batches.is_batch(data):
+                self._refuse_unowned(data)  # a v1 log: the bits would be lost in the conversion
             now = self.clock()
-            active = self.active_segment
-            batch = validate_for_append(
-                data,
-                self._log_end_offset,
-                now_ms=now,
-                log_append_time=self.config.log_append_time,
-                max_message_bytes=self.config.max_message_bytes,
-                index_interval_bytes=self.config.index_interval_bytes,
-                bytes_since_index=active.bytes_since_index,
-                max_decompressed_bytes=self.config.max_decompressed_bytes,
-                message_format=self.config.message_format,
-            )
-            count = batch.next_offset - batch.first_offset
-            if active.should_roll(len(batch.data), count, now):
-                active = self._roll()
-            active.append(batch, now)
-            self._log_end_offset = batch.next_offset
+            batch = self._validate(data, now)
+            if producer is None and self.config.message_format == 2:
+                self._refuse_unowned(batch.data)
+            self._write(batch, now)
             if producer is not None:
                 self.producers.appended(producer, batch.first_offset, batch.next_offset - 1, now)
-            self._unflushed_messages += count
-            if self._oldest_unflushed_ms is None:
-                self._oldest_unflushed_ms = now
-            config = self.config
-            if config.flush_messages is not None or config.flush_ms is not None:
-                self._flush_if_due(now)
-            return AppendInfo(batch.first_offset, batch.next_offset - 1, now if config.log_append_time else -1)
+                if producer.transactional:
+                    self._publish_stable()
+            return self._appended(batch, now)
+
+    @staticmethod
+    def _refuse_unowned(data: bytes | bytearray | memoryview) -> None:
+        """Refuse control batches, and transactional ones outside one producer's single batch."""
+        attributes = batch_attributes(data)
+        if attributes & batches.CONTROL_BIT:
+            raise InvalidRecordError("clients may not write control records")
+        if attributes & batches.TRANSACTIONAL_BIT:
+            raise InvalidRecordError("a transactional batch must be sent alone, with its producer id")
+
+    def append_marker(
+        self, producer_id: int, producer_epoch: int, *, commit: bool, coordinator_epoch: int
+    ) -> AppendInfo:
+        """Write a transaction marker (a control batch, kafkalog.record.batch_control) ending
+        ``producer_id``'s open transaction: committed, or aborted (an entry of the active
+        segment's aborted-transaction index, written before the last stable offset moves past
+        it). A marker for a producer with nothing open is written too, and ends nothing.
+
+        Raises InvalidProducerEpochError for an epoch older than the producer's,
+        TransactionCoordinatorFencedError for a coordinator epoch older than its last marker's,
+        UnsupportedForMessageFormatError in a log of message format v1, and as ``append``.
+        """
+        with self._lock:
+            self._check_open()
+            if self.corruption is not None:
+                raise self.corruption
+            if self.config.message_format != 2:
+                raise UnsupportedForMessageFormatError(
+                    "transaction markers need message format v2 (the topic stores v1)"
+                )
+            self.producers.check_marker(producer_id, producer_epoch, coordinator_epoch)
+            now = self.clock()
+            data = encode_marker(
+                producer_id, producer_epoch, commit=commit, coordinator_epoch=coordinator_epoch, timestamp=now
+            )
+            batch = self._validate(data, now)
+            segment = self._write(batch, now)
+            crash_point("log.marker.after_append")
+            marker = MarkerBatch(producer_id, producer_epoch, commit, coordinator_epoch)
+            completed = self.producers.marker_appended(marker, batch.first_offset, now)
+            if completed is not None:
+                self._index_if_aborted(segment, completed)
+            self._publish_stable()
+            return self._appended(batch, now)
+
+    def _validate(self, data: bytes | bytearray | memoryview, now: int) -> ValidatedSet:
+        return validate_for_append(
+            data,
+            self._log_end_offset,
+            now_ms=now,
+            log_append_time=self.config.log_append_time,
+            max_message_bytes=self.config.max_message_bytes,
+            index_interval_bytes=self.config.index_interval_bytes,
+            bytes_since_index=self.active_segment.bytes_since_index,
+            max_decompressed_bytes=self.config.max_decompressed_bytes,
+            message_format=self.config.message_format,
+        )
+
+    def _write(self, batch: ValidatedSet, now: int) -> LogSegment:
+        """Append a validated set to the active segment (rolling first if due); return that segment."""
+        active = self.active_segment
+        if active.should_roll(len(batch.data), batch.next_offset - batch.first_offset, now):
+            active = self._roll()
+        active.append(batch, now)
+        self._log_end_offset = batch.next_offset
+        return active
+
+    def _appended(self, batch: ValidatedSet, now: int) -> AppendInfo:
+        """After a write: the LSO follows the end (unless a transaction holds it), flush if due."""
+        if self.producers.first_unstable_offset() is None:
+            self._stable = self._log_end_offset
+        self._unflushed_messages += batch.next_offset - batch.first_offset
+        if self._oldest_unflushed_ms is None:
+            self._oldest_unflushed_ms = now
+        config = self.config
+        if config.flush_messages is not None or config.flush_ms is not None:
+            self._flush_if_due(now)
+        return AppendInfo(batch.first_offset, batch.next_offset - 1, now if config.log_append_time else -1)
 
     def _flush_if_due(self, now: int) -> None:
         config = self.config
@@ -366,30 +491,60 @@ class Log:
 
     # ------------------------------------------------------------------ reading
 
-    def read(self, offset: int, max_bytes: int, *, min_one_message: bool = False) -> ReadInfo:
+    def read(
+        self, offset: int, max_bytes: int, *, min_one_message: bool = False, max_offset: int | None = None
+    ) -> ReadInfo:
         """A region holding messages from ``offset`` on, at most ``max_bytes`` long (one segment's
         worth at most; it may end inside a message). Raises OffsetOutOfRangeError outside
         [log_start_offset, log_end_offset]; at log_end_offset the region is None.
 
         The region may start before ``offset`` when a compressed wrapper holds it. With
         ``min_one_message`` the first message is returned whole even if larger than ``max_bytes``.
+        With ``max_offset`` (a batch boundary: a read-committed fetch passes the last stable offset)
+        nothing at or past it is returned.
         """
         while True:
+            stable = self._stable  # published after the end: read first, it is never past the end read
             end = self._log_end_offset
             segments, bases = self._view
             start = min(max(segments[0].base_offset, self._start_floor), end)
+            stable = max(stable, start)
             if offset < start or offset > end:
                 raise OffsetOutOfRangeError(offset, start, end, where=str(self.directory))
-            if offset == end:
-                return ReadInfo(None, start, end)
+            limit = end if max_offset is None else min(max_offset, end)
+            if offset >= limit:
+                return ReadInfo(None, start, end, stable, offset)
             try:
                 for segment in segments[bisect.bisect_right(bases, offset) - 1 :]:
-                    region = segment.read(offset, max_bytes, min_one_message=min_one_message)
+                    if segment.base_offset >= limit:
+                        break
+                    region = segment.read(offset, max_bytes, min_one_message=min_one_message, max_offset=max_offset)
                     if region is not None:
-                        return ReadInfo(region, start, end)
+                        try:
+                            bound = segment.offset_bound(region.position + region.length)
+                        except SegmentDeletedError:  # deleted meanwhile: the region still reads
+                            bound = segment.next_offset
+                        bound = bound if max_offset is None else min(bound, max_offset)
+                        return ReadInfo(region, start, end, stable, bound)
             except SegmentDeletedError:
                 continue  # retention removed it meanwhile: look again at the new bounds
-            return ReadInfo(None, start, end)
+            return ReadInfo(None, start, end, stable, offset)
+
+    def aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:
+        """The aborted transactions with offsets in [``start``, ``end``) (producer id and first
+        offset), from the aborted-transaction indexes of the segment holding ``start`` and the
+        following ones, as far as an entry's last stable offset says a later abort cannot begin
+        before ``end``. Lock-free, like ``read``."""
+        found: list[AbortedTxn] = []
+        if end <= start:
+            return found
+        segments, bases = self._view
+        for segment in segments[max(0, bisect.bisect_right(bases, start) - 1) :]:
+            listed, complete = segment.txn_index.collect(start, end)
+            found += listed
+            if complete:
+                break
+        return found
 
     def read_messages(self, offset: int, max_bytes: int = 1024 * 1024) -> list[Message]:
         """Decoded messages from ``offset`` on (CRCs checked), from at most ``max_bytes`` of log."""
@@ -539,7 +694,10 @@ class Log:
                 return self.log_start_offset
             write_atomically(self.directory / LOG_START_FILE, b"%d\n" % offset, crash_prefix="log.start")
             self._start_floor = offset
-            doomed = [s for s in self.segments if s.next_offset <= offset]
+            active = self.active_segment
+            # an empty active segment holds nothing below the offset: it stays (a roll would
+            # create its own file again)
+            doomed = [s for s in self.segments if s.next_offset <= offset and (s is not active or s.size)]
             if doomed:
                 if doomed[-1] is self.active_segment:
                     self._roll()  # everything is deleted: continue in a fresh, empty segment
@@ -577,6 +735,7 @@ class Log:
             self._set_segments(keep)
             keep[-1].flush()
             fsync_dir(self.directory)
+            self._stable = min(self._stable, keep[-1].next_offset)  # rebuilt below with the producers
             self._log_end_offset = keep[-1].next_offset
             self._recovery_point = self._log_end_offset
             self.corruption = next((s.corruption for s in keep if s.corruption is not None), None)

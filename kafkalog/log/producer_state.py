@@ -1,24 +1,39 @@
-"""What an idempotent producer last appended to one partition, so a retried batch is appended once.
+"""What each producer last appended to one partition: idempotence (a retried batch is appended once)
+and its open transaction (KIP-98).
 
-An idempotent producer (KIP-98) numbers its batches per partition: a producer id and epoch, and a
-base sequence counting records from 0. Per producer the log keeps its epoch and its last five
-batches (first and last sequence, first and last offset), as Kafka does, because a producer has at
-most five requests in flight:
+An idempotent producer numbers its batches per partition: a producer id and epoch, and a base
+sequence counting records from 0. Per producer the log keeps its epoch and its last five batches
+(first and last sequence, first and last offset), as Kafka does, because a producer has at most five
+requests in flight:
 - a batch whose sequences equal one of those five is a retry of an appended batch: it is not
   appended again, and its first append's offsets are the answer (DuplicateBatch);
 - otherwise its base sequence must follow the producer's last one (0 for a new producer or a new,
   higher epoch), else OutOfOrderSequenceError; an epoch lower than the producer's is
   InvalidProducerEpochError (a fenced, older instance).
 
-Durability: the state is a function of the log (each batch carries its producer id, epoch and base
-sequence), saved as a snapshot ``<offset>.producers`` beside the segments when a segment is rolled
-and when the log closes, and rebuilt on load from the latest snapshot at or below the log end plus
-the batches after it. So a broker SIGKILLed after appending a batch but before answering knows the
-batch when the producer retries it.
+A transactional producer's first transactional batch opens its transaction at the batch's first
+offset; the transaction stays open until a marker (a control batch the coordinator has the leader
+write: Log.append_marker) commits or aborts it. While it is open the producer may not write a
+non-transactional batch (InvalidTxnStateError), it never expires, and the partition's last stable
+offset stays at or below the first offset of the oldest open transaction. A marker from an older
+epoch is refused (InvalidProducerEpochError), as is one from an older coordinator epoch
+(TransactionCoordinatorFencedError); one for a producer with nothing open is accepted and ends
+nothing. This module is a state machine over batches and markers: the log writes the markers and
+the aborted-transaction index (kafkalog.log.txn_index) from what it answers (CompletedTxn).
 
-    <offset, 20 digits>.producers (JSON): {"format_version": 1, "offset": N,
-      "producers": {"<id>": {"epoch": E, "last_append_ms": T,
+Durability: the state is a function of the log (each batch carries its producer id, epoch and base
+sequence; each marker its decision), saved as a snapshot ``<offset>.producers`` beside the segments
+when a segment is rolled and when the log closes, and rebuilt on load from the latest snapshot at
+or below the log end plus the batches and markers after it. So a broker SIGKILLed after appending a
+batch but before answering knows the batch when the producer retries it.
+
+    <offset, 20 digits>.producers (JSON): {"format_version": 2, "offset": N,
+      "producers": {"<id>": {"epoch": E, "last_append_ms": T, "coordinator_epoch": C,
+                             "txn_first_offset": F (-1: no open transaction),
                              "batches": [[first_seq, last_seq, first_offset, last_offset], ...]}}}
+
+Format version 1 (no transactions: coordinator_epoch and txn_first_offset absent, read as -1) is
+still read.
 """
 
 from __future__ import annotations
@@ -33,13 +48,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from kafkalog.errors import LogError
+from kafkalog.errors import CorruptRecordError, LogError
 from kafkalog.log.files import write_atomically
+from kafkalog.record.batch_control import decode_marker
 
 logger = logging.getLogger(__name__)
 
 SNAPSHOT_SUFFIX = ".producers"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+_READABLE_VERSIONS = (1, 2)
 BATCHES_KEPT = 5
 """A producer has at most five requests in flight: a retry is always one of its last five batches."""
 SNAPSHOTS_KEPT = 2
@@ -47,7 +64,9 @@ _MAX_SEQUENCE = 2**31 - 1
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 """A record batch header (kafkalog.record.batch_format): base offset, length, leader epoch, magic, CRC,
 attributes, last offset delta, base and max timestamp, producer id and epoch, base sequence, count."""
+_TRANSACTIONAL_BIT = 0x10
 _CONTROL_BIT = 0x20
+NO_OFFSET = -1
 
 
 class OutOfOrderSequenceError(LogError):
@@ -62,6 +81,18 @@ class InvalidProducerEpochError(LogError):
     error_code = 47  # INVALID_PRODUCER_EPOCH
 
 
+class InvalidTxnStateError(LogError):
+    """A producer with an open transaction wrote a batch outside it (a non-transactional one)."""
+
+    error_code = 48  # INVALID_TXN_STATE
+
+
+class TransactionCoordinatorFencedError(LogError):
+    """A marker from a coordinator older than the last one that wrote this producer's marker."""
+
+    error_code = 52  # TRANSACTION_COORDINATOR_FENCED
+
+
 class ProducerSnapshotError(LogError):
     """A producer state snapshot cannot be read (it is set aside and the state rebuilt from the log)."""
 
@@ -73,10 +104,48 @@ class ProducerBatch(NamedTuple):
     epoch: int
     first_sequence: int
     record_count: int
+    transactional: bool = False
+    control: bool = False
+    """Set by a client: refused (only the log writes control batches, through append_marker)."""
 
     @property
     def last_sequence(self) -> int:
         return (self.first_sequence + self.record_count - 1) % (_MAX_SEQUENCE + 1)
+
+
+class MarkerBatch(NamedTuple):
+    """A transaction marker found in the log (on replay): who it ends, and how."""
+
+    producer_id: int
+    epoch: int
+    commit: bool
+    coordinator_epoch: int
+
+
+class CompletedTxn(NamedTuple):
+    """A transaction a marker ended: its producer, first offset, the marker's offset, and the
+    partition's last stable offset after it (what an aborted one's index entry records)."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    last_stable_offset: int
+    aborted: bool
+
+
+class ProducerState(NamedTuple):
+    """One producer as DescribeProducers tells it."""
+
+    producer_id: int
+    epoch: int
+    last_sequence: int
+    """The last sequence it appended (-1: none in this epoch)."""
+    last_timestamp: int
+    """When it last appended (ms; replayed from the log: its batches' largest timestamp)."""
+    coordinator_epoch: int
+    """The epoch of the coordinator that wrote its last marker (-1: none)."""
+    current_txn_start_offset: int
+    """The first offset of its open transaction (-1: none)."""
 
 
 class DuplicateBatch(NamedTuple):
@@ -92,6 +161,16 @@ class _Producer:
     last_append_ms: int
     batches: deque[tuple[int, int, int, int]] = field(default_factory=lambda: deque(maxlen=BATCHES_KEPT))
     """(first sequence, last sequence, first offset, last offset), oldest first."""
+    coordinator_epoch: int = -1
+    txn_first_offset: int = NO_OFFSET
+    """The first offset of its open transaction (NO_OFFSET: none)."""
+
+    def new_epoch(self, epoch: int, now_ms: int) -> _Producer:
+        """The producer in a higher epoch: its batches forgotten (sequences start over), its open
+        transaction and coordinator epoch kept (a bumped producer still ends what it opened)."""
+        return _Producer(
+            epoch, now_ms, coordinator_epoch=self.coordinator_epoch, txn_first_offset=self.txn_first_offset
+        )
 
 
 def producer_batch(data: bytes | bytearray | memoryview) -> ProducerBatch | None:
@@ -103,7 +182,10 @@ def producer_batch(data: bytes | bytearray | memoryview) -> ProducerBatch | None
     producer_id, epoch, sequence, count = fields[9], fields[10], fields[11], fields[12]
     if producer_id < 0 or fields[1] + 12 != len(data):
         return None
-    return ProducerBatch(producer_id, epoch, sequence, count)
+    attributes = fields[5]
+    return ProducerBatch(
+        producer_id, epoch, sequence, count, bool(attributes & _TRANSACTIONAL_BIT), bool(attributes & _CONTROL_BIT)
+    )
 
 
 class ProducerStateManager:
@@ -115,6 +197,9 @@ class ProducerStateManager:
         self.expiration_ms = expiration_ms
         """A producer that appended nothing for this long is forgotten at the next snapshot."""
         self._producers: dict[int, _Producer] = {}
+        self._open: dict[int, int] = {}
+        """Producer id -> first offset of each open transaction, oldest first (transactions open
+        in offset order, and the order survives deletions)."""
 
     def __len__(self) -> int:
         return len(self._producers)
@@ -137,6 +222,7 @@ class ProducerStateManager:
                 f"producer {batch.producer_id} epoch {batch.epoch} is older than its current epoch {known.epoch}"
             )
         if batch.epoch > known.epoch:
+            self._check_in_transaction(batch, known)
             if batch.first_sequence != 0:
                 raise OutOfOrderSequenceError(
                     f"producer {batch.producer_id} starts epoch {batch.epoch} at sequence {batch.first_sequence}, not 0"
@@ -145,6 +231,7 @@ class ProducerStateManager:
         for first_sequence, last_sequence, first_offset, last_offset in known.batches:
             if (first_sequence, last_sequence) == (batch.first_sequence, batch.last_sequence):
                 return DuplicateBatch(first_offset, last_offset)
+        self._check_in_transaction(batch, known)
         expected = (known.batches[-1][1] + 1) % (_MAX_SEQUENCE + 1) if known.batches else 0
         if batch.first_sequence != expected:
             raise OutOfOrderSequenceError(
@@ -153,13 +240,83 @@ class ProducerStateManager:
             )
         return None
 
+    @staticmethod
+    def _check_in_transaction(batch: ProducerBatch, known: _Producer) -> None:
+        if known.txn_first_offset != NO_OFFSET and not batch.transactional:
+            raise InvalidTxnStateError(
+                f"producer {batch.producer_id} has a transaction open since offset {known.txn_first_offset} "
+                "and sent a non-transactional batch"
+            )
+
     def appended(self, batch: ProducerBatch, first_offset: int, last_offset: int, now_ms: int) -> None:
-        """Record that ``batch`` now occupies ``first_offset``..``last_offset``."""
+        """Record that ``batch`` now occupies ``first_offset``..``last_offset`` (a transactional one
+        opens its producer's transaction there if none is open)."""
         known = self._producers.get(batch.producer_id)
-        if known is None or batch.epoch > known.epoch:
+        if known is None:
             known = self._producers[batch.producer_id] = _Producer(batch.epoch, now_ms)
+        elif batch.epoch > known.epoch:
+            known = self._producers[batch.producer_id] = known.new_epoch(batch.epoch, now_ms)
         known.last_append_ms = max(known.last_append_ms, now_ms)
         known.batches.append((batch.first_sequence, batch.last_sequence, first_offset, last_offset))
+        if batch.transactional and known.txn_first_offset == NO_OFFSET:
+            known.txn_first_offset = first_offset
+            self._open[batch.producer_id] = first_offset
+
+    # ------------------------------------------------------------------ transactions
+
+    def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> None:
+        """Before writing a marker: raises InvalidProducerEpochError for an older producer epoch,
+        TransactionCoordinatorFencedError for an older coordinator epoch."""
+        known = self._producers.get(producer_id)
+        if known is None:
+            return
+        if epoch < known.epoch:
+            raise InvalidProducerEpochError(
+                f"a marker for producer {producer_id} epoch {epoch}, older than its current epoch {known.epoch}"
+            )
+        if coordinator_epoch < known.coordinator_epoch:
+            raise TransactionCoordinatorFencedError(
+                f"a marker for producer {producer_id} from coordinator epoch {coordinator_epoch}, older than "
+                f"the {known.coordinator_epoch} of its last marker"
+            )
+
+    def marker_appended(self, marker: MarkerBatch, offset: int, now_ms: int) -> CompletedTxn | None:
+        """Record the marker at ``offset``: the producer's open transaction ends (returned, with the
+        last stable offset after it); None when nothing was open (the marker ends nothing)."""
+        known = self._producers.get(marker.producer_id)
+        if known is None:
+            known = self._producers[marker.producer_id] = _Producer(marker.epoch, now_ms)
+        elif marker.epoch > known.epoch:
+            known = self._producers[marker.producer_id] = known.new_epoch(marker.epoch, now_ms)
+        known.last_append_ms = max(known.last_append_ms, now_ms)
+        known.coordinator_epoch = marker.coordinator_epoch
+        first = known.txn_first_offset
+        if first == NO_OFFSET:
+            return None
+        known.txn_first_offset = NO_OFFSET
+        del self._open[marker.producer_id]
+        stable = self.first_unstable_offset()
+        return CompletedTxn(
+            marker.producer_id, first, offset, offset + 1 if stable is None else stable, not marker.commit
+        )
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest open transaction (None: none is open)."""
+        return next(iter(self._open.values()), None)
+
+    def states(self) -> list[ProducerState]:
+        """Every producer known, by id."""
+        return [
+            ProducerState(
+                pid,
+                p.epoch,
+                p.batches[-1][1] if p.batches else -1,
+                p.last_append_ms,
+                p.coordinator_epoch,
+                p.txn_first_offset,
+            )
+            for pid, p in sorted(self._producers.items())
+        ]
 
     # ------------------------------------------------------------------ snapshots
 
@@ -175,8 +332,10 @@ class ProducerStateManager:
         """Save the state as of ``offset`` (the log end: every batch below it is included), forget
         expired producers, keep the newest SNAPSHOTS_KEPT snapshots."""
         self._producers = {
-            pid: p for pid, p in self._producers.items() if now_ms - p.last_append_ms < self.expiration_ms
-        }
+            pid: p
+            for pid, p in self._producers.items()
+            if now_ms - p.last_append_ms < self.expiration_ms or p.txn_first_offset != NO_OFFSET
+        }  # a producer with an open transaction is kept: its transaction holds the last stable offset
         document = {
             "format_version": FORMAT_VERSION,
             "offset": offset,
@@ -184,6 +343,8 @@ class ProducerStateManager:
                 str(pid): {
                     "epoch": p.epoch,
                     "last_append_ms": p.last_append_ms,
+                    "coordinator_epoch": p.coordinator_epoch,
+                    "txn_first_offset": p.txn_first_offset,
                     "batches": [list(b) for b in p.batches],
                 }
                 for pid, p in sorted(self._producers.items())
@@ -199,6 +360,7 @@ class ProducerStateManager:
         describe data that recovery cut away: deleted); return the offset from which the log's
         batches must be replayed with ``replay``."""
         self._producers = {}
+        self._open = {}
         for offset, path in reversed(self._snapshots()):
             if offset > log_end_offset:
                 logger.info("removing producer snapshot %s: beyond the log end %d", path, log_end_offset)
@@ -210,17 +372,28 @@ class ProducerStateManager:
                 logger.warning("%s; rebuilding the producer state from the log", exc)
                 path.rename(path.with_name(path.name + ".unreadable"))
                 continue
+            opened = sorted((p.txn_first_offset, pid) for pid, p in self._producers.items() if p.txn_first_offset >= 0)
+            self._open = {pid: first for first, pid in opened}
             return offset
         return 0
 
-    def replay(self, batches: Iterable[tuple[ProducerBatch, int, int]]) -> None:
-        """Apply (batch, first offset, last offset) of batches appended after the snapshot, in order."""
-        for batch, first_offset, last_offset in batches:
-            self.appended(batch, first_offset, last_offset, 0)
+    def replay(self, entries: Iterable[tuple[ProducerBatch | MarkerBatch, int, int, int]]) -> list[CompletedTxn]:
+        """Apply (batch or marker, first offset, last offset, max timestamp) of what was appended
+        after the snapshot, in order; return the transactions the markers ended."""
+        completed = []
+        for entry, first_offset, last_offset, timestamp in entries:
+            if isinstance(entry, MarkerBatch):
+                done = self.marker_appended(entry, first_offset, timestamp)
+                if done is not None:
+                    completed.append(done)
+            else:
+                self.appended(entry, first_offset, last_offset, timestamp)
+        return completed
 
     def truncate(self) -> None:
         """The log lost data (truncation): the state is rebuilt by the caller from what remains."""
         self._producers = {}
+        self._open = {}
         for _, path in self._snapshots():
             path.unlink(missing_ok=True)
 
@@ -228,11 +401,16 @@ class ProducerStateManager:
 def _read_snapshot(path: Path) -> dict[int, _Producer]:
     try:
         document = json.loads(path.read_bytes())
-        if document.get("format_version") != FORMAT_VERSION:
+        if document.get("format_version") not in _READABLE_VERSIONS:
             raise ValueError(f"unknown format_version {document.get('format_version')!r}")
         producers = {}
         for pid, entry in document["producers"].items():
-            producer = _Producer(int(entry["epoch"]), int(entry["last_append_ms"]))
+            producer = _Producer(
+                int(entry["epoch"]),
+                int(entry["last_append_ms"]),
+                coordinator_epoch=int(entry.get("coordinator_epoch", -1)),  # absent in version 1
+                txn_first_offset=int(entry.get("txn_first_offset", NO_OFFSET)),
+            )
             for first_seq, last_seq, first_offset, last_offset in entry["batches"][-BATCHES_KEPT:]:
                 producer.batches.append((int(first_seq), int(last_seq), int(first_offset), int(last_offset)))
             producers[int(pid)] = producer
@@ -241,10 +419,13 @@ def _read_snapshot(path: Path) -> dict[int, _Producer]:
     return producers
 
 
-def batches_in_file(fd: int, start: int, end: int, min_offset: int) -> Iterable[tuple[ProducerBatch, int, int]]:
-    """(producer batch, first offset, last offset) of every idempotent record batch in bytes
-    ``start``..``end`` of a segment file whose last offset is at least ``min_offset``, read header by
-    header (the log was validated when it was loaded)."""
+def batches_in_file(
+    fd: int, start: int, end: int, min_offset: int
+) -> Iterable[tuple[ProducerBatch | MarkerBatch, int, int, int]]:
+    """(producer batch or marker, first offset, last offset, max timestamp) of every idempotent or
+    transactional record batch and every transaction marker in bytes ``start``..``end`` of a
+    segment file whose last offset is at least ``min_offset``, read header by header (the log was
+    validated when it was loaded; a marker's one record is read and decoded)."""
     position = start
     chunk = b""
     chunk_start = start
@@ -260,8 +441,32 @@ def batches_in_file(fd: int, start: int, end: int, min_offset: int) -> Iterable[
             return
         if chunk[at + 16] == 2 and at + _HEADER.size <= len(chunk):
             fields = _HEADER.unpack_from(chunk, at)
-            base_offset, attributes, delta, producer_id = fields[0], fields[5], fields[6], fields[9]
+            base_offset, attributes, delta, max_timestamp, producer_id = (
+                fields[0],
+                fields[5],
+                fields[6],
+                fields[8],
+                fields[9],
+            )
             last_offset = base_offset + delta
-            if producer_id >= 0 and not attributes & _CONTROL_BIT and last_offset >= min_offset:
-                yield ProducerBatch(producer_id, fields[10], fields[11], fields[12]), base_offset, last_offset
+            if producer_id >= 0 and last_offset >= min_offset:
+                if not attributes & _CONTROL_BIT:
+                    transactional = bool(attributes & _TRANSACTIONAL_BIT)
+                    batch = ProducerBatch(producer_id, fields[10], fields[11], fields[12], transactional)
+                    yield batch, base_offset, last_offset, max_timestamp
+                else:
+                    marker = _marker_at(fd, position, size, producer_id, fields[10])
+                    if marker is not None:
+                        yield marker, base_offset, last_offset, max_timestamp
         position += size
+
+
+def _marker_at(fd: int, position: int, size: int, producer_id: int, epoch: int) -> MarkerBatch | None:
+    try:
+        marker = decode_marker(os.pread(fd, size, position))
+    except CorruptRecordError as exc:
+        # the log accepted it (only the log writes control batches): a marker it cannot read again
+        # is damage that verification reports; the transaction it ended stays open
+        logger.error("a transaction marker of producer %d is unreadable: %s", producer_id, exc)  # noqa: TRY400 (the reason is the message)
+        return None
+    return MarkerBatch(producer_id, epoch, marker.commit, marker.coordinator_epoch)

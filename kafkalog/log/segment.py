@@ -1,4 +1,4 @@
-"""LogSegment: one .log file of message-set entries and its two sparse indexes.
+"""LogSegment: one .log file of message-set entries, its two sparse indexes and its aborted transactions.
 
 A segment holds the entries with offsets from ``base_offset`` up to (not including) the next
 segment's base offset, back to back from byte 0 to ``size``. Only the last segment of a log (the
@@ -17,10 +17,18 @@ from pathlib import Path
 from kafkalog.errors import CorruptSegmentError, LogError, StorageError
 from kafkalog.log.config import LogConfig
 from kafkalog.log.faults import crash_point
-from kafkalog.log.files import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_path
+from kafkalog.log.files import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    segment_path,
+)
 from kafkalog.log.index import CorruptIndexError, OffsetIndex, TimeIndex
 from kafkalog.log.region import FileRegion
 from kafkalog.log.scan import ScanResult, scan_file
+from kafkalog.log.txn_index import TransactionIndex
 from kafkalog.record import batch_format as batches
 from kafkalog.record.validate import ValidatedSet
 
@@ -57,6 +65,7 @@ class LogSegment:
         self.log_path = segment_path(directory, base_offset, LOG_SUFFIX)
         self.index_path = segment_path(directory, base_offset, INDEX_SUFFIX)
         self.time_index_path = segment_path(directory, base_offset, TIME_INDEX_SUFFIX)
+        self.txn_index_path = segment_path(directory, base_offset, TXN_INDEX_SUFFIX)
         flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
         try:
             self._fd = os.open(self.log_path, flags, 0o644)
@@ -76,6 +85,15 @@ class LogSegment:
         self._lock = threading.RLock()
         self._closed = False
         self.on_corruption: Callable[[CorruptSegmentError], None] | None = None
+        self.txn_index_lost = False
+        """The .txnindex was unreadable and is gone: the log rebuilds it from a full replay."""
+        try:
+            self.txn_index = TransactionIndex(self.txn_index_path)
+        except CorruptIndexError as exc:
+            logger.warning("removing %s, to be rebuilt from the log: %s", self.txn_index_path, exc)
+            self.txn_index_path.unlink()
+            self.txn_index = TransactionIndex(self.txn_index_path)
+            self.txn_index_lost = True
 
     def __repr__(self) -> str:
         return f"LogSegment({self.log_path.name}, size={self.size}, next_offset={self.next_offset})"
@@ -361,6 +379,7 @@ class LogSegment:
             for index in (self._offset_index, self._time_index):
                 if index is not None:
                     index.flush()
+            self.txn_index.flush()
 
     def seal(self) -> None:
         """Stop being the active segment: record the largest timestamp, trim and fsync everything."""
@@ -380,6 +399,7 @@ class LogSegment:
             if position is None:
                 return
             self._truncate_file(position[0])
+            self.txn_index.truncate_to(offset)
             result = self.rebuild_indexes()
             self.next_offset = result.last_offset + 1 if result.entries else self.base_offset
             if self._active:
@@ -426,14 +446,24 @@ class LogSegment:
             position += entry_size
         return None
 
-    def read(self, offset: int, max_bytes: int, *, min_one_message: bool = False) -> FileRegion | None:
+    def read(
+        self, offset: int, max_bytes: int, *, min_one_message: bool = False, max_offset: int | None = None
+    ) -> FileRegion | None:
         """A region of at most ``max_bytes`` starting at the entry holding ``offset`` (a compressed
         wrapper holding it starts earlier); None if the segment has no entry at or after it.
-        With ``min_one_message`` the first entry is returned whole even if larger than max_bytes."""
+        With ``min_one_message`` the first entry is returned whole even if larger than max_bytes.
+        With ``max_offset`` the region ends before the entry holding that offset (a batch boundary
+        for the last stable offset): None when nothing comes before it."""
         fd = self._dup_fd()
         try:
             size = self.size
             found = self._find(fd, offset, size)
+            if found is not None and max_offset is not None:
+                stop = self._find(fd, max_offset, size)
+                if stop is not None:
+                    size = stop[0]
+                    if found[0] >= size:
+                        found = None
             if found is None:
                 os.close(fd)
                 return None
@@ -446,6 +476,27 @@ class LogSegment:
         except BaseException:
             os.close(fd)
             raise
+
+    def offset_bound(self, end: int) -> int:
+        """An offset past every message of the entries that start before byte ``end``: the stored
+        offset of the first entry starting at or after it (found from the index entry before it),
+        else the segment's next offset. Read committed lists the aborted transactions below it."""
+        with self._lock:
+            _, position = self._indexes()[0].floor_position(end)
+        fd = self._dup_fd()
+        try:
+            size = self.size
+            while position < min(end, size):
+                header = os.pread(fd, _HEADER, position)
+                length = int.from_bytes(header[8:12], "big", signed=True) if len(header) == _HEADER else -1
+                if length < 0:
+                    return self.next_offset  # corrupt or cut: the end of the segment bounds it
+                position += _HEADER + length
+            if position + 8 > size:
+                return self.next_offset
+            return int.from_bytes(os.pread(fd, 8, position), "big", signed=True)
+        finally:
+            os.close(fd)
 
     def _find(self, fd: int, offset: int, size: int) -> tuple[int, int, int] | None:
         with self._lock:  # the map may be remapped by appends, sealing or a rebuild
@@ -537,7 +588,7 @@ class LogSegment:
                 os.close(self._fd)
                 self._closed = True
             renamed = []
-            for path in (self.log_path, self.index_path, self.time_index_path):
+            for path in (self.log_path, self.index_path, self.time_index_path, self.txn_index_path):
                 if path.exists():
                     target = path.with_name(path.name + DELETED_SUFFIX)
                     path.rename(target)

@@ -10,6 +10,13 @@ size is too small still makes progress instead of stalling silently. Clients on 
 timestamps and get magic 0; clients on v2/v3 predate record batches and get magic 1: their data is
 converted (which costs a copy) where the log holds anything newer. Everyone else gets regions, sent
 with sendfile.
+
+Every v4+ answer says the partition's last stable offset (LSO: below it every transaction is
+decided). A read-committed fetch (v4+, isolation level 1) reads only below the LSO and lists the
+aborted transactions touching what it returns, from the fetch offset to the end of the region (an
+empty list when none, as Kafka; null reading uncommitted); the consumer drops their records and the
+markers. Its total, which decides whether a parked fetch may answer, counts only that data, so a
+parked read-committed fetch wakes for data below the LSO, not for an open transaction's writes.
 """
 
 from __future__ import annotations
@@ -28,6 +35,8 @@ from kafkalog.server.cluster.view import ClusterView
 _FORMAT_OF_FETCH = {0: 0, 1: 0, 2: 1, 3: 1}
 
 _NO_LIMIT = 1 << 30  # a fetch without a total limit (v0-v2) still stays far below the 2 GiB frame limit
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +49,12 @@ class FetchRequest:
     """(topic, ((partition, fetch offset, partition max bytes), ...)) in request order."""
     denied: frozenset[str] = frozenset()
     """Topics the caller may not read (answered TOPIC_AUTHORIZATION_FAILED, never read)."""
+    isolation_level: int = READ_UNCOMMITTED
+    """v4+: READ_COMMITTED reads below the last stable offset only (any other value: uncommitted)."""
+
+    @property
+    def read_committed(self) -> bool:
+        return self.isolation_level == READ_COMMITTED
 
     @classmethod
     def from_body(cls, version: int, body: Struct, max_wait_cap_ms: int) -> FetchRequest:
@@ -52,6 +67,7 @@ class FetchRequest:
                 (t["topic"], tuple((p["partition"], p["fetch_offset"], p["max_bytes"]) for p in t["partitions"]))
                 for t in body["topics"]
             ),
+            isolation_level=body.get("isolation_level", READ_UNCOMMITTED),
         )
 
 
@@ -93,9 +109,9 @@ def read_fetch(cluster: ClusterView, logs: LogManager, request: FetchRequest) ->
                     "partition": partition,
                     "error_code": ErrorCode.NONE,
                     "high_watermark": -1,
-                    "last_stable_offset": -1,  # v4+: no transactions, so the high watermark (set below)
+                    "last_stable_offset": -1,  # v4+
                     "log_start_offset": -1,  # v5+
-                    "aborted_transactions": None,
+                    "aborted_transactions": [] if request.read_committed else None,  # v4+
                     "record_set": b"",
                 }
                 problem = (
@@ -109,9 +125,16 @@ def read_fetch(cluster: ClusterView, logs: LogManager, request: FetchRequest) ->
                 else:
                     limit = max(0, min(partition_max, request.max_bytes - total))
                     try:
-                        info = log.read(offset, limit, min_one_message=(total == 0))
-                        answer["high_watermark"] = answer["last_stable_offset"] = info.log_end_offset
+                        stable = log.last_stable_offset if request.read_committed else None
+                        info = log.read(offset, limit, min_one_message=(total == 0), max_offset=stable)
+                        answer["high_watermark"] = info.log_end_offset
+                        answer["last_stable_offset"] = info.last_stable_offset if stable is None else stable
                         answer["log_start_offset"] = log.log_start_offset
+                        if info.region is not None and stable is not None:
+                            answer["aborted_transactions"] = [
+                                {"producer_id": txn.producer_id, "first_offset": txn.first_offset}
+                                for txn in log.aborted_transactions(offset, info.upper_bound_offset)
+                            ]
                         if info.region is not None:
                             answer["record_set"] = _for_version(info.region, request.version, log.config.message_format)
                             if answer["record_set"] is info.region:
@@ -121,7 +144,8 @@ def read_fetch(cluster: ClusterView, logs: LogManager, request: FetchRequest) ->
                                 total += len(answer["record_set"])
                     except OffsetOutOfRangeError as exc:
                         answer["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
-                        answer["high_watermark"] = answer["last_stable_offset"] = exc.log_end_offset
+                        answer["high_watermark"] = exc.log_end_offset
+                        answer["last_stable_offset"] = log.last_stable_offset
                         answer["log_start_offset"] = exc.log_start_offset
                     except CorruptSegmentError:
                         answer["error_code"] = ErrorCode.CORRUPT_MESSAGE

@@ -175,3 +175,13 @@ def test_delete_records_moves_the_log_start_durably(tmp_path: Path) -> None:
     assert crashed.delete_records_before(30) == 30  # everything: an empty log that goes on at 30
     assert crashed.log_end_offset == 30
     assert crashed.append(encode_batch([(None, b"next", -1, ())])).first_offset == 30
+
+
+def test_delete_records_to_the_end_after_a_roll_keeps_the_empty_active_segment(tmp_path: Path) -> None:
+    log = Log(tmp_path, LogConfig(segment_bytes=400, retention_ms=None, flush_ms=None))
+    log.append(encode_batch([(None, b"v", -1, ())]))
+    log.roll()  # the active segment is empty, at the log end
+    active = log.active_segment
+    assert log.delete_records_before(1) == 1
+    assert log.segments == (active,) and log.log_end_offset == 1
+    assert log.append(encode_batch([(None, b"next", -1, ())])).first_offset == 1
