@@ -196,9 +196,9 @@ class TransactionHandlers:
         """A transaction's offsets for a group, kept aside until its marker (the group's coordinator's
         part). The member's generation is checked like OffsetCommit's (KIP-447)."""
         group, producer_id = body["group_id"], body["producer_id"]
-        group_error = self.transactional_id(caller, Operation.WRITE, body["transactional_id"]) or self.access.group(
-            caller, Operation.READ, group
-        )
+        group_error: int | None = self.transactional_id(
+            caller, Operation.WRITE, body["transactional_id"]
+        ) or self.access.group(caller, Operation.READ, group)
         if group_error is None and not self.cluster.coordinates(group):
             group_error = ErrorCode.NOT_COORDINATOR
         if group_error is None and api.version >= _FENCED_SINCE[ApiKey.TXN_OFFSET_COMMIT]:
@@ -323,7 +323,7 @@ class TransactionHandlers:
     def describe_transactions(self, header: RequestHeader, api: Api, body: Struct, caller: Caller) -> Struct:
         states = []
         for transactional_id in body["transactional_ids"]:
-            error = self.transactional_id(caller, Operation.DESCRIBE, transactional_id)
+            error: int | None = self.transactional_id(caller, Operation.DESCRIBE, transactional_id)
             record = None
             if error is None:
                 error, record = self.coordinator.describe(transactional_id)

@@ -17,6 +17,7 @@ from tests.support.certificates import authority, person, pkcs12_keystore
 from tests.support.hadoop import HadoopCluster
 from tests.support.kafka09 import Kafka09Process
 from tests.support.kafka4 import Kafka4Process, secured_kafka4
+from tests.support.kafkalog import BrokerProcess
 from tests.support.metastore import HiveMetastoreProcess
 from tests.support.postgres import PostgresProcess
 from tests.support.spark import spark_kafka_jars, stop_spark
@@ -61,6 +62,16 @@ def kafka4(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kafka4Process]:
         yield broker
     finally:
         broker.stop()
+
+
+@pytest.fixture(scope="session")
+def kafkalog_shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """One kafkalog broker for the tests that race it against ``kafka4`` and leave it as they found it
+    (topics and transactional ids of their own): record batches, transaction timeouts checked every
+    200 ms (so a test of a timeout waits for the timeout, not for the check)."""
+    root = Path(tmp_path_factory.mktemp("kafkalog-shared"))
+    with BrokerProcess(root / "data", transactions={"abort_check_interval_ms": 200}) as broker:
+        yield broker
 
 
 @pytest.fixture(scope="session")

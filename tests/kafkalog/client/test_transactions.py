@@ -1,5 +1,5 @@
 """Our transactional producer against a real broker (the ``cluster`` fixture's parameter: Apache Kafka
-4.x now): committed transactions are read by read-committed consumers (ours and librdkafka's),
+4.x, and kafkalog): committed transactions are read by read-committed consumers (ours and librdkafka's),
 aborted ones never; a second producer with the same transactional id fences the first; offsets sent
 to a transaction are the group's only once it commits; an abort drops what was not sent; a
 timeout the coordinator refuses is fatal."""
@@ -24,7 +24,7 @@ from kafkalog.errors import (
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(params=["kafka4"])
+@pytest.fixture(params=["kafkalog_shared", "kafka4"])
 def cluster(request: pytest.FixtureRequest) -> str:
     """The bootstrap address of the broker under test."""
     return str(request.getfixturevalue(request.param).bootstrap)
