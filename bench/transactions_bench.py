@@ -1,9 +1,9 @@
-"""Reading committed data, against Apache Kafka 4.x: what the filter of aborted transactions and
+"""Reading committed data, on Apache Kafka 4.x and on kafkalog: what the filter of aborted transactions and
 markers costs our consumer and the loader's task, beside the same work without it, in one run.
 
-``python -m bench.transactions_bench [--messages N] [--per-transaction N] [--repeat N]``
+``python -m bench.transactions_bench [--messages N] [--per-transaction N] [--repeat N] [--brokers kafka4,kafkalog]``
 
-One Kafka 4.x broker (KRaft) holds two topics of the same JSON events, one partition each:
+Each broker (Kafka 4.x in KRaft mode; kafkalog) holds two topics of the same JSON events, one partition each:
 ``plain`` (an idempotent producer, no transactions) and ``txn`` (librdkafka's transactional
 producer, ``--per-transaction`` messages a transaction, every fifth transaction aborted). The JVM is
 warmed first: rounds of fetching the whole ``plain`` topic until two successive rounds agree within
@@ -39,6 +39,7 @@ from pipelines.config.pipeline import BadRecords, Decoder, EventTime, Source
 from pipelines.executor.source import SplitTask
 from pipelines.executor.splits import Split
 from tests.support.kafka4 import Kafka4Process
+from tests.support.kafkalog import BrokerProcess
 
 
 def event(i: int) -> bytes:
@@ -123,52 +124,68 @@ def warm(bootstrap: str, topic: str) -> list[float]:
     return rounds
 
 
+def measure(name: str, bootstrap: str, args: argparse.Namespace) -> None:
+    """Both ratios on one broker, its results suffixed with ``name`` (Kafka 4.x's unsuffixed, as
+    first recorded)."""
+    suffix = "" if name == "kafka4" else f"_{name}"
+    with Admin(bootstrap) as admin:
+        for topic in ("plain", "txn"):
+            admin.create_topic(topic, 1, {"retention.ms": "-1"})
+    plain = write(bootstrap, "plain", args.messages, None)
+    committed = write(bootstrap, "txn", args.messages, args.per_transaction)
+    with SimpleConsumer(bootstrap) as consumer:
+        txn_end = consumer.latest_offset("txn", 0)
+    print(f"{name}: plain: {plain:,} events; txn: {committed:,} committed of {args.messages:,} ({txn_end:,} offsets)")
+    rounds = warm(bootstrap, "plain")
+    print(f"{name}: warm-up, offsets/s per round:", ", ".join(f"{r:,.0f}" for r in rounds))
+
+    committed_rate, uncommitted_rate = paired(
+        per_second(lambda: read_whole(bootstrap, "txn", "read_committed")),
+        per_second(lambda: read_whole(bootstrap, "txn", "read_uncommitted")),
+        args.repeat,
+    )
+    print(f"{name}: fetch txn read committed:   {committed_rate:12,.0f} offsets/s")
+    print(f"{name}: fetch txn read uncommitted: {uncommitted_rate:12,.0f} offsets/s")
+    result(f"read_committed_fetch_offsets_per_s{suffix}", committed_rate, "offsets/s")
+    result(f"read_uncommitted_fetch_offsets_per_s{suffix}", uncommitted_rate, "offsets/s")
+    result(f"read_committed_vs_uncommitted{suffix}", committed_rate / uncommitted_rate, "ratio")
+
+    with SimpleConsumer(bootstrap) as consumer:
+        plain_end = consumer.latest_offset("plain", 0)
+    txn_rows, plain_rows = paired(
+        per_second(lambda: task_rows(bootstrap, "txn", txn_end)),
+        per_second(lambda: task_rows(bootstrap, "plain", plain_end)),
+        args.repeat,
+    )
+    print(f"{name}: task from txn (committed rows): {txn_rows:12,.0f} rows/s")
+    print(f"{name}: task from plain:                {plain_rows:12,.0f} rows/s")
+    result(f"task_rows_per_s_transactional_topic{suffix}", txn_rows, "rows/s")
+    result(f"task_rows_per_s_plain_topic{suffix}", plain_rows, "rows/s")
+    result(f"task_from_transactions_vs_plain{suffix}", txn_rows / plain_rows, "ratio")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=200_000)
     parser.add_argument("--per-transaction", type=int, default=1_000)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--brokers", default="kafka4,kafkalog", help="which brokers, comma-separated")
     args = parser.parse_args()
+    brokers = args.brokers.split(",")
+    unknown = set(brokers) - {"kafka4", "kafkalog"}
+    if unknown:
+        parser.error(f"--brokers: unknown {sorted(unknown)} (kafka4, kafkalog)")
     with tempfile.TemporaryDirectory(prefix="transactions-bench-") as root:
-        broker = Kafka4Process(Path(root) / "kafka4").start()
-        try:
-            bootstrap = broker.bootstrap
-            with Admin(bootstrap) as admin:
-                for topic in ("plain", "txn"):
-                    admin.create_topic(topic, 1, {"retention.ms": "-1"})
-            plain = write(bootstrap, "plain", args.messages, None)
-            committed = write(bootstrap, "txn", args.messages, args.per_transaction)
-            with SimpleConsumer(bootstrap) as consumer:
-                txn_end = consumer.latest_offset("txn", 0)
-            print(f"plain: {plain:,} events; txn: {committed:,} committed of {args.messages:,} ({txn_end:,} offsets)")
-            rounds = warm(bootstrap, "plain")
-            print("warm-up, offsets/s per round:", ", ".join(f"{r:,.0f}" for r in rounds))
-
-            committed_rate, uncommitted_rate = paired(
-                per_second(lambda: read_whole(bootstrap, "txn", "read_committed")),
-                per_second(lambda: read_whole(bootstrap, "txn", "read_uncommitted")),
-                args.repeat,
-            )
-            print(f"fetch txn read committed:   {committed_rate:12,.0f} offsets/s")
-            print(f"fetch txn read uncommitted: {uncommitted_rate:12,.0f} offsets/s")
-            result("read_committed_fetch_offsets_per_s", committed_rate, "offsets/s")
-            result("read_uncommitted_fetch_offsets_per_s", uncommitted_rate, "offsets/s")
-            result("read_committed_vs_uncommitted", committed_rate / uncommitted_rate, "ratio")
-
-            with SimpleConsumer(bootstrap) as consumer:
-                plain_end = consumer.latest_offset("plain", 0)
-            txn_rows, plain_rows = paired(
-                per_second(lambda: task_rows(bootstrap, "txn", txn_end)),
-                per_second(lambda: task_rows(bootstrap, "plain", plain_end)),
-                args.repeat,
-            )
-            print(f"task from txn (committed rows): {txn_rows:12,.0f} rows/s")
-            print(f"task from plain:                {plain_rows:12,.0f} rows/s")
-            result("task_rows_per_s_transactional_topic", txn_rows, "rows/s")
-            result("task_rows_per_s_plain_topic", plain_rows, "rows/s")
-            result("task_from_transactions_vs_plain", txn_rows / plain_rows, "ratio")
-        finally:
-            broker.stop()
+        for name in brokers:
+            if name == "kafka4":
+                kafka4 = Kafka4Process(Path(root) / "kafka4").start()
+                try:
+                    measure(name, kafka4.bootstrap, args)
+                finally:
+                    kafka4.stop()
+            else:
+                with BrokerProcess(Path(root) / "kafkalog") as kafkalog:
+                    measure(name, kafkalog.bootstrap, args)
     print_results()
 
 
