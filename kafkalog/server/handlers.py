@@ -98,6 +98,7 @@ class RequestHandlers:
         markers = BrokerMarkers(
             config.broker_id, logs, cluster, store, offsets,
             shared_offsets=transaction_store is not None, listener=_inter_broker_listener(config),
+            on_written=lambda: self.on_append(),  # noqa: PLW0108  (on_append is set after us: looked up when called)
         )  # fmt: skip
         coordinator = TransactionCoordinator(
             config.transactions,
@@ -134,7 +135,7 @@ class RequestHandlers:
             ApiKey.ADD_PARTITIONS_TO_TXN: self.transactions.add_partitions_to_txn,
             ApiKey.ADD_OFFSETS_TO_TXN: self.transactions.add_offsets_to_txn,
             ApiKey.END_TXN: self.transactions.end_txn,
-            ApiKey.WRITE_TXN_MARKERS: self.transactions.write_txn_markers,
+            ApiKey.WRITE_TXN_MARKERS: self.write_txn_markers,
             ApiKey.TXN_OFFSET_COMMIT: self.transactions.txn_offset_commit,
             ApiKey.DESCRIBE_PRODUCERS: self.transactions.describe_producers,
             ApiKey.DESCRIBE_TRANSACTIONS: self.transactions.describe_transactions,
@@ -215,6 +216,11 @@ class RequestHandlers:
         # acks=-1 ("all in-sync replicas") is answered like acks=1: there is no replication, so the
         # leader's append is all there is. docs/broker.md says so.
         return {"responses": responses, "throttle_time_ms": 0}
+
+    def write_txn_markers(self, header: RequestHeader, api: Api, body: Struct, caller: Caller) -> HandlerResult:
+        answer = self.transactions.write_txn_markers(header, api, body, caller)
+        self.on_append()  # a marker moves the last stable offset: parked read-committed fetches may answer
+        return answer
 
     def _unverified(
         self, transactional_id: str | None, topic: str, partition: int, record_set: Any

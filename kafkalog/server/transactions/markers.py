@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import Callable
 
 from kafkalog.client.connection import BrokerConnection
 from kafkalog.errors import KafkalogError
@@ -64,6 +65,7 @@ class BrokerMarkers:
         *,
         shared_offsets: bool,
         listener: str,
+        on_written: Callable[[], None] = lambda: None,
     ) -> None:
         self.broker_id = broker_id
         self.logs = logs
@@ -73,15 +75,20 @@ class BrokerMarkers:
         self.shared_offsets = shared_offsets
         """Whether every broker reaches every group's staged offsets (ZooKeeper)."""
         self.listener = listener
+        self.on_written = on_written
+        """Called after markers were appended here: parked read-committed fetches may now answer."""
 
     def write(self, producer_id: int, producer_epoch: int, *, commit: bool, targets: Targets) -> Targets:
         left_partitions: set[tuple[str, int]] = set()
         left_groups: set[str] = set()
         remote: dict[int, list[tuple[str, int]]] = defaultdict(list)
+        appended = False
         for topic, partition in sorted(targets.partitions):
             leader, _ = self.cluster.leader_id(topic, partition)
             if leader == self.broker_id:
-                if not self._append(topic, partition, producer_id, producer_epoch, commit):
+                if self._append(topic, partition, producer_id, producer_epoch, commit):
+                    appended = True
+                else:
                     left_partitions.add((topic, partition))
             elif leader < 0:
                 if self.cluster.partition_count(topic) is None:
@@ -89,6 +96,8 @@ class BrokerMarkers:
                 left_partitions.add((topic, partition))
             else:
                 remote[leader].append((topic, partition))
+        if appended:
+            self.on_written()
         group_coordinators: dict[int, list[str]] = defaultdict(list)
         for group in sorted(targets.groups):
             if self.shared_offsets or self.cluster.coordinates(group):

@@ -6,6 +6,7 @@ timeout the coordinator refuses is fatal."""
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -225,3 +226,19 @@ def test_the_group_consumer_and_the_command_line_read_committed(producer: Produc
         (stream,) = consumer.create_message_streams({topic: 1})[topic]
         read = [m.value for m in stream if m.partition == 0]
     assert read == [b"c0", b"c1"]
+
+
+def test_a_waiting_read_committed_fetch_answers_when_the_transaction_commits(cluster: str, topic: str) -> None:
+    """A fetch parked for data below the last stable offset wakes when the marker moves it, not at
+    the end of its wait."""
+    with Producer(cluster, transactional_id=f"tid-{uuid.uuid4().hex[:8]}", linger_ms=0) as producer:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send(topic, b"held", partition=0).result(10)
+        with SimpleConsumer(cluster, isolation="read_committed", max_wait_ms=8000) as consumer:
+            threading.Timer(1.0, producer.commit_transaction).start()
+            began = time.monotonic()
+            result = consumer.fetch(topic, 0, 0)
+            waited = time.monotonic() - began
+    assert [m.value for m in result.messages] == [b"held"]
+    assert 0.5 < waited < 6.0, f"the fetch answered after {waited:.1f} s"
