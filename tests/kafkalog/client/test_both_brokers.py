@@ -112,7 +112,7 @@ def test_admin(broker: tuple[str, str]) -> None:
 def test_a_real_client_and_ours_read_each_others_data(broker: tuple[str, str]) -> None:
     kind, bootstrap = broker
     api = {"api_version": (0, 9)} if kind == "kafka-0.9" else {}
-    # kafkalog: InitProducerId is not served yet (docs/broker.md), so no idempotence
+    # plain batches from both (idempotence has tests of its own: test_idempotent_producers.py)
     idempotence = {} if kind == "kafka-0.9" else {"enable_idempotence": False}
     theirs = kafka.KafkaProducer(bootstrap_servers=bootstrap, compression_type="gzip", **api, **idempotence)
     for i in range(50):

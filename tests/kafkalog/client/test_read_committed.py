@@ -91,9 +91,9 @@ def test_committed_data_only_and_an_open_transaction_holds_the_end_back(
         assert [m.value for m in committed.messages(topic, 0, 9, 12)] == [b"open0", b"open1"]
 
 
-def test_on_kafkalog_reading_committed_reads_everything(tmp_path: Path) -> None:
-    """kafkalog writes no transactions yet: its last stable offset is its log end, and a
-    read-committed consumer reads what a read-uncommitted one does."""
+def test_on_kafkalog_a_topic_without_transactions_reads_the_same_committed(tmp_path: Path) -> None:
+    """A kafkalog topic no transactional producer wrote: its last stable offset is its log end, and
+    a read-committed consumer reads what a read-uncommitted one does."""
     config = BrokerConfig(port=0, data_dirs=(tmp_path / "broker",), default_partitions=1, metrics_port=0)
     with Broker(config) as broker:
         bootstrap = f"127.0.0.1:{broker.port}"

@@ -148,8 +148,15 @@ def test_a_retry_after_a_broker_sigkill_is_recognised(tmp_path: Path) -> None:
         assert again["producer_id"] > producer_id
 
 
-def test_a_transactional_producer_is_refused(behind_proxy: tuple[BrokerProcess, AckDroppingProxy]) -> None:
+def test_a_transactional_id_gets_its_producer_id_and_each_instance_the_next_epoch(
+    behind_proxy: tuple[BrokerProcess, AckDroppingProxy],
+) -> None:
     broker, _ = behind_proxy
-    answer = roundtrip(broker.port, ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": "tx-1"})
-    assert answer["error_code"] == ErrorCode.INVALID_REQUEST
-    assert "transactions are not served" in broker.log_text()
+    request = {"transactional_id": "tx-1", "transaction_timeout_ms": 30_000}
+    first = roundtrip(broker.port, ApiKey.INIT_PRODUCER_ID, 4, request)
+    second = roundtrip(broker.port, ApiKey.INIT_PRODUCER_ID, 4, request)
+    assert first["error_code"] == second["error_code"] == ErrorCode.NONE
+    assert first["producer_id"] == second["producer_id"] >= 0
+    assert (first["producer_epoch"], second["producer_epoch"]) == (0, 1)
+    idempotent = roundtrip(broker.port, ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": None})
+    assert idempotent["producer_id"] != first["producer_id"]
