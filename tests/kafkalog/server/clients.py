@@ -46,7 +46,7 @@ class KafkaPython:
             compression_type=None if codec == "none" else codec,
             linger_ms=5,
             max_block_ms=10_000,
-            enable_idempotence=False,  # plain batches here; idempotence has tests of its own (test_idempotent_producers.py)
+            enable_idempotence=False,  # plain batches here; idempotence is tested on its own
         )
         futures = [
             producer.send(topic, key=key, value=value, partition=partition, timestamp_ms=ts)
