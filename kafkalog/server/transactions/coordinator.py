@@ -251,7 +251,7 @@ class TransactionCoordinator:
                 return Initialized(int(getattr(exc, "error_code", ErrorCode.COORDINATOR_NOT_AVAILABLE)))
         if fencing is not None:
             logger.info("transactional id %r: a new instance fences the open transaction; aborting it", fencing)
-            self._complete(fencing)
+            self._complete(fencing, claimed=True)
             return Initialized(ErrorCode.CONCURRENT_TRANSACTIONS)
         return Initialized(ErrorCode.NONE, bumped.producer_id, bumped.producer_epoch)
 
@@ -342,23 +342,30 @@ class TransactionCoordinator:
             except KafkalogError as exc:
                 logger.warning("ending the transaction of %r: %s", transactional_id, exc)
                 return int(getattr(exc, "error_code", ErrorCode.COORDINATOR_NOT_AVAILABLE))
-        self._complete(transactional_id)
+        self._complete(transactional_id, claimed=True)
         return ErrorCode.NONE
 
     def _prepare(self, record: TransactionMetadata, *, commit: bool, bump_epoch: bool) -> None:
-        """Store the decision. Under the lock."""
+        """Store the decision and claim its completion for the caller, who must then call
+        ``_complete(..., claimed=True)``: so the timer cannot write the markers meanwhile and let
+        EndTxn answer before they are written. Under the lock."""
         prepared = dataclasses.replace(record, partitions=set(record.partitions), groups=set(record.groups))
         prepared.state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
         if bump_epoch and record.producer_epoch + 1 < MAX_EPOCH:
             prepared.last_epoch, prepared.producer_epoch = record.producer_epoch, record.producer_epoch + 1
         self._store(prepared)
         self._unwritten[record.transactional_id] = Targets(frozenset(prepared.partitions), frozenset(prepared.groups))
+        self._completing.add(record.transactional_id)
 
-    def _complete(self, transactional_id: str) -> None:
-        """Write the markers of a stored decision; once all are written, store Complete*."""
+    def _complete(self, transactional_id: str, *, claimed: bool = False) -> None:
+        """Write the markers of a stored decision; once all are written, store Complete*. Unless
+        ``claimed`` (by ``_prepare``), only if no other thread is completing it."""
         with self._lock:
             record = self._records.get(transactional_id)
-            if record is None or not record.state.preparing or transactional_id in self._completing:
+            if not claimed and transactional_id in self._completing:
+                return
+            if record is None or not record.state.preparing:
+                self._completing.discard(transactional_id)
                 return
             self._completing.add(transactional_id)
             targets = self._unwritten.get(transactional_id) or Targets(
@@ -400,7 +407,7 @@ class TransactionCoordinator:
             except KafkalogError as exc:
                 logger.warning("cannot abort the transaction of %r: %s (retried)", transactional_id, exc)
                 return
-        self._complete(transactional_id)
+        self._complete(transactional_id, claimed=True)
 
     def _expire(self, transactional_id: str, now: int) -> None:
         with self._lock:
