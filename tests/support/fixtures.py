@@ -53,11 +53,20 @@ def kafka09(zookeeper: ZooKeeperProcess, tmp_path_factory: pytest.TempPathFactor
 @pytest.fixture(scope="session")
 def kafka4(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kafka4Process]:
     """An Apache Kafka 4.x broker (KRaft, broker and controller in one process), serving PLAINTEXT
-    (``bootstrap``) and SASL_SSL with a SCRAM-SHA-512 user (``secured``): one JVM for both."""
+    (``bootstrap``) and SASL_SSL with a SCRAM-SHA-512 user (``secured``): one JVM for both. Its
+    coordinator looks for timed-out transactions every second (Kafka's default: every 10 s), so a
+    test of a producer that died in a transaction waits for its abort seconds, not tens of seconds."""
     root = Path(tmp_path_factory.mktemp("kafka4"))
     ca = authority(root / "certs")
     keystore = pkcs12_keystore(ca.issue("broker", person("broker"), server=True), root / "broker.p12", "keystore-pw")
-    broker, _ = secured_kafka4(root / "broker", keystore, "keystore-pw", {"client": "client-Pw-4x"}, ca.certificate)
+    broker, _ = secured_kafka4(
+        root / "broker",
+        keystore,
+        "keystore-pw",
+        {"client": "client-Pw-4x"},
+        ca.certificate,
+        **{"transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000},
+    )
     try:
         yield broker
     finally:

@@ -228,19 +228,24 @@ class Kafka4Process:
 
 
 def secured_kafka4(
-    root: Path, keystore: Path, keystore_password: str, users: dict[str, str], ca_file: Path | None = None
+    root: Path,
+    keystore: Path,
+    keystore_password: str,
+    users: dict[str, str],
+    ca_file: Path | None = None,
+    **properties: object,
 ) -> tuple[Kafka4Process, int]:
     """A Kafka 4.x broker with a PLAINTEXT and a SASL_SSL listener (SCRAM-SHA-512 for ``users``,
     name → password, kept in KRaft's metadata from the storage format; TLS from a PKCS12
     ``keystore``). Returns it (started) and its SASL_SSL port; ``secured`` names the listener with
-    the first user."""
+    the first user. ``properties`` override its server.properties."""
     secured_port = free_port()
     scram = [
         arg
         for name, password in users.items()
         for arg in ("--add-scram", f"SCRAM-SHA-512=[name={name},password={password}]")
     ]
-    broker = Kafka4Process(root, format_args=scram)
+    broker = Kafka4Process(root, format_args=scram, **properties)
     plain = f"PLAINTEXT://127.0.0.1:{broker.port}"
     secured = f"SASL_SSL://127.0.0.1:{secured_port}"
     settings = {
