@@ -13,6 +13,7 @@ broker's limit: each refused with Kafka's error, and nothing is written.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,8 +22,8 @@ import pytest
 
 from kafkalog.client import Admin, Producer
 from kafkalog.log.faults import CRASH_EXIT_CODE
-from kafkalog.protocol import ErrorCode
-from tests.support.kafkalog import BrokerProcess
+from kafkalog.protocol import ApiKey, ErrorCode
+from tests.support.kafkalog import BrokerProcess, roundtrip
 
 from .raw_transactions import (
     RawTransaction,
@@ -182,3 +183,119 @@ def test_a_crash_while_the_decision_is_stored_ends_the_transaction_whole(
             assert txn.end(commit=True) == ErrorCode.PRODUCER_FENCED
     finally:
         broker.__exit__()
+
+
+# -------------------------------------------------------------------------------------- bad input
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """One broker for the tests that leave it running: each with topics and ids of its own."""
+    root = tmp_path_factory.mktemp("kafkalog-txn-bad-input")
+    settings = {"abort_check_interval_ms": CHECK_MS, "max_timeout_ms": MAX_TIMEOUT_MS}
+    with BrokerProcess(root / "data", transactions=settings) as made:
+        yield made
+
+
+@pytest.fixture
+def topic(shared: BrokerProcess) -> str:
+    name = f"bad-{uuid.uuid4().hex[:8]}"
+    with Admin(shared.bootstrap) as admin:
+        admin.create_topic(name, 2)
+    return name
+
+
+def test_old_epochs_are_fenced_with_the_error_each_version_knows(shared: BrokerProcess, topic: str) -> None:
+    old = RawTransaction(shared.port, f"fenced-{topic}")
+    assert old.init() == ErrorCode.NONE
+    assert old.add(topic, [0]) == {ErrorCode.NONE}
+    assert old.produce(topic, 0, [b"before"])["error_code"] == ErrorCode.NONE
+    new = RawTransaction(shared.port, old.transactional_id)
+    wait_for(lambda: new.init() == ErrorCode.NONE, timeout=10, what="the new instance to fence the old")
+    assert new.epoch > old.epoch and new.producer_id == old.producer_id
+    before = log_ends(shared.bootstrap, topic, [0, 1])
+    # KIP-588: PRODUCER_FENCED for the versions that know it, INVALID_PRODUCER_EPOCH before
+    assert old.add(topic, [1], version=3) == {ErrorCode.PRODUCER_FENCED}
+    assert old.add(topic, [1], version=1) == {ErrorCode.INVALID_PRODUCER_EPOCH}
+    assert old.end(commit=True, version=3) == ErrorCode.PRODUCER_FENCED
+    assert old.end(commit=True, version=1) == ErrorCode.INVALID_PRODUCER_EPOCH
+    assert old.produce(topic, 0, [b"zombie"])["error_code"] == ErrorCode.INVALID_PRODUCER_EPOCH
+    assert log_ends(shared.bootstrap, topic, [0, 1]) == before
+    # KIP-360: an InitProducerId naming an epoch the id never had is fenced too
+    init = {"transactional_id": old.transactional_id, "transaction_timeout_ms": 10_000,
+            "producer_id": old.producer_id, "producer_epoch": new.epoch + 5}  # fmt: skip
+    assert roundtrip(shared.port, ApiKey.INIT_PRODUCER_ID, 4, init)["error_code"] == ErrorCode.PRODUCER_FENCED
+    assert roundtrip(shared.port, ApiKey.INIT_PRODUCER_ID, 3, init)["error_code"] == ErrorCode.INVALID_PRODUCER_EPOCH
+    # the open transaction of the old instance was aborted when the new one came: nothing of it is read
+    assert committed(shared.bootstrap, topic, [0]) == {0: []}
+
+
+def test_unknown_transactional_ids_and_producer_ids(shared: BrokerProcess, topic: str) -> None:
+    stranger = RawTransaction(shared.port, f"never-initialised-{topic}", producer_id=4242, epoch=0)
+    assert stranger.add(topic, [0]) == {ErrorCode.INVALID_PRODUCER_ID_MAPPING}
+    assert stranger.end(commit=True) == ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    assert stranger.produce(topic, 0, [b"x"])["error_code"] == ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    known = RawTransaction(shared.port, f"known-{topic}")
+    assert known.init() == ErrorCode.NONE
+    wrong = known.producer_id + 1
+    assert known.add(topic, [0], producer_id=wrong) == {ErrorCode.INVALID_PRODUCER_ID_MAPPING}
+    assert known.end(commit=False, producer_id=wrong) == ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    assert describe_transaction(shared.port, stranger.transactional_id)["error_code"] == (
+        ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+    )
+    assert log_ends(shared.bootstrap, topic, [0, 1]) == [0, 0]
+
+
+def test_a_transactional_batch_to_a_partition_never_added_is_refused(shared: BrokerProcess, topic: str) -> None:
+    txn = RawTransaction(shared.port, f"unadded-{topic}")
+    assert txn.init() == ErrorCode.NONE
+    # before any transaction, then in one that added partition 0 only (KIP-890 part 1)
+    assert txn.produce(topic, 1, [b"early"])["error_code"] == ErrorCode.INVALID_TXN_STATE
+    assert txn.add(topic, [0]) == {ErrorCode.NONE}
+    assert txn.produce(topic, 1, [b"stray"])["error_code"] == ErrorCode.INVALID_TXN_STATE
+    assert txn.produce(topic, 0, [b"added"])["error_code"] == ErrorCode.NONE
+    assert log_ends(shared.bootstrap, topic, [0, 1]) == [1, 0]
+    assert txn.end(commit=True) == ErrorCode.NONE
+    # once it ended its partitions are no longer its: a late batch of it is refused
+    assert txn.produce(topic, 0, [b"late"])["error_code"] == ErrorCode.INVALID_TXN_STATE
+    assert committed(shared.bootstrap, topic, [0, 1]) == {0: [b"added"], 1: []}
+    assert log_ends(shared.bootstrap, topic, [0, 1]) == [2, 0]  # the record and its marker
+
+
+def test_ends_without_a_transaction_or_against_its_outcome(shared: BrokerProcess, topic: str) -> None:
+    txn = RawTransaction(shared.port, f"ends-{topic}")
+    assert txn.init() == ErrorCode.NONE
+    assert txn.end(commit=True) == ErrorCode.INVALID_TXN_STATE  # nothing begun
+    assert txn.add(topic, [0, 1]) == {ErrorCode.NONE}
+    assert txn.produce(topic, 0, [b"dropped"])["error_code"] == ErrorCode.NONE
+    assert txn.end(commit=False) == ErrorCode.NONE
+    ends = log_ends(shared.bootstrap, topic, [0, 1])
+    assert txn.end(commit=True) == ErrorCode.INVALID_TXN_STATE  # commit after abort
+    assert txn.end(commit=False) == ErrorCode.NONE  # a retried abort is answered again
+    assert log_ends(shared.bootstrap, topic, [0, 1]) == ends == [2, 1]
+    assert txn.describe()["transaction_state"] == "CompleteAbort"
+    assert committed(shared.bootstrap, topic, [0, 1]) == {0: [], 1: []}
+
+
+def test_a_control_batch_from_a_client_is_refused(shared: BrokerProcess, topic: str) -> None:
+    txn = RawTransaction(shared.port, f"control-{topic}")
+    assert txn.init() == ErrorCode.NONE
+    assert txn.add(topic, [0]) == {ErrorCode.NONE}
+    forged = txn.produce(topic, 0, [b"\x00\x00\x00\x01"], control=True)  # a forged commit marker
+    assert forged["error_code"] == ErrorCode.INVALID_RECORD
+    assert log_ends(shared.bootstrap, topic, [0]) == [0]
+
+
+def test_a_timeout_above_the_brokers_maximum_is_refused(shared: BrokerProcess) -> None:
+    too_long = RawTransaction(shared.port, f"long-{uuid.uuid4().hex[:8]}", timeout_ms=MAX_TIMEOUT_MS + 1)
+    assert too_long.init() == ErrorCode.INVALID_TRANSACTION_TIMEOUT
+    assert describe_transaction(shared.port, too_long.transactional_id)["error_code"] == (
+        ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+    )
+    librdkafka = confluent_kafka.Producer({
+        "bootstrap.servers": shared.bootstrap, "transactional.id": too_long.transactional_id,
+        "transaction.timeout.ms": MAX_TIMEOUT_MS + 1, "message.timeout.ms": 5000,
+    })  # fmt: skip
+    with pytest.raises(confluent_kafka.KafkaException) as refused:
+        librdkafka.init_transactions(10)
+    assert refused.value.args[0].code() == confluent_kafka.KafkaError.INVALID_TRANSACTION_TIMEOUT
