@@ -24,6 +24,7 @@ from kafkalog.client import Admin, Producer
 from kafkalog.log.faults import CRASH_EXIT_CODE
 from kafkalog.protocol import ApiKey, ErrorCode
 from tests.support.kafkalog import BrokerProcess, roundtrip
+from tests.support.ports import free_port
 
 from .raw_transactions import (
     RawTransaction,
@@ -44,10 +45,13 @@ TIMEOUT_MS = 4000
 """The transaction timeout of the transactions a crash leaves open: long enough to kill the broker
 while they are, short enough to wait for."""
 MAX_TIMEOUT_MS = 60_000
+ERR = confluent_kafka.KafkaError
 
 
 def crash_broker(tmp_path: Path) -> BrokerProcess:
-    broker = BrokerProcess(tmp_path / "data", transactions={"abort_check_interval_ms": CHECK_MS})
+    """A broker on a port of its own, kept across restarts (clients that lived through the crash
+    find it again)."""
+    broker = BrokerProcess(tmp_path / "data", port=free_port(), transactions={"abort_check_interval_ms": CHECK_MS})
     broker.start()
     with Admin(broker.bootstrap) as admin:
         admin.create_topic("t", PARTITIONS)
@@ -106,9 +110,11 @@ def test_transactions_open_at_a_sigkill_are_aborted_after_the_restart(broker: Br
         assert state["transaction_state"] == "CompleteAbort", transactional_id
     read = committed(broker.bootstrap, "t", every)
     assert {p: sorted(v) for p, v in read.items()} == {p: sorted(v) for p, v in sent.items()}
-    # the producer that lived through it is a zombie now: its commit is refused
-    with pytest.raises(confluent_kafka.KafkaException):
+    # the producer that lived through it is a zombie now: its commit is refused, for good
+    with pytest.raises(confluent_kafka.KafkaException) as refused:
         theirs.commit_transaction(10)
+    error = refused.value.args[0]
+    assert error.fatal() and error.code() in (ERR._FENCED, ERR.PRODUCER_FENCED, ERR.INVALID_PRODUCER_EPOCH), error
 
 
 @pytest.mark.parametrize("commit", [True, False], ids=["commit", "abort"])
@@ -130,7 +136,6 @@ def test_a_crash_between_two_partitions_markers_is_completed_after_the_restart(
         monkeypatch.delenv("KAFKALOG_CRASH_AT")
 
         broker.start()
-        txn.port = broker.port  # a new port: the broker listens on port 0
         wait_until_stable(broker.bootstrap, "t", every, timeout=15)
         wait_for(
             lambda: txn.describe()["transaction_state"] == ("CompleteCommit" if commit else "CompleteAbort"),
@@ -170,7 +175,6 @@ def test_a_crash_while_the_decision_is_stored_ends_the_transaction_whole(
         monkeypatch.delenv("KAFKALOG_CRASH_AT")
 
         broker.start()
-        txn.port = broker.port
         wait_until_stable(broker.bootstrap, "t", every, timeout=TIMEOUT_MS / 1000 + 15)
         decided = moment == "renamed"  # the decision reached the disk: it stands; else the timeout aborts
         wait_for(
