@@ -18,10 +18,11 @@ CRASH_EXIT_CODE = 86
 
 ATOMIC_WRITES = (
     "checkpoint", "log.start", "marker", "producers", "offsets", "producer_ids", "topic_config", "users", "acls",
-    "stand-ins",
+    "stand-ins", "transactions",
 )  # fmt: skip
 """The ``crash_prefix`` of every write_atomically caller: each has ``<prefix>.tmp_written``,
-``.tmp_synced`` and ``.renamed`` (the last five are the broker's files, written with the log's writer)."""
+``.tmp_synced`` and ``.renamed`` (from ``offsets`` on they are the broker's files, written with the
+log's writer; ``transactions`` is the transaction coordinator's store)."""
 
 POINTS = (
     "segment.append.after_write",
@@ -36,6 +37,7 @@ POINTS = (
     "log.marker.after_append",
     "txnindex.append.after_write",
     "manager.close.before_marker",
+    "txn.markers.after_append",
     *(f"{prefix}.{moment}" for prefix in ATOMIC_WRITES for moment in ("tmp_written", "tmp_synced", "renamed")),
 )
 

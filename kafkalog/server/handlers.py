@@ -227,7 +227,8 @@ class RequestHandlers:
     ) -> ErrorCode | None:
         """KIP-890 part 1: a transactional batch is appended only to a partition its producer added
         to its open transaction; None if it may be, else the error (INVALID_TXN_STATE, or the
-        producer's fencing). Checked here when this broker coordinates the transactional id."""
+        producer's fencing, or INVALID_PRODUCER_ID_MAPPING for a producer id the transactional id
+        does not have). Checked here when this broker coordinates the transactional id."""
         producer = _transactional_producer(record_set)
         if producer is None:
             return None
@@ -239,7 +240,9 @@ class RequestHandlers:
         error = self.transactions.coordinator.verify(transactional_id, producer_id, epoch, [(topic, partition)])
         code = error[(topic, partition)]
         if code == ErrorCode.PRODUCER_FENCED:
-            return ErrorCode.INVALID_PRODUCER_EPOCH
+            return ErrorCode.INVALID_PRODUCER_EPOCH  # what Produce answers an old epoch (Kafka maps it so too)
+        if code == ErrorCode.INVALID_PRODUCER_ID_MAPPING:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING  # no such producer: not a state the client can fix
         return None if code == ErrorCode.NONE else ErrorCode.INVALID_TXN_STATE
 
     # ------------------------------------------------------------------ fetch

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from kafkalog.client.connection import BrokerConnection
 from kafkalog.errors import KafkalogError
 from kafkalog.log import LogManager
+from kafkalog.log.faults import crash_point
 from kafkalog.protocol import ApiKey, ErrorCode
 from kafkalog.server.cluster.offsets import GroupOffsetStore
 from kafkalog.server.cluster.view import ClusterView
@@ -90,6 +91,9 @@ class BrokerMarkers:
                     appended = True
                 else:
                     left_partitions.add((topic, partition))
+                # a crash here leaves the decision written to some partitions and not others: the
+                # stored Prepare* makes the restarted coordinator write it everywhere
+                crash_point("txn.markers.after_append")
             elif leader < 0:
                 if self.cluster.partition_count(topic) is None:
                     continue  # the topic is gone: nothing to end
