@@ -241,8 +241,8 @@ class RequestHandlers:
         code = error[(topic, partition)]
         if code == ErrorCode.PRODUCER_FENCED:
             return ErrorCode.INVALID_PRODUCER_EPOCH  # what Produce answers an old epoch (Kafka maps it so too)
-        if code == ErrorCode.INVALID_PRODUCER_ID_MAPPING:
-            return ErrorCode.INVALID_PRODUCER_ID_MAPPING  # no such producer: not a state the client can fix
+        if code in (ErrorCode.INVALID_PRODUCER_ID_MAPPING, ErrorCode.CONCURRENT_TRANSACTIONS):
+            return ErrorCode(code)  # no such producer; or its last transaction's markers are being written
         return None if code == ErrorCode.NONE else ErrorCode.INVALID_TXN_STATE
 
     # ------------------------------------------------------------------ fetch

@@ -314,6 +314,8 @@ class TransactionCoordinator:
                 return dict.fromkeys(wanted, int(getattr(exc, "error_code", ErrorCode.COORDINATOR_NOT_AVAILABLE)))
             if error != ErrorCode.NONE or record is None:
                 return dict.fromkeys(wanted, error)
+            if record.state.preparing or transactional_id in self._completing:
+                return dict.fromkeys(wanted, ErrorCode.CONCURRENT_TRANSACTIONS)  # Kafka's: retried
             ongoing = record.state == TxnState.ONGOING
             return {
                 p: ErrorCode.NONE if ongoing and p in record.partitions else ErrorCode.INVALID_TXN_STATE for p in wanted

@@ -225,3 +225,13 @@ def test_a_corrupt_record_is_an_error_not_a_new_producer(tmp_path: Path) -> None
     (store.directory / f"{TXN.encode().hex()}.json").write_text("{not json")
     coordinator = _coordinator(store, RecordingMarkers(), Clock())
     assert coordinator.init_producer_id(TXN, 10_000).error == ErrorCode.COORDINATOR_NOT_AVAILABLE
+
+
+def test_verify_while_the_markers_are_written_says_concurrent_transactions(parts) -> None:
+    coordinator, markers, _, _ = parts
+    producer = coordinator.init_producer_id(TXN, 10_000)
+    pid, epoch = producer.producer_id, producer.producer_epoch
+    coordinator.add_partitions(TXN, pid, epoch, [(TOPIC, 0)])
+    markers.down = True
+    coordinator.end_transaction(TXN, pid, epoch, commit=True)
+    assert coordinator.verify(TXN, pid, epoch, [(TOPIC, 0)]) == {(TOPIC, 0): ErrorCode.CONCURRENT_TRANSACTIONS}
