@@ -129,6 +129,25 @@ def committed_only(
     return Committed(_without(messages, skipped), tuple(skipped), last_offset)
 
 
+def holds_transactions(data: bytes | memoryview) -> bool:
+    """Whether ``data`` (a fetched record set) holds a transactional or control batch: what a
+    read-committed consumer may have to leave out, and what a producer cannot send on as stored.
+    Reads each entry's fixed header only; a partial trailing entry is not looked at."""
+    view = memoryview(data)
+    pos = 0
+    while pos + LOG_OVERHEAD <= len(view):
+        _, length = _ENTRY_START.unpack_from(view, pos)
+        end = pos + LOG_OVERHEAD + length
+        if length < 0 or end > len(view):
+            return False
+        if length >= MIN_BATCH_LENGTH and view[pos + MAGIC_POS] == MAGIC:
+            attributes, _ = _BATCH_FIELDS.unpack_from(view, pos + _ATTRIBUTES_POS)
+            if attributes & (TRANSACTIONAL_BIT | CONTROL_BIT):
+                return True
+        pos = end
+    return False
+
+
 def _is_abort(view: memoryview, pos: int, end: int) -> bool:
     _, records = decode_batch(view, pos, end=end, verify_crc=False)  # the decode checked the CRC
     return any(control_type(record) == ABORT for record in records)

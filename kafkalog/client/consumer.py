@@ -3,7 +3,8 @@
 Every message's CRC is checked; a fetch that ends inside a message returns the whole ones before it;
 a read that starts inside a compressed set skips the set's messages before the requested offset.
 ``fetch_many(..., stored=True)`` checks the entries without decoding them and returns them as the
-broker sent them (what a mirror forwards). If
+broker sent them (what a mirror forwards); reading committed, a set that holds transactional or
+control batches comes decoded and filtered instead (it cannot be forwarded whole). If
 a broker (Kafka 0.9 does) returns only part of a message larger than the fetch size, the fetch is
 repeated with the size doubled, as the seeds describe, up to ``max_message_bytes``.
 
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafkalog.client.client import Client, UsesClient, check, error_name
-from kafkalog.client.committed import ISOLATION_LEVELS, Isolation, Skipped, committed_only
+from kafkalog.client.committed import ISOLATION_LEVELS, Isolation, Skipped, committed_only, holds_transactions
 from kafkalog.client.security import PLAINTEXT, ClientSecurity
 from kafkalog.errors import (
     BrokerResponseError,
@@ -48,7 +49,8 @@ class FetchResult:
     record_set: bytes | memoryview = b""
     """Only with ``stored=True``: the complete entries after ``messages``, as stored (CRCs checked,
     nothing decoded). ``messages`` then holds only the part of a first compressed entry that is at or
-    after the requested offset, when the fetch began inside one."""
+    after the requested offset, when the fetch began inside one. Empty (everything in ``messages``)
+    for a set read committed that holds transactional or control batches."""
     last_offset: int = -1
     """Offset of the last message fetched, of either part, or of the last batch skipped after it
     (read committed); -1: none."""
@@ -108,10 +110,10 @@ class SimpleConsumer(UsesClient):
         self, offsets: dict[tuple[str, int], int], *, max_bytes: int | None = None, stored: bool = False
     ) -> dict[tuple[str, int], FetchResult]:
         """Fetch several partitions: one request per leader broker. ``stored``: leave the message
-        sets as the broker sent them (FetchResult.record_set) instead of decoding them (reading
-        uncommitted only: a forwarded set is forwarded whole)."""
-        if stored and self.isolation == "read_committed":
-            raise ValueError("a stored fetch forwards sets whole: it reads uncommitted")
+        sets as the broker sent them (FetchResult.record_set) instead of decoding them. Reading
+        committed, only a set without transactional or control batches is left as sent: one with
+        them is decoded and filtered (``messages``, ``skipped``), since forwarding it whole would
+        forward aborted records and markers, and its batches' transactional ids with them."""
         size = max_bytes or self.max_bytes
         results: dict[tuple[str, int], FetchResult] = {}
         pending = dict(offsets)
@@ -168,7 +170,7 @@ class SimpleConsumer(UsesClient):
                 data = answer["record_set"] or b""
                 record_set: bytes | memoryview
                 skipped: tuple[Skipped, ...] = ()
-                if stored:
+                if stored and not (self.isolation == "read_committed" and holds_transactions(data)):
                     messages, record_set, last_offset = stored_entries(data, offset)
                 else:
                     messages, record_set = decode_all(data, min_offset=offset), b""

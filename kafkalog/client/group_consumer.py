@@ -195,8 +195,6 @@ class GroupConsumer:
     ) -> None:
         if isolation not in ISOLATION_LEVELS:
             raise ClientError(f"isolation must be read_uncommitted or read_committed, not {isolation!r}")
-        if keep_stored and isolation == "read_committed":
-            raise ClientError("keep_stored forwards sets whole: it reads uncommitted")
         if auto_offset_reset not in ("smallest", "largest"):
             raise ClientError(f"auto_offset_reset must be smallest or largest, not {auto_offset_reset!r}")
         if (zookeeper is None) == (bootstrap is None):
@@ -243,7 +241,9 @@ class GroupConsumer:
         self.queued_chunks = queued_chunks
         """Fetched chunks (up to ``fetch_max_bytes`` each) waiting per stream: bounds the memory."""
         self.keep_stored = keep_stored
-        """Chunks keep the message sets as stored (Chunk.record_set) instead of decoding them."""
+        """Chunks keep the message sets as stored (Chunk.record_set) instead of decoding them;
+        reading committed, a set with transactional or control batches comes decoded and filtered
+        (``Chunk.messages``, its ``next_offset`` past the batches left out)."""
         self.stream_timeout_s = stream_timeout_s
         self.closed = False
         self._lock = threading.RLock()

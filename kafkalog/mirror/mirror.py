@@ -3,14 +3,19 @@
 Role: a source per cluster feeds fetched chunks to the target writer, which sends their message
 sets on as the source stored them where it can (same partition count, compression preserved) and
 re-encodes message by message otherwise; an AckTracker per source records what the target
-acknowledged; sources commit only acknowledged progress. Two kinds of source:
+acknowledged; sources commit only acknowledged progress. Sources are read committed (Kafka's
+``isolation.level``): a partition is read up to its last stable offset, the records of aborted
+transactions and the transaction markers never reach the target, and a set holding transactional
+batches arrives decoded and goes message by message (see docs/mirror.md, Transactions). Two
+kinds of source:
 - with ZooKeeper: a GroupConsumer over every matching topic (new ones included), sharing the
   partitions with other mirror processes of the same group;
 - without: this process takes every matching partition (found again every ``refresh_topics_ms``)
   and commits through the source brokers (OffsetCommit, group ``group``).
 
 Invariants (reliability rows M1-M6):
-- a source offset is committed only once the target acknowledged every message before it;
+- a source offset is committed only once the target acknowledged every message before it (the
+  offsets of aborted records and markers, which have no message to send, count as done);
 - a target failure stops the mirror with an error naming the cause; what was acknowledged is
   committed, nothing is skipped (never skip-and-continue);
 - a graceful stop stops fetching, waits for the target to acknowledge what is in flight, commits,
@@ -152,7 +157,9 @@ class TargetWriter:
     def send(self, chunk: Chunk, source_partitions: int, tracker: AckTracker) -> None:
         """Hand a fetched chunk to the producer. Where the target keeps the source's partitions and
         compression is preserved, its message sets go as the source stored them (one send for the
-        chunk, no message decoded or encoded); otherwise message by message."""
+        chunk, no message decoded or encoded); otherwise, and for a chunk the source's transactions
+        touched (it arrives decoded, aborted records and markers left out), message by message.
+        The chunk's offsets that needed no send count as done once those before them are."""
         fail_point("mirror.send")
         topic, partition = chunk.topic, chunk.partition
         try:
@@ -167,11 +174,17 @@ class TargetWriter:
             if not (same_layout and self.config.compression == "preserve"):
                 for message in chunk.decoded():
                     self._send_message(producer, tp, message, same_layout, tracker)
-                return
-            for message in chunk.messages:  # the part of a wrapper the fetch began inside
-                self._send_message(producer, tp, message, True, tracker)
-            if chunk.record_set:
-                self._send_stored(producer, chunk, tracker)
+            else:
+                # the part of a wrapper the fetch began inside, or (read committed) every message
+                # of a set holding transactional batches: those cannot go as stored (the target
+                # refuses a transactional batch from a producer without their transactional id,
+                # and a control batch from any client)
+                for message in chunk.messages:
+                    self._send_message(producer, tp, message, True, tracker)
+                if chunk.record_set:
+                    self._send_stored(producer, chunk, tracker)
+            # after the sends, never before: the end of the chunk is safe only once they are
+            tracker.passed(tp, chunk.next_offset)
         except KafkalogError as exc:
             raise MirrorError(f"target {self.config.target}: {exc}") from exc
 
@@ -198,7 +211,7 @@ class TargetWriter:
             future = producer.send(
                 tp[0], message.value, message.key,
                 partition=tp[1] if same_layout else None,
-                timestamp=message.timestamp if message.timestamp >= 0 else None,
+                timestamp=message.timestamp if message.timestamp >= 0 else None, headers=message.headers,
             )  # fmt: skip
         except KafkalogError as exc:
             tracker.settled(tp, offset, exc)
@@ -263,6 +276,7 @@ class GroupSource:
             auto_commit_interval_s=config.commit_interval_ms / 1000,
             stream_timeout_s=0.5,
             keep_stored=True,
+            isolation="read_committed",
             commit_filter=self.tracker.safe_positions,
             on_out_of_range=gaps.resolve,
             before_release=self._before_release,
@@ -324,7 +338,9 @@ class AssignedSource:
         self.gaps = gaps
         self.tracker = AckTracker()
         self.failure: BaseException | None = None
-        self.consumer = SimpleConsumer(**spec.client_args, max_bytes=1024 * 1024, max_wait_ms=200)
+        self.consumer = SimpleConsumer(
+            **spec.client_args, max_bytes=1024 * 1024, max_wait_ms=200, isolation="read_committed"
+        )
         self.offsets = OffsetsClient(client=self.consumer.client)
         self.positions: dict[TopicPartition, int] = {}
         self.high_watermarks: dict[TopicPartition, int] = {}

@@ -3,8 +3,10 @@
 Role: the mirror's ledger between its source and its target. Every send (one message, or a range
 of offsets forwarded as one message set) is recorded when it is handed to the producer (``sent``)
 and settled when the target answers (``settled``). The safe offset of a source partition is the
-first offset of its lowest unacknowledged send, or the one after the last sent when nothing is in
-flight. A failed send stays unacknowledged forever, so nothing at or past it is
+first offset of its lowest unacknowledged send, or, when nothing is in flight, the end of what was
+handed over: the one after the last sent, or further where a chunk ended in offsets there was
+nothing to send for (``passed``: the aborted records and markers a read-committed fetch leaves
+out). A failed send stays unacknowledged forever, so nothing at or past it is
 ever committed (KIP-3, KAFKA-3965: never commit past what the target holds).
 
 Invariant: for every partition, ``safe(tp)`` never exceeds the offset of a message the target has
@@ -53,6 +55,14 @@ class AckTracker:
                 pending = self._in_flight[tp] = {}
             pending[offset] = last - offset + 1
             self._next[tp] = last + 1
+
+    def passed(self, tp: TopicPartition, end: int) -> None:
+        """Every offset of ``tp`` below ``end`` was handed over or needs no send (offsets a
+        read-committed fetch skipped): once the sends before it are acknowledged, ``end`` is safe.
+        Called after the ``sent`` of every message before ``end``, never before."""
+        with self._lock:
+            if end > self._next.get(tp, -1):
+                self._next[tp] = end
 
     def settled(self, tp: TopicPartition, offset: int, error: BaseException | None) -> None:
         """The target answered the send that began at ``offset``."""

@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from kafkalog.client.committed import ABORT, COMMIT, Skipped, committed_only, control_type
+from kafkalog.client.committed import ABORT, COMMIT, Skipped, committed_only, control_type, holds_transactions
 from kafkalog.errors import CorruptRecordError
 from kafkalog.record import MessageSetBuilder, decode_all, encode_batch
 
@@ -103,3 +103,17 @@ def test_a_control_record_without_a_marker_key_is_corrupt() -> None:
     (message,) = decode_all(batch(0, 1))
     with pytest.raises(CorruptRecordError, match="no marker key"):
         control_type(message)
+
+
+def test_holds_transactions_tells_what_cannot_be_forwarded_as_stored() -> None:
+    """A stored fetch read committed stays as sent only without transactional or control batches:
+    an idempotent producer's batch and old message sets are plain; a transaction's batch or a
+    marker anywhere in the set is not; a partial trailing entry is not looked at."""
+    builder = MessageSetBuilder(magic=1, base_offset=0)
+    builder.append(b"old", timestamp=1_000)
+    plain = builder.build() + batch(1, 2, producer=9) + batch(3, 1)
+    assert not holds_transactions(plain)
+    assert holds_transactions(plain + batch(4, 1, producer=7, transactional=True))
+    assert holds_transactions(plain + marker(4, 7, COMMIT) + batch(5, 1))
+    assert not holds_transactions(plain + batch(4, 2, producer=7, transactional=True)[:-5])
+    assert not holds_transactions(b"")

@@ -32,3 +32,23 @@ def test_a_refused_range_holds_the_commit_before_it_for_good() -> None:
     tracker.settled(TP, 20, None)
     assert tracker.safe(TP) == 10 and tracker.acked == 10
     assert tracker.failure is not None and str(tracker.failure) == "events-0 offset 10: target gone"
+
+
+def test_offsets_with_nothing_to_send_are_passed_once_the_sends_before_them_are_acknowledged() -> None:
+    """A read-committed chunk of 0..9: messages 0-2 sent, 3 a marker, 4-8 aborted, 9 an abort marker."""
+    tracker = AckTracker()
+    tracker.passed(("other", 0), 5)  # a chunk of markers only: safe at once
+    assert tracker.safe(("other", 0)) == 5
+    tracker.sent(TP, 0)
+    tracker.sent(TP, 1, 2)
+    tracker.passed(TP, 10)
+    assert tracker.safe(TP) == 0, "the skipped offsets wait for the sends before them"
+    tracker.settled(TP, 1, None)
+    assert tracker.safe(TP) == 0
+    tracker.settled(TP, 0, None)
+    assert tracker.safe(TP) == 10 and tracker.acked == 3
+    tracker.passed(TP, 7)  # never backwards
+    tracker.sent(TP, 10)
+    assert tracker.safe(TP) == 10
+    tracker.settled(TP, 10, None)
+    assert tracker.safe(TP) == 11
