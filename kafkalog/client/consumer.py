@@ -175,8 +175,11 @@ class SimpleConsumer(UsesClient):
                 else:
                     messages, record_set = decode_all(data, min_offset=offset), b""
                     last_offset = messages[-1].offset if messages else -1
-                    if self.isolation == "read_committed":
-                        listed = answer.get("aborted_transactions") or ()  # Fetch v4+; none before
+                    # Reading committed, the aborted transactions' records are left out; whatever
+                    # the isolation, so are the markers: Kafka's consumers never return a control record.
+                    committed = self.isolation == "read_committed"
+                    if committed or holds_transactions(data):
+                        listed = (answer.get("aborted_transactions") or ()) if committed else ()  # Fetch v4+
                         aborted = [(a["producer_id"], a["first_offset"]) for a in listed]
                         kept = committed_only(data, messages, aborted)
                         # a fetch that began inside a skipped batch accounts only from its offset on

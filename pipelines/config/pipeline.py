@@ -97,9 +97,10 @@ class Source:
     isolation: Literal["read_committed", "read_uncommitted"] = "read_committed"
     """read_committed: only the records of committed transactions become rows; a split ends at the
     last stable offset (an open transaction holds it back), aborted records and transaction markers
-    are skipped and counted (docs/pipelines.md, "Transactions"). read_uncommitted: every record the
-    log holds, markers included (what Kafka's consumers read by default). Without transactions in
-    the topic, both load the same rows."""
+    are skipped and counted (docs/pipelines.md, "Transactions"). read_uncommitted: every data record
+    the log holds, up to its end, aborted ones included (what Kafka's consumers read by default);
+    markers are skipped and counted either way. Without transactions in the topic, both load the
+    same rows."""
     security: ClientSecurity = PLAINTEXT
     """TLS and a SASL login for a secured cluster (docs/security.md): ``{protocol: SASL_SSL, mechanism:
     SCRAM-SHA-512, username: loader, password: ${env:LOADER_PASSWORD}, ca_file: /etc/kafka/ca.pem}``.

@@ -109,6 +109,16 @@ def test_a_hanging_transaction_holds_readers_at_the_lso_until_its_timeout(
     assert (split.start, split.end, split.rows, split.aborted, split.control) == (4, 15, 4, 5, 2), split
     assert _loaded(raw) == [0, 1, 2, 10, 11, 12, 13]
     oracle(raw, bootstrap)
+    # reading uncommitted: the aborted records too, never a marker (skipped and counted as such)
+    everything = load_spec(
+        write_spec(tmp_path, bootstrap, tmp_path / "raw-all", name="everything", topics=[topic], event_time={},
+                   source={"bootstrap": bootstrap, "isolation": "read_uncommitted"})
+    )  # fmt: skip
+    whole = PipelineRun(everything, spark).run().manifest
+    assert whole is not None
+    (split,) = whole.splits
+    assert (split.end, split.rows, split.quarantined, split.aborted, split.control) == (15, 12, 0, 0, 3), split
+    assert _loaded(tmp_path / "raw-all") == [0, 1, 2, 10, 11, 12, 13, 100, 101, 102, 103, 104]
     with pytest.raises(confluent_kafka.KafkaException):  # the hanging producer was fenced
         hanging.commit_transaction(10)
     del before, hanging, behind  # librdkafka's threads end with their producers, before the broker
