@@ -16,6 +16,10 @@ Rules (Kafka's, transaction version 1):
 - Every change is stored (kafkalog.server.transactions.store) before the request that made it is
   answered; a coordinator that restarts (or takes over an id after a failover) reads the stored
   state, writes the markers of every decision stored but not completed, and times out what was open.
+  One change is stored later, by the timer: Complete*, once the markers are written. Nothing waits
+  on it (the next AddPartitionsToTxn stores a newer state anyway), and losing it in a crash costs
+  only markers written again from the stored Prepare* (a marker that finds no open transaction
+  ends nothing): so EndTxn's answer waits for one stored write, not two.
 
 Markers to this broker's partitions are written before EndTxn is answered, so a producer that saw
 its commit succeed finds its records readable at once; markers that must cross to other brokers are
@@ -112,6 +116,8 @@ class TransactionCoordinator:
         self._unwritten: dict[str, Targets] = {}
         """Per id in Prepare*: the markers not written yet (all of them until the first attempt)."""
         self._completing: set[str] = set()
+        self._unsaved: set[str] = set()
+        """Ids whose kept record (Complete*) is newer than the stored one: the timer stores them."""
         self._stopping = threading.Event()
         self._timer: threading.Thread | None = None
         self._last_reload = 0.0
@@ -128,6 +134,7 @@ class TransactionCoordinator:
         self._stopping.set()
         if self._timer is not None:
             self._timer.join(5)
+        self._save_unsaved()
 
     def _run_timer(self) -> None:
         while not self._stopping.wait(_TICK_S):
@@ -139,6 +146,7 @@ class TransactionCoordinator:
     def tick(self) -> None:
         """Write pending markers, abort transactions past their timeout, forget expired ids, and
         pick up ids this broker has come to coordinate."""
+        self._save_unsaved()
         if time.monotonic() - self._last_reload >= _RELOAD_EVERY_S:
             self._reload()
         now = self.clock()
@@ -166,6 +174,7 @@ class TransactionCoordinator:
             for known in [i for i in self._records if not self.coordinates(i)]:
                 del self._records[known]  # another broker coordinates it now
                 self._unwritten.pop(known, None)
+                self._unsaved.discard(known)
             for transactional_id in ids:
                 if transactional_id not in self._records and self.coordinates(transactional_id):
                     try:
@@ -190,6 +199,26 @@ class TransactionCoordinator:
         record.update_ms = self.clock()
         self.store.save(record)
         self._records[record.transactional_id] = record
+        self._unsaved.discard(record.transactional_id)
+
+    def _keep(self, record: TransactionMetadata) -> None:
+        """Make ``record`` the id's state now and store it at the timer's next tick (Complete*
+        only: see the module doc). Under the lock."""
+        record.update_ms = self.clock()
+        self._records[record.transactional_id] = record
+        self._unsaved.add(record.transactional_id)
+
+    def _save_unsaved(self) -> None:
+        with self._lock:
+            for transactional_id in sorted(self._unsaved):
+                record = self._records.get(transactional_id)
+                try:
+                    if record is not None:
+                        self.store.save(record)
+                except KafkalogError as exc:
+                    logger.warning("cannot store the transaction of %r: %s (retried)", transactional_id, exc)
+                    continue
+                self._unsaved.discard(transactional_id)
 
     def _check_producer(
         self, transactional_id: str, producer_id: int, epoch: int
@@ -387,7 +416,7 @@ class TransactionCoordinator:
                     return
                 completed = dataclasses.replace(record, partitions=set(), groups=set(), start_ms=-1)
                 completed.state = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
-                self._store(completed)
+                self._keep(completed)
                 self._unwritten.pop(transactional_id, None)
         except KafkalogError as exc:
             logger.warning("completing the transaction of %r: %s (retried)", transactional_id, exc)
@@ -422,6 +451,7 @@ class TransactionCoordinator:
                 logger.warning("cannot forget transactional id %r: %s", transactional_id, exc)
                 return
             del self._records[transactional_id]
+            self._unsaved.discard(transactional_id)
             logger.info("forgot transactional id %r: unused for %d ms", transactional_id, now - record.update_ms)
 
     # ------------------------------------------------------------------ describing

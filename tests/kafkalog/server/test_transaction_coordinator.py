@@ -93,6 +93,9 @@ def test_commit_writes_a_marker_to_every_partition_and_group_then_completes(part
     assert coordinator.describe(TXN)[1].state == TxnState.ONGOING
     assert coordinator.end_transaction(TXN, pid, epoch, commit=True) == ErrorCode.NONE
     assert markers.written == [(pid, epoch, True, frozenset({(TOPIC, 0), (TOPIC, 1)}), frozenset({"g"}))]
+    assert coordinator.describe(TXN)[1].state == TxnState.COMPLETE_COMMIT
+    assert store.load(TXN).state == TxnState.PREPARE_COMMIT  # type: ignore[union-attr]  # Complete: the timer's
+    coordinator.tick()
     stored = store.load(TXN)
     assert stored is not None and stored.state == TxnState.COMPLETE_COMMIT and not stored.partitions
     # a retried commit is answered again; an abort of it is a state error; so is ending nothing
@@ -139,7 +142,8 @@ def test_unwritten_markers_hold_the_id_until_the_timer_writes_them(parts) -> Non
     assert coordinator.end_transaction(TXN, pid, epoch, commit=True) == ErrorCode.CONCURRENT_TRANSACTIONS
     assert coordinator.end_transaction(TXN, pid, epoch, commit=False) == ErrorCode.INVALID_TXN_STATE
     markers.down = False
-    coordinator.tick()
+    coordinator.tick()  # writes the markers
+    coordinator.tick()  # stores Complete
     assert store.load(TXN).state == TxnState.COMPLETE_COMMIT  # type: ignore[union-attr]
     assert coordinator.add_partitions(TXN, pid, epoch, [(TOPIC, 1)]) == ErrorCode.NONE
 
@@ -235,3 +239,29 @@ def test_verify_while_the_markers_are_written_says_concurrent_transactions(parts
     markers.down = True
     coordinator.end_transaction(TXN, pid, epoch, commit=True)
     assert coordinator.verify(TXN, pid, epoch, [(TOPIC, 0)]) == {(TOPIC, 0): ErrorCode.CONCURRENT_TRANSACTIONS}
+
+
+def test_complete_lost_in_a_crash_writes_the_markers_again_and_ends_the_same(tmp_path: Path) -> None:
+    """Complete* is stored by the timer: a coordinator killed before finds the stored Prepare* and
+    writes the same markers again, ending as the first would have."""
+    store, markers, clock = FileTransactionStore(tmp_path), RecordingMarkers(), Clock()
+    first = _coordinator(store, markers, clock)
+    producer = first.init_producer_id(TXN, 10_000)
+    first.add_partitions(TXN, producer.producer_id, producer.producer_epoch, [(TOPIC, 2)])
+    assert first.end_transaction(TXN, producer.producer_id, producer.producer_epoch, commit=True) == ErrorCode.NONE
+    again = RecordingMarkers()  # the first process dies here, before its timer stored Complete
+    second = _coordinator(FileTransactionStore(tmp_path), again, clock)
+    second.tick()
+    assert again.written == markers.written
+    second.tick()
+    assert FileTransactionStore(tmp_path).load(TXN).state == TxnState.COMPLETE_COMMIT  # type: ignore[union-attr]
+
+
+def test_a_graceful_stop_stores_what_the_timer_had_not(tmp_path: Path) -> None:
+    store = FileTransactionStore(tmp_path)
+    coordinator = _coordinator(store, RecordingMarkers(), Clock())
+    producer = coordinator.init_producer_id(TXN, 10_000)
+    coordinator.add_partitions(TXN, producer.producer_id, producer.producer_epoch, [(TOPIC, 0)])
+    coordinator.end_transaction(TXN, producer.producer_id, producer.producer_epoch, commit=False)
+    coordinator.stop()
+    assert store.load(TXN).state == TxnState.COMPLETE_ABORT  # type: ignore[union-attr]
