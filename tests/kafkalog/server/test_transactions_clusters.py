@@ -90,8 +90,10 @@ def test_a_transaction_over_two_brokers_and_its_coordinators_failover(
     expected = {p: [b"committed-%d" % p] for p in every}
     wait_until_stable(b0.bootstrap, "spread", every, timeout=15)
     assert committed(b0.bootstrap, "spread", every) == expected
-    stored = json.loads(zk_factory().get(f"/kafkalog/transactions/{transactional_id.encode().hex()}")[0])
-    assert stored["state"] == "CompleteCommit" and stored["transactional_id"] == transactional_id
+    zk, node = zk_factory(), f"/kafkalog/transactions/{transactional_id.encode().hex()}"
+    # Complete* is stored by the coordinator's timer, a moment after the markers (docs/transactions.md)
+    wait_for(lambda: json.loads(zk.get(node)[0])["state"] == "CompleteCommit", timeout=10, what="CompleteCommit stored")
+    assert json.loads(zk.get(node)[0])["transactional_id"] == transactional_id
 
     producer.begin_transaction()
     for p in every:
