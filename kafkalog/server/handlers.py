@@ -243,7 +243,11 @@ class RequestHandlers:
             return ErrorCode.INVALID_PRODUCER_EPOCH  # what Produce answers an old epoch (Kafka maps it so too)
         if code in (ErrorCode.INVALID_PRODUCER_ID_MAPPING, ErrorCode.CONCURRENT_TRANSACTIONS):
             return ErrorCode(code)  # no such producer; or its last transaction's markers are being written
-        return None if code == ErrorCode.NONE else ErrorCode.INVALID_TXN_STATE
+        if code in (ErrorCode.INVALID_TXN_STATE, ErrorCode.NONE):
+            return None if code == ErrorCode.NONE else ErrorCode.INVALID_TXN_STATE
+        # the check could not be made (the coordinator's store failed): retried, as Kafka answers
+        # a verification that could not reach the coordinator
+        return ErrorCode.NOT_ENOUGH_REPLICAS
 
     # ------------------------------------------------------------------ fetch
 
