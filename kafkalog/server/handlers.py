@@ -106,6 +106,7 @@ class RequestHandlers:
             markers,
             coordinates=cluster.coordinates,
             next_producer_id=self.producer_ids.next_id,
+            membership=lambda: tuple(broker.id for broker in cluster.brokers),
         )
         self.transactions = TransactionHandlers(coordinator, store, logs, cluster, offsets, self.groups, self.access)
         self._table: dict[ApiKey, Callable[[RequestHeader, Api, Struct, Caller], HandlerResult]] = {

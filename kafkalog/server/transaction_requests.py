@@ -45,6 +45,9 @@ _FENCED_SINCE = {
 }
 _BATCHED_ADD_PARTITIONS_VERSION = 4
 _MAX_OFFSET_METADATA = 4096
+_MAX_PATTERN = 256
+"""ListTransactions' regular expression runs on a handler thread: a long one is refused (a short
+one can still be slow: only those allowed to describe transactional ids send it)."""
 
 
 def for_version(api: Api, error: int) -> int:
@@ -82,6 +85,8 @@ class TransactionHandlers:
 
     def init_producer_id(self, api: Api, body: Struct, caller: Caller) -> Struct:
         transactional_id = body["transactional_id"]
+        if not transactional_id:
+            return {"error_code": ErrorCode.INVALID_REQUEST}  # an empty transactional id, as Kafka refuses it
         refused = self.transactional_id(caller, Operation.WRITE, transactional_id)
         if refused is not None:
             return {"error_code": refused}
@@ -144,7 +149,9 @@ class TransactionHandlers:
     ) -> list[Struct]:
         wanted = [(t["name"], p) for t in topics for p in t["partitions"]]
         errors: dict[tuple[str, int], int] = {}
-        refused = self.transactional_id(caller, Operation.WRITE, transactional_id)
+        refused = self.transactional_id(caller, Operation.WRITE, transactional_id) if transactional_id else None
+        if not transactional_id:
+            refused = ErrorCode.INVALID_REQUEST
         if refused is not None:
             errors = dict.fromkeys(wanted, refused)
         else:
@@ -172,6 +179,8 @@ class TransactionHandlers:
 
     def add_offsets_to_txn(self, header: RequestHeader, api: Api, body: Struct, caller: Caller) -> Struct:
         transactional_id, group = body["transactional_id"], body["group_id"]
+        if not transactional_id or not group:
+            return {"error_code": ErrorCode.INVALID_REQUEST}
         refused = self.transactional_id(caller, Operation.WRITE, transactional_id) or self.access.group(
             caller, Operation.READ, group
         )
@@ -182,6 +191,8 @@ class TransactionHandlers:
 
     def end_txn(self, header: RequestHeader, api: Api, body: Struct, caller: Caller) -> Struct:
         transactional_id = body["transactional_id"]
+        if not transactional_id:
+            return {"error_code": ErrorCode.INVALID_REQUEST}
         refused = self.transactional_id(caller, Operation.WRITE, transactional_id)
         if refused is not None:
             return {"error_code": refused}
@@ -194,18 +205,31 @@ class TransactionHandlers:
 
     def txn_offset_commit(self, header: RequestHeader, api: Api, body: Struct, caller: Caller) -> Struct:
         """A transaction's offsets for a group, kept aside until its marker (the group's coordinator's
-        part). The member's generation is checked like OffsetCommit's (KIP-447)."""
-        group, producer_id = body["group_id"], body["producer_id"]
-        group_error: int | None = self.transactional_id(
-            caller, Operation.WRITE, body["transactional_id"]
-        ) or self.access.group(caller, Operation.READ, group)
+        part). A member's generation is checked like OffsetCommit's (KIP-447; a commit naming no
+        member is not, as Kafka leaves transactional commits unchecked then); where this broker
+        coordinates the transactional id too, the commit must belong to the producer's open
+        transaction (its epoch, the group added by AddOffsetsToTxn)."""
+        group, producer_id, epoch = body["group_id"], body["producer_id"], body["producer_epoch"]
+        transactional_id = body["transactional_id"]
+        group_error: int | None = None
+        if not transactional_id or not group:
+            group_error = ErrorCode.INVALID_REQUEST
+        else:
+            group_error = self.transactional_id(caller, Operation.WRITE, transactional_id) or self.access.group(
+                caller, Operation.READ, group
+            )
         if group_error is None and not self.cluster.coordinates(group):
             group_error = ErrorCode.NOT_COORDINATOR
-        if group_error is None and api.version >= _FENCED_SINCE[ApiKey.TXN_OFFSET_COMMIT]:
-            fenced = self.groups.commit_error(
-                group, body.get("generation_id", -1), body.get("member_id", ""), body.get("group_instance_id")
-            )
+        generation, member = body.get("generation_id", -1), body.get("member_id", "")
+        instance = body.get("group_instance_id")
+        if group_error is None and (generation >= 0 or member or instance is not None):
+            fenced = self.groups.commit_error(group, generation, member, instance)
             group_error = fenced or None
+        if group_error is None and self.cluster.coordinates(transactional_id):
+            unverified = self.coordinator.verify_group(transactional_id, producer_id, epoch, group)
+            if unverified == ErrorCode.PRODUCER_FENCED:
+                unverified = ErrorCode.INVALID_PRODUCER_EPOCH  # what Kafka's group coordinator answers
+            group_error = unverified or None
         staged: dict[tuple[str, int], tuple[int, str | None]] = {}
         topics = []
         for topic in body["topics"]:
@@ -227,13 +251,14 @@ class TransactionHandlers:
             topics.append({"name": topic["name"], "partitions": answers})
         if staged:
             try:
-                self.store.stage_offsets(group, producer_id, staged)
+                self.store.stage_offsets(group, producer_id, epoch, staged)
             except KafkalogError as exc:
                 logger.warning("cannot keep the transactional offsets of group %s: %s", group, exc)
+                code = int(getattr(exc, "error_code", ErrorCode.COORDINATOR_NOT_AVAILABLE))
                 for topic_answer in topics:
                     for answer in topic_answer["partitions"]:
                         if answer["error_code"] == ErrorCode.NONE:
-                            answer["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
+                            answer["error_code"] = code
         return {"topics": topics}
 
     def unstable_partitions(self, group: str) -> set[tuple[str, int]]:
@@ -268,9 +293,11 @@ class TransactionHandlers:
     def _write_marker(
         self, topic: str, partition: int, producer_id: int, epoch: int, commit: bool, marker: Struct
     ) -> int:
+        if producer_id < 0 or epoch < 0:
+            return ErrorCode.INVALID_REQUEST  # a marker names the producer it ends
         if topic == OFFSETS_TOPIC:
             try:
-                end_group_offsets(self.store, self.offsets, producer_id, commit=commit)
+                end_group_offsets(self.store, self.offsets, producer_id, epoch, commit=commit)
             except KafkalogError as exc:
                 logger.warning("cannot end producer %d's group offsets: %s", producer_id, exc)
                 return ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -353,6 +380,9 @@ class TransactionHandlers:
         wanted_producers = set(body["producer_id_filters"] or ())
         min_duration = body.get("duration_filter", -1)
         pattern = body.get("transactional_id_pattern")
+        if pattern is not None and len(pattern) > _MAX_PATTERN:
+            logger.warning("ListTransactions with a pattern of %d characters (at most %d)", len(pattern), _MAX_PATTERN)
+            return {"error_code": ErrorCode.INVALID_REQUEST, "unknown_state_filters": [], "transaction_states": []}
         try:
             matcher = re.compile(pattern) if pattern else None
         except re.error as exc:

@@ -39,7 +39,14 @@ from typing import Protocol
 from kafkalog.errors import KafkalogError
 from kafkalog.protocol import ErrorCode
 from kafkalog.server.config import TransactionSettings
-from kafkalog.server.transactions.state import MAX_EPOCH, NO_EPOCH, NO_PRODUCER_ID, TransactionMetadata, TxnState
+from kafkalog.server.transactions.state import (
+    MAX_EPOCH,
+    NO_EPOCH,
+    NO_PRODUCER_ID,
+    CoordinatorFencedError,
+    TransactionMetadata,
+    TxnState,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -73,9 +80,12 @@ class RecordStore(Protocol):
 
 
 class MarkerWriter(Protocol):
-    """Writes a transaction's markers; returns the targets it could not reach yet (retried later)."""
+    """Writes a transaction's markers; returns the targets it could not reach yet (retried later).
+    Raises CoordinatorFencedError if a partition has heard from a newer coordinator of the id."""
 
-    def write(self, producer_id: int, producer_epoch: int, *, commit: bool, targets: Targets) -> Targets: ...
+    def write(
+        self, producer_id: int, producer_epoch: int, *, commit: bool, coordinator_epoch: int, targets: Targets
+    ) -> Targets: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +113,7 @@ class TransactionCoordinator:
         *,
         coordinates: Callable[[str], bool],
         next_producer_id: Callable[[], int],
+        membership: Callable[[], object] = lambda: None,
         clock: Callable[[], int] = wall_clock_ms,
     ) -> None:
         self.settings = settings
@@ -110,6 +121,10 @@ class TransactionCoordinator:
         self.markers = markers
         self.coordinates = coordinates
         self.next_producer_id = next_producer_id
+        self.membership = membership
+        """The live brokers (anything comparable): when they change, which ids this broker
+        coordinates may have changed, and every record kept is read again from the store."""
+        self._members = membership()
         self.clock = clock
         self._lock = threading.RLock()
         self._records: dict[str, TransactionMetadata] = {}
@@ -146,7 +161,7 @@ class TransactionCoordinator:
     def tick(self) -> None:
         """Write pending markers, abort transactions past their timeout, forget expired ids, and
         pick up ids this broker has come to coordinate."""
-        self._save_unsaved()
+        self._save_unsaved()  # (forgets every record first if the live brokers changed)
         if time.monotonic() - self._last_reload >= _RELOAD_EVERY_S:
             self._reload()
         now = self.clock()
@@ -156,6 +171,8 @@ class TransactionCoordinator:
         if check_timeouts:
             self._last_timeout_check = now
         for record in records:
+            if not self.coordinates(record.transactional_id):
+                continue  # another broker's now (forgotten at the next reload)
             if record.state.preparing:
                 self._complete(record.transactional_id)
             elif check_timeouts and record.state == TxnState.ONGOING and now - record.start_ms > record.timeout_ms:
@@ -184,20 +201,47 @@ class TransactionCoordinator:
 
     # ------------------------------------------------------------------ records
 
+    def _check_membership(self) -> None:
+        """Forget every record kept if the live brokers changed (see ``membership``). Under the lock."""
+        members = self.membership()
+        if members != self._members:
+            self._members = members
+            self._records.clear()
+            self._unwritten.clear()
+            self._unsaved.clear()
+
     def _get(self, transactional_id: str) -> TransactionMetadata | None:
-        """The id's record (read from the store the first time). Under the lock."""
+        """The id's record. Read from the store the first time, this coordinator takes the id up:
+        the record's coordinator epoch is raised and stored at once, so the markers and writes of
+        the coordinator before it are refused from now on. Under the lock."""
+        self._check_membership()
         record = self._records.get(transactional_id)
         if record is None:
             record = self.store.load(transactional_id)
             if record is not None:
+                record.coordinator_epoch += 1
+                self.store.save(record)
                 self._records[transactional_id] = record
         return record
 
+    def _let_go(self, transactional_id: str) -> None:
+        """A newer coordinator has the id: keep nothing of it. Under the lock."""
+        self._records.pop(transactional_id, None)
+        self._unwritten.pop(transactional_id, None)
+        self._unsaved.discard(transactional_id)
+
     def _store(self, record: TransactionMetadata) -> None:
         """Make ``record`` the id's state: stored first, then kept. Under the lock; on a store
-        error the previous state stays."""
+        error the previous state stays (and a coordinator fenced by a newer one lets the id go)."""
+        if not self.coordinates(record.transactional_id):
+            self._let_go(record.transactional_id)
+            raise CoordinatorFencedError(f"this broker no longer coordinates {record.transactional_id!r}")
         record.update_ms = self.clock()
-        self.store.save(record)
+        try:
+            self.store.save(record)
+        except CoordinatorFencedError:
+            self._let_go(record.transactional_id)
+            raise
         self._records[record.transactional_id] = record
         self._unsaved.discard(record.transactional_id)
 
@@ -210,11 +254,14 @@ class TransactionCoordinator:
 
     def _save_unsaved(self) -> None:
         with self._lock:
+            self._check_membership()
             for transactional_id in sorted(self._unsaved):
                 record = self._records.get(transactional_id)
                 try:
                     if record is not None:
-                        self.store.save(record)
+                        self._store(record)
+                except CoordinatorFencedError:
+                    continue  # let go by _store
                 except KafkalogError as exc:
                     logger.warning("cannot store the transaction of %r: %s (retried)", transactional_id, exc)
                     continue
@@ -240,6 +287,8 @@ class TransactionCoordinator:
     ) -> Initialized:
         """The producer id and (bumped) epoch of a new instance of ``transactional_id``; with
         ``producer_id``/``epoch`` (KIP-360) only if they are the id's current or previous ones."""
+        if (producer_id == NO_PRODUCER_ID) != (epoch == NO_EPOCH):
+            return Initialized(ErrorCode.INVALID_REQUEST)  # KIP-360 names both, or neither
         if not self.coordinates(transactional_id):
             return Initialized(ErrorCode.NOT_COORDINATOR)
         if not 0 < timeout_ms <= self.settings.max_timeout_ms:
@@ -251,7 +300,9 @@ class TransactionCoordinator:
                     record = TransactionMetadata(transactional_id, self.next_producer_id(), NO_EPOCH, timeout_ms)
                 if record.state.preparing or transactional_id in self._completing:
                     return Initialized(ErrorCode.CONCURRENT_TRANSACTIONS)
-                if producer_id != NO_PRODUCER_ID:
+                if producer_id != NO_PRODUCER_ID and record.producer_epoch != NO_EPOCH:
+                    # (an id just made: its new producer id is the answer, as Kafka gives it to a
+                    # producer recovering from UNKNOWN_PRODUCER_ID)
                     known = producer_id == record.producer_id and epoch in (record.producer_epoch, record.last_epoch)
                     if not known:
                         return Initialized(ErrorCode.PRODUCER_FENCED)
@@ -264,7 +315,9 @@ class TransactionCoordinator:
                 else:
                     fencing = None
                     bumped = dataclasses.replace(record, partitions=set(), groups=set(), start_ms=-1)
-                    bumped.last_epoch = record.producer_epoch
+                    # KIP-360's own bump may be retried with the epoch it bumped; a new instance's
+                    # may not: no older instance may pass for it
+                    bumped.last_epoch = record.producer_epoch if producer_id != NO_PRODUCER_ID else NO_EPOCH
                     if record.producer_epoch + 1 >= MAX_EPOCH - 1:
                         bumped.producer_id, bumped.producer_epoch, bumped.last_epoch = (
                             self.next_producer_id(),
@@ -350,6 +403,20 @@ class TransactionCoordinator:
                 p: ErrorCode.NONE if ongoing and p in record.partitions else ErrorCode.INVALID_TXN_STATE for p in wanted
             }
 
+    def verify_group(self, transactional_id: str, producer_id: int, epoch: int, group: str) -> int:
+        """Whether a TxnOffsetCommit of the producer for ``group`` belongs to its open transaction
+        (AddOffsetsToTxn added the group): NONE, or why not. Nothing changes."""
+        with self._lock:
+            try:
+                error, record = self._check_producer(transactional_id, producer_id, epoch)
+            except KafkalogError as exc:
+                return int(getattr(exc, "error_code", ErrorCode.COORDINATOR_NOT_AVAILABLE))
+            if error != ErrorCode.NONE or record is None:
+                return error
+            if record.state == TxnState.ONGOING and group in record.groups:
+                return ErrorCode.NONE
+            return ErrorCode.INVALID_TXN_STATE
+
     # ------------------------------------------------------------------ EndTxn
 
     def end_transaction(self, transactional_id: str, producer_id: int, epoch: int, *, commit: bool) -> int:
@@ -395,17 +462,25 @@ class TransactionCoordinator:
             record = self._records.get(transactional_id)
             if not claimed and transactional_id in self._completing:
                 return
-            if record is None or not record.state.preparing:
+            if record is None or not record.state.preparing or not self.coordinates(transactional_id):
                 self._completing.discard(transactional_id)
-                return
+                return  # (an id another broker coordinates now is that broker's to complete)
             self._completing.add(transactional_id)
             targets = self._unwritten.get(transactional_id) or Targets(
                 frozenset(record.partitions), frozenset(record.groups)
             )
         try:
             commit = record.state == TxnState.PREPARE_COMMIT
-            left = self.markers.write(record.producer_id, record.producer_epoch, commit=commit, targets=targets)
+            left = self.markers.write(
+                record.producer_id,
+                record.producer_epoch,
+                commit=commit,
+                coordinator_epoch=record.coordinator_epoch,
+                targets=targets,
+            )
             with self._lock:
+                if self._records.get(transactional_id) is not record:
+                    return  # let go meanwhile (the brokers changed): the next coordinator completes it
                 if left:
                     self._unwritten[transactional_id] = left
                     logger.info(
@@ -418,6 +493,10 @@ class TransactionCoordinator:
                 completed.state = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
                 self._keep(completed)
                 self._unwritten.pop(transactional_id, None)
+        except CoordinatorFencedError as exc:
+            logger.warning("letting transactional id %r go: %s", transactional_id, exc)
+            with self._lock:
+                self._let_go(transactional_id)
         except KafkalogError as exc:
             logger.warning("completing the transaction of %r: %s (retried)", transactional_id, exc)
         finally:
@@ -445,6 +524,8 @@ class TransactionCoordinator:
             record = self._records.get(transactional_id)
             if record is None or not record.state.ended or now - record.update_ms <= self.settings.id_expiration_ms:
                 return
+            if not self.coordinates(transactional_id):
+                return  # another broker's now
             try:
                 self.store.delete(transactional_id)
             except KafkalogError as exc:

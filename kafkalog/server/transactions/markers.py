@@ -26,31 +26,32 @@ from kafkalog.protocol import ApiKey, ErrorCode
 from kafkalog.server.cluster.offsets import GroupOffsetStore
 from kafkalog.server.cluster.view import ClusterView
 from kafkalog.server.transactions.coordinator import Targets
+from kafkalog.server.transactions.state import CoordinatorFencedError
 from kafkalog.server.transactions.store import TransactionStore
 
 logger = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
 """The topic a marker for a group's offsets names (Kafka's offsets topic; kafkalog has no such log)."""
-COORDINATOR_EPOCH = 0
-"""Kafka's coordinator epoch is the leader epoch of the transaction log's partition; kafkalog's
-coordinators keep no such log, so every marker carries 0."""
 _REMOTE_TIMEOUT_MS = 10_000
-_DONE = (ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-"""A marker answered with these is written, or has nothing left to end (the topic was deleted)."""
+_DONE = (ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID_PRODUCER_EPOCH)
+"""A marker answered with these is written, or has nothing left to end (the topic was deleted; the
+partition has seen a newer epoch of the producer, whose transaction there ended)."""
 
 
 def end_group_offsets(
     store: TransactionStore,
     offsets: GroupOffsetStore,
     producer_id: int,
+    epoch: int,
     *,
     commit: bool,
     groups: list[str] | None = None,
 ) -> None:
-    """End ``producer_id``'s staged offsets of ``groups`` (None: of every group it staged for)."""
+    """End ``producer_id``'s staged offsets of ``groups`` (None: of every group it staged for); a
+    commit applies only those staged with ``epoch``."""
     for group in groups if groups is not None else store.groups_staged_by(producer_id):
-        store.end_offsets(group, producer_id, commit=commit, into=offsets)
+        store.end_offsets(group, producer_id, epoch, commit=commit, into=offsets)
 
 
 class BrokerMarkers:
@@ -79,7 +80,9 @@ class BrokerMarkers:
         self.on_written = on_written
         """Called after markers were appended here: parked read-committed fetches may now answer."""
 
-    def write(self, producer_id: int, producer_epoch: int, *, commit: bool, targets: Targets) -> Targets:
+    def write(
+        self, producer_id: int, producer_epoch: int, *, commit: bool, coordinator_epoch: int, targets: Targets
+    ) -> Targets:
         left_partitions: set[tuple[str, int]] = set()
         left_groups: set[str] = set()
         remote: dict[int, list[tuple[str, int]]] = defaultdict(list)
@@ -87,7 +90,7 @@ class BrokerMarkers:
         for topic, partition in sorted(targets.partitions):
             leader, _ = self.cluster.leader_id(topic, partition)
             if leader == self.broker_id:
-                if self._append(topic, partition, producer_id, producer_epoch, commit):
+                if self._append(topic, partition, producer_id, producer_epoch, commit, coordinator_epoch):
                     appended = True
                 else:
                     left_partitions.add((topic, partition))
@@ -106,7 +109,9 @@ class BrokerMarkers:
         for group in sorted(targets.groups):
             if self.shared_offsets or self.cluster.coordinates(group):
                 try:
-                    end_group_offsets(self.store, self.offsets, producer_id, commit=commit, groups=[group])
+                    end_group_offsets(
+                        self.store, self.offsets, producer_id, producer_epoch, commit=commit, groups=[group]
+                    )
                 except KafkalogError as exc:
                     logger.warning("cannot end producer %d's offsets of group %s: %s", producer_id, group, exc)
                     left_groups.add(group)
@@ -115,19 +120,25 @@ class BrokerMarkers:
         for broker_id in sorted(set(remote) | set(group_coordinators)):
             partitions = remote.get(broker_id, [])
             groups = group_coordinators.get(broker_id, [])
-            written = self._send(broker_id, producer_id, producer_epoch, commit, partitions, bool(groups))
+            written = self._send(
+                broker_id, producer_id, producer_epoch, commit, coordinator_epoch, partitions, bool(groups)
+            )
             left_partitions.update(p for p in partitions if p not in written)
             if groups and (OFFSETS_TOPIC, 0) not in written:
                 left_groups.update(groups)
         return Targets(frozenset(left_partitions), frozenset(left_groups))
 
-    def _append(self, topic: str, partition: int, producer_id: int, epoch: int, commit: bool) -> bool:
+    def _append(
+        self, topic: str, partition: int, producer_id: int, epoch: int, commit: bool, coordinator_epoch: int
+    ) -> bool:
         log = self.logs.get_log(topic, partition)
         if log is None:
             return True  # deleted with its topic
         try:
-            log.append_marker(producer_id, epoch, commit=commit, coordinator_epoch=COORDINATOR_EPOCH)
+            log.append_marker(producer_id, epoch, commit=commit, coordinator_epoch=coordinator_epoch)
         except KafkalogError as exc:
+            if getattr(exc, "error_code", None) == ErrorCode.TRANSACTION_COORDINATOR_FENCED:
+                raise CoordinatorFencedError(f"{topic}-{partition}: {exc}") from exc
             if getattr(exc, "error_code", None) == ErrorCode.INVALID_PRODUCER_EPOCH:
                 # the partition has seen a newer epoch of the producer: its transaction there ended
                 logger.warning(
@@ -144,6 +155,7 @@ class BrokerMarkers:
         producer_id: int,
         epoch: int,
         commit: bool,
+        coordinator_epoch: int,
         partitions: list[tuple[str, int]],
         groups: bool,
     ) -> set[tuple[str, int]]:
@@ -162,7 +174,7 @@ class BrokerMarkers:
             "producer_epoch": epoch,
             "transaction_result": commit,
             "topics": [{"name": t, "partition_indexes": ps} for t, ps in sorted(by_topic.items())],
-            "coordinator_epoch": COORDINATOR_EPOCH,
+            "coordinator_epoch": coordinator_epoch,
         }
         connection = BrokerConnection(
             address[0], address[1], client_id=f"kafkalog-broker-{self.broker_id}", timeout_ms=_REMOTE_TIMEOUT_MS
@@ -178,6 +190,8 @@ class BrokerMarkers:
         for result in answer["markers"]:
             for topic in result["topics"]:
                 for partition in topic["partitions"]:
+                    if partition["error_code"] == ErrorCode.TRANSACTION_COORDINATOR_FENCED:
+                        raise CoordinatorFencedError(f"broker {broker_id} has heard from a newer coordinator")
                     if partition["error_code"] in _DONE:
                         written.add((topic["name"], partition["partition_index"]))
         return written

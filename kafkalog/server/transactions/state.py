@@ -34,6 +34,13 @@ class TransactionRecordError(KafkalogError):
     """A stored transaction record cannot be read."""
 
 
+class CoordinatorFencedError(KafkalogError):
+    """A newer coordinator of the id has taken it up (stored its state, or written its markers):
+    this one must let the id go."""
+
+    error_code = 16  # NOT_COORDINATOR: the client finds the coordinator again
+
+
 class TxnState(enum.Enum):
     """Kafka's transaction states; the value is the name DescribeTransactions and ListTransactions
     answer with and ``kafka-transactions`` prints."""
@@ -77,8 +84,13 @@ class TransactionMetadata:
     update_ms: int = 0
     """The last change (an id idle for ``transactional_id_expiration_ms`` is forgotten)."""
     last_epoch: int = NO_EPOCH
-    """The epoch before the coordinator bumped it on its own (a timeout's or a fence's abort), so a
-    producer retrying InitProducerId with the epoch it knew (KIP-360) is recognised."""
+    """The epoch before the last bump that a producer may still ask about with KIP-360's
+    InitProducerId (its own bump, or the coordinator's abort of its transaction); NO_EPOCH after a
+    new instance's InitProducerId, so no older instance can pass for the current one."""
+    coordinator_epoch: int = 0
+    """Raised each time a coordinator takes the id up (a restart, a failover) and carried by its
+    markers: a partition refuses the markers of a coordinator older than the last it heard from
+    (TRANSACTION_COORDINATOR_FENCED), and the store refuses its writes."""
 
     @property
     def committing(self) -> bool:
@@ -97,6 +109,7 @@ class TransactionMetadata:
             "groups": sorted(self.groups),
             "start_ms": self.start_ms,
             "update_ms": self.update_ms,
+            "coordinator_epoch": self.coordinator_epoch,
         }
 
     @classmethod
@@ -116,6 +129,7 @@ class TransactionMetadata:
                 groups={str(group) for group in document["groups"]},
                 start_ms=int(document["start_ms"]),
                 update_ms=int(document["update_ms"]),
+                coordinator_epoch=int(document["coordinator_epoch"]),
             )
         except (AttributeError, KeyError, TypeError, ValueError) as exc:
             raise TransactionRecordError(f"a transaction record is unreadable: {exc!r}") from exc

@@ -11,7 +11,8 @@ from kafkalog.protocol import ErrorCode
 from kafkalog.server.config import TransactionSettings
 from kafkalog.server.transactions import TransactionCoordinator, TxnState
 from kafkalog.server.transactions.coordinator import Targets
-from kafkalog.server.transactions.store import FileTransactionStore, TransactionStoreError
+from kafkalog.server.transactions.state import CoordinatorFencedError
+from kafkalog.server.transactions.store import FileTransactionStore, StaleEpochError, TransactionStoreError
 
 TXN = "txn-1"
 TOPIC = "t"
@@ -24,8 +25,15 @@ class RecordingMarkers:
     def __init__(self) -> None:
         self.written: list[tuple[int, int, bool, frozenset[tuple[str, int]], frozenset[str]]] = []
         self.down = False
+        self.fenced = False
+        self.coordinator_epochs: list[int] = []
 
-    def write(self, producer_id: int, producer_epoch: int, *, commit: bool, targets: Targets) -> Targets:
+    def write(
+        self, producer_id: int, producer_epoch: int, *, commit: bool, coordinator_epoch: int, targets: Targets
+    ) -> Targets:
+        self.coordinator_epochs.append(coordinator_epoch)
+        if self.fenced:
+            raise CoordinatorFencedError("a newer coordinator wrote here")
         if self.down:
             return targets
         self.written.append((producer_id, producer_epoch, commit, targets.partitions, targets.groups))
@@ -265,3 +273,106 @@ def test_a_graceful_stop_stores_what_the_timer_had_not(tmp_path: Path) -> None:
     coordinator.end_transaction(TXN, producer.producer_id, producer.producer_epoch, commit=False)
     coordinator.stop()
     assert store.load(TXN).state == TxnState.COMPLETE_ABORT  # type: ignore[union-attr]
+
+
+def test_a_zombie_cannot_pass_for_the_instance_that_fenced_it(parts) -> None:
+    """KIP-360's InitProducerId with the epoch a new instance's InitProducerId bumped is fenced: only
+    the producer's own bump may be retried with its old epoch."""
+    coordinator, _, _, _ = parts
+    zombie = coordinator.init_producer_id(TXN, 10_000)
+    new = coordinator.init_producer_id(TXN, 10_000)
+    answer = coordinator.init_producer_id(TXN, 10_000, zombie.producer_id, zombie.producer_epoch)
+    assert answer.error == ErrorCode.PRODUCER_FENCED
+    assert coordinator.add_partitions(TXN, new.producer_id, new.producer_epoch, [(TOPIC, 0)]) == ErrorCode.NONE
+
+
+def test_kip_360_names_both_id_and_epoch_and_a_new_id_gets_its_new_producer(parts) -> None:
+    coordinator, _, _, _ = parts
+    assert coordinator.init_producer_id(TXN, 10_000, 5, -1).error == ErrorCode.INVALID_REQUEST
+    assert coordinator.init_producer_id(TXN, 10_000, -1, 3).error == ErrorCode.INVALID_REQUEST
+    recovered = coordinator.init_producer_id("fresh", 10_000, 999, 4)  # an id the coordinator never had
+    assert recovered.error == ErrorCode.NONE and recovered.producer_id != 999 and recovered.producer_epoch == 0
+
+
+def test_each_coordinator_that_takes_an_id_up_raises_its_epoch_and_marks_with_it(tmp_path: Path) -> None:
+    store, clock = FileTransactionStore(tmp_path), Clock()
+    first_markers = RecordingMarkers()
+    first = _coordinator(store, first_markers, clock)
+    producer = first.init_producer_id(TXN, 10_000)
+    first.add_partitions(TXN, producer.producer_id, producer.producer_epoch, [(TOPIC, 0)])
+    first.end_transaction(TXN, producer.producer_id, producer.producer_epoch, commit=True)
+    first.stop()  # stores its Complete
+    second_markers = RecordingMarkers()
+    second = _coordinator(FileTransactionStore(tmp_path), second_markers, clock)
+    assert second.describe(TXN)[1].coordinator_epoch == store.load(TXN).coordinator_epoch == 1  # type: ignore[union-attr]
+    second.add_partitions(TXN, producer.producer_id, producer.producer_epoch, [(TOPIC, 0)])
+    second.end_transaction(TXN, producer.producer_id, producer.producer_epoch, commit=True)
+    assert (first_markers.coordinator_epochs, second_markers.coordinator_epochs) == ([0], [1])
+
+
+def test_a_coordinator_fenced_by_a_newer_one_lets_the_id_go(parts) -> None:
+    coordinator, markers, _, store = parts
+    producer = coordinator.init_producer_id(TXN, 10_000)
+    coordinator.add_partitions(TXN, producer.producer_id, producer.producer_epoch, [(TOPIC, 0)])
+    markers.fenced = True
+    coordinator.end_transaction(TXN, producer.producer_id, producer.producer_epoch, commit=True)
+    assert TXN not in [record.transactional_id for record in coordinator.listed()]
+    assert store.load(TXN).state == TxnState.PREPARE_COMMIT  # type: ignore[union-attr]  # the newer one's to end
+
+
+def test_when_the_brokers_change_every_record_is_read_again(tmp_path: Path) -> None:
+    store, members = FileTransactionStore(tmp_path), ["a"]
+    settings = TransactionSettings(max_timeout_ms=60_000, abort_check_interval_ms=1, id_expiration_ms=3_600_000)
+    coordinator = TransactionCoordinator(
+        settings, store, RecordingMarkers(), coordinates=lambda key: True, next_producer_id=Ids(),
+        membership=lambda: tuple(members), clock=Clock(),
+    )  # fmt: skip
+    producer = coordinator.init_producer_id(TXN, 10_000)
+    other = store.load(TXN)
+    assert other is not None
+    other.producer_epoch = 9  # what another coordinator stored while this one did not coordinate the id
+    store.save(other)
+    assert coordinator.describe(TXN)[1].producer_epoch == producer.producer_epoch  # the brokers did not change
+    members.append("b")
+    assert coordinator.describe(TXN)[1].producer_epoch == 9
+
+
+def test_a_txn_offset_commit_must_belong_to_the_open_transaction(parts) -> None:
+    coordinator, _, _, _ = parts
+    producer = coordinator.init_producer_id(TXN, 10_000)
+    pid, epoch = producer.producer_id, producer.producer_epoch
+    assert coordinator.verify_group(TXN, pid, epoch, "g") == ErrorCode.INVALID_TXN_STATE
+    coordinator.add_group(TXN, pid, epoch, "g")
+    assert coordinator.verify_group(TXN, pid, epoch, "g") == ErrorCode.NONE
+    assert coordinator.verify_group(TXN, pid, epoch, "other") == ErrorCode.INVALID_TXN_STATE
+    assert coordinator.verify_group(TXN, pid, epoch - 1, "g") == ErrorCode.PRODUCER_FENCED
+
+
+class Committed:
+    """A GroupOffsetStore that remembers commits."""
+
+    def __init__(self) -> None:
+        self.commits: list[tuple[str, dict[tuple[str, int], tuple[int, str | None]]]] = []
+
+    def commit(self, group: str, offsets: dict[tuple[str, int], tuple[int, str | None]]) -> None:
+        self.commits.append((group, offsets))
+
+
+def test_staged_offsets_of_an_older_epoch_are_refused_or_dropped(tmp_path: Path) -> None:
+    store, into = FileTransactionStore(tmp_path), Committed()
+    store.stage_offsets("g", 7, 1, {("t", 0): (5, None)})
+    with pytest.raises(StaleEpochError):
+        store.stage_offsets("g", 7, 0, {("t", 0): (9, None)})  # a fenced instance
+    store.end_offsets("g", 7, 2, commit=True, into=into)  # a marker of another epoch applies nothing
+    assert into.commits == [] and store.staged_offsets("g") == {}
+    store.stage_offsets("g", 7, 2, {("t", 1): (3, "m")})
+    store.stage_offsets("g", 7, 3, {("t", 2): (4, None)})  # a newer epoch: the older one's dropped
+    store.end_offsets("g", 7, 3, commit=True, into=into)
+    assert into.commits == [("g", {("t", 2): (4, None)})]
+
+
+def test_ids_too_long_for_a_file_name_are_stored_by_their_hash(tmp_path: Path) -> None:
+    coordinator = _coordinator(FileTransactionStore(tmp_path), RecordingMarkers(), Clock())
+    long_id = "streams-app-" + "x" * 300
+    assert coordinator.init_producer_id(long_id, 10_000).error == ErrorCode.NONE
+    assert FileTransactionStore(tmp_path).ids() == [long_id]
