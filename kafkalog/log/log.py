@@ -39,6 +39,7 @@ from kafkalog.log.producer_state import (
     MarkerBatch,
     ProducerState,
     ProducerStateManager,
+    VerificationGuard,
     batches_in_file,
     producer_batch,
 )
@@ -318,9 +319,19 @@ class Log:
         if self._closed:
             raise LogClosedError(f"log {self.directory} is closed")
 
+    def verification_guard(self, producer_id: int) -> VerificationGuard:
+        """The guard to take before asking the transaction coordinator whether ``producer_id``'s
+        open transaction has this partition, and to pass to ``append`` after (KIP-890 part 1; see
+        kafkalog.log.producer_state): a marker for the producer in between drops it, and the append
+        can then open no transaction. The producer's existing guard if it has one."""
+        with self._lock:
+            return self.producers.verification_guard(producer_id, self.clock())
+
     # ------------------------------------------------------------------ appending
 
-    def append(self, data: bytes | bytearray | memoryview) -> AppendInfo:
+    def append(
+        self, data: bytes | bytearray | memoryview, *, verification_guard: VerificationGuard | None = None
+    ) -> AppendInfo:
         """Validate a message set, assign its offsets and append it.
 
         Returns once the bytes are written (in the page cache), and fsynced if the flush policy says
@@ -332,7 +343,10 @@ class Log:
         that does not follow the producer's last batch). A transactional batch opens its producer's
         transaction (InvalidTxnStateError for a non-transactional one while it is open); a control
         batch (only ``append_marker`` writes them), or a transactional batch not sent alone by its
-        producer, is InvalidRecordError.
+        producer, is InvalidRecordError. With ``verification_guard`` (from ``verification_guard``,
+        taken before the coordinator verified the partition), a transactional batch that would open
+        its producer's transaction is InvalidTxnStateError if a marker or truncation dropped that
+        guard meanwhile; without one nothing is checked (the caller verified nothing).
         """
         with self._lock:
             self._check_open()
@@ -346,7 +360,7 @@ class Log:
                     raise UnsupportedForMessageFormatError(
                         "an idempotent producer's batch needs message format v2 (the topic stores v1)"
                     )
-                duplicate = self.producers.check(producer)
+                duplicate = self.producers.check(producer, verification_guard=verification_guard)
                 if duplicate is not None:
                     return AppendInfo(duplicate.first_offset, duplicate.last_offset, -1)
             elif self.config.message_format != 2 and batches.is_batch(data):

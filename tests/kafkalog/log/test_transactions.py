@@ -1,7 +1,8 @@
 """Transactions in the log (KIP-98): transactional batches hold the last stable offset until their
 producer's marker; aborts are entries of the segment's .txnindex (Kafka's 34-byte layout) that
 survive clean and unclean restarts, retention, DeleteRecords and truncation; fencing, refused
-control batches, reads bounded by max_offset, and the producer snapshot's format versions."""
+control batches, reads bounded by max_offset, and the producer snapshot's format versions;
+and verification guards (a check with the coordinator that a marker overtook opens no transaction)."""
 
 from __future__ import annotations
 
@@ -165,6 +166,44 @@ def test_a_higher_epoch_keeps_the_open_transaction(tmp_path: Path) -> None:
     assert log.last_stable_offset == 0
     log.append_marker(2, 1, commit=False, coordinator_epoch=0)
     assert entries(log) == [TxnIndexEntry(2, 0, 4, 5)]
+
+
+# ---------------------------------------------------------------------------------- verification guards
+
+
+@pytest.mark.unit
+def test_a_marker_between_the_verification_and_the_append_refuses_the_append(tmp_path: Path) -> None:
+    log = Log(tmp_path, CONFIG)
+    guard = log.verification_guard(5)  # the leader, before asking the coordinator
+    assert log.verification_guard(5) is guard  # a second request of the same producer shares it
+    # the coordinator said yes; the client then timed out and aborted: the marker comes first
+    log.append_marker(5, 0, commit=False, coordinator_epoch=0)
+    with pytest.raises(InvalidTxnStateError, match="after the coordinator verified") as refused:
+        log.append(txn(5, 0), verification_guard=guard)
+    assert refused.value.error_code == 48
+    assert log.last_stable_offset == log.log_end_offset == 1  # nothing opened: nothing hangs
+    assert [s.current_txn_start_offset for s in log.producer_states()] == [-1]
+    fresh = log.verification_guard(5)  # the next transaction verifies anew
+    assert fresh is not guard
+    assert log.append(txn(5, 0), verification_guard=fresh).first_offset == 1
+    assert log.last_stable_offset == 1
+    # a batch continuing the open transaction needs no current guard, whatever it carries
+    assert log.append(txn(5, 2), verification_guard=guard).first_offset == 3
+    log.append_marker(5, 0, commit=True, coordinator_epoch=0)
+    assert log.last_stable_offset == log.log_end_offset == 6
+
+
+@pytest.mark.unit
+def test_truncation_drops_the_guards_and_no_guard_checks_nothing(tmp_path: Path) -> None:
+    log = Log(tmp_path, CONFIG)
+    log.append(plain())
+    guard = log.verification_guard(7)
+    log.truncate_to(0)  # the check may be about what was cut away
+    with pytest.raises(InvalidTxnStateError):
+        log.append(txn(7, 0), verification_guard=guard)
+    assert log.log_end_offset == 0
+    assert log.append(txn(7, 0)).first_offset == 0  # no guard: the caller verified nothing (another coordinator)
+    assert log.last_stable_offset == 0
 
 
 @pytest.mark.unit
