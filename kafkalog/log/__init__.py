@@ -6,6 +6,7 @@ Knows nothing of the network or of ZooKeeper; imports only kafkalog.record and k
 from kafkalog.log.config import LogConfig
 from kafkalog.log.log import EARLIEST_TIME, LATEST_TIME, MAX_TIMESTAMP, AppendInfo, Log, OffsetAndTimestamp, ReadInfo
 from kafkalog.log.manager import LogManager, validate_topic
+from kafkalog.log.producer_state import VerificationGuard
 from kafkalog.log.region import FileRegion
 from kafkalog.log.segment import LogSegment
 
@@ -21,5 +22,6 @@ __all__ = [
     "LogSegment",
     "OffsetAndTimestamp",
     "ReadInfo",
+    "VerificationGuard",
     "validate_topic",
 ]

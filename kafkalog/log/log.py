@@ -16,6 +16,7 @@ from kafkalog.errors import (
     CorruptSegmentError,
     InvalidRecordError,
     LogClosedError,
+    LogError,
     OffsetOutOfRangeError,
     StorageError,
     UnsupportedForMessageFormatError,
@@ -39,6 +40,7 @@ from kafkalog.log.producer_state import (
     MarkerBatch,
     ProducerState,
     ProducerStateManager,
+    VerificationGuard,
     batches_in_file,
     producer_batch,
 )
@@ -129,7 +131,9 @@ class Log:
     ``append_marker`` writes; ``last_stable_offset`` (the LSO) is the first offset of the oldest open
     transaction, else the log end. Each aborted transaction is an entry of the .txnindex of the
     segment holding its marker (kafkalog.log.txn_index), written before the LSO passes it, so a
-    reader that sees an LSO finds every abort below it.
+    reader that sees an LSO finds every abort below it. When that write fails the marker is already
+    in the segment and its transaction closed: the log is then quarantined (``index_failure``)
+    until it is opened again, which rebuilds the entry from the log.
     """
 
     def __init__(
@@ -147,6 +151,11 @@ class Log:
         self._lock = threading.RLock()
         self._closed = False
         self.corruption: CorruptSegmentError | None = None
+        self.index_failure: StorageError | None = None
+        """Set when an aborted transaction's .txnindex entry could not be written after its marker
+        was: the index no longer lists every abort below the LSO. Appends, markers and
+        read-committed reads raise it until the log is opened again (recovery replays the marker
+        and writes the entry) or truncated (which rebuilds every entry)."""
         self._unflushed_messages = 0
         self._oldest_unflushed_ms: int | None = None
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -219,9 +228,22 @@ class Log:
         self._publish_stable()
 
     def _index_if_aborted(self, segment: LogSegment, txn: CompletedTxn) -> None:
-        if txn.aborted:
-            entry = TxnIndexEntry(txn.producer_id, txn.first_offset, txn.last_offset, txn.last_stable_offset)
+        """Write an aborted transaction's entry; on failure quarantine the log (``index_failure``)
+        and raise: its marker is in the segment and its transaction closed, so the next append
+        would move the LSO past an abort that read-committed readers cannot find."""
+        if not txn.aborted:
+            return
+        entry = TxnIndexEntry(txn.producer_id, txn.first_offset, txn.last_offset, txn.last_stable_offset)
+        try:
             segment.txn_index.append(entry)
+        except (OSError, LogError) as exc:
+            self.index_failure = StorageError(
+                f"{self.directory}: the aborted transaction of producer {txn.producer_id} at offsets "
+                f"{txn.first_offset}-{txn.last_offset} is not in {segment.txn_index_path.name} ({exc}): "
+                "appends and read-committed reads refused until the log is opened again"
+            )
+            logger.error("%s", self.index_failure)  # noqa: TRY400 (the reason is the message)
+            raise self.index_failure from exc
 
     def _publish_stable(self) -> None:
         first = self.producers.first_unstable_offset()
@@ -318,9 +340,28 @@ class Log:
         if self._closed:
             raise LogClosedError(f"log {self.directory} is closed")
 
+    def _check_writable(self) -> None:
+        """Open, and not quarantined (a corrupt segment, or an aborted transaction missing from
+        the index: see ``index_failure``)."""
+        self._check_open()
+        if self.corruption is not None:
+            raise self.corruption
+        if self.index_failure is not None:
+            raise self.index_failure
+
+    def verification_guard(self, producer_id: int) -> VerificationGuard:
+        """The guard to take before asking the transaction coordinator whether ``producer_id``'s
+        open transaction has this partition, and to pass to ``append`` after (KIP-890 part 1; see
+        kafkalog.log.producer_state): a marker for the producer in between drops it, and the append
+        can then open no transaction. The producer's existing guard if it has one."""
+        with self._lock:
+            return self.producers.verification_guard(producer_id, self.clock())
+
     # ------------------------------------------------------------------ appending
 
-    def append(self, data: bytes | bytearray | memoryview) -> AppendInfo:
+    def append(
+        self, data: bytes | bytearray | memoryview, *, verification_guard: VerificationGuard | None = None
+    ) -> AppendInfo:
         """Validate a message set, assign its offsets and append it.
 
         Returns once the bytes are written (in the page cache), and fsynced if the flush policy says
@@ -332,12 +373,13 @@ class Log:
         that does not follow the producer's last batch). A transactional batch opens its producer's
         transaction (InvalidTxnStateError for a non-transactional one while it is open); a control
         batch (only ``append_marker`` writes them), or a transactional batch not sent alone by its
-        producer, is InvalidRecordError.
+        producer, is InvalidRecordError. With ``verification_guard`` (from ``verification_guard``,
+        taken before the coordinator verified the partition), a transactional batch that would open
+        its producer's transaction is InvalidTxnStateError if a marker or truncation dropped that
+        guard meanwhile; without one nothing is checked (the caller verified nothing).
         """
         with self._lock:
-            self._check_open()
-            if self.corruption is not None:
-                raise self.corruption
+            self._check_writable()
             producer = producer_batch(data)
             if producer is not None:
                 if producer.control:
@@ -346,7 +388,7 @@ class Log:
                     raise UnsupportedForMessageFormatError(
                         "an idempotent producer's batch needs message format v2 (the topic stores v1)"
                     )
-                duplicate = self.producers.check(producer)
+                duplicate = self.producers.check(producer, verification_guard=verification_guard)
                 if duplicate is not None:
                     return AppendInfo(duplicate.first_offset, duplicate.last_offset, -1)
             elif self.config.message_format != 2 and batches.is_batch(data):
@@ -384,9 +426,7 @@ class Log:
         UnsupportedForMessageFormatError in a log of message format v1, and as ``append``.
         """
         with self._lock:
-            self._check_open()
-            if self.corruption is not None:
-                raise self.corruption
+            self._check_writable()
             if self.config.message_format != 2:
                 raise UnsupportedForMessageFormatError(
                     "transaction markers need message format v2 (the topic stores v1)"
@@ -485,7 +525,7 @@ class Log:
         crash_point("log.roll.after_create")
         self._set_segments([*self.segments, new])
         self._recovery_point = max(self._recovery_point, new.base_offset)
-        if len(self.producers):  # replaying on load then starts from here, not the log start
+        if len(self.producers) and self.index_failure is None:  # replaying on load then starts from here
             self.producers.take_snapshot(new.base_offset, self.clock())
         return new
 
@@ -501,8 +541,11 @@ class Log:
         The region may start before ``offset`` when a compressed wrapper holds it. With
         ``min_one_message`` the first message is returned whole even if larger than ``max_bytes``.
         With ``max_offset`` (a batch boundary: a read-committed fetch passes the last stable offset)
-        nothing at or past it is returned.
+        nothing at or past it is returned; such a read raises ``index_failure`` if it is set (the
+        aborted transactions it would need may be missing from the index).
         """
+        if max_offset is not None and self.index_failure is not None:
+            raise self.index_failure
         while True:
             stable = self._stable  # published after the end: read first, it is never past the end read
             end = self._log_end_offset
@@ -534,7 +577,10 @@ class Log:
         """The aborted transactions with offsets in [``start``, ``end``) (producer id and first
         offset), from the aborted-transaction indexes of the segment holding ``start`` and the
         following ones, as far as an entry's last stable offset says a later abort cannot begin
-        before ``end``. Lock-free, like ``read``."""
+        before ``end``. Lock-free, like ``read``. Raises ``index_failure`` if it is set (an abort may
+        be missing)."""
+        if self.index_failure is not None:
+            raise self.index_failure
         found: list[AbortedTxn] = []
         if end <= start:
             return found
@@ -743,6 +789,7 @@ class Log:
                 self._start_floor = self._log_end_offset
                 write_atomically(self.directory / LOG_START_FILE, b"%d\n" % self._start_floor, crash_prefix="log.start")
             self.producers.truncate()  # snapshots may describe what was cut: rebuild from the log
+            self.index_failure = None  # the replay below writes every entry again (or fails again)
             self._load_producers(snapshot=False)
 
     def verify(self) -> CorruptSegmentError | None:
@@ -763,7 +810,9 @@ class Log:
             try:
                 self.active_segment.flush()
                 self._recovery_point = self._log_end_offset
-                if len(self.producers):
+                # with an index entry missing, no snapshot past its marker: the next load must
+                # replay that marker, which writes the entry again
+                if len(self.producers) and self.index_failure is None:
                     self.producers.take_snapshot(self._log_end_offset, self.clock())
             finally:
                 for segment in self.segments:

@@ -21,6 +21,17 @@ epoch is refused (InvalidProducerEpochError), as is one from an older coordinato
 nothing. This module is a state machine over batches and markers: the log writes the markers and
 the aborted-transaction index (kafkalog.log.txn_index) from what it answers (CompletedTxn).
 
+Verification guards (KIP-890 part 1, Kafka's VerificationGuard): the leader asks the transaction
+coordinator whether the producer's open transaction has this partition before appending, and the
+append comes later, under the log's lock. Between the two a marker may end that transaction (the
+client timed out and aborted): appended after it, the batch would open a transaction the coordinator
+does not know, and no marker would ever close it. So the leader takes a guard (``verification_guard``)
+before asking; a marker for the producer, a truncation, or an append of its transactional batch
+drops it (as Kafka's); and a batch that would open a transaction here is refused
+(InvalidTxnStateError) when it carries a guard that is no longer the current one. A batch
+continuing a transaction open here needs none. Guards live in memory only: a restart ends every
+request that held one.
+
 Durability: the state is a function of the log (each batch carries its producer id, epoch and base
 sequence; each marker its decision), saved as a snapshot ``<offset>.producers`` beside the segments
 when a segment is rolled and when the log closes, and rebuilt on load from the latest snapshot at
@@ -148,6 +159,20 @@ class ProducerState(NamedTuple):
     """The first offset of its open transaction (-1: none)."""
 
 
+class VerificationGuard:
+    """The token of one check with the transaction coordinator (see the module doc): an append
+    carrying it may open its producer's transaction only while it is still the current guard."""
+
+    __slots__ = ("created_ms", "producer_id")
+
+    def __init__(self, producer_id: int, created_ms: int) -> None:
+        self.producer_id = producer_id
+        self.created_ms = created_ms
+
+    def __repr__(self) -> str:
+        return f"VerificationGuard(producer {self.producer_id}, {id(self):#x})"
+
+
 class DuplicateBatch(NamedTuple):
     """The first append of a batch that came again: where it landed."""
 
@@ -200,15 +225,46 @@ class ProducerStateManager:
         self._open: dict[int, int] = {}
         """Producer id -> first offset of each open transaction, oldest first (transactions open
         in offset order, and the order survives deletions)."""
+        self._guards: dict[int, VerificationGuard] = {}
+        """Producer id -> its current verification guard (see the module doc)."""
 
     def __len__(self) -> int:
         return len(self._producers)
 
     # ------------------------------------------------------------------ appending
 
-    def check(self, batch: ProducerBatch) -> DuplicateBatch | None:
+    def check(
+        self, batch: ProducerBatch, *, verification_guard: VerificationGuard | None = None
+    ) -> DuplicateBatch | None:
         """Before appending ``batch``: its first append if it is a retry, None if it may be appended;
-        raises OutOfOrderSequenceError or InvalidProducerEpochError if it may not."""
+        raises OutOfOrderSequenceError or InvalidProducerEpochError if it may not, and
+        InvalidTxnStateError if it would open a transaction with a ``verification_guard`` that is no
+        longer current (None: the caller verified nothing, e.g. the coordinator is another broker)."""
+        duplicate = self._check_sequence(batch)
+        if duplicate is None and verification_guard is not None:
+            self._check_verified(batch, verification_guard)
+        return duplicate
+
+    def verification_guard(self, producer_id: int, now_ms: int) -> VerificationGuard:
+        """The producer's current guard, created if it has none (taken before asking the coordinator)."""
+        guard = self._guards.get(producer_id)
+        if guard is None:
+            guard = self._guards[producer_id] = VerificationGuard(producer_id, now_ms)
+        return guard
+
+    def _check_verified(self, batch: ProducerBatch, guard: VerificationGuard) -> None:
+        if not batch.transactional:
+            return
+        known = self._producers.get(batch.producer_id)
+        if known is not None and known.txn_first_offset != NO_OFFSET:
+            return  # it continues a transaction open here: the coordinator knows this partition
+        if self._guards.get(batch.producer_id) is not guard:
+            raise InvalidTxnStateError(
+                f"producer {batch.producer_id}: its transaction ended (a marker) after the coordinator "
+                "verified this partition and before the batch was appended: it may not open another"
+            )
+
+    def _check_sequence(self, batch: ProducerBatch) -> DuplicateBatch | None:
         known = self._producers.get(batch.producer_id)
         if known is None:
             if batch.first_sequence != 0:
@@ -258,9 +314,12 @@ class ProducerStateManager:
             known = self._producers[batch.producer_id] = known.new_epoch(batch.epoch, now_ms)
         known.last_append_ms = max(known.last_append_ms, now_ms)
         known.batches.append((batch.first_sequence, batch.last_sequence, first_offset, last_offset))
-        if batch.transactional and known.txn_first_offset == NO_OFFSET:
-            known.txn_first_offset = first_offset
-            self._open[batch.producer_id] = first_offset
+        if batch.transactional:
+            # the guard has served: the transaction is open here now, and its batches need none
+            self._guards.pop(batch.producer_id, None)
+            if known.txn_first_offset == NO_OFFSET:
+                known.txn_first_offset = first_offset
+                self._open[batch.producer_id] = first_offset
 
     # ------------------------------------------------------------------ transactions
 
@@ -290,6 +349,9 @@ class ProducerStateManager:
             known = self._producers[marker.producer_id] = known.new_epoch(marker.epoch, now_ms)
         known.last_append_ms = max(known.last_append_ms, now_ms)
         known.coordinator_epoch = marker.coordinator_epoch
+        # a check made before this marker is about the transaction it ended: no batch may open
+        # another transaction on the strength of it
+        self._guards.pop(marker.producer_id, None)
         first = known.txn_first_offset
         if first == NO_OFFSET:
             return None
@@ -336,6 +398,9 @@ class ProducerStateManager:
             for pid, p in self._producers.items()
             if now_ms - p.last_append_ms < self.expiration_ms or p.txn_first_offset != NO_OFFSET
         }  # a producer with an open transaction is kept: its transaction holds the last stable offset
+        # a guard whose check found the partition not in the transaction is never used: dropped as
+        # an idle producer is (an append that still carries it is refused, as after a marker)
+        self._guards = {pid: g for pid, g in self._guards.items() if now_ms - g.created_ms < self.expiration_ms}
         document = {
             "format_version": FORMAT_VERSION,
             "offset": offset,
@@ -361,6 +426,7 @@ class ProducerStateManager:
         batches must be replayed with ``replay``."""
         self._producers = {}
         self._open = {}
+        self._guards = {}
         for offset, path in reversed(self._snapshots()):
             if offset > log_end_offset:
                 logger.info("removing producer snapshot %s: beyond the log end %d", path, log_end_offset)
@@ -391,9 +457,11 @@ class ProducerStateManager:
         return completed
 
     def truncate(self) -> None:
-        """The log lost data (truncation): the state is rebuilt by the caller from what remains."""
+        """The log lost data (truncation): the state is rebuilt by the caller from what remains;
+        every guard is dropped (a check made before may be about a transaction cut away)."""
         self._producers = {}
         self._open = {}
+        self._guards = {}
         for _, path in self._snapshots():
             path.unlink(missing_ok=True)
 

@@ -20,7 +20,7 @@ from kafkalog.errors import (
     RegistryError,
     UnsupportedCodecError,
 )
-from kafkalog.log import EARLIEST_TIME, LATEST_TIME, MAX_TIMESTAMP, LogManager
+from kafkalog.log import EARLIEST_TIME, LATEST_TIME, MAX_TIMESTAMP, Log, LogManager, VerificationGuard
 from kafkalog.protocol import Api, ApiKey, ErrorCode, RequestHeader, api_versions_body
 from kafkalog.protocol.apis import MAX_TIMESTAMP_LIST_OFFSETS_VERSION, ZSTD_PRODUCE_VERSION
 from kafkalog.protocol.frames import error_body
@@ -179,9 +179,10 @@ class RequestHandlers:
                 base_offset, log_append_time, log_start_offset = -1, -1, -1
                 problem = ErrorCode.INVALID_REQUIRED_ACKS if acks not in (0, 1, -1) else None
                 problem = problem or txn_refused or denied or self.cluster.partition_error(topic, partition)
-                if problem is None:
-                    problem = self._unverified(transactional_id, topic, partition, data["record_set"])
                 log = self.logs.get_log(topic, partition)
+                guard = None
+                if problem is None:
+                    problem, guard = self._unverified(transactional_id, topic, partition, data["record_set"], log)
                 if problem is not None:
                     error = problem
                 elif log is None:
@@ -192,7 +193,7 @@ class RequestHandlers:
                     try:
                         if api.version < ZSTD_PRODUCE_VERSION and first_codec(data["record_set"]) == Codec.ZSTD:
                             raise UnsupportedCodecError(f"zstd needs Produce v{ZSTD_PRODUCE_VERSION} or later")
-                        info = log.append(data["record_set"])
+                        info = log.append(data["record_set"], verification_guard=guard)
                         base_offset, log_append_time = info.first_offset, info.log_append_time
                         log_start_offset = log.log_start_offset
                         appended = True
@@ -224,31 +225,39 @@ class RequestHandlers:
         return answer
 
     def _unverified(
-        self, transactional_id: str | None, topic: str, partition: int, record_set: Any
-    ) -> ErrorCode | None:
+        self, transactional_id: str | None, topic: str, partition: int, record_set: Any, log: Log | None
+    ) -> tuple[ErrorCode | None, VerificationGuard | None]:
         """KIP-890 part 1: a transactional batch is appended only to a partition its producer added
-        to its open transaction; None if it may be, else the error (INVALID_TXN_STATE, or the
-        producer's fencing, or INVALID_PRODUCER_ID_MAPPING for a producer id the transactional id
-        does not have). Checked here when this broker coordinates the transactional id."""
+        to its open transaction. Answers (None, the guard to append with) if it may be, else (the
+        error, None): INVALID_TXN_STATE, or the producer's fencing, or INVALID_PRODUCER_ID_MAPPING
+        for a producer id the transactional id does not have. Checked here when this broker
+        coordinates the transactional id (else no check and no guard).
+
+        The log's verification guard is taken before the coordinator is asked: if the transaction
+        ends (its marker is written) before the append, the guard is gone and the log refuses a
+        batch that would open a transaction the coordinator does not know (kafkalog.log.producer_state)."""
         producer = _transactional_producer(record_set)
         if producer is None:
-            return None
+            return None, None
         if transactional_id is None:
-            return ErrorCode.INVALID_TXN_STATE  # transactional records need their transactional id
+            return ErrorCode.INVALID_TXN_STATE, None  # transactional records need their transactional id
         if not self.cluster.coordinates(transactional_id):
-            return None  # its coordinator is another broker: that broker checked the AddPartitionsToTxn
+            return None, None  # its coordinator is another broker: that broker checked the AddPartitionsToTxn
         producer_id, epoch = producer
+        guard = log.verification_guard(producer_id) if log is not None else None  # before asking: see above
         error = self.transactions.coordinator.verify(transactional_id, producer_id, epoch, [(topic, partition)])
         code = error[(topic, partition)]
+        if code == ErrorCode.NONE:
+            return None, guard
         if code == ErrorCode.PRODUCER_FENCED:
-            return ErrorCode.INVALID_PRODUCER_EPOCH  # what Produce answers an old epoch (Kafka maps it so too)
+            return ErrorCode.INVALID_PRODUCER_EPOCH, None  # what Produce answers an old epoch (Kafka maps it so too)
         if code in (ErrorCode.INVALID_PRODUCER_ID_MAPPING, ErrorCode.CONCURRENT_TRANSACTIONS):
-            return ErrorCode(code)  # no such producer; or its last transaction's markers are being written
-        if code in (ErrorCode.INVALID_TXN_STATE, ErrorCode.NONE):
-            return None if code == ErrorCode.NONE else ErrorCode.INVALID_TXN_STATE
+            return ErrorCode(code), None  # no such producer; or its last transaction's markers are being written
+        if code == ErrorCode.INVALID_TXN_STATE:
+            return ErrorCode.INVALID_TXN_STATE, None
         # the check could not be made (the coordinator's store failed): retried, as Kafka answers
         # a verification that could not reach the coordinator
-        return ErrorCode.NOT_ENOUGH_REPLICAS
+        return ErrorCode.NOT_ENOUGH_REPLICAS, None
 
     # ------------------------------------------------------------------ fetch
 

@@ -1,7 +1,9 @@
 """Transactions in the log (KIP-98): transactional batches hold the last stable offset until their
 producer's marker; aborts are entries of the segment's .txnindex (Kafka's 34-byte layout) that
 survive clean and unclean restarts, retention, DeleteRecords and truncation; fencing, refused
-control batches, reads bounded by max_offset, and the producer snapshot's format versions."""
+control batches, reads bounded by max_offset, and the producer snapshot's format versions;
+verification guards (a check with the coordinator that a marker overtook opens no transaction); a
+.txnindex entry that cannot be written quarantines the log until a reopening rebuilds it."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog.errors import InvalidRecordError, UnsupportedForMessageFormatError
+from kafkalog.errors import InvalidRecordError, StorageError, UnsupportedForMessageFormatError
 from kafkalog.log import Log, LogConfig, LogManager
 from kafkalog.log.faults import CRASH_EXIT_CODE
 from kafkalog.log.producer_state import (
@@ -167,6 +169,44 @@ def test_a_higher_epoch_keeps_the_open_transaction(tmp_path: Path) -> None:
     assert entries(log) == [TxnIndexEntry(2, 0, 4, 5)]
 
 
+# ---------------------------------------------------------------------------------- verification guards
+
+
+@pytest.mark.unit
+def test_a_marker_between_the_verification_and_the_append_refuses_the_append(tmp_path: Path) -> None:
+    log = Log(tmp_path, CONFIG)
+    guard = log.verification_guard(5)  # the leader, before asking the coordinator
+    assert log.verification_guard(5) is guard  # a second request of the same producer shares it
+    # the coordinator said yes; the client then timed out and aborted: the marker comes first
+    log.append_marker(5, 0, commit=False, coordinator_epoch=0)
+    with pytest.raises(InvalidTxnStateError, match="after the coordinator verified") as refused:
+        log.append(txn(5, 0), verification_guard=guard)
+    assert refused.value.error_code == 48
+    assert log.last_stable_offset == log.log_end_offset == 1  # nothing opened: nothing hangs
+    assert [s.current_txn_start_offset for s in log.producer_states()] == [-1]
+    fresh = log.verification_guard(5)  # the next transaction verifies anew
+    assert fresh is not guard
+    assert log.append(txn(5, 0), verification_guard=fresh).first_offset == 1
+    assert log.last_stable_offset == 1
+    # a batch continuing the open transaction needs no current guard, whatever it carries
+    assert log.append(txn(5, 2), verification_guard=guard).first_offset == 3
+    log.append_marker(5, 0, commit=True, coordinator_epoch=0)
+    assert log.last_stable_offset == log.log_end_offset == 6
+
+
+@pytest.mark.unit
+def test_truncation_drops_the_guards_and_no_guard_checks_nothing(tmp_path: Path) -> None:
+    log = Log(tmp_path, CONFIG)
+    log.append(plain())
+    guard = log.verification_guard(7)
+    log.truncate_to(0)  # the check may be about what was cut away
+    with pytest.raises(InvalidTxnStateError):
+        log.append(txn(7, 0), verification_guard=guard)
+    assert log.log_end_offset == 0
+    assert log.append(txn(7, 0)).first_offset == 0  # no guard: the caller verified nothing (another coordinator)
+    assert log.last_stable_offset == 0
+
+
 @pytest.mark.unit
 def test_a_v1_topic_has_no_markers(tmp_path: Path) -> None:
     log = Log(tmp_path, LogConfig(message_format=1))
@@ -275,6 +315,48 @@ def test_a_lost_or_unreadable_txnindex_is_rebuilt_from_the_log(tmp_path: Path) -
     assert index.read_bytes() == good
     assert not (tmp_path / f"{77:020d}.txnindex").exists()
     assert reopened.aborted_transactions(0, 2) == [AbortedTxn(1, 0)]
+
+
+@pytest.mark.unit
+def test_an_entry_that_cannot_be_written_quarantines_the_log_until_it_is_reopened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = Log(tmp_path, CONFIG)
+    log.append(plain())  # 0
+    log.append(txn(1, 0))  # 1-2
+    segment = log.active_segment
+
+    def full_disk(entry: TxnIndexEntry) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(segment.txn_index, "append", full_disk)
+    with pytest.raises(StorageError, match="producer 1 at offsets 1-3 is not in") as failed:
+        log.append_marker(1, 0, commit=False, coordinator_epoch=0)  # 3: written, its entry not
+    assert failed.value.error_code == 56  # KAFKA_STORAGE_ERROR
+    assert log.index_failure is failed.value
+    monkeypatch.undo()
+    # the next append would move the LSO past an abort no reader could find: refused, as are
+    # markers and read-committed reads; the LSO stays below the transaction
+    for refused in (
+        lambda: log.append(plain()),
+        lambda: log.append_marker(2, 0, commit=True, coordinator_epoch=0),
+        lambda: log.read(0, 1 << 20, max_offset=log.last_stable_offset),
+        lambda: log.aborted_transactions(0, 4),
+    ):
+        with pytest.raises(StorageError) as again:
+            refused()
+        assert again.value is failed.value
+    assert (log.last_stable_offset, log.log_end_offset) == (1, 4)
+    assert log.read(0, 1 << 20).region is not None  # reading uncommitted needs no index
+    log.close()  # takes no producer snapshot past the marker: the reopening must replay it
+
+    reopened = Log(tmp_path, CONFIG, clean_shutdown=True)
+    assert reopened.index_failure is None
+    assert entries(reopened) == [TxnIndexEntry(1, 1, 3, 4)]
+    assert reopened.aborted_transactions(0, 4) == [AbortedTxn(1, 1)]
+    assert reopened.last_stable_offset == reopened.log_end_offset == 4
+    reopened.append(plain())
+    assert reopened.last_stable_offset == 5
 
 
 # ---------------------------------------------------------------------------------- deletion and truncation
