@@ -66,12 +66,14 @@ def rename_new(source: Path, target: Path) -> None:
         raise StorageError(f"renamed {source} to {target} but cannot remove the old name: {exc}") from exc
 
 
-def write_atomically(path: Path, data: bytes, *, crash_prefix: str) -> None:
+def write_atomically(path: Path, data: bytes, *, crash_prefix: str, fsync: bool = True) -> None:
     """Replace ``path`` with ``data`` so that a crash leaves the old file or the new, never a mix.
 
     Write a temporary file, fsync it, rename it over ``path``, fsync the directory. This is the one
     place we rename onto an existing file on purpose: the replacement is the point, and rename(2)
-    of a file onto a file is atomic on local filesystems.
+    of a file onto a file is atomic on local filesystems. Without ``fsync`` the file is still
+    replaced whole for a process that dies (the page cache keeps it), but a power cut may leave
+    the old one: for state whose data follows the log's flush policy (never fsynced by default).
     """
     tmp = path.with_name(path.name + TMP_SUFFIX)
     try:
@@ -79,10 +81,12 @@ def write_atomically(path: Path, data: bytes, *, crash_prefix: str) -> None:
             out.write(data)
             out.flush()
             crash_point(f"{crash_prefix}.tmp_written")
-            os.fsync(out.fileno())
+            if fsync:
+                os.fsync(out.fileno())
         crash_point(f"{crash_prefix}.tmp_synced")
         tmp.replace(path)
         crash_point(f"{crash_prefix}.renamed")
-        fsync_dir(path.parent)
+        if fsync:
+            fsync_dir(path.parent)
     except OSError as exc:
         raise StorageError(f"cannot write {path}: {exc}") from exc

@@ -260,6 +260,14 @@ class TransactionSettings:
     """A transactional id with no transaction open and no request for this long is forgotten:
     Kafka's ``transactional.id.expiration.ms`` (7 days)."""
 
+    fsync: bool = False
+    """Fsync each of the coordinator's records before answering (files without ZooKeeper). False:
+    each is still replaced whole by a rename (a broker that dies, even SIGKILLed, finds every
+    record it answered for), but left to the OS like the log's data, whose flush policy fsyncs
+    nothing by default: a power cut may take the last records along with the last data they
+    describe, as with Kafka's own transaction log. True: a power cut takes neither, for about
+    0.4 ms more per transaction on an SSD (two fsyncs)."""
+
     def __post_init__(self) -> None:
         for key in ("max_timeout_ms", "abort_check_interval_ms", "id_expiration_ms"):
             if getattr(self, key) < 1:

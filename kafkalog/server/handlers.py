@@ -94,7 +94,7 @@ class RequestHandlers:
         self.producer_ids = producer_ids or ProducerIds(file_blocks(config.data_dirs[0], config.broker_id))
         self.access = access or Access(Authorizer())  # no ACLs: everything allowed
         self.admin = AdminHandlers(config, cluster, offsets, self.groups, logs, self.access, acl_store)
-        store = transaction_store or FileTransactionStore(config.data_dirs[0])
+        store = transaction_store or FileTransactionStore(config.data_dirs[0], fsync=config.transactions.fsync)
         markers = BrokerMarkers(
             config.broker_id, logs, cluster, store, offsets,
             shared_offsets=transaction_store is not None, listener=_inter_broker_listener(config),

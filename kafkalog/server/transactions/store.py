@@ -177,7 +177,9 @@ def _guarded(what: str, action: Callable[[], _T]) -> _T:
 class FileTransactionStore:
     """Both kinds of documents as files under ``<data dir>/.transactions``. Thread-safe."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, *, fsync: bool = True) -> None:
+        self.fsync = fsync
+        """Fsync each document (the broker's ``transactions.fsync``); else a rename, left to the OS."""
         self.directory = data_dir / DIRECTORY
         self.offsets_directory = self.directory / OFFSETS_DIRECTORY
         self.offsets_directory.mkdir(parents=True, exist_ok=True)
@@ -214,14 +216,15 @@ class FileTransactionStore:
     def save(self, record: TransactionMetadata) -> None:
         path = self._path(record.transactional_id)
         data = json.dumps(record.to_json()).encode()
-        _guarded(f"store {path}", lambda: write_atomically(path, data, crash_prefix="transactions"))
+        _guarded(f"store {path}", lambda: write_atomically(path, data, crash_prefix="transactions", fsync=self.fsync))
 
     def delete(self, transactional_id: str) -> None:
         path = self._path(transactional_id)
 
         def remove() -> None:
             path.unlink(missing_ok=True)
-            fsync_dir(self.directory)
+            if self.fsync:
+                fsync_dir(self.directory)
 
         _guarded(f"delete {path}", remove)
 
@@ -234,7 +237,7 @@ class FileTransactionStore:
         def stage() -> None:
             staged = path.read_bytes() if path.exists() else None
             data = _merged(staged, str(path), group, producer_id, epoch, offsets)
-            write_atomically(path, data, crash_prefix="transactions")
+            write_atomically(path, data, crash_prefix="transactions", fsync=self.fsync)
 
         with self._lock:
             _guarded(f"store {path}", stage)
@@ -260,7 +263,8 @@ class FileTransactionStore:
             if commit and staged_epoch == epoch:
                 _apply(group, offsets, into)
             path.unlink()
-            fsync_dir(self.offsets_directory)
+            if self.fsync:
+                fsync_dir(self.offsets_directory)
 
         with self._lock:
             _guarded(f"end the staged offsets {path}", end)
