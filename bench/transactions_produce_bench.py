@@ -1,7 +1,7 @@
 """Transactional produce with librdkafka (confluent-kafka), into kafkalog and into Apache Kafka 4.x,
 in one run: transactions of 100 and of 1,000 200-byte messages, every one committed.
 
-``python -m bench.transactions_produce_bench [--brokers kafka4,kafkalog] [--messages N] [--repeat N]``
+``python -m bench.transactions_produce_bench [--brokers B,B] [--messages N] [--repeat N] [--kafkalog-fsync]``
 
 Each broker runs on loopback with its data on the same disk, fsyncing at most once a second. One
 producer per run (a transactional id of its own; InitProducerId is not measured): for each
@@ -113,6 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--brokers", default=",".join(BROKERS), help="comma-separated: kafka4, kafkalog")
     parser.add_argument("--messages", type=int, default=100_000, help="messages per run")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--kafkalog-fsync", action="store_true", help="kafkalog fsyncs each coordinator record (transactions.fsync)"
+    )
     args = parser.parse_args(argv)
     names = [name for name in args.brokers.split(",") if name]
     if not names or any(name not in BROKERS for name in names):
@@ -121,7 +124,12 @@ def main(argv: list[str] | None = None) -> int:
     # Kafka 4.x fsyncs only when its scheduler looks (default: never): once a second, like kafkalog
     flush_once_a_second: dict[str, object] = {"log.flush.interval.ms": 1000, "log.flush.scheduler.interval.ms": 1000}
     kafka4 = Kafka4Process(root / "kafka4", **flush_once_a_second)
-    ours = BrokerProcess(root / "kafkalog", default_partitions=1, log={"flush_ms": 1000})
+    ours = BrokerProcess(
+        root / "kafkalog",
+        default_partitions=1,
+        log={"flush_ms": 1000},
+        transactions={"fsync": args.kafkalog_fsync},
+    )
     starts: dict[str, Callable[[], Broker]] = {
         "kafka4": lambda: _started_kafka4(kafka4),
         "kafkalog": lambda: _started_ours(ours),
