@@ -145,8 +145,17 @@ def held(bootstrap: str, topic: str) -> dict[int, list[Record]]:
 
 
 def log_ends(bootstrap: str, topic: str) -> dict[TopicPartition, int]:
-    with SimpleConsumer(bootstrap) as consumer:
-        return consumer.log_end_offsets([(topic, p) for p in range(PARTITIONS)])
+    """The log ends once every transaction's markers are written: Kafka writes them after it
+    answered EndTxn, so the end read at once can be short of the trailing markers."""
+    partitions = [(topic, p) for p in range(PARTITIONS)]
+    deadline = time.monotonic() + 30
+    with SimpleConsumer(bootstrap, isolation="read_committed") as consumer:
+        while True:
+            ends = consumer.log_end_offsets(partitions)
+            if consumer.latest_offsets(partitions) == ends:
+                return ends
+            assert time.monotonic() < deadline, f"markers never written: log ends {ends}"
+            time.sleep(0.1)
 
 
 def test_committed_transactions_only_reach_the_target_and_a_restart_repeats_nothing(
