@@ -205,9 +205,7 @@ class TransactionManager:
             answer = connection.request(
                 connection.api(ApiKey.ADD_OFFSETS_TO_TXN),
                 {
-                    "transactional_id": self.transactional_id,
-                    "producer_id": producer_id,
-                    "producer_epoch": epoch,
+                    **self._producer(producer_id, epoch),
                     "group_id": group_id,
                 },
             )
@@ -253,6 +251,10 @@ class TransactionManager:
                 f"committing the offsets of group {group_id!r} in the transaction", commit, coordinator=False
             )
 
+    def _producer(self, producer_id: int, epoch: int) -> dict[str, object]:
+        """The fields that name this producer in AddOffsetsToTxn, TxnOffsetCommit and EndTxn."""
+        return {"transactional_id": self.transactional_id, "producer_id": producer_id, "producer_epoch": epoch}
+
     def end(self, *, commit: bool) -> None:
         """EndTxn: the coordinator commits or aborts the transaction (and writes the markers after
         it answered: CONCURRENT_TRANSACTIONS meanwhile, retried, for the next transaction's calls)."""
@@ -263,9 +265,7 @@ class TransactionManager:
             answer = connection.request(
                 connection.api(ApiKey.END_TXN),
                 {
-                    "transactional_id": self.transactional_id,
-                    "producer_id": producer_id,
-                    "producer_epoch": epoch,
+                    **self._producer(producer_id, epoch),
                     "committed": commit,
                 },
             )

@@ -4,14 +4,17 @@ control batch) or a transaction stopped at an exact step; and what a read-commit
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from kafkalog.client import SimpleConsumer
 from kafkalog.protocol import ApiKey, ErrorCode
 from kafkalog.record.batch_format import encode_batch
+from kafkalog.server import Broker, BrokerConfig
 from tests.support.kafkalog import roundtrip
 
 
@@ -130,3 +133,13 @@ def wait_until_stable(bootstrap: str, topic: str, partitions: Iterable[int], tim
         return lso == end
 
     wait_for(stable, timeout, f"the last stable offsets of {topic} to reach the log ends")
+
+
+@contextlib.contextmanager
+def in_process_broker(data_dir: Path, topic: str) -> Iterator[Broker]:
+    """A broker in this process (one partition per topic) with ``topic`` made: the tests that reach
+    into its logs or its coordinator."""
+    config = BrokerConfig(port=0, data_dirs=(data_dir,), default_partitions=1, metrics_port=0)
+    with Broker(config) as running:
+        roundtrip(running.port, ApiKey.METADATA, 1, {"topics": [{"name": topic}]})  # creates it
+        yield running

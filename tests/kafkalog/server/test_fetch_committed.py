@@ -20,8 +20,10 @@ from kafkalog.log import Log
 from kafkalog.protocol import ApiKey
 from kafkalog.record import decode_all
 from kafkalog.record.batch_format import encode_batch, iter_headers
-from kafkalog.server import Broker, BrokerConfig
+from kafkalog.server import Broker
 from tests.support.kafkalog import roundtrip
+
+from .raw_transactions import in_process_broker
 
 pytestmark = pytest.mark.integration
 
@@ -30,9 +32,7 @@ TOPIC = "txns"
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[Broker]:
-    config = BrokerConfig(port=0, data_dirs=(tmp_path / "data",), default_partitions=1, metrics_port=0)
-    with Broker(config) as running:
-        roundtrip(running.port, ApiKey.METADATA, 1, {"topics": [{"name": TOPIC}]})  # creates it
+    with in_process_broker(tmp_path / "data", TOPIC) as running:
         yield running
 
 

@@ -13,11 +13,10 @@ from typing import Any
 import pytest
 
 from kafkalog.log import Log
-from kafkalog.protocol import ApiKey, ErrorCode
-from kafkalog.server import Broker, BrokerConfig
-from tests.support.kafkalog import roundtrip
+from kafkalog.protocol import ErrorCode
+from kafkalog.server import Broker
 
-from .raw_transactions import RawTransaction
+from .raw_transactions import RawTransaction, in_process_broker
 
 pytestmark = pytest.mark.integration
 
@@ -26,9 +25,7 @@ TOPIC = "verified"
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[Broker]:
-    config = BrokerConfig(port=0, data_dirs=(tmp_path / "data",), default_partitions=1, metrics_port=0)
-    with Broker(config) as running:
-        roundtrip(running.port, ApiKey.METADATA, 1, {"topics": [{"name": TOPIC}]})  # creates it
+    with in_process_broker(tmp_path / "data", TOPIC) as running:
         yield running
 
 
