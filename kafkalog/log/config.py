@@ -70,6 +70,29 @@ class LogConfig:
     """An idempotent producer that appended nothing to the partition for this long is forgotten
     (Kafka's ``producer.id.expiration.ms``): a retry of its last batch after that is appended again."""
 
+    cleanup_policy: Literal["delete", "compact", "compact,delete"] = "delete"
+    """What keeps the log from growing without end (Kafka's ``cleanup.policy``): ``delete`` removes
+    whole segments by retention (``retention_ms``, ``retention_bytes``); ``compact`` keeps the latest
+    message of every key (the log cleaner, kafkalog.log.cleaner) and retention deletes nothing;
+    ``compact,delete`` does both."""
+
+    min_cleanable_dirty_ratio: float = 0.5
+    """A compacted log is cleaned once the share of its cleanable bytes not yet cleaned (the dirty
+    section) is at least this (Kafka's ``min.cleanable.dirty.ratio``)."""
+
+    min_compaction_lag_ms: int = 0
+    """A message stays uncompacted at least this long after its timestamp (Kafka's
+    ``min.compaction.lag.ms``): consumers that far behind still see every value."""
+
+    max_compaction_lag_ms: int | None = None
+    """A message is compacted at most this long after its timestamp, whatever the dirty ratio (the
+    active segment is rolled for it too): Kafka's ``max.compaction.lag.ms``; None: no bound."""
+
+    delete_retention_ms: int = DAY_MS
+    """How long the cleaner keeps a tombstone (a message with a null value) and a transaction
+    marker whose data is gone, judged by the newest timestamp of their segment: a consumer reading a
+    compacted log from its start within this time sees every delete (Kafka's ``delete.retention.ms``)."""
+
     on_corruption: Literal["quarantine", "fail"] = "quarantine"
     """What opening a log does when flushed data fails validation (data that no torn write can
     explain): ``quarantine`` opens the partition read-only, serving everything before the bad
@@ -106,6 +129,39 @@ class LogConfig:
         )
         need(self.on_corruption in ("quarantine", "fail"), "on_corruption", "must be quarantine or fail")
         need(self.message_format in (1, 2), "message_format", "must be 1 or 2")
+        need(
+            self.cleanup_policy in ("delete", "compact", "compact,delete"),
+            "cleanup_policy",
+            "must be delete, compact or compact,delete",
+        )
+        ratio = self.min_cleanable_dirty_ratio
+        need(
+            isinstance(ratio, (int, float)) and not isinstance(ratio, bool) and 0 <= ratio <= 1,
+            "min_cleanable_dirty_ratio",
+            "must be a number in [0, 1]",
+        )
+        need(self.min_compaction_lag_ms >= 0, "min_compaction_lag_ms", "must be >= 0")
+        need(
+            self.max_compaction_lag_ms is None or self.max_compaction_lag_ms >= 1,
+            "max_compaction_lag_ms",
+            "must be >= 1 or None",
+        )
+        need(self.delete_retention_ms >= 0, "delete_retention_ms", "must be >= 0")
+        need(
+            not (self.compact and self.message_format != 2),
+            "cleanup_policy",
+            "compaction needs message format v2 (record batches): message_format is 1",
+        )
+
+    @property
+    def compact(self) -> bool:
+        """True when the log cleaner compacts this log."""
+        return self.cleanup_policy != "delete"
+
+    @property
+    def delete(self) -> bool:
+        """True when retention deletes old segments of this log."""
+        return self.cleanup_policy != "compact"
 
     @property
     def log_append_time(self) -> bool:

@@ -21,6 +21,7 @@ from kafkalog.errors import (
     StorageError,
     UnsupportedForMessageFormatError,
 )
+from kafkalog.log.cleaner.keys import refuse_keyless
 from kafkalog.log.config import LogConfig
 from kafkalog.log.faults import crash_point
 from kafkalog.log.files import (
@@ -397,6 +398,8 @@ class Log:
             batch = self._validate(data, now)
             if producer is None and self.config.message_format == 2:
                 self._refuse_unowned(batch.data)
+            if self.config.compact:
+                refuse_keyless(batch.data, self.directory.name)
             self._write(batch, now)
             if producer is not None:
                 self.producers.appended(producer, batch.first_offset, batch.next_offset - 1, now)
@@ -698,6 +701,8 @@ class Log:
         """
         with self._lock:
             self._check_open()
+            if not self.config.delete:
+                return 0  # cleanup.policy=compact: the cleaner keeps the log small, not retention
             now = self.clock() if now is None else now
             segments = list(self.segments)
             doomed: list[LogSegment] = []

@@ -42,9 +42,15 @@ TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
 _SET, _DELETE, _APPEND, _SUBTRACT = 0, 1, 2, 3
 _DYNAMIC_TOPIC_CONFIG, _STATIC_BROKER_CONFIG, _DEFAULT_CONFIG = 1, 4, 5
-_CONFIG_TYPES = {"message.format.version": 2, "message.timestamp.type": 2}  # STRING; the others LONG (5)
-_READ_ONLY_TOPIC_CONFIGS = {"cleanup.policy": "delete", "min.insync.replicas": "1"}
-"""What every topic here is and cannot be changed to: no compaction, no replication."""
+_CONFIG_TYPES = {
+    "message.format.version": 2,  # STRING
+    "message.timestamp.type": 2,
+    "cleanup.policy": 7,  # LIST
+    "min.cleanable.dirty.ratio": 6,  # DOUBLE
+}
+"""Each config's ConfigType in DescribeConfigs v3+ where it is not LONG (5)."""
+_READ_ONLY_TOPIC_CONFIGS = {"min.insync.replicas": "1"}
+"""What every topic here is and cannot be changed to: no replication."""
 
 
 class AdminHandlers:
@@ -160,6 +166,9 @@ class AdminHandlers:
             "log.retention.ms": -1 if log.retention_ms is None else log.retention_ms,
             "log.retention.bytes": -1 if log.retention_bytes is None else log.retention_bytes,
             "log.segment.bytes": log.segment_bytes,
+            "log.cleanup.policy": log.cleanup_policy,
+            "log.cleaner.min.cleanable.ratio": log.min_cleanable_dirty_ratio,
+            "log.cleaner.delete.retention.ms": log.delete_retention_ms,
             "message.max.bytes": log.max_message_bytes,
             "group.min.session.timeout.ms": groups.min_session_timeout_ms,
             "group.max.session.timeout.ms": groups.max_session_timeout_ms,
@@ -296,6 +305,9 @@ class AdminHandlers:
                 log = self.logs.get_log(topic["name"], partition)
                 if problem is not None or log is None:
                     answer["error_code"] = problem or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                elif not log.config.delete:
+                    # Kafka's rule: deleting records below an offset would drop keys' only values
+                    answer["error_code"] = ErrorCode.POLICY_VIOLATION
                 else:
                     try:
                         answer["low_watermark"] = log.delete_records_before(

@@ -142,6 +142,14 @@ class Processor(threading.Thread):
         self._incoming.append((sock, peer, listener))
         self.wake()
 
+    def close_unadopted(self) -> None:
+        """After the loop ended: close the connections handed over too late to be served (the
+        acceptor may adopt one while the server stops, after this processor's last look)."""
+        while self._incoming:
+            sock, peer, _ = self._incoming.popleft()
+            sock.close()
+            self.server.connection_closed(peer[0])
+
     def wake(self, *, data_arrived: bool = False) -> None:
         if data_arrived:
             self._data_arrived = True
@@ -789,3 +797,4 @@ class SocketServer:
         for processor in self.processors:
             if processor.is_alive():
                 processor.join()
+            processor.close_unadopted()

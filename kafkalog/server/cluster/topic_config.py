@@ -23,6 +23,18 @@ def _message_format(version: str) -> int:
     return 1 if (major, minor) < (0, 11) else 2
 
 
+def _cleanup_policy(value: str) -> str:
+    """Kafka's list ``compact``, ``delete`` or both (either order, spaces allowed) as LogConfig's one
+    spelling."""
+    words = {word.strip() for word in value.split(",")}
+    if not words or not words <= {"compact", "delete"}:
+        raise ValueError(value)
+    return ",".join(sorted(words))
+
+
+_LONG_MAX = 2**63 - 1  # Kafka's "no bound" for max.compaction.lag.ms
+
+
 # Topic-level configs accepted, and the LogConfig field each one sets.
 TOPIC_CONFIGS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "retention.ms": ("retention_ms", lambda v: None if int(v) < 0 else int(v)),
@@ -37,6 +49,11 @@ TOPIC_CONFIGS: dict[str, tuple[str, Callable[[str], Any]]] = {
         "message_timestamp_type",
         lambda v: {"CreateTime": "create_time", "LogAppendTime": "log_append_time"}[v],
     ),
+    "cleanup.policy": ("cleanup_policy", _cleanup_policy),
+    "min.cleanable.dirty.ratio": ("min_cleanable_dirty_ratio", float),
+    "min.compaction.lag.ms": ("min_compaction_lag_ms", int),
+    "max.compaction.lag.ms": ("max_compaction_lag_ms", lambda v: None if int(v) == _LONG_MAX else int(v)),
+    "delete.retention.ms": ("delete_retention_ms", int),
 }
 
 
@@ -56,6 +73,8 @@ def topic_log_config(base: LogConfig, entries: Mapping[str, str]) -> LogConfig |
             expected = {
                 "message.timestamp.type": "CreateTime or LogAppendTime",
                 "message.format.version": "a Kafka version such as 0.10.2 (message sets) or 3.0 (record batches)",
+                "cleanup.policy": "compact, delete or compact,delete",
+                "min.cleanable.dirty.ratio": "a number in [0, 1]",
             }.get(name, "an integer")
             raise ValueError(f"{name}={value!r} is not a valid value (expected {expected})") from None
     try:
@@ -78,6 +97,8 @@ def kafka_value(name: str, config: LogConfig) -> str | None:
         return "0.10.2" if value == 1 else "3.0"
     if name == "message.timestamp.type":
         return "LogAppendTime" if value == "log_append_time" else "CreateTime"
+    if name == "max.compaction.lag.ms":
+        return str(_LONG_MAX) if value is None else str(value)
     return None if value is None else str(value)
 
 

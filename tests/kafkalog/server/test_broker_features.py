@@ -181,7 +181,7 @@ def test_create_topics_with_configs_and_errors(broker: Broker) -> None:
     assert create(broker.port, "bad/name", 1)["error_code"] == 17  # INVALID_TOPIC_EXCEPTION
     assert create(broker.port, "zero", 0)["error_code"] == 37  # INVALID_PARTITIONS
     assert create(broker.port, "rf3", 1, replication_factor=3)["error_code"] == 38  # INVALID_REPLICATION_FACTOR
-    bad_config = create(broker.port, "cfg", 1, {"cleanup.policy": "compact"})
+    bad_config = create(broker.port, "cfg", 1, {"cleanup.policy": "shred"})
     assert bad_config["error_code"] == 40 and "cleanup.policy" in bad_config["error_message"]  # type: ignore[operator]
     assert create(broker.port, "dry", 2, validate_only=True)["error_code"] == 0
     assert broker.cluster.partition_count("dry") is None, "validate_only creates nothing"
