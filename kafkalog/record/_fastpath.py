@@ -19,6 +19,16 @@ from typing import Any, NamedTuple
 
 from crc32c import crc32c as _crc32c
 
+from kafkalog.record._fastpath_compact import (  # the log cleaner's kernels, kept in their own file
+    filter_batches,
+    filter_records,
+    map_get,
+    map_put_batches,
+    map_put_records,
+)
+
+__all__ = ["filter_batches", "filter_records", "map_get", "map_put_batches", "map_put_records"]
+
 ErrorTriple = tuple[str, int, str]
 IndexPoints = list[tuple[int, int, int, int]]
 
