@@ -18,11 +18,12 @@ CRASH_EXIT_CODE = 86
 
 ATOMIC_WRITES = (
     "checkpoint", "log.start", "marker", "producers", "offsets", "producer_ids", "topic_config", "users", "acls",
-    "stand-ins", "transactions",
+    "stand-ins", "transactions", "cleaner.swap",
 )  # fmt: skip
 """The ``crash_prefix`` of every write_atomically caller: each has ``<prefix>.tmp_written``,
 ``.tmp_synced`` and ``.renamed`` (from ``offsets`` on they are the broker's files, written with the
-log's writer; ``transactions`` is the transaction coordinator's store)."""
+log's writer; ``transactions`` is the transaction coordinator's store; ``cleaner.swap`` the log
+cleaner's swap intent)."""
 
 POINTS = (
     "segment.append.after_write",
@@ -38,6 +39,12 @@ POINTS = (
     "txnindex.append.after_write",
     "manager.close.before_marker",
     "txn.markers.after_append",
+    "cleaner.clean.after_write",
+    "cleaner.swap.after_swap_rename",
+    "cleaner.swap.after_delete_rename",
+    "cleaner.swap.after_delete",
+    "cleaner.swap.after_final_rename",
+    "cleaner.swap.before_intent_removed",
     *(f"{prefix}.{moment}" for prefix in ATOMIC_WRITES for moment in ("tmp_written", "tmp_synced", "renamed")),
 )
 

@@ -21,6 +21,7 @@ from kafkalog.errors import (
     StorageError,
     UnsupportedForMessageFormatError,
 )
+from kafkalog.log.cleaner import swap as cleaner_swap
 from kafkalog.log.cleaner.keys import refuse_keyless
 from kafkalog.log.config import LogConfig
 from kafkalog.log.faults import crash_point
@@ -182,6 +183,7 @@ class Log:
     # ------------------------------------------------------------------ loading
 
     def _load(self, recovery_point: int, clean_shutdown: bool) -> list[LogSegment]:
+        cleaner_swap.recover(self.directory)  # a cleaned segment half swapped in: finish the swap
         bases = self._clean_directory()
         segments = [LogSegment(self.directory, base, self.config, create=False) for base in bases]
         if not segments:
@@ -203,6 +205,9 @@ class Log:
             for segment in segments[first:]:
                 flushed = recovery_point if segment is active else 1 << 62
                 segment.recover(flushed_offset=flushed)
+            for segment, following in itertools.pairwise(segments):
+                # a cleaned segment may end in a gap: its range still runs to the next one's base
+                segment.next_offset = following.base_offset
         active.activate()
         if not clean_shutdown:
             active.flush()  # what recovery kept is now the flushed state
@@ -314,6 +319,11 @@ class Log:
         transaction, else the log end (no replication: the high watermark is the log end); never
         below the log start."""
         return max(self._stable, self.log_start_offset)
+
+    def last_batch_offsets(self) -> set[int]:
+        """The last offset of each known producer's last batch (the cleaner keeps those batches)."""
+        with self._lock:
+            return self.producers.last_batch_offsets()
 
     def producer_states(self) -> list[ProducerState]:
         """Every producer this partition knows (DescribeProducers), by id."""
@@ -709,6 +719,9 @@ class Log:
             if self.config.retention_ms is not None:
                 cutoff = now - self.config.retention_ms
                 for segment in segments:
+                    if segment.size == 0 and segment is not segments[-1]:
+                        doomed.append(segment)  # emptied by the cleaner: nothing in it to keep
+                        continue
                     if segment.size == 0 or segment.max_timestamp >= cutoff:
                         break
                     doomed.append(segment)
@@ -731,6 +744,32 @@ class Log:
                 segment.delete()
             fsync_dir(self.directory)
             return len(doomed)
+
+    def replace_segments(self, old: list[LogSegment], install: Callable[[], LogSegment]) -> bool:
+        """Put a cleaned segment where the run of segments ``old`` is, if they are still the log's
+        (retention or a truncation may have removed some meanwhile: then nothing changes and False
+        is returned). ``install`` moves the files (kafkalog.log.cleaner.swap) and opens the new
+        segment; it runs under the log's lock, so appends and rolls wait for it and reads do not.
+        The replaced segments keep their descriptors on the unlinked files until they are
+        detached, after the new list is published: a read meanwhile still gets their bytes, and a
+        failure inside ``install`` leaves the log serving the old ones (the next open finishes
+        the swap on disk)."""
+        with self._lock:
+            self._check_open()
+            segments = list(self.segments)
+            try:
+                first = next(i for i, s in enumerate(segments) if s is old[0])
+            except StopIteration:
+                return False
+            if segments[first : first + len(old)] != old or first + len(old) >= len(segments):
+                return False  # changed, or the active segment would be among them
+            new = install()
+            new.next_offset = segments[first + len(old)].base_offset
+            new.on_corruption = self._note_corruption
+            self._set_segments([*segments[:first], new, *segments[first + len(old) :]])
+            for segment in old:
+                segment.detach()
+            return True
 
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: make ``offset`` the log start (durably, before answering), deleting the

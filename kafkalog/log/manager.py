@@ -6,6 +6,7 @@ the recovery-point checkpoint and, after a clean shutdown, the clean-shutdown ma
     <data dir>/.lock                              held (flock) while a LogManager has the directory
     <data dir>/.kafkalog_cleanshutdown            written last by close(), removed first by open
     <data dir>/recovery-point-offset-checkpoint   per partition: offset below which data is fsynced
+    <data dir>/cleaner-offset-checkpoint          per compacted partition: where the cleaner goes on
     <data dir>/<topic>-<partition>/000…000.log    segments (see Log)
 
 Other dot-directories belong to the broker (consumer offsets, topic configs, a deleted partition's
@@ -26,6 +27,8 @@ from pathlib import Path
 
 from kafkalog.errors import LogClosedError, LogConfigError, LogDirLockedError, StorageError
 from kafkalog.log.checkpoint import RECOVERY_POINT_FILE, read_checkpoint, write_checkpoint
+from kafkalog.log.cleaner.cleaner import LogCleaner
+from kafkalog.log.cleaner.settings import CleanerSettings
 from kafkalog.log.config import LogConfig
 from kafkalog.log.faults import crash_point
 from kafkalog.log.files import TMP_SUFFIX, fsync_dir, write_atomically
@@ -94,6 +97,7 @@ class LogManager:
         config: LogConfig | None = None,
         *,
         topic_configs: Mapping[str, LogConfig] | None = None,
+        cleaner: CleanerSettings | None = None,
         clock: Clock = wall_clock_ms,
     ) -> None:
         if not data_dirs:
@@ -119,6 +123,8 @@ class LogManager:
         except BaseException:
             self._release()
             raise
+        self.cleaner = LogCleaner(cleaner or CleanerSettings(), self._open_logs, self.data_dirs, clock=clock)
+        """Compacts the logs whose cleanup.policy includes compact (started with the maintenance)."""
 
     # ------------------------------------------------------------------ opening
 
@@ -204,6 +210,7 @@ class LogManager:
                 fsync_dir(data_dir)
                 shutil.rmtree(doomed, ignore_errors=True)
             self.topic_configs.pop(topic, None)
+            self.cleaner.forget(topic)
             return len(mine)
 
     # ------------------------------------------------------------------ partitions
@@ -236,6 +243,10 @@ class LogManager:
     @property
     def logs(self) -> dict[TopicPartition, Log]:
         return dict(self._logs)
+
+    def _open_logs(self) -> list[tuple[TopicPartition, Log, Path]]:
+        with self._lock:
+            return [(tp, log, self._log_dirs[tp]) for tp, log in self._logs.items()]
 
     # ------------------------------------------------------------------ upkeep
 
@@ -280,6 +291,7 @@ class LogManager:
 
         self._maintenance = threading.Thread(target=loop, name="kafkalog-log-maintenance", daemon=True)
         self._maintenance.start()
+        self.cleaner.start()
 
     # ------------------------------------------------------------------ closing
 
@@ -296,6 +308,7 @@ class LogManager:
             self._stop.set()
         if self._maintenance is not None:
             self._maintenance.join()
+        self.cleaner.stop()  # before the logs close: a pass stops between batches
         try:
             for log in self._logs.values():
                 log.close()

@@ -362,6 +362,11 @@ class ProducerStateManager:
             marker.producer_id, first, offset, offset + 1 if stable is None else stable, not marker.commit
         )
 
+    def last_batch_offsets(self) -> set[int]:
+        """The last offset of each producer's last batch: the cleaner keeps those batches (empty if
+        need be), so that a reload finds each producer's epoch and last sequence."""
+        return {p.batches[-1][3] for p in self._producers.values() if p.batches}
+
     def first_unstable_offset(self) -> int | None:
         """The first offset of the oldest open transaction (None: none is open)."""
         return next(iter(self._open.values()), None)
@@ -520,7 +525,9 @@ def batches_in_file(
             if producer_id >= 0 and last_offset >= min_offset:
                 if not attributes & _CONTROL_BIT:
                     transactional = bool(attributes & _TRANSACTIONAL_BIT)
-                    batch = ProducerBatch(producer_id, fields[10], fields[11], fields[12], transactional)
+                    # a batch's sequences span its offset deltas: an idempotent producer's batch
+                    # the cleaner emptied keeps them (Kafka counts a batch's sequences the same way)
+                    batch = ProducerBatch(producer_id, fields[10], fields[11], delta + 1, transactional)
                     yield batch, base_offset, last_offset, max_timestamp
                 else:
                     marker = _marker_at(fd, position, size, producer_id, fields[10])

@@ -322,13 +322,13 @@ class LogSegment:
             return False
         config = self.config
         offset_index, time_index = self._offset_index, self._time_index
+        roll_ms = config.segment_ms
+        if config.compact and config.max_compaction_lag_ms is not None:
+            # the active segment is never cleaned: roll it in time for the lag bound (Kafka's rule)
+            roll_ms = min(roll_ms or config.max_compaction_lag_ms, config.max_compaction_lag_ms)
         return (
             self.size + incoming_bytes > config.segment_bytes
-            or (
-                config.segment_ms is not None
-                and self.first_append_ms is not None
-                and now_ms - self.first_append_ms >= config.segment_ms
-            )
+            or (roll_ms is not None and self.first_append_ms is not None and now_ms - self.first_append_ms >= roll_ms)
             or (offset_index is not None and offset_index.is_full)
             or (time_index is not None and time_index.is_full)
             or self.next_offset + incoming_messages - self.base_offset > _MAX_RELATIVE_OFFSET
@@ -574,6 +574,33 @@ class LogSegment:
             for index in (self._offset_index, self._time_index):
                 if index is not None:
                     index.close()
+            os.close(self._fd)
+            self._closed = True
+
+    def position_of(self, offset: int) -> int:
+        """The byte position of the entry holding ``offset`` or, in a gap, the first after it
+        (the segment's size if none)."""
+        fd = self._dup_fd()
+        try:
+            found = self._find(fd, offset, self.size)
+        finally:
+            os.close(fd)
+        return self.size if found is None else found[0]
+
+    def open_reader(self) -> int:
+        """A descriptor of its own on the segment's file, for a reader that walks it outside the
+        log's lock (the cleaner): the caller closes it. SegmentDeletedError once it was deleted."""
+        return self._dup_fd()
+
+    def detach(self) -> None:
+        """Close the files without touching them: the segment was replaced (the cleaner deletes
+        its files itself). Readers that found it get SegmentDeletedError and look again."""
+        with self._lock:
+            if self._closed:
+                return
+            for index in (self._offset_index, self._time_index):
+                if index is not None:
+                    index.close(trim=False)
             os.close(self._fd)
             self._closed = True
 

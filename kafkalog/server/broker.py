@@ -47,7 +47,10 @@ class Broker:
             stored = self.topic_configs.all() if self.topic_configs is not None else {}
             overrides = {topic: topic_log_config(config.log, entries) for topic, entries in stored.items()}
             self.logs = LogManager(
-                config.data_dirs, config.log, topic_configs={t: c for t, c in overrides.items() if c is not None}
+                config.data_dirs,
+                config.log,
+                topic_configs={t: c for t, c in overrides.items() if c is not None},
+                cleaner=config.cleaner,
             )
         except (KeyError, ValueError) as exc:
             _close(bound)

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from kafkalog.configfile import TypedLoader
 from kafkalog.errors import KafkalogError, RegistryError
 from kafkalog.log import LogConfig
+from kafkalog.log.cleaner.settings import CleanerSettings
 from kafkalog.registry.connect import check_connect_string
 from kafkalog.server.groups.settings import GroupSettings
 from kafkalog.server.listeners import Listener, ListenerError, SecurityProtocol, parse_endpoint, parse_listeners
@@ -326,6 +327,8 @@ class BrokerConfig:
     log: LogConfig = field(default_factory=LogConfig)
     """The settings of every partition log; a topic created with configs (CreateTopics'
     ``retention.ms``, ...) overrides them for that topic."""
+    cleaner: CleanerSettings = field(default_factory=CleanerSettings)
+    """The log cleaner, which compacts topics whose cleanup.policy includes compact."""
     limits: Limits = field(default_factory=Limits)
     """Protections against clients that misbehave or lie."""
     groups: GroupSettings = field(default_factory=GroupSettings)

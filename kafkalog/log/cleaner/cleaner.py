@@ -1,0 +1,190 @@
+"""The cleaner thread: picks the dirtiest compacted log, cleans it, remembers where it stopped.
+
+One thread per broker (Kafka's default of ``log.cleaner.threads``). Each round it looks at every log
+whose cleanup.policy includes compact and cleans the one with the highest dirty ratio among those
+at or above their ``min.cleanable.dirty.ratio``, or first any whose oldest dirty segment is older
+than its ``max.compaction.lag.ms``; with none, it sleeps ``backoff_ms``. After a pass the log's
+first dirty offset (where the next pass starts reading) is written to the data directory's
+``cleaner-offset-checkpoint`` (Kafka's name and text layout). A lost or unreadable checkpoint is
+safe: the log is read again from its start.
+
+A log whose pass fails (an I/O error, damage the cleaner cannot read) is logged and left alone for
+ten backoffs; the others go on being cleaned. Stopping interrupts a pass between batches; nothing
+of an unfinished group is swapped in.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from kafkalog.errors import LogClosedError, LogError, StorageError
+from kafkalog.log.checkpoint import read_checkpoint, write_checkpoint
+from kafkalog.log.cleaner.clean import (
+    CleanerStoppedError,
+    CleanStats,
+    build_offset_map,
+    clean_segments,
+    cleanable_part,
+)
+from kafkalog.log.cleaner.offset_map import OffsetMap
+from kafkalog.log.cleaner.settings import CleanerSettings
+from kafkalog.log.log import Clock, Log, wall_clock_ms
+from kafkalog.topics import TopicPartition
+
+logger = logging.getLogger(__name__)
+
+CLEANER_CHECKPOINT_FILE = "cleaner-offset-checkpoint"
+_FAILED_PAUSE_BACKOFFS = 10
+
+LogsProvider = Callable[[], list[tuple[TopicPartition, Log, Path]]]
+"""Every open log, its partition and its data directory (the LogManager's)."""
+
+
+@dataclass(frozen=True)
+class PassResult:
+    """One finished pass: which log, from where to where, and what it did."""
+
+    partition: TopicPartition
+    dirty_ratio: float
+    first_dirty: int
+    map_end: int
+    stats: CleanStats
+
+
+class LogCleaner:
+    """Compacts the logs ``logs`` provides (see the module doc). ``clean_once`` is one round,
+    for tests and tools; ``start`` runs rounds in a thread until ``stop``."""
+
+    def __init__(
+        self, settings: CleanerSettings, logs: LogsProvider, data_dirs: list[Path], *, clock: Clock = wall_clock_ms
+    ) -> None:
+        self.settings = settings
+        self._logs = logs
+        self.clock = clock
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._map: OffsetMap | None = None
+        self._first_dirty: dict[Path, dict[TopicPartition, int]] = {
+            data_dir: read_checkpoint(data_dir / CLEANER_CHECKPOINT_FILE) for data_dir in data_dirs
+        }
+        self._failed_until: dict[TopicPartition, float] = {}
+        self.passes = 0
+        self.last: PassResult | None = None
+
+    # ------------------------------------------------------------------ state
+
+    def first_dirty(self, partition: TopicPartition) -> int:
+        """Where the next pass over ``partition`` starts reading (0 if none ran)."""
+        with self._lock:
+            return next((d[partition] for d in self._first_dirty.values() if partition in d), 0)
+
+    def forget(self, topic: str) -> None:
+        """A topic was deleted: its partitions' entries go at the next checkpoint."""
+        with self._lock:
+            for offsets in self._first_dirty.values():
+                for partition in [p for p in offsets if p[0] == topic]:
+                    del offsets[partition]
+
+    @property
+    def map_memory_bytes(self) -> int:
+        """The offset map's memory (0 until the first pass needed it)."""
+        return self._map.memory_bytes if self._map is not None else 0
+
+    # ------------------------------------------------------------------ a round
+
+    def clean_once(self, now: int | None = None) -> PassResult | None:
+        """Clean the log that needs it most, if any; None when no log does."""
+        now = self.clock() if now is None else now
+        chosen = self._choose(now)
+        if chosen is None:
+            return None
+        partition, log, data_dir = chosen
+        try:
+            return self._clean(partition, log, data_dir, now)
+        except (CleanerStoppedError, LogClosedError):
+            return None
+        except (LogError, OSError, ValueError) as exc:
+            # ValueError: the kernels met bytes they cannot read (damage: verification names it)
+            logger.error("cleaning %s-%d failed; it is left alone for a while: %s", *partition, exc)  # noqa: TRY400
+            self._failed_until[partition] = time.monotonic() + _FAILED_PAUSE_BACKOFFS * self.settings.backoff_ms / 1000
+            return None
+
+    def _choose(self, now: int) -> tuple[TopicPartition, Log, Path] | None:
+        best: tuple[tuple[bool, float], TopicPartition, Log, Path] | None = None
+        for partition, log, data_dir in self._logs():
+            config = log.config
+            if not config.compact or self._failed_until.get(partition, 0) > time.monotonic():
+                continue
+            part = cleanable_part(log, self.first_dirty(partition), now)
+            if not part.dirty_bytes:
+                continue
+            overdue = config.max_compaction_lag_ms is not None and any(
+                s.next_offset > part.dirty_from and 0 <= s.max_timestamp < now - config.max_compaction_lag_ms
+                for s in part.segments
+            )
+            if not overdue and part.dirty_ratio < config.min_cleanable_dirty_ratio:
+                continue
+            rank = (overdue, part.dirty_ratio)
+            if best is None or rank > best[0]:
+                best = (rank, partition, log, data_dir)
+        return None if best is None else best[1:]
+
+    def _clean(self, partition: TopicPartition, log: Log, data_dir: Path, now: int) -> PassResult:
+        settings = self.settings
+        if self._map is None:
+            self._map = OffsetMap(settings.dedupe_buffer_bytes, settings.load_factor)
+        part = cleanable_part(log, self.first_dirty(partition), now)
+        stats = CleanStats()
+        map_end = build_offset_map(log, part, self._map, stats, settings.io_buffer_bytes, self._stop)
+        finished = clean_segments(log, part, map_end, self._map, now, stats, settings.io_buffer_bytes, self._stop)
+        stats.elapsed_s = time.monotonic() - stats.started
+        if finished:
+            with self._lock:
+                offsets = self._first_dirty.setdefault(data_dir, {})
+                offsets[partition] = map_end
+                try:
+                    write_checkpoint(data_dir / CLEANER_CHECKPOINT_FILE, dict(offsets))
+                except StorageError as exc:  # the pass stands; the next one just reads more again
+                    logger.warning("cannot write the cleaner's checkpoint in %s: %s", data_dir, exc)
+        result = PassResult(partition, part.dirty_ratio, part.dirty_from, map_end, stats)
+        self.passes += 1
+        self.last = result
+        logger.info(
+            "cleaned %s-%d (dirty ratio %.2f, offsets %d-%d in the map): %d of %d records kept, %.1f MB read in "
+            "%.2f s (%.1f MB/s), %d segment(s) into %d, longest swap %.1f ms",
+            *partition, part.dirty_ratio, part.dirty_from, map_end, stats.records_kept, stats.records_read,
+            stats.bytes_read / 1e6, stats.elapsed_s, stats.mb_per_s, stats.segments_cleaned,
+            stats.segments_written, stats.longest_swap_ms,
+        )  # fmt: skip
+        return result
+
+    # ------------------------------------------------------------------ the thread
+
+    def start(self) -> None:
+        if self._thread is not None or not self.settings.enabled:
+            return
+        self._thread = threading.Thread(target=self._run, name="kafkalog-log-cleaner", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                result = self.clean_once()
+            except Exception:
+                logger.exception("the log cleaner's round failed; retrying after its backoff")
+                result = None
+            if result is None:
+                self._stop.wait(self.settings.backoff_ms / 1000)
+
+    def stop(self) -> None:
+        """Stop the thread, interrupting a pass between batches."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
