@@ -211,6 +211,13 @@ def build_offset_map(
     """Step 1: put the dirty section's keys into ``offset_map``; returns ``map_end``, the offset
     up to which the map holds the section (its end, or where the map filled)."""
     offset_map.clear()
+    try:
+        return _fill_map(log, cleanable, offset_map, chunk_bytes, stopping)
+    finally:
+        stats.map_records = offset_map.used
+
+
+def _fill_map(log: Log, cleanable: Cleanable, offset_map: OffsetMap, chunk_bytes: int, stopping: Stopping) -> int:
     dirty = [s for s in cleanable.segments if s.next_offset > cleanable.dirty_from]
     if not dirty:
         return cleanable.dirty_from
@@ -241,7 +248,6 @@ def build_offset_map(
                     if not _map_special(log, buffer, at, offset_map, transactions):
                         return batches.read_header(buffer, at).base_offset
                     reader.pos += _entry_size(buffer, at)
-    stats.map_records = offset_map.used
     return end
 
 

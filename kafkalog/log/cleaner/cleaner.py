@@ -157,10 +157,10 @@ class LogCleaner:
         self.last = result
         logger.info(
             "cleaned %s-%d (dirty ratio %.2f, offsets %d-%d in the map): %d of %d records kept, %.1f MB read in "
-            "%.2f s (%.1f MB/s), %d segment(s) into %d, longest swap %.1f ms",
+            "%.2f s (%.1f MB/s), %d segment(s) into %d, longest swap %.1f ms, offset map %d keys in %.1f MB",
             *partition, part.dirty_ratio, part.dirty_from, map_end, stats.records_kept, stats.records_read,
             stats.bytes_read / 1e6, stats.elapsed_s, stats.mb_per_s, stats.segments_cleaned,
-            stats.segments_written, stats.longest_swap_ms,
+            stats.segments_written, stats.longest_swap_ms, stats.map_records, self._map.memory_bytes / 1e6,
         )  # fmt: skip
         return result
 

@@ -1,0 +1,288 @@
+"""Log compaction: kafkalog's cleaner against Apache Kafka 4.x's on the same data, then what the
+cleaner costs the clients of a compacted topic while it runs.
+
+``python -m bench.compaction_bench [--keys N] [--records N] [--brokers B,B] [--clients-records N] [--repeat N]``
+
+1. **The cleaner** (both brokers, one after the other, on the same disk). A one-partition topic
+   (``cleanup.policy=delete``, no retention, 100 MB segments) gets ``--records`` 100-byte values
+   over ``--keys`` keys (uniformly random, the same sequence for both), produced by librdkafka.
+   Then the topic is altered to ``cleanup.policy=compact`` (``min.cleanable.dirty.ratio=0.5``,
+   ``segment.ms`` short so that the last segment rolls): the first pass reads a log that is all
+   dirty. Then ``--keys`` more records (one per key) make the log half clean, half dirty (dirty
+   ratio 0.5): the second pass. Each cleaner's own report of a pass is what is measured, the
+   same quantity in both: MB of log processed (read while rewriting) over the pass's whole time
+   (building the offset map included): Kafka's "MB of log processed in S seconds" line,
+   kafkalog's "MB read in S s". Kafka's JVM is warmed first by a pass over a small topic. Also
+   reported: kafkalog's offset map memory (its bound, allocated whole) and the broker's peak RSS.
+2. **The clients while it cleans** (kafkalog): librdkafka produces ``--clients-records`` to a
+   compacted topic (10,000 keys, 10 MB segments, dirty ratio 0.1, the cleaner's backoff 100 ms:
+   it cleans again and again during the run), then a consumer reads the topic from its start;
+   the same with ``cleaner.enabled: false``. Medians of ``--repeat`` runs, alternating. The
+   ratio (with / without) for produce and fetch, and the longest swap (the cleaner holding the
+   log's lock: the worst pause of an append), from the broker's log.
+
+Ends with ``RESULT <name> <value> <unit>`` lines (docs/benchmarks.md, "Compaction").
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+import confluent_kafka
+import confluent_kafka.admin as confluent_admin
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.results import print_results, result
+from tests.support.kafka4 import Kafka4Process
+from tests.support.kafkalog import BrokerProcess
+
+BROKERS = ("kafka4", "kafkalog")
+VALUE = b"v" * 100
+TIMEOUT = 1800.0
+KAFKA_PASS = re.compile(r"([\d,.]+) MB of log processed in ([\d,.]+) seconds \(([\d,.]+) MB/sec\)")
+OURS_PASS = re.compile(
+    r"cleaned (\S+)-0 .*?: (\d+) of (\d+) records kept, ([\d.]+) MB read in ([\d.]+) s \(([\d.]+) MB/s\).*?"
+    r"longest swap ([\d.]+) ms, offset map (\d+) keys in ([\d.]+) MB"
+)
+
+
+class Pass(NamedTuple):
+    megabytes: float
+    seconds: float
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.megabytes / self.seconds if self.seconds else 0.0
+
+
+def _admin(bootstrap: str) -> confluent_admin.AdminClient:
+    return confluent_admin.AdminClient({"bootstrap.servers": bootstrap})
+
+
+def create(bootstrap: str, topic: str, configs: dict[str, str]) -> None:
+    _admin(bootstrap).create_topics([confluent_admin.NewTopic(topic, 1, config=configs)])[topic].result(60)
+
+
+def alter(bootstrap: str, topic: str, configs: dict[str, str]) -> None:
+    resource = confluent_admin.ConfigResource(confluent_admin.ResourceType.TOPIC, topic)
+    for name, value in configs.items():
+        resource.add_incremental_config(
+            confluent_admin.ConfigEntry(name, value, incremental_operation=confluent_admin.AlterConfigOpType.SET)
+        )
+    _admin(bootstrap).incremental_alter_configs([resource])[resource].result(60)
+
+
+def produce(bootstrap: str, topic: str, keys: list[bytes]) -> float:
+    """Every key once, in order, with a 100-byte value; returns msgs/s."""
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000, "queue.buffering.max.messages": 1_000_000,
+         "compression.type": "none", "enable.idempotence": False}
+    )  # fmt: skip
+    failures: list[object] = []
+
+    def report(error: confluent_kafka.KafkaError | None, _: confluent_kafka.Message) -> None:
+        if error is not None:
+            failures.append(error)
+
+    started = time.perf_counter()
+    for key in keys:
+        while True:
+            try:
+                producer.produce(topic, VALUE, key, on_delivery=report)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    if producer.flush(TIMEOUT) or failures:
+        raise SystemExit(f"producing to {topic} on {bootstrap} failed: {failures[:3]}")
+    return len(keys) / (time.perf_counter() - started)
+
+
+def consume_all(bootstrap: str, topic: str) -> float:
+    """Read the topic from its start to its end; returns msgs/s."""
+    consumer = confluent_kafka.Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": f"bench-{time.monotonic_ns()}", "enable.auto.commit": False,
+         "enable.partition.eof": True, "fetch.max.bytes": 52_428_800}
+    )  # fmt: skip
+    consumer.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
+    count = 0
+    started = time.perf_counter()
+    try:
+        while True:
+            for message in consumer.consume(10_000, 5):
+                if message.error() is None:
+                    count += 1
+                elif message.error().code() == confluent_kafka.KafkaError._PARTITION_EOF:
+                    return count / (time.perf_counter() - started)
+    finally:
+        consumer.close()
+
+
+def key_sequence(keys: int, records: int, seed: int) -> list[bytes]:
+    rng = random.Random(seed)
+    return [b"key-%08d" % rng.randrange(keys) for _ in range(records)]
+
+
+def roll(bootstrap: str, topic: str) -> None:
+    """The active segment rolls (segment.ms passed and one more record): the cleaner may take it."""
+    time.sleep(1.2)
+    produce(bootstrap, topic, [b"roll-%d" % time.monotonic_ns()])
+
+
+def wait_pass(log: Path, since: int, parse: Callable[[str], Pass | None], what: str) -> Pass:
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        found = parse(log.read_bytes()[since:].decode(errors="replace"))
+        if found is not None:
+            return found
+        time.sleep(0.5)
+    raise SystemExit(f"no cleaning pass of {what} in {log} after {TIMEOUT:.0f} s")
+
+
+def kafka_pass(text: str) -> Pass | None:
+    match = KAFKA_PASS.search(text)
+    if match is None:
+        return None
+    return Pass(float(match[1].replace(",", "")), float(match[2].replace(",", "")))
+
+
+def ours_pass(topic: str) -> Callable[[str], Pass | None]:
+    def parse(text: str) -> Pass | None:
+        for match in OURS_PASS.finditer(text):
+            if match[1] == topic:
+                return Pass(float(match[4]), float(match[5]))
+        return None
+
+    return parse
+
+
+def cleaner_race(name: str, bootstrap: str, log: Path, parse: Callable[[str], Callable[[str], Pass | None]],
+                 keys: int, records: int, topic: str) -> tuple[Pass, Pass, float]:  # fmt: skip
+    """The two passes (all dirty, then dirty ratio 0.5) over ``topic``; and the produce rate."""
+    create(bootstrap, topic, {"cleanup.policy": "delete", "retention.ms": "-1", "segment.bytes": str(100 << 20)})
+    rate = produce(bootstrap, topic, key_sequence(keys, records, 7))
+    print(f"# {name}: {records:,} records produced at {rate:,.0f} msgs/s", flush=True)
+    since = log.stat().st_size
+    alter(bootstrap, topic, {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.5", "segment.ms": "1000"})
+    roll(bootstrap, topic)
+    first = wait_pass(log, since, parse(topic), f"{name}'s first pass")
+    print(f"# {name}: first pass {first.megabytes:,.1f} MB in {first.seconds:.1f} s = {first.mb_per_s:,.1f} MB/s",
+          flush=True)  # fmt: skip
+    time.sleep(2)
+    since = log.stat().st_size
+    produce(bootstrap, topic, key_sequence(keys, keys, 8))
+    roll(bootstrap, topic)
+    second = wait_pass(log, since, parse(topic), f"{name}'s second pass")
+    print(f"# {name}: second pass (dirty ratio 0.5) {second.megabytes:,.1f} MB in {second.seconds:.1f} s = "
+          f"{second.mb_per_s:,.1f} MB/s", flush=True)  # fmt: skip
+    return first, second, rate
+
+
+def peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def clients_run(root: Path, cleaner: bool, records: int, index: int) -> tuple[float, float, float]:
+    """(produce msgs/s, fetch msgs/s, longest swap ms) with the cleaner on or off."""
+    broker = BrokerProcess(root / f"clients-{index}-{cleaner}", cleaner={"enabled": cleaner, "backoff_ms": 100},
+                           log={"flush_ms": 1000})  # fmt: skip
+    broker.start()
+    try:
+        topic = "clients"
+        create(broker.bootstrap, topic, {"cleanup.policy": "compact", "segment.bytes": str(10 << 20),
+                                         "min.cleanable.dirty.ratio": "0.1"})  # fmt: skip
+        produced = produce(broker.bootstrap, topic, key_sequence(10_000, records, index))
+        fetched = consume_all(broker.bootstrap, topic)
+        text = broker.log_path.read_text(errors="replace")
+        swaps = [float(m[7]) for m in OURS_PASS.finditer(text)]
+        if cleaner and not swaps:
+            print("# warning: the cleaner made no pass during the clients' run", flush=True)
+        return produced, fetched, max(swaps, default=0.0)
+    finally:
+        broker.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--brokers", default=",".join(BROKERS), help="comma-separated: kafka4, kafkalog")
+    parser.add_argument("--keys", type=int, default=1_000_000)
+    parser.add_argument("--records", type=int, default=10_000_000)
+    parser.add_argument("--clients-records", type=int, default=1_000_000, help="0: skip part 2")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args(argv)
+    names = [name for name in args.brokers.split(",") if name]
+    if not names or any(name not in BROKERS for name in names):
+        parser.error(f"--brokers takes a comma-separated list of {', '.join(BROKERS)}")
+    root = Path(tempfile.mkdtemp(prefix="compaction-bench-"))
+    print(f"# librdkafka {confluent_kafka.libversion()[0]}; {args.records:,} records over {args.keys:,} keys, "
+          "100-byte values, one partition", flush=True)  # fmt: skip
+    passes: dict[str, tuple[Pass, Pass]] = {}
+    try:
+        for name in names:
+            if name == "kafka4":
+                kafka4 = Kafka4Process(root / "kafka4", **{"log.cleaner.backoff.ms": 500})
+                kafka4.start()
+                try:
+                    assert kafka4.process is not None
+                    cleaner_race("kafka4 (warm-up)", kafka4.bootstrap, kafka4.log, lambda _: kafka_pass,
+                                 max(args.keys // 10, 1000), max(args.records // 10, 10_000), "warm")  # fmt: skip
+                    first, second, _ = cleaner_race("kafka4", kafka4.bootstrap, kafka4.log, lambda _: kafka_pass,
+                                                    args.keys, args.records, "compacted")  # fmt: skip
+                    passes[name] = (first, second)
+                    result("compaction_kafka4_peak_rss", peak_rss_mb(kafka4.process.pid), "MB")
+                finally:
+                    kafka4.stop()
+            else:
+                ours = BrokerProcess(root / "kafkalog", cleaner={"backoff_ms": 500}, log={"flush_ms": 1000})
+                ours.start()
+                try:
+                    assert ours.process is not None
+                    first, second, _ = cleaner_race("kafkalog", ours.bootstrap, ours.log_path, ours_pass,
+                                                    args.keys, args.records, "compacted")  # fmt: skip
+                    passes[name] = (first, second)
+                    text = ours.log_path.read_text(errors="replace")
+                    memory = max(float(m[9]) for m in OURS_PASS.finditer(text))
+                    result("compaction_kafkalog_offset_map", memory, "MB")
+                    result("compaction_kafkalog_peak_rss", peak_rss_mb(ours.process.pid), "MB")
+                finally:
+                    ours.stop()
+            for label, done in zip(("first", "second"), passes[name], strict=True):
+                result(f"compaction_{name}_{label}_pass", done.mb_per_s, "MB/s")
+        if len(passes) == 2:
+            for index, label in enumerate(("first", "second")):
+                ratio = passes["kafkalog"][index].mb_per_s / passes["kafka4"][index].mb_per_s
+                print(f"# {label} pass: kafkalog / Kafka 4.x {ratio:.2f}")
+                result(f"compaction_ratio_vs_kafka4_{label}_pass", ratio, "ratio")
+        if args.clients_records:
+            runs: dict[bool, list[tuple[float, float, float]]] = {True: [], False: []}
+            for index in range(args.repeat):
+                for cleaner in (True, False):
+                    runs[cleaner].append(clients_run(root, cleaner, args.clients_records, index))
+                    print(f"# clients, cleaner {'on' if cleaner else 'off'}: {runs[cleaner][-1]}", flush=True)
+            for what, position in (("produce", 0), ("fetch", 1)):
+                on = statistics.median(run[position] for run in runs[True])
+                off = statistics.median(run[position] for run in runs[False])
+                print(f"# {what} on a compacted topic: {on:,.0f} msgs/s cleaning, {off:,.0f} not: {on / off:.2f}")
+                result(f"compaction_{what}_while_cleaning", on, "msgs/s")
+                result(f"compaction_{what}_ratio_cleaning_vs_not", on / off, "ratio")
+            result("compaction_longest_swap", max(run[2] for run in runs[True]), "ms")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print_results()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
