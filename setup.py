@@ -14,6 +14,7 @@ setup(
                 "kafkalog/record/_speedups_scan.c",
                 "kafkalog/record/_speedups_legacy.c",
                 "kafkalog/record/_speedups_batch.c",
+                "kafkalog/record/_speedups_compact.c",
             ],
             depends=["kafkalog/record/_speedups.h"],
             libraries=["z"],

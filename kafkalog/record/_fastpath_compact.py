@@ -17,9 +17,12 @@ bounded by the table: the caller never lets more than ``max_entries`` keys in (a
 one keeps probes short), and checks the room a batch needs before putting it.
 
 A "plain" batch is a magic 2 batch that is uncompressed and neither transactional nor a control
-batch: the batch kernels take those whole and stop at anything else (status 1), which the cleaner
-decodes itself (decompression, transactions, markers) and hands to the record kernels. Malformed
-data raises ValueError: the log was validated on append and on load, so this is damage to report.
+batch: the batch kernels take those whole and stop at any other whole entry (status 1), which the
+cleaner decodes itself (decompression, transactions, markers, v0/v1 messages) and hands to the
+record kernels. An entry cut by ``stop`` (of any magic) ends a walk like the end of the bytes
+(status 0, the position at its start): the caller reads on from there. Malformed data raises
+ValueError: the log was validated on append and on load, so this is damage to report; a record
+whose offset or kept timestamp leaves the int64 range is malformed too.
 """
 
 from __future__ import annotations
@@ -37,13 +40,16 @@ _C1 = 0x87C37B91114253D5
 _C2 = 0x4CF5AD432745937F
 _HEADER = struct.Struct(">qiibIhiqqqhii")  # kafkalog.record.batch_format's BATCH_HEADER
 _HEADER_SIZE = _HEADER.size  # 61
+_LENGTH = struct.Struct(">i")  # at byte 8 of an entry of any magic: the bytes that follow it
 _MIN_LENGTH = 49
+_MAGIC_POS = 16
 _ATTRIBUTES_POS = 21
 _CODEC_MASK = 0x07
 _TS_TYPE_BIT = 0x08
 _TRANSACTIONAL_BIT = 0x10
 _CONTROL_BIT = 0x20
 _INT64_MIN = -(2**63)
+_INT64_MAX = 2**63 - 1
 _STATUS_DONE, _STATUS_SPECIAL, _STATUS_FULL = 0, 1, 2
 
 
@@ -108,6 +114,8 @@ def key_hash(key: bytes | memoryview) -> tuple[int, int]:
 def _slot_of(table: Any, h1: int, h2: int) -> tuple[int, int]:
     """(byte position of the slot holding the hash, or of the empty slot where it would go; its offset)."""
     slots = len(table) // MAP_SLOT_BYTES
+    if not slots:
+        raise ValueError(f"the offset map of {len(table)} bytes has no slot")
     index = h1 % slots
     for _ in range(slots):
         position = index * MAP_SLOT_BYTES
@@ -124,22 +132,30 @@ def map_get(table: Any, key: bytes) -> int:
 
 
 def _varint(view: memoryview, pos: int, end: int) -> tuple[int, int]:
+    """(value, next position) of the zigzag varint at ``pos``; at most 10 bytes and 64 bits, as
+    kafkalog.record._fastpath reads them (so every value fits an int64)."""
+    start = pos
     shift = 0
     result = 0
     limit = min(end, pos + 10)
     while pos < limit:
         byte = view[pos]
         pos += 1
+        if shift == 63 and byte > 1:
+            break
         result |= (byte & 0x7F) << shift
         if byte < 0x80:
             return (result >> 1) ^ -(result & 1), pos
         shift += 7
-    raise ValueError("a varint runs past its record")
+    raise ValueError(f"a varint runs past its record or beyond 64 bits (byte {start})")
 
 
-def _records(payload: Any, count: int) -> list[tuple[int, int, int, int, int, int, int]]:
-    """Each record of ``payload``: (start, end, timestamp delta, offset delta, key position, key
-    length (-1: null), value length (-1: null))."""
+def _records(payload: Any, count: int, base_offset: int) -> list[tuple[int, int, int, int, int, int, int]]:
+    """Each record of ``payload``: (start, end, timestamp delta, offset, key position, key length
+    (-1: null), value length (-1: null)). Every record is read before the caller uses one, so a
+    malformed one raises before anything is put or kept."""
+    if count < 0:
+        raise ValueError(f"a batch cannot hold {count} records")
     view = memoryview(payload)
     end = len(view)
     pos = 0
@@ -153,6 +169,9 @@ def _records(payload: Any, count: int) -> list[tuple[int, int, int, int, int, in
         pos += 1  # attributes
         timestamp_delta, pos = _varint(view, pos, record_end)
         offset_delta, pos = _varint(view, pos, record_end)
+        offset = base_offset + offset_delta
+        if not 0 <= offset <= _INT64_MAX:
+            raise ValueError(f"a record's offset is out of range (byte {start})")
         key_length, pos = _varint(view, pos, record_end)
         if key_length < -1 or key_length > record_end - pos:
             raise ValueError(f"a record's key length does not fit in the record (byte {start})")
@@ -161,7 +180,7 @@ def _records(payload: Any, count: int) -> list[tuple[int, int, int, int, int, in
         value_length, pos = _varint(view, pos, record_end)
         if value_length < -1 or value_length > record_end - pos:
             raise ValueError(f"a record's value length does not fit in the record (byte {start})")
-        found.append((start, record_end, timestamp_delta, offset_delta, key_pos, key_length, value_length))
+        found.append((start, record_end, timestamp_delta, offset, key_pos, key_length, value_length))
         pos = record_end
     if pos != end:
         raise ValueError(f"{end - pos} bytes follow the last of {count} records")
@@ -173,7 +192,7 @@ def map_put_records(table: bytearray, max_entries: int, used: int, payload: Any,
     ``base_offset``, decompressed) into the map; returns how many keys it holds now. The caller
     made room: at most ``max_entries - used`` new keys come in (else ValueError)."""
     view = memoryview(payload)
-    for _, _, _, offset_delta, key_pos, key_length, _ in _records(payload, count):
+    for _, _, _, offset, key_pos, key_length, _ in _records(payload, count, base_offset):
         if key_length < 0:
             continue  # a compacted log has no keyless record; one written before compaction goes
         h1, h2 = key_hash(view[key_pos : key_pos + key_length])
@@ -182,27 +201,35 @@ def map_put_records(table: bytearray, max_entries: int, used: int, payload: Any,
             if used >= max_entries:
                 raise ValueError(f"the offset map holds {max_entries} keys: no room for more")
             used += 1
-        _SLOT.pack_into(table, position, h1, h2, base_offset + offset_delta)
+        _SLOT.pack_into(table, position, h1, h2, offset)
     return used
 
 
 def _plain_batches(buf: Any, pos: int, stop: int) -> Any:
-    """(position, header fields) of each whole batch from ``pos``, until one that is not plain
-    (yielded with ``plain`` False, then the walk ends) or the end of whole batches."""
-    while stop - pos > 16:
-        if buf[pos + 16] != 2:
+    """(position, header fields, plain) of each whole entry from ``pos``, until one that is not a
+    plain batch (yielded with ``plain`` False and no fields, then the walk ends) or the end of the
+    whole entries (an entry cut by ``stop`` is left for the caller to read on from)."""
+    if not 0 <= pos <= stop <= len(buf):
+        raise ValueError(f"positions {pos} to {stop} lie outside the {len(buf)} bytes given")
+    while stop - pos > _MAGIC_POS:  # offset, length, leader epoch (v0/v1: CRC) and magic are there
+        (length,) = _LENGTH.unpack_from(buf, pos + 8)
+        magic = buf[pos + _MAGIC_POS]
+        if magic == 2 and length < _MIN_LENGTH:
+            raise ValueError(f"a record batch at byte {pos} states a length of {length}")
+        if length > stop - pos - 12:
+            return  # a partial entry: the caller reads on from here
+        if magic != 2:
             yield pos, None, False  # a v0/v1 entry (written before the log stored batches)
             return
-        if stop - pos < _HEADER_SIZE:
-            return
         fields = _HEADER.unpack_from(buf, pos)
-        length, attributes = fields[1], fields[5]
-        if length < _MIN_LENGTH:
-            raise ValueError(f"a record batch at byte {pos} states a length of {length}")
-        if pos + 12 + length > stop:
-            return  # a partial batch: the caller reads on from here
+        base_offset, attributes, last_delta, count = fields[0], fields[5], fields[6], fields[12]
+        if count < 0 or last_delta < 0 or count > last_delta + 1 or base_offset + last_delta > _INT64_MAX:
+            raise ValueError(
+                f"a record batch at byte {pos} states {count} records with a last offset delta of "
+                f"{last_delta} from base offset {base_offset}"
+            )
         plain = not attributes & (_CODEC_MASK | _TRANSACTIONAL_BIT | _CONTROL_BIT)
-        yield pos, fields, plain
+        yield pos, (fields if plain else None), plain
         if not plain:
             return
         pos += 12 + length
@@ -240,11 +267,11 @@ def filter_records(
     kept = bytearray()
     kept_count = 0
     max_delta = _INT64_MIN
-    for start, end, timestamp_delta, offset_delta, key_pos, key_length, value_length in _records(payload, count):
+    for start, end, timestamp_delta, offset, key_pos, key_length, value_length in _records(payload, count, base_offset):
         if key_length < 0 or (value_length < 0 and not retain_tombstones):
             continue
         found = _slot_of(table, *key_hash(view[key_pos : key_pos + key_length]))[1]
-        if found != _EMPTY and found > base_offset + offset_delta:
+        if found != _EMPTY and found > offset:
             continue  # a later record has this key
         kept += view[start:end]
         kept_count += 1
@@ -258,12 +285,15 @@ def rebuilt_batch(
     """A batch with ``header``'s fields (the 13 of ``_HEADER``: base offset, last offset delta,
     base timestamp and producer fields kept, so every record's deltas still hold) around
     ``records`` (``count`` of them), its length, count, max timestamp (and attributes if given)
-    and CRC-32C set anew."""
+    and CRC-32C set anew. A batch of no records has no first timestamp: its base timestamp is -1,
+    as Kafka writes the empty batch it keeps for a producer's state."""
     fields = list(header)
     fields[1] = _HEADER_SIZE - 12 + len(records)
     fields[4] = 0
     if attributes is not None:
         fields[5] = attributes
+    if not count:
+        fields[7] = -1
     fields[8] = max_timestamp
     fields[12] = count
     out = bytearray(_HEADER.pack(*fields))
@@ -278,10 +308,12 @@ def filter_batches(
 ) -> tuple[int, int, int, int]:
     """Append to ``out`` what the cleaner keeps of the plain batches of ``buf[pos:stop]``: a batch
     whose records all stay is copied as it is; one losing some is rebuilt (``rebuilt_batch``: max
-    timestamp the largest kept, unless the batch is stamped with the log-append time); one losing
-    all goes, unless its last offset is in ``protected`` (an idempotent producer's last batch,
-    which the producer state needs: it stays as a batch of no records). Returns (position reached,
-    status as ``map_put_batches``' 0 or 1, records read, records kept)."""
+    timestamp the largest kept, unless the batch is stamped with the log-append time); one left
+    with none (an empty batch a cleaning kept before included) goes, unless its last offset is in
+    ``protected`` (an idempotent producer's last batch, which the producer state needs: it stays as
+    a batch of no records), as Kafka's cleaner does. Returns (position reached, status as
+    ``map_put_batches``' 0 or 1, records read, records kept). A batch that raises adds nothing to
+    ``out``; those before it stay there."""
     read = kept_total = 0
     view = memoryview(buf)
     for at, fields, plain in _plain_batches(buf, pos, stop):
@@ -292,14 +324,16 @@ def filter_batches(
         records, kept, max_delta = filter_records(
             table, view[at + _HEADER_SIZE : end], count, fields[0], retain_tombstones
         )
-        read += count
-        kept_total += kept
-        if kept == count:
+        if kept == count and kept:
             out += view[at:end]
         elif kept:
-            log_append = fields[5] & _TS_TYPE_BIT
-            out += rebuilt_batch(fields, records, kept, fields[8] if log_append else fields[7] + max_delta)
+            max_timestamp = fields[8] if fields[5] & _TS_TYPE_BIT else fields[7] + max_delta
+            if not _INT64_MIN <= max_timestamp <= _INT64_MAX:
+                raise ValueError(f"the records kept of the record batch at byte {at} have a timestamp out of range")
+            out += rebuilt_batch(fields, records, kept, max_timestamp)
         elif fields[0] + fields[6] in protected:
             out += rebuilt_batch(fields, b"", 0, fields[8])
+        read += count
+        kept_total += kept
         pos = end
     return pos, _STATUS_DONE, read, kept_total

@@ -15,6 +15,11 @@ static PyMethodDef methods[] = {
     {"encode_records", speedups_py_encode_records, METH_VARARGS, "See kafkalog.record._fastpath.encode_records."},
     {"batch_timestamps", speedups_py_batch_timestamps, METH_VARARGS, "See kafkalog.record._fastpath.batch_timestamps."},
     {"assign_batches", speedups_py_assign_batches, METH_VARARGS, "See kafkalog.record._fastpath.assign_batches."},
+    {"map_get", speedups_py_map_get, METH_VARARGS, "See kafkalog.record._fastpath_compact.map_get."},
+    {"map_put_records", speedups_py_map_put_records, METH_VARARGS, "See kafkalog.record._fastpath_compact.map_put_records."},
+    {"map_put_batches", speedups_py_map_put_batches, METH_VARARGS, "See kafkalog.record._fastpath_compact.map_put_batches."},
+    {"filter_records", speedups_py_filter_records, METH_VARARGS, "See kafkalog.record._fastpath_compact.filter_records."},
+    {"filter_batches", speedups_py_filter_batches, METH_VARARGS, "See kafkalog.record._fastpath_compact.filter_batches."},
     {NULL, NULL, 0, NULL},
 };
 

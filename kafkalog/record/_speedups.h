@@ -12,6 +12,9 @@
  *   _speedups_legacy.c   message format v0/v1 entries: decode_plain, assign_plain
  *   _speedups_batch.c    magic 2 records: decode_records, check_records, assign_batches,
  *                        batch_timestamps, encode_records
+ *   _speedups_compact.c  the log cleaner's (its reference is _fastpath_compact.py): the offset
+ *                        map, map_get, map_put_records, map_put_batches, filter_records,
+ *                        filter_batches. These raise ValueError for bad data, as their twins do.
  *
  * Every kernel takes the same arguments and returns the same values as its Python twin; tests
  * compare the two on the same bytes. Kernels never raise for bad data: they return an error
@@ -67,6 +70,26 @@ static inline uint32_t crc_of(const unsigned char *p, Py_ssize_t n) {
     return (uint32_t)crc;
 }
 
+/* A zigzag varint at b[*pos] before end: 1 and the value, or 0 when it runs past end, is longer
+ * than 10 bytes or holds more than 64 bits (as _fastpath._varint and _fastpath_compact._varint). */
+static inline int rd_varint(const unsigned char *b, Py_ssize_t *pos, Py_ssize_t end, int64_t *out) {
+    uint64_t result = 0;
+    int shift = 0;
+    Py_ssize_t p = *pos, limit = end < p + 10 ? end : p + 10;
+    while (p < limit) {
+        unsigned char byte = b[p++];
+        if (shift == 63 && byte > 1) return 0;
+        result |= (uint64_t)(byte & 0x7F) << shift;
+        if (byte < 0x80) {
+            *out = (int64_t)(result >> 1) ^ -(int64_t)(result & 1);
+            *pos = p;
+            return 1;
+        }
+        shift += 7;
+    }
+    return 0;
+}
+
 /* _speedups_message.c: the message type and timestamp-type values configure sets */
 extern PyObject *speedups_message_type; /* a tuple subclass (kafkalog.record.Message) */
 extern PyObject *speedups_create_time;
@@ -91,5 +114,10 @@ PyObject *speedups_py_check_records(PyObject *self, PyObject *args);
 PyObject *speedups_py_encode_records(PyObject *self, PyObject *args);
 PyObject *speedups_py_batch_timestamps(PyObject *self, PyObject *args);
 PyObject *speedups_py_assign_batches(PyObject *self, PyObject *args);
+PyObject *speedups_py_map_get(PyObject *self, PyObject *args);
+PyObject *speedups_py_map_put_records(PyObject *self, PyObject *args);
+PyObject *speedups_py_map_put_batches(PyObject *self, PyObject *args);
+PyObject *speedups_py_filter_records(PyObject *self, PyObject *args);
+PyObject *speedups_py_filter_batches(PyObject *self, PyObject *args);
 
 #endif /* KAFKALOG_RECORD_SPEEDUPS_H */

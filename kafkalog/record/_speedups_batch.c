@@ -13,26 +13,6 @@ static PyObject *make_record(int64_t offset, int64_t ts, PyObject *ts_type, cons
     return m;
 }
 
-/* A zigzag varint at b[*pos] before end: 1 and the value, or 0 when it runs past end, is longer
- * than 10 bytes or holds more than 64 bits (as _fastpath._varint). */
-static inline int rd_varint(const unsigned char *b, Py_ssize_t *pos, Py_ssize_t end, int64_t *out) {
-    uint64_t result = 0;
-    int shift = 0;
-    Py_ssize_t p = *pos, limit = end < p + 10 ? end : p + 10;
-    while (p < limit) {
-        unsigned char byte = b[p++];
-        if (shift == 63 && byte > 1) return 0;
-        result |= (uint64_t)(byte & 0x7F) << shift;
-        if (byte < 0x80) {
-            *out = (int64_t)(result >> 1) ^ -(int64_t)(result & 1);
-            *pos = p;
-            return 1;
-        }
-        shift += 7;
-    }
-    return 0;
-}
-
 static PyObject *record_error(Py_ssize_t pos, const char *reason) {
     return Py_BuildValue("([](snN))", "corrupt", pos, PyUnicode_FromString(reason));
 }

@@ -49,9 +49,8 @@ encode_records = implementation.encode_records
 batch_timestamps = implementation.batch_timestamps
 assign_batches = implementation.assign_batches
 # the log cleaner's (kafkalog.record._fastpath_compact: the offset map's layout, what stays)
-_compact: ModuleType = implementation if hasattr(implementation, "filter_batches") else _fastpath
-map_get = _compact.map_get
-map_put_records = _compact.map_put_records
-map_put_batches = _compact.map_put_batches
-filter_records = _compact.filter_records
-filter_batches = _compact.filter_batches
+map_get = implementation.map_get
+map_put_records = implementation.map_put_records
+map_put_batches = implementation.map_put_batches
+filter_records = implementation.filter_records
+filter_batches = implementation.filter_batches
