@@ -70,7 +70,8 @@ def _admin(bootstrap: str) -> confluent_admin.AdminClient:
 
 
 def create(bootstrap: str, topic: str, configs: dict[str, str]) -> None:
-    _admin(bootstrap).create_topics([confluent_admin.NewTopic(topic, 1, config=configs)])[topic].result(60)
+    admin = _admin(bootstrap)  # kept until the answer: a collected client cancels its requests
+    admin.create_topics([confluent_admin.NewTopic(topic, 1, config=configs)])[topic].result(60)
 
 
 def alter(bootstrap: str, topic: str, configs: dict[str, str]) -> None:
@@ -79,14 +80,15 @@ def alter(bootstrap: str, topic: str, configs: dict[str, str]) -> None:
         resource.add_incremental_config(
             confluent_admin.ConfigEntry(name, value, incremental_operation=confluent_admin.AlterConfigOpType.SET)
         )
-    _admin(bootstrap).incremental_alter_configs([resource])[resource].result(60)
+    admin = _admin(bootstrap)
+    admin.incremental_alter_configs([resource])[resource].result(60)
 
 
 def produce(bootstrap: str, topic: str, keys: list[bytes]) -> float:
     """Every key once, in order, with a 100-byte value; returns msgs/s."""
     producer = confluent_kafka.Producer(
-        {"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000, "queue.buffering.max.messages": 1_000_000,
-         "compression.type": "none", "enable.idempotence": False}
+        {"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000,
+         "queue.buffering.max.messages": 1_000_000, "compression.type": "none", "enable.idempotence": False}
     )  # fmt: skip
     failures: list[object] = []
 
@@ -118,7 +120,7 @@ def consume_all(bootstrap: str, topic: str) -> float:
     started = time.perf_counter()
     try:
         while True:
-            for message in consumer.consume(10_000, 5):
+            for message in consumer.consume(1000, 0.5):
                 if message.error() is None:
                     count += 1
                 elif message.error().code() == confluent_kafka.KafkaError._PARTITION_EOF:

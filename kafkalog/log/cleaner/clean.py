@@ -224,6 +224,7 @@ def _fill_map(log: Log, cleanable: Cleanable, offset_map: OffsetMap, chunk_bytes
     end = dirty[-1].next_offset
     transactions = _Transactions(log.aborted_transactions(cleanable.dirty_from, end))
     for segment in dirty:
+        _verified(segment)
         start = segment.position_of(cleanable.dirty_from) if segment.base_offset < cleanable.dirty_from else 0
         with _Reader(segment, chunk_bytes, start) as reader:
             while reader.fill():
@@ -249,6 +250,14 @@ def _fill_map(log: Log, cleanable: Cleanable, offset_map: OffsetMap, chunk_bytes
                         return batches.read_header(buffer, at).base_offset
                     reader.pos += _entry_size(buffer, at)
     return end
+
+
+def _verified(segment: LogSegment) -> None:
+    """Refuse to clean a segment that fails its checks (sizes, CRCs: once per segment and process):
+    rewritten batches get new CRCs, which would make damage look whole."""
+    corruption = segment.verify()
+    if corruption is not None:
+        raise LogError(f"{segment.log_path} is corrupt, so it is not cleaned: {corruption}")
 
 
 def _map_special(log: Log, buffer: bytes, at: int, offset_map: OffsetMap, transactions: _Transactions) -> bool:
@@ -437,6 +446,7 @@ def _clean_segment(
     stopping: Stopping,
 ) -> None:
     table = offset_map.table
+    _verified(segment)
     with _Reader(segment, chunk_bytes) as reader:
         while reader.fill():
             if stopping.is_set():
@@ -499,7 +509,7 @@ def _clean_special(
     if header.transactional:
         transactions.data(header.producer_id, kept > 0)
     stats.records_kept += kept
-    if kept == count:
+    if kept == count and count:
         out += buffer[at : at + size]
     elif kept:
         codec = header.codec

@@ -8,6 +8,8 @@ bits would lose the older one's value (a chance of about n² / 2¹²⁹ for n ke
 
 from __future__ import annotations
 
+import ctypes
+
 from kafkalog.errors import LogConfigError
 from kafkalog.record import kernels
 from kafkalog.record._fastpath_compact import MAP_SLOT_BYTES
@@ -26,8 +28,9 @@ class OffsetMap:
             raise LogConfigError(f"the offset map's load factor must be in [0.1, 1), not {load_factor}")
         self.slots = memory_bytes // MAP_SLOT_BYTES
         self.max_entries = int(self.slots * load_factor)
-        self.table = bytearray(b"\xff") * (self.slots * MAP_SLOT_BYTES)
-        self.used = 0
+        self.table = bytearray(self.slots * MAP_SLOT_BYTES)
+        self.used = 1  # so that clear() fills it
+        self.clear()
         """Keys held now."""
 
     @property
@@ -41,8 +44,9 @@ class OffsetMap:
         return self.max_entries - self.used
 
     def clear(self) -> None:
+        """Empty every slot (an empty slot is all 0xFF bytes), in place: memset, not a copy."""
         if self.used:
-            self.table[:] = b"\xff" * len(self.table)
+            ctypes.memset((ctypes.c_char * len(self.table)).from_buffer(self.table), 0xFF, len(self.table))
             self.used = 0
 
     def get(self, key: bytes) -> int:
