@@ -36,9 +36,11 @@ METADATA_COLUMNS = (
     "event_time",
     "key",
     "headers",
+    "tombstone",
 )
 """Columns every raw row carries besides the decoded fields (and the dt/hour partition columns), in
-their order (pipelines.executor.rows.row_schema)."""
+their order (pipelines.executor.rows.row_schema). ``tombstone``: the message has no value (on a
+compacted topic, the delete of its key)."""
 
 PARTITION_COLUMNS = ("dt", "hour")
 
