@@ -213,7 +213,8 @@ class Decoder:
     schema: dict[str, str] = field(default_factory=dict)
     """json/csv: field name → type (string, long, int, double, float, boolean, timestamp, binary), in column order."""
     required: tuple[str, ...] = ()
-    """Fields that may not be null or absent: a message without one is a bad record."""
+    """Fields that may not be null or absent: a message without one is a bad record (a tombstone, a
+    message without a value, is a row with every field null: docs/pipelines.md)."""
     csv: CsvOptions = field(default_factory=CsvOptions)
     """csv only: how records are split into fields."""
 
