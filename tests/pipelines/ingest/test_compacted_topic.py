@@ -1,11 +1,11 @@
 """A compacted topic, loaded: the broker's log cleaner has removed older records of keys written
-over and left gaps in the offsets (an idempotent producer's batch it emptied whole, a batch it
-thinned); a tombstone deletes a key. Two runs load it, the first ending and the second beginning
-inside a gap; a third pipeline loads it whole reading uncommitted with the raw decoder. Every row
-must equal what a consumer reading the compacted topic from its start sees (offsets, keys, values,
-the tombstone flag), every other offset must be counted as compacted, and the recipe of
-docs/pipelines.md ("Reading a compacted topic") must give the latest value of each key with the
-delete applied.
+over and left gaps in the offsets (an idempotent producer's batch it emptied whole, batches it
+thinned in the middle and at the end); a tombstone deletes a key. Two runs load it, the first
+ending and the second beginning inside a gap; a third pipeline loads it whole, reading uncommitted,
+with the raw decoder and Spark's writer. Every row must equal what a consumer reading the compacted
+topic from its start sees (offsets, keys, values, the tombstone flag), every other offset must be
+counted as compacted, and the recipe of docs/pipelines.md ("Reading a compacted topic") must give
+the latest value of each key with the delete applied.
 
 ``broker`` names the session fixture of a broker that compacts quickly (a cleaner that looks for
 work every half second: tests.support.fixtures); BROKERS lists those the test runs on.
@@ -202,10 +202,10 @@ def test_a_compacted_topic_loads_as_a_consumer_reads_it_with_its_gaps_counted(
     assert "k6" not in latest and final["k6"] is None
 
     # the whole range at once, reading uncommitted (the fetch then walks batches without the
-    # committed filter), the raw decoder: the values as the broker keeps them
-    whole = _spec(
-        tmp_path, bootstrap, topic, "whole", decoder={"format": "raw"}, source={"isolation": "read_uncommitted"}
-    )
+    # committed filter), the raw decoder (the values as the broker keeps them), Spark's writer
+    # (the compacted ranges staged by a Spark job and reconciled with Spark)
+    whole = _spec(tmp_path, bootstrap, topic, "whole", decoder={"format": "raw"},
+                  source={"isolation": "read_uncommitted"}, raw_options={"writer": "spark"})  # fmt: skip
     result = PipelineRun(whole, spark).run()
     assert result.manifest is not None
     ((start, end, rows_loaded, compacted),) = [(s.start, s.end, s.rows, s.compacted) for s in result.manifest.splits]
