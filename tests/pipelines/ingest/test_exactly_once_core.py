@@ -28,10 +28,12 @@ from pipelines.ingest.reconcile import FileFacts, OffsetCoverage, reconcile
 from pipelines.ingest.run import PipelineRun, RunResult
 from pipelines.ledger.lease import Lease, Leases, is_alive, own_lease
 from pipelines.ledger.state import PipelineState
+from pipelines.progress import Reporter
 from pipelines.replay.plan import plan_replay
 from pipelines.replay.target import RewindTarget
 from pipelines.reporting.report import build_report
 from pipelines.reporting.status import print_status
+from pipelines.reporting.summary import print_summary
 from pipelines.storage import LocalStorage
 from tests.pipelines.harness import oracle, write_spec
 from tests.support.in_memory import InProcessStager, MemoryCluster, events
@@ -315,6 +317,12 @@ def test_offsets_compaction_removed_are_counted_and_a_split_may_begin_or_end_amo
     console = Console(record=True, width=200)
     print_status(console, spec.name, str(tmp_path / "raw"), state.manifest(2), None)
     assert "compacted: 5 offsets held no record any more" in console.export_text()
+    print_summary(Reporter(console=console), state.manifest(2))
+    lines = console.export_text().splitlines()
+    header = next(line for line in lines if line.startswith("┃ split"))
+    row = next(line for line in lines if line.startswith("│ events-0"))
+    assert [c.strip() for c in header.split("┃")[-3:-1]] == ["skipped (aborted + markers)", "compacted"], header
+    assert [c.strip() for c in row.split("│")[-3:-1]] == ["0 + 2", "5"], row
     assert leftovers(tmp_path / "raw") == []
 
 
