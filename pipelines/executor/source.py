@@ -444,6 +444,8 @@ class _Progress:
         self.started = time.monotonic()
 
     def update(self, messages: int, size: int, *, done: bool = False) -> None:
+        """``messages``: the split's offsets done so far (rows, bad records, skipped and compacted
+        offsets alike), which the driver's bars count against the split's size; ``size``: value bytes."""
         now = time.monotonic()
         if self.path is None or (not done and now - self.last < 0.5):
             return
