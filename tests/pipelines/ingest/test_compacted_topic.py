@@ -36,7 +36,7 @@ from pipelines.reporting.report import build_report, write_report
 from pipelines.storage import LocalStorage
 from tests.pipelines.harness import REPO, oracle, write_spec
 
-pytestmark = [pytest.mark.integration]
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 BROKERS = ("kafka4",)
 """The session fixtures of the brokers whose cleaners compact the topic (tests.support.fixtures)."""
