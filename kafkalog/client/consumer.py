@@ -30,7 +30,7 @@ from kafkalog.errors import (
     UnsupportedByBrokerError,
 )
 from kafkalog.protocol import ApiKey, ErrorCode, lookup
-from kafkalog.record import Message, decode_all, stored_entries
+from kafkalog.record import Message, decode_all, last_entry_offset, stored_entries
 from kafkalog.record.reader import first_codec
 
 LATEST = -1
@@ -53,7 +53,9 @@ class FetchResult:
     for a set read committed that holds transactional or control batches."""
     last_offset: int = -1
     """Offset of the last message fetched, of either part, or of the last batch skipped after it
-    (read committed); -1: none."""
+    (read committed), or the last offset of the last complete batch (on a compacted log a batch
+    keeps its last offset when the cleaner removed its last records, or all of them); -1: none.
+    ``next_offset`` goes on after it: the offsets between the messages and it hold no record."""
     last_stable_offset: int = -1
     """Fetch v4+: the offset below which every transaction is decided (-1: not said)."""
     skipped: tuple[Skipped, ...] = ()
@@ -174,7 +176,9 @@ class SimpleConsumer(UsesClient):
                     messages, record_set, last_offset = stored_entries(data, offset)
                 else:
                     messages, record_set = decode_all(data, min_offset=offset), b""
-                    last_offset = messages[-1].offset if messages else -1
+                    # by the entries, not the messages: on a compacted log a batch may end in
+                    # offsets the cleaner removed, or hold none at all (kept for its producer)
+                    last_offset = max(messages[-1].offset if messages else -1, last_entry_offset(data))
                     # Reading committed, the aborted transactions' records are left out; whatever
                     # the isolation, so are the markers: Kafka's consumers never return a control record.
                     committed = self.isolation == "read_committed"

@@ -20,7 +20,14 @@ from kafkalog.record.legacy_builder import MessageSetBuilder, encode_message, en
 from kafkalog.record.legacy_format import LEGACY_CODECS, LOG_OVERHEAD
 from kafkalog.record.message import NO_TIMESTAMP, Codec, Entry, Header, Message, TimestampType
 from kafkalog.record.passthrough import StoredEntries, stored_entries
-from kafkalog.record.reader import decode_all, decode_batches, decode_inner, decode_messages, iter_entries
+from kafkalog.record.reader import (
+    decode_all,
+    decode_batches,
+    decode_inner,
+    decode_messages,
+    iter_entries,
+    last_entry_offset,
+)
 
 __all__ = [
     "DEFAULT_MAX_DECOMPRESSED_BYTES",
@@ -49,5 +56,6 @@ __all__ = [
     "frame",
     "iter_entries",
     "iter_headers",
+    "last_entry_offset",
     "stored_entries",
 ]

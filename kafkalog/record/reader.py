@@ -62,6 +62,16 @@ def iter_entries(buf: Buffer, *, start: int = 0, end: int | None = None, verify_
         pos = entry_end
 
 
+def last_entry_offset(buf: Buffer) -> int:
+    """The last offset of the complete entries of ``buf`` (-1: none), from their headers alone: a
+    record batch counts by its base offset plus its last offset delta, which a compacted log keeps
+    when the cleaner removed the batch's last records or all of them (an empty batch is kept for
+    its producer's sequence). A reader that advances past it skips only offsets no record holds.
+    CRCs are not checked: call it on a set that was decoded (and so checked) already."""
+    view = memoryview(buf)
+    return int(kernels.scan_entries(view, 0, len(view), False, _NO_FLOOR, 1 << 62, 0)[2])
+
+
 def first_codec(buf: Buffer) -> int:
     """The codec of the first entry of ``buf`` (0 when too little of it is there to tell): a v0/v1
     entry's attributes byte follows its magic, a batch's 16-bit attributes follow its CRC."""

@@ -36,9 +36,11 @@ METADATA_COLUMNS = (
     "event_time",
     "key",
     "headers",
+    "tombstone",
 )
 """Columns every raw row carries besides the decoded fields (and the dt/hour partition columns), in
-their order (pipelines.executor.rows.row_schema)."""
+their order (pipelines.executor.rows.row_schema). ``tombstone``: the message has no value (on a
+compacted topic, the delete of its key)."""
 
 PARTITION_COLUMNS = ("dt", "hour")
 
@@ -211,7 +213,8 @@ class Decoder:
     schema: dict[str, str] = field(default_factory=dict)
     """json/csv: field name → type (string, long, int, double, float, boolean, timestamp, binary), in column order."""
     required: tuple[str, ...] = ()
-    """Fields that may not be null or absent: a message without one is a bad record."""
+    """Fields that may not be null or absent: a message without one is a bad record (a tombstone, a
+    message without a value, is a row with every field null: docs/pipelines.md)."""
     csv: CsvOptions = field(default_factory=CsvOptions)
     """csv only: how records are split into fields."""
 

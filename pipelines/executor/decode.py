@@ -9,6 +9,10 @@ the dt/hour partition (pipelines.executor.event_time), and drops the rows any st
 Correctness does not depend on how messages happen to be grouped into chunks: a message is good if
 and only if it would be decoded alone into exactly one row with every required field present and
 a valid event time.
+
+A message without a value (a tombstone: on a compacted topic, the delete of its key) is a row too,
+flagged in ``tombstone`` (pipelines.executor.rows.TOMBSTONE): its decoded fields are null, no field
+is required of it, and its event time is its message's timestamp; it is bad only if it has none.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from pipelines.config.pipeline import Decoder, EventTime
 from pipelines.executor.arrow_types import TIMESTAMP
 from pipelines.executor.event_time import EventTimeResolver, message_times_only
 from pipelines.executor.payloads import payload_decoder
-from pipelines.executor.rows import BadRecord, Message, headers_column, row_schema, timestamp_types
+from pipelines.executor.rows import TOMBSTONE, BadRecord, Message, headers_column, row_schema, timestamp_types
 
 
 class ChunkDecoder:
@@ -42,11 +46,66 @@ class ChunkDecoder:
         self.times = EventTimeResolver(event_time, field_kind)
 
     def decode(self, messages: Sequence[Message], broker: int) -> tuple[pa.Table, list[BadRecord]]:
-        """Rows for the good messages (in offset order) and the bad ones with their reasons."""
+        """Rows for the good messages and the tombstones (in offset order) and the bad ones with
+        their reasons."""
+        values = list(map(itemgetter(4), messages))
+        if None not in values:  # the common case: no tombstone
+            return self._decode(messages, values, broker)
+        alive = [m for m in messages if m.value is not None]
+        table, bad = self._decode(alive, list(map(itemgetter(4), alive)), broker)
+        deleted, unplaced = self._tombstones([m for m in messages if m.value is None], broker)
+        table = pa.concat_tables([table, deleted])
+        table = table.take(pc.sort_indices(table.column("offset")))  # messages come in offset order
+        return table, sorted([*bad, *unplaced], key=lambda b: b.offset)
+
+    def _tombstones(self, messages: Sequence[Message], broker: int) -> tuple[pa.Table, list[BadRecord]]:
+        """Rows of messages without a value: decoded fields null, event time the message's timestamp."""
+        stamps = pa.array(list(map(itemgetter(1), messages)), pa.int64())
+        placed = pc.greater_equal(stamps, 0)
+        bad = [
+            _bad_record(m, "a tombstone (the message has no value) has no timestamp to place it in time")
+            for m, ok in zip(messages, placed.to_pylist(), strict=True)
+            if not ok
+        ]
+        if bad:
+            messages = [m for m in messages if m.timestamp >= 0]
+            stamps = stamps.filter(placed)
+        count = len(messages)
+        event = pc.multiply(stamps, 1000).cast(TIMESTAMP)
+        dt, hour = self.times.partitions(event)
+        columns: dict[str, Any] = {
+            **self._metadata(messages, stamps, broker),
+            "event_time": event,
+            TOMBSTONE: pa.repeat(pa.scalar(True), count),
+        }
+        for field in self.values.schema:
+            columns[field.name] = pa.nulls(count, field.type)
+        columns["dt"] = dt
+        columns["hour"] = hour
+        return pa.table(columns, schema=self.schema), bad
+
+    def _metadata(self, messages: Sequence[Message], stamps: pa.Array, broker: int) -> dict[str, Any]:
+        """The metadata columns of rows of ``messages`` (all of them), ``stamps`` their timestamps in ms."""
+        count = len(messages)
+        types = np.fromiter(map(itemgetter(2), messages), np.int32, count=count)
+        return {
+            "topic": pa.repeat(self.topic, count).cast(pa.string()),
+            "partition": pa.repeat(pa.scalar(self.partition, pa.int32()), count),
+            "offset": pa.array(list(map(itemgetter(0), messages)), pa.int64()),
+            "broker": pa.repeat(pa.scalar(broker, pa.int32()), count),
+            "timestamp": pc.if_else(pc.less(stamps, 0), None, pc.multiply(stamps, 1000)).cast(TIMESTAMP),
+            "timestamp_type": timestamp_types(stamps, types),
+            "key": pa.array(list(map(itemgetter(3), messages)), pa.binary()),
+            "headers": headers_column(list(map(itemgetter(5), messages))),
+        }
+
+    def _decode(
+        self, messages: Sequence[Message], values: list[bytes | None], broker: int
+    ) -> tuple[pa.Table, list[BadRecord]]:
+        """Rows for the good messages of a chunk of messages with values, and the bad ones."""
         n = len(messages)
         bad_at: dict[int, str] = {}
         # whole-chunk columns, built without a Python-level loop per message
-        values = list(map(itemgetter(4), messages))
         all_offsets = pa.array(list(map(itemgetter(0), messages)), pa.int64())
         all_stamps = pa.array(list(map(itemgetter(1), messages)), pa.int64())
         all_keys = pa.array(list(map(itemgetter(3), messages)), pa.binary())
@@ -88,6 +147,7 @@ class ChunkDecoder:
             "event_time": event,
             "key": all_keys if row_indexes is None else all_keys.take(row_indexes),
             "headers": all_headers if row_indexes is None else all_headers.take(row_indexes),
+            TOMBSTONE: pa.repeat(pa.scalar(False), count),
         }
         for name in fields.column_names:
             columns[name] = fields.column(name)

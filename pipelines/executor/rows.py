@@ -31,6 +31,13 @@ It is Spark's own Kafka source's type, so SQL over both reads alike. An empty li
 no headers (always so before message format v2). Null: not recorded (rows loaded before the column
 existed), never for a row loaded since."""
 
+TOMBSTONE = "tombstone"
+"""The raw column that says a row is a tombstone: its message had a null value. On a compacted topic
+that is how a producer deletes a key; the log cleaner keeps the tombstone for the topic's
+``delete.retention.ms`` after it cleaned past it, then removes it too. A tombstone is a row, never a
+bad record: its decoded fields are null (``value`` null for the raw decoder), ``required`` does not
+apply to it, and its event time is its message's timestamp (there is no payload to read one from)."""
+
 Header = tuple[str, bytes | None]
 """A record header: a UTF-8 key and a value that may be null (kafkalog.record.message.Header)."""
 
@@ -65,7 +72,10 @@ class BadRecord:
 
 def row_schema(decoder: Decoder) -> pa.Schema:
     """The Arrow schema of raw rows: metadata columns (spec.METADATA_COLUMNS), decoded fields, then
-    dt and hour. ``timestamp_type`` is null where ``timestamp`` is (the message has none)."""
+    dt and hour. ``timestamp_type`` is null where ``timestamp`` is (the message has none).
+    ``tombstone`` is true for a message without a value (a delete, on a compacted topic), whose
+    decoded fields are then all null; false for every other row; null only in rows loaded before
+    the column existed (TOMBSTONE)."""
     fields = [
         pa.field("topic", pa.string()),
         pa.field("partition", pa.int32()),
@@ -76,6 +86,7 @@ def row_schema(decoder: Decoder) -> pa.Schema:
         pa.field("event_time", TIMESTAMP),
         pa.field("key", pa.binary()),
         pa.field("headers", HEADERS),
+        pa.field("tombstone", pa.bool_()),
     ]
     fields.extend(payload_schema(decoder))
     fields += [pa.field("dt", pa.string()), pa.field("hour", pa.string())]

@@ -10,9 +10,10 @@ pipelines.ingest.reconcile); files of other attempts stay behind in staging and 
 Layout under the attempt directory, the same as Spark's partitioned writer produces:
 ``dt=<dt>/hour=<hour>/part-<topic>-<partition>-<first offset>.parquet`` for rows (dt and hour are
 in the path, not in the file), ``part-<topic>-<partition>-<first offset>.parquet`` for
-quarantined records, and ``aborted/part-…`` and ``control/part-…`` for the offsets a read-committed
-source skips (records of aborted transactions, transaction markers). Rows arrive in offset order,
-so a file's first offset is its lowest.
+quarantined records, and ``aborted/part-…``, ``control/part-…`` and ``compacted/part-…`` for the
+offsets that hold no row (records of aborted transactions and transaction markers a read-committed
+source skips, offsets the log cleaner of a compacted topic removed), as ranges
+(pipelines.executor.offsets). Rows arrive in offset order, so a file's first offset is its lowest.
 
 Memory stays bounded: rows are buffered per open (dt, hour) up to ``row_group_bytes`` and then
 written as one row group; at most ``max_open`` files are open at once (late events spread over many
@@ -58,11 +59,13 @@ class StagedFile:
     """A complete Parquet file a task wrote: ``path`` is relative to the attempt's staging root."""
 
     kind: str
-    """data | quarantine | aborted | control"""
+    """data | quarantine | aborted | control | compacted"""
     path: str
     topic: str
     partition: int
     rows: int
+    """Rows of a data or quarantine file; offsets of a file of skipped ranges (aborted, control,
+    compacted), which holds fewer rows: one per range."""
     min_offset: int
     max_offset: int
     kernels: str = ""
@@ -106,8 +109,13 @@ class _OpenFile:
         offsets = table.column("offset")
         if self.min_offset is None:
             self.min_offset = offsets[0].as_py()
-        self.max_offset = offsets[-1].as_py()
-        self.rows += table.num_rows
+        if "last" in table.column_names:  # ranges [offset, last] of skipped offsets: count the offsets
+            lasts = table.column("last")
+            self.max_offset = lasts[-1].as_py()
+            self.rows += pc.sum(pc.subtract(lasts, offsets)).as_py() + table.num_rows
+        else:
+            self.max_offset = offsets[-1].as_py()
+            self.rows += table.num_rows
         self.pending.append(table)
         self.pending_bytes += table.nbytes
         if self.pending_bytes >= row_group_bytes:
@@ -147,7 +155,7 @@ class StagingWriter:
         self._open: OrderedDict[str, _OpenFile] = OrderedDict()
         self._quarantine: _OpenFile | None = None
         self._skipped: dict[str, _OpenFile] = {}
-        """Per reason (aborted, control): the offsets a read-committed source skipped."""
+        """Per reason (aborted, control, compacted): the ranges of offsets that hold no row."""
         self._done: list[StagedFile] = []
 
     def _failed(self, exc: Exception) -> StorageError:
@@ -181,7 +189,7 @@ class StagingWriter:
             raise self._failed(exc) from exc
 
     def write_skipped(self, reason: str, table: pa.Table) -> None:
-        """Offsets skipped for ``reason`` (aborted | control), in offset order."""
+        """Ranges of offsets skipped for ``reason`` (aborted | control | compacted), in offset order."""
         if table.num_rows == 0:
             return
         try:

@@ -3,11 +3,12 @@
 Built on PySpark's Python Data Source API. ``read`` runs in a Python worker on an executor: it fetches
 its split with kafkalog's SimpleConsumer (every CRC checked, compressed sets unpacked), decodes each
 fetched chunk into an Arrow batch (never the whole split in memory), and yields either the rows
-(``emit=data``), the bad records (``emit=quarantine``), the offsets a read-committed source skips
-(``emit=skipped``: records of aborted transactions and transaction markers, each offset with its
-reason), or writes all of them as Parquet itself and yields one row per file (``emit=files``, see
-sink.py). Settings arrive as options (JSON strings): executors see nothing of the driver's Python
-state or environment.
+(``emit=data``), the bad records (``emit=quarantine``), the offsets that hold no row (``emit=skipped``:
+records of aborted transactions and transaction markers a read-committed source skips, and offsets
+the log cleaner of a compacted topic removed, as ranges with their reason: pipelines.executor.offsets),
+or writes all of them as Parquet itself and yields one row per file (``emit=files``, see sink.py).
+Settings arrive as options (JSON strings): executors see nothing of the driver's Python state or
+environment.
 
 A task connects through the brokers the driver resolved for the run (``brokers`` in the settings:
 the bootstrap list, or for a source that names ZooKeeper the brokers registered when the run
@@ -29,20 +30,20 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from operator import itemgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from kafkalog.client import ClientSecurity, SimpleConsumer
-from kafkalog.client.committed import Skipped
 from kafkalog.client.kernels import KERNELS, describe_kernels
 from kafkalog.faults import FaultPoints, FaultTarget
 from kafkalog.retry import Backoff
 from pipelines.config.pipeline import BadRecords, Decoder, EventTime, Source
 from pipelines.errors import BadRecordError, DataLossError, LoadError, PlanError
 from pipelines.executor.decode import ChunkDecoder
+from pipelines.executor.offsets import SKIPPED_DDL, SKIPPED_REASONS, OffsetRange, compacted_gaps, ranges_batch
 from pipelines.executor.rows import HEADERS, BadRecord, Message, ddl_of, headers_column, spark_ddl, timestamp_types
 from pipelines.executor.sink import STAGED_FILE_DDL, StagingWriter, staged_files_batch
 from pipelines.executor.splits import Split, open_consumer
@@ -65,14 +66,6 @@ QUARANTINE_SCHEMA = pa.schema(
 """A quarantined message: everything it carried, as the broker gave it (``timestamp`` in ms, -1 for
 none; ``timestamp_type`` and ``headers`` as in raw rows), so that it can be replayed once fixed."""
 QUARANTINE_DDL = ddl_of(QUARANTINE_SCHEMA)
-
-SKIPPED_SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64())])
-"""An offset a read-committed source skips: a record of an aborted transaction, or a transaction
-marker. Staged (one file per reason) so that reconciliation accounts for every offset from files;
-not published: the manifest keeps the counts."""
-SKIPPED_REASONS = ("aborted", "control")
-SKIPPED_DDL = ddl_of(SKIPPED_SCHEMA) + ", `reason` STRING"
-"""``emit=skipped``: SKIPPED_SCHEMA and the reason, one of SKIPPED_REASONS."""
 
 
 class SplitPartition(InputPartition):
@@ -152,20 +145,20 @@ class SplitReader(DataSourceReader):
                 fault,
             )
             return
-        for table, bad, skipped in task.chunks():
+        for chunk in task.chunks():
             if emit == "quarantine":
-                if bad:
-                    yield quarantine_batch(split, bad)
+                if chunk.bad:
+                    yield quarantine_batch(split, chunk.bad)
             elif emit == "skipped":
                 for reason in SKIPPED_REASONS:
-                    offsets = skipped_batch(split, skipped, reason)
-                    if offsets.num_rows:
-                        yield offsets.append_column("reason", pa.repeat(reason, offsets.num_rows).cast(pa.string()))
+                    ranges = skipped_batch(split, chunk.skipped, reason)
+                    if ranges.num_rows:
+                        yield ranges.append_column("reason", pa.repeat(reason, ranges.num_rows).cast(pa.string()))
             else:
-                yield from table.to_batches()
-                fault.after_rows(table.num_rows)
-            progress.update(task.loaded, task.bytes)
-        progress.update(task.loaded, task.bytes, done=True)
+                yield from chunk.rows.to_batches()
+                fault.after_rows(chunk.rows.num_rows)
+            progress.update(task.done, task.bytes)
+        progress.update(task.done, task.bytes, done=True)
 
 
 def write_split(
@@ -189,19 +182,19 @@ def write_split(
         compression=compression,
     )
     try:
-        for table, bad, skipped in task.chunks():
-            writer.write_rows(table)
-            if bad:
-                writer.write_quarantine(pa.Table.from_batches([quarantine_batch(split, bad)]))
-            for reason in SKIPPED_REASONS if skipped else ():
-                writer.write_skipped(reason, pa.Table.from_batches([skipped_batch(split, skipped, reason)]))
-            fault.after_rows(table.num_rows)
-            progress.update(task.loaded, task.bytes)
+        for chunk in task.chunks():
+            writer.write_rows(chunk.rows)
+            if chunk.bad:
+                writer.write_quarantine(pa.Table.from_batches([quarantine_batch(split, chunk.bad)]))
+            for reason in SKIPPED_REASONS if chunk.skipped else ():
+                writer.write_skipped(reason, pa.Table.from_batches([skipped_batch(split, chunk.skipped, reason)]))
+            fault.after_rows(chunk.rows.num_rows)
+            progress.update(task.done, task.bytes)
         files = writer.close()
     except BaseException:
         writer.abort()
         raise
-    progress.update(task.loaded, task.bytes, done=True)
+    progress.update(task.done, task.bytes, done=True)
     return staged_files_batch([replace(f, path=f"{attempt_dir}/{f.path}", kernels=KERNELS) for f in files])
 
 
@@ -246,27 +239,26 @@ def quarantine_batch(split: Split, bad: list[BadRecord]) -> pa.RecordBatch:
     )
 
 
-def skipped_batch(split: Split, skipped: Sequence[Skipped], reason: str) -> pa.RecordBatch:
-    """SKIPPED_SCHEMA rows of every offset in ``skipped``'s ranges of ``reason``."""
-    ranges = [s for s in skipped if s.reason == reason]
-    offsets = np.concatenate(
-        [np.arange(s.first, s.last + 1, dtype=np.int64) for s in ranges] or [np.empty(0, np.int64)]
-    )
-    count = len(offsets)
-    return pa.RecordBatch.from_arrays(
-        [
-            pa.repeat(split.topic, count).cast(pa.string()),
-            pa.repeat(pa.scalar(split.partition, pa.int32()), count),
-            pa.array(offsets, pa.int64()),
-        ],
-        schema=SKIPPED_SCHEMA,
-    )
+def skipped_batch(split: Split, skipped: Sequence[OffsetRange], reason: str) -> pa.RecordBatch:
+    """OFFSET_RANGES_SCHEMA rows (pipelines.executor.offsets) of ``skipped``'s ranges of ``reason``."""
+    return ranges_batch(split.topic, split.partition, [s for s in skipped if s.reason == reason])
+
+
+class Chunk(NamedTuple):
+    """What one fetch of a split gave: together, every offset from where it began up to where the
+    next one begins, once."""
+
+    rows: pa.Table
+    bad: list[BadRecord]
+    skipped: list[OffsetRange]
+    """The offsets that hold no row, in offset order: aborted records and markers (reading
+    committed), and what compaction removed (pipelines.executor.offsets)."""
 
 
 class SplitTask:
-    """Reads one split: fetch, verify contiguity, decode, apply the bad-record policy. Connects
-    through ``brokers`` (what the driver resolved; default: the source's bootstrap list, or its
-    ZooKeeper)."""
+    """Reads one split: fetch, account for every offset (rows, bad records, skipped, compacted),
+    decode, apply the bad-record policy. Connects through ``brokers`` (what the driver resolved;
+    default: the source's bootstrap list, or its ZooKeeper)."""
 
     def __init__(
         self,
@@ -288,38 +280,47 @@ class SplitTask:
         self.quarantined = 0
         self.skipped = 0
         """Offsets skipped reading committed: aborted records and transaction markers."""
+        self.compacted = 0
+        """Offsets the log cleaner removed (a compacted topic): no record is there any more."""
+        self.done = 0
+        """Offsets of the split accounted for so far, of every kind: the task's progress."""
         self.bytes = 0
         self.from_zookeeper = not self.brokers
         """The task bootstrapped from ZooKeeper (no brokers were given, or none of them answered)."""
         self._consumer: Any = None
         self._open = consumer or (lambda: open_consumer(self.source, self.brokers))
 
-    def chunks(self) -> Iterator[tuple[pa.Table, list[BadRecord], list[Skipped]]]:
-        """(rows, bad records, skipped ranges) per fetched chunk, covering [start, end) exactly
-        between them, in offset order."""
+    def chunks(self) -> Iterator[Chunk]:
+        """One Chunk per fetch, covering [start, end) exactly between them, in offset order."""
         split = self.split
         self._consumer = self._open()
         try:
             offset = split.start
             while offset < split.end:
-                messages, skipped, broker = self._fetch(offset)
+                messages, skipped, broker, last = self._fetch(offset)
+                offsets = np.fromiter(map(itemgetter(0), messages), np.int64, len(messages))
+                gaps = compacted_gaps(offset, last, offsets, skipped, where=split.name)
                 if messages:
                     table, bad = self.decoder.decode(messages, broker)
                     self._judge(bad)
-                else:  # only markers or aborted records here
+                else:  # only markers, aborted records or removed offsets here
                     table, bad = self.decoder.schema.empty_table(), []
                 self.loaded += len(messages)
                 self.skipped += sum(s.offsets for s in skipped)
+                self.compacted += sum(g.offsets for g in gaps)
                 self.bytes += sum(map(len, filter(None, map(itemgetter(4), messages))))  # value bytes
-                offset = max(messages[-1].offset if messages else -1, skipped[-1].last if skipped else -1) + 1
-                yield table, bad, skipped
+                self.done = last + 1 - split.start
+                offset = last + 1
+                yield Chunk(table, bad, sorted([*skipped, *gaps]))
         finally:
             self._consumer.close()
 
-    def _fetch(self, offset: int) -> tuple[list[Message], list[Skipped], int]:
-        """The next messages of the split from ``offset`` and the ranges a read-committed source
-        skips among them (at least one of the two), retrying a broker that is down or moved for up
-        to ``retry_ms``."""
+    def _fetch(self, offset: int) -> tuple[list[Message], list[OffsetRange], int, int]:
+        """The next messages of the split from ``offset``, the ranges a read-committed source skips
+        among them, the leader that served them, and the last offset the fetch accounted for (at
+        least ``offset``: past its messages when compaction removed what follows them); retrying a
+        broker that is down or moved for up to ``retry_ms``, and a fetch that accounts for nothing
+        (the records are not there yet) as long."""
         from kafkalog.errors import KafkalogError, OffsetOutOfRangeError  # noqa: PLC0415
 
         split = self.split
@@ -343,16 +344,26 @@ class SplitTask:
                     ) from exc
                 continue
             messages: list[Message] = result.messages
+            # How far the fetch read: its last batch, which may end in offsets compaction removed
+            # or be a batch it emptied; the records past the split's end that a fetch returns
+            # prove as much (a fetch from a removed offset returns the next record that is left).
+            # Never beyond the split: what lies there is the next run's.
+            last = max(
+                result.last_offset,
+                messages[-1].offset if messages else -1,
+                max((s.last for s in result.skipped), default=-1),
+            )
             if messages and messages[-1].offset >= split.end:
                 messages = [m for m in messages if m.offset < split.end]
             skipped = [
-                Skipped(max(s.first, offset), min(s.last, split.end - 1), s.reason)
+                OffsetRange(max(s.first, offset), min(s.last, split.end - 1), s.reason)
                 for s in result.skipped
                 if s.last >= offset and s.first < split.end
             ]
-            if messages or skipped:
-                self._check_contiguous(offset, messages, skipped)
-                return messages, skipped, broker
+            if last >= offset:
+                return messages, skipped, broker, min(last, split.end - 1)
+            # Nothing at or after ``offset`` came back: not compaction (the records the split
+            # was planned up to are not readable yet, or gone), so never counted as done.
             if result.high_watermark < split.end and offset >= result.high_watermark:
                 raise PlanError(
                     f"{split.name}: planned end offset {split.end} > log end {result.high_watermark}; the broker "
@@ -360,21 +371,6 @@ class SplitTask:
                 )
             if backoff.spent:
                 raise LoadError(f"{split.name}: no message at offset {offset} for {self.source.retry_ms} ms")
-
-    def _check_contiguous(self, offset: int, messages: list[Message], skipped: list[Skipped]) -> None:
-        """Messages and skipped ranges (neither overlapping the other: kafkalog.client.committed)
-        together hold every offset from ``offset`` to their last, once."""
-        lowest = min(messages[0].offset if messages else offset + 1, skipped[0].first if skipped else offset + 1)
-        highest = max(messages[-1].offset if messages else -1, skipped[-1].last if skipped else -1)
-        count = len(messages) + sum(s.offsets for s in skipped)
-        if lowest != offset or highest - offset + 1 != count:
-            found = f"{lowest}..{highest} in {len(messages)} messages" + (
-                f" and {count - len(messages)} skipped offsets" if skipped else ""
-            )
-            raise LoadError(
-                f"{self.split.name}: offsets are not contiguous after {offset} (found {found}); a compacted topic "
-                "cannot be loaded exactly once by offset ranges"
-            )
 
     def _rediscover(self) -> bool:
         """For a source that names ZooKeeper, when none of the brokers the driver shipped answers (the
@@ -448,6 +444,8 @@ class _Progress:
         self.started = time.monotonic()
 
     def update(self, messages: int, size: int, *, done: bool = False) -> None:
+        """``messages``: the split's offsets done so far (rows, bad records, skipped and compacted
+        offsets alike), which the driver's bars count against the split's size; ``size``: value bytes."""
         now = time.monotonic()
         if self.path is None or (not done and now - self.last < 0.5):
             return

@@ -1,9 +1,11 @@
 """Reconciliation: what the staged files hold, read from the files themselves, against the plan.
 
-Role: the last check before a commit. For every split, rows + quarantined records + the offsets a
-read-committed source skipped (records of aborted transactions, transaction markers) must equal
-end - start and together hold every offset in [start, end) exactly once; anything else fails the
-run before it can commit. The facts come from the staged Parquet files, never from what the tasks
+Role: the last check before a commit. For every split, rows + quarantined records + the offsets
+that hold no row (records of aborted transactions and transaction markers a read-committed source
+skipped, offsets the log cleaner of a compacted topic removed) must equal end - start and together
+hold every offset in [start, end) exactly once; anything else fails the run before it can commit.
+The files of skipped offsets hold ranges (pipelines.executor.offsets): a file's ``rows`` are then
+the offsets its ranges hold. The facts come from the staged Parquet files, never from what the tasks
 said they wrote: with Arrow on the driver for local paths (footers and the offset column, no Spark
 job), or with two small Spark jobs for other filesystems.
 """
@@ -20,6 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipelines.errors import ReconciliationError
+from pipelines.executor.offsets import range_offsets
 from pipelines.executor.splits import SplitKey
 from pipelines.ledger.records import Plan, SplitResult
 from pipelines.storage.local import local_path
@@ -34,6 +37,7 @@ class FileFacts:
     topic: str
     partition: int
     rows: int
+    """Its rows; for a file of skipped ranges, the offsets they hold."""
     min_offset: int
     max_offset: int
     min_event: str | None = None
@@ -93,26 +97,32 @@ def inspect_local(
 
 
 def _read_file(path: str) -> tuple[FileFacts, list[np.ndarray]]:
-    """One staged file's facts and its offsets (as numpy batches)."""
+    """One staged file's facts and its offsets (as numpy batches; a file of skipped ranges
+    [offset, last] gives the offsets the ranges hold)."""
     local = local_path(path)
     try:
         parquet = pq.ParquetFile(local)
         names = parquet.schema_arrow.names
-        columns = [c for c in ("topic", "partition", "offset", "event_time") if c in names]
+        columns = [c for c in ("topic", "partition", "offset", "last", "event_time") if c in names]
         batches = list(parquet.iter_batches(batch_size=1 << 16, columns=columns))
     except (OSError, ValueError) as exc:
         raise ReconciliationError(f"cannot read staged file {path}: {exc}") from exc
-    rows = sum(b.num_rows for b in batches)
-    if rows == 0:
+    if sum(b.num_rows for b in batches) == 0:
         raise ReconciliationError(f"staged file {path} holds no rows")
     topics: set[str] = set()
     partitions: set[int] = set()
-    offsets = []
+    offsets: list[np.ndarray] = []
     low_event = high_event = None
     for batch in batches:
         topics.update(pc.unique(batch.column("topic")).to_pylist())
         partitions.update(pc.unique(batch.column("partition")).to_pylist())
-        offsets.append(batch.column("offset").to_numpy())
+        if "last" in batch.schema.names:
+            firsts, lasts = batch.column("offset").to_numpy(), batch.column("last").to_numpy()
+            if bool(np.any(lasts < firsts)):
+                raise ReconciliationError(f"staged file {path} holds a range whose last offset is below its first")
+            offsets += range_offsets(firsts, lasts)
+        else:
+            offsets.append(batch.column("offset").to_numpy())
         if "event_time" in batch.schema.names:
             bounds = pc.min_max(batch.column("event_time"))
             low, high = bounds["min"].as_py(), bounds["max"].as_py()
@@ -126,7 +136,7 @@ def _read_file(path: str) -> tuple[FileFacts, list[np.ndarray]]:
         path,
         topic,
         partition,
-        rows,
+        sum(len(o) for o in offsets),
         int(min(int(o.min()) for o in offsets)),
         int(max(int(o.max()) for o in offsets)),
         _iso(low_event) if low_event is not None else None,
@@ -139,16 +149,17 @@ def _iso(value: datetime) -> str:
     return value.astimezone(UTC).isoformat()
 
 
-def spark_file_facts(spark: Any, directory: str) -> list[FileFacts]:
+def spark_file_facts(spark: Any, directory: str, *, ranges: bool = False) -> list[FileFacts]:
     """The facts of the Parquet files under ``directory``, with Spark (for filesystems only Spark
-    reaches): one grouped scan."""
+    reaches): one grouped scan. ``ranges``: files of skipped ranges [offset, last]."""
     from pyspark.sql import functions as F  # noqa: PLC0415 - Spark's own convention
 
     frame = spark.read.parquet(directory)
+    last = "last" if ranges else "offset"
     aggregates = [
-        F.count(F.lit(1)).alias("rows"),
+        (F.sum(F.col("last") - F.col("offset") + 1) if ranges else F.count(F.lit(1))).alias("rows"),
         F.min("offset").alias("min_offset"),
-        F.max("offset").alias("max_offset"),
+        F.max(last).alias("max_offset"),
     ]
     if "event_time" in frame.columns:
         aggregates += [F.min("event_time").alias("min_event"), F.max("event_time").alias("max_event")]
@@ -172,15 +183,21 @@ def spark_file_facts(spark: Any, directory: str) -> list[FileFacts]:
     return facts
 
 
-def spark_coverage(spark: Any, directories: list[str]) -> dict[SplitKey, OffsetCoverage]:
-    """The offset coverage of every split over the Parquet files under ``directories``, with Spark."""
-    if not directories:
+def spark_coverage(
+    spark: Any, directories: list[str], range_directories: Sequence[str] = ()
+) -> dict[SplitKey, OffsetCoverage]:
+    """The offset coverage of every split over the Parquet files under ``directories`` and the files
+    of skipped ranges under ``range_directories`` (each range's offsets), with Spark."""
+    if not directories and not range_directories:
         return {}
     from pyspark.sql import functions as F  # noqa: PLC0415
 
     union = None
-    for directory in directories:
-        frame = spark.read.parquet(directory).select("topic", "partition", "offset")
+    frames = [spark.read.parquet(d).select("topic", "partition", "offset") for d in directories] + [
+        spark.read.parquet(d).select("topic", "partition", F.explode(F.sequence("offset", "last")).alias("offset"))
+        for d in range_directories
+    ]  # a staged range holds at most pipelines.executor.offsets.MAX_RANGE_OFFSETS offsets
+    for frame in frames:
         union = frame if union is None else union.unionByName(frame)
     assert union is not None
     rows = (
@@ -203,11 +220,13 @@ def reconcile(
     *,
     aborted: Sequence[FileFacts] = (),
     control: Sequence[FileFacts] = (),
+    compacted: Sequence[FileFacts] = (),
 ) -> list[SplitResult]:
     """The per-split results of ``plan``, or ReconciliationError naming the split and the problem.
-    ``aborted`` and ``control``: the files of offsets a read-committed source skipped."""
+    ``aborted`` and ``control``: the files of offsets a read-committed source skipped; ``compacted``:
+    those of offsets the log cleaner removed."""
     planned = {split.key for split in plan.splits}
-    for fact in [*data, *quarantine, *aborted, *control]:
+    for fact in [*data, *quarantine, *aborted, *control, *compacted]:
         if fact.key not in planned:
             raise ReconciliationError(
                 f"run #{plan.seq}: staged file {fact.file} holds rows of {fact.topic}-{fact.partition}, "
@@ -219,7 +238,8 @@ def reconcile(
         quarantined = sum(f.rows for f in quarantine if f.key == split.key)
         skipped_aborted = sum(f.rows for f in aborted if f.key == split.key)
         skipped_control = sum(f.rows for f in control if f.key == split.key)
-        accounted = rows + quarantined + skipped_aborted + skipped_control
+        removed = sum(f.rows for f in compacted if f.key == split.key)
+        accounted = rows + quarantined + skipped_aborted + skipped_control + removed
         covered = coverage.get(split.key, OffsetCoverage(0, None, None))
         problems = []
         if accounted != split.size:
@@ -227,7 +247,7 @@ def reconcile(
                 f" + aborted {skipped_aborted} + markers {skipped_control}"
                 if skipped_aborted or skipped_control
                 else ""
-            )
+            ) + (f" + compacted {removed}" if removed else "")
             problems.append(f"rows {rows} + quarantined {quarantined}{skipped} != end - start = {split.size}")
         if covered.distinct != accounted:
             problems.append(f"{accounted - covered.distinct} offsets appear more than once")
@@ -252,6 +272,7 @@ def reconcile(
                 lost_to=split.lost_to,
                 aborted=skipped_aborted,
                 control=skipped_control,
+                compacted=removed,
             )
         )
     return results

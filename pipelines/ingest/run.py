@@ -7,8 +7,9 @@ The driver's side of exactly-once (the tasks' side is pipelines.executor; the st
    same ranges); otherwise a new plan is made from the committed offsets and stored first.
 3. load: Spark reads the splits (one task each) and writes Parquet, time-partitioned, into this
    attempt's staging directory (Spark's own commit keeps failed task attempts out of it).
-4. reconcile: per split, rows + quarantined = end - start, every offset in [start, end) exactly
-   once (read back from the staged files); anything else fails the run before it can commit.
+4. reconcile: per split, rows + quarantined + the offsets that hold no row (aborted records,
+   markers, offsets compaction removed) = end - start, every offset in [start, end) exactly once
+   (read back from the staged files); anything else fails the run before it can commit.
 5. commit: the manifest is created if absent: the one atomic step that makes output and offsets
    visible together. A concurrent run that committed the same run number first wins.
 6. publish: the staged files move to their final names (never over an existing file).
@@ -208,7 +209,15 @@ class PipelineRun:
                 for index, item in read_progress(progress_dir).items()
                 if item.get("done") and index < len(splits) and "seconds" in item
             }
-        results = reconcile(plan, data, quarantine, staged.coverage, aborted=staged.aborted, control=staged.control)
+        results = reconcile(
+            plan,
+            data,
+            quarantine,
+            staged.coverage,
+            aborted=staged.aborted,
+            control=staged.control,
+            compacted=staged.compacted,
+        )
         generation = plan.generation if plan.kind == "replay" else self.state.current_generation()
         files = self._output_files(plan, staging, data, quarantine, generation_prefix(generation))
         stats: dict[str, Any] = {

@@ -8,11 +8,12 @@ reconciliation that follows trusts nothing a task merely said). Two ways to stag
   (pipelines.executor.sink) and reports them; the files the successful attempts reported count;
 - Spark writes: Spark's partitioned writer stages the rows (its commit protocol keeps failed task
   attempts out); a second pass quarantines the bad records of splits that came up short, and a
-  third stages the offsets a read-committed source skipped in splits still short.
+  third stages the offsets that hold no row in splits still short.
 
-Either way the offsets a read-committed source skips (records of aborted transactions, transaction
-markers) are staged too, one file per reason, so that reconciliation accounts for every offset from
-the files alone.
+Either way the offsets that hold no row (records of aborted transactions and transaction markers a
+read-committed source skips, offsets the log cleaner of a compacted topic removed) are staged too,
+as ranges, one file per reason (pipelines.executor.offsets), so that reconciliation accounts for
+every offset from the files alone.
 
 An error raised in a task comes back as the pipelines error it was (``cause_of``), not Spark's text.
 """
@@ -30,6 +31,7 @@ from pipelines import errors as errors_module
 from pipelines import faults
 from pipelines.config.pipeline import PipelineSpec
 from pipelines.errors import DataLossError, LoadError, PipelineError, ReconciliationError
+from pipelines.executor.offsets import SKIPPED_REASONS
 from pipelines.executor.source import TASK_FAULTS, KafkalogSource
 from pipelines.executor.splits import Split, SplitKey
 from pipelines.ingest.reconcile import FileFacts, OffsetCoverage, inspect_local, spark_coverage, spark_file_facts
@@ -54,7 +56,9 @@ class Staged:
     aborted: list[FileFacts] = field(default_factory=list)
     """Offsets of records of aborted transactions (a read-committed source)."""
     control: list[FileFacts] = field(default_factory=list)
-    """Offsets of transaction markers (a read-committed source)."""
+    """Offsets of transaction markers."""
+    compacted: list[FileFacts] = field(default_factory=list)
+    """Offsets the log cleaner of a compacted topic removed."""
 
 
 class SparkStager:
@@ -177,32 +181,26 @@ class SparkStager:
             rows_by_split[fact.key] = rows_by_split.get(fact.key, 0) + fact.rows
         short = [s for s in short if rows_by_split.get(s.key, 0) < s.size]
         skipped_dir = f"{staging}/skipped"
-        skipped: dict[str, list[FileFacts]] = {"aborted": [], "control": []}
-        if short and self.spec.source.isolation == "read_committed":
+        skipped: dict[str, list[FileFacts]] = {reason: [] for reason in SKIPPED_REASONS}
+        # markers are skipped reading uncommitted too, and compaction removes offsets either way
+        if short:
             frame = self.spark.read.format("kafkalog").options(**self._options(short, "skipped", None)).load()
             self._in_spark(
-                f"staging the offsets run #{plan.seq} skips (aborted transactions, markers)",
+                f"staging the offsets run #{plan.seq} skips (aborted transactions, markers, compacted)",
                 lambda: frame.write.partitionBy("reason").mode("errorifexists").parquet(skipped_dir),
             )
             for reason in skipped:
                 if self._has_parquet(f"{skipped_dir}/reason={reason}"):
-                    skipped[reason] = spark_file_facts(self.spark, f"{skipped_dir}/reason={reason}")
-        directories = [
-            d
-            for d, facts in (
-                (data_dir, data),
-                (quarantine_dir, quarantine),
-                (f"{skipped_dir}/reason=aborted", skipped["aborted"]),
-                (f"{skipped_dir}/reason=control", skipped["control"]),
-            )
-            if facts
-        ]
+                    skipped[reason] = spark_file_facts(self.spark, f"{skipped_dir}/reason={reason}", ranges=True)
+        directories = [d for d, facts in ((data_dir, data), (quarantine_dir, quarantine)) if facts]
+        ranges = [f"{skipped_dir}/reason={reason}" for reason, facts in skipped.items() if facts]
         return Staged(
             data,
             quarantine,
-            spark_coverage(self.spark, directories),
+            spark_coverage(self.spark, directories, ranges),
             aborted=skipped["aborted"],
             control=skipped["control"],
+            compacted=skipped["compacted"],
         )
 
     def _has_parquet(self, directory: str) -> bool:
@@ -213,7 +211,7 @@ def staged_from_reports(plan: Plan, staging: str, reported: list[Any]) -> Staged
     """The Staged of an attempt whose tasks wrote their own files: the files the successful task
     attempts reported (rows of pipelines.executor.sink's STAGED_FILE_DDL, paths relative to
     ``staging``), each read back with Arrow and checked against what its task said."""
-    paths = {"data": [], "quarantine": [], "aborted": [], "control": []}  # type: dict[str, list[str]]
+    paths: dict[str, list[str]] = {kind: [] for kind in ("data", "quarantine", *SKIPPED_REASONS)}
     for row in reported:
         paths[row["kind"]].append(f"{staging}/{row['path']}")
     planned = {s.key: (s.start, s.end) for s in plan.splits}
@@ -234,6 +232,7 @@ def staged_from_reports(plan: Plan, staging: str, reported: list[Any]) -> Staged
         frozenset(row["kernels"] for row in reported if row["kernels"]),
         aborted=[f for f in data if kind_of[f.file] == "aborted"],
         control=[f for f in data if kind_of[f.file] == "control"],
+        compacted=[f for f in data if kind_of[f.file] == "compacted"],
     )
 
 

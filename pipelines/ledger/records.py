@@ -107,8 +107,11 @@ class SplitResult:
     """Offsets of records of aborted transactions, skipped reading committed (0 in manifests of
     runs before transactions were honoured)."""
     control: int = 0
-    """Offsets of transaction markers (control records), skipped reading committed.
-    rows + quarantined + aborted + control = end - start."""
+    """Offsets of transaction markers (control records), never rows."""
+    compacted: int = 0
+    """Offsets the log cleaner of a compacted topic removed before the run read them (0 in
+    manifests of runs before compacted topics were loaded).
+    rows + quarantined + aborted + control + compacted = end - start."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,10 +1,10 @@
 """What ``pipelines status`` says: the last committed run and any run planned but not committed.
 
 Role: render, from the ledger's newest manifest and pending plan, the few lines an operator reads
-first (rows, quarantined, recorded data loss, what transactions skipped and held back, the current
-generation, what the next run will finish), or the same as one JSON document for scripts. The
-renderers read nothing themselves; ``held_back`` reads the earlier manifests it needs from the
-state the caller opened (the run report shows the same).
+first (rows, quarantined, recorded data loss, what transactions skipped and held back, the offsets
+compaction removed, the current generation, what the next run will finish), or the same as one
+JSON document for scripts. The renderers read nothing themselves; ``held_back`` reads the earlier
+manifests it needs from the state the caller opened (the run report shows the same).
 """
 
 from __future__ import annotations
@@ -41,8 +41,9 @@ def print_status(
     held: list[dict[str, Any]] | None = None,
 ) -> None:
     """``pipelines status``: a line for the last committed run (and one per recorded data loss, one
-    per split an open transaction holds back), the current generation after a replay, and what a
-    pending plan needs to finish."""
+    for what transactions skipped, one for what compaction removed, one per split an open
+    transaction holds back), the current generation after a replay, and what a pending plan needs
+    to finish."""
     if latest is None:
         console.print(f"{name}: no run committed yet ({raw_path})")
     else:
@@ -61,6 +62,13 @@ def print_status(
             aborted = sum(s.aborted for s in latest.splits)
             console.print(
                 f"  transactions: {aborted:,} records of aborted ones and {skipped - aborted:,} markers skipped",
+                highlight=False,
+            )
+        compacted = sum(s.compacted for s in latest.splits)
+        if compacted:
+            console.print(
+                f"  compacted: {compacted:,} offsets held no record any more (the log cleaner removed them: "
+                "not data loss)",
                 highlight=False,
             )
         for h in held or []:

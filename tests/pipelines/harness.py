@@ -6,7 +6,8 @@ the committed output (manifests and the files they list, read with pyarrow, not 
 that every offset of every committed split appears exactly once, in data or quarantine, with the
 key the broker has at that offset, except the offsets the split's manifest counts as skipped
 (records of aborted transactions and transaction markers, which a read-committed consumer of the
-broker does not see either); that committed ranges never overlap; and that no Parquet file is
+broker does not see either, and offsets the log cleaner of a compacted topic removed, which it does
+not see any more); that committed ranges never overlap; and that no Parquet file is
 visible in the raw layer unless a committed manifest lists it.
 """
 
@@ -146,7 +147,7 @@ def oracle(raw: Path | str, bootstrap: str | None = None, *, storage: Storage | 
         manifest = state.manifest(seq)
         for split in manifest.splits:
             ranges.setdefault((split.topic, split.partition), []).append((split.start, split.end))
-            skipped[(split.topic, split.partition, split.start)] = split.aborted + split.control
+            skipped[(split.topic, split.partition, split.start)] = split.aborted + split.control + split.compacted
         for item in manifest.files:
             listed.add(item.path)
             content = pa.BufferReader(storage.read_bytes(f"{root}/{item.path}"))
@@ -176,7 +177,7 @@ def oracle(raw: Path | str, bootstrap: str | None = None, *, storage: Storage | 
             missing = [o for o in range(start, end) if (topic, partition, o) not in seen]
             assert len(missing) == skips, (
                 f"{topic}-{partition}: offsets never loaded: {missing[:10]} (of {len(missing)}; "
-                f"{skips} skipped as aborted or markers)"
+                f"{skips} skipped as aborted, markers or compacted)"
             )
             if bootstrap is not None and end > start:
                 first, on_broker = broker_keys(bootstrap, topic, partition, start, end)

@@ -5,8 +5,9 @@ whole commit protocol (pipelines.ingest: plan, state, reconcile, commit, publish
 planning) runs for real in milliseconds against local storage:
 
 - ``MemoryCluster``: topics of messages held in lists, answering what the driver and a task ask a
-  SimpleConsumer (metadata, earliest/latest offsets, fetch), with retention (``delete_before``) and
-  offsets a read-committed consumer skips (``append_skipped``: aborted records, markers);
+  SimpleConsumer (metadata, earliest/latest offsets, fetch), with retention (``delete_before``),
+  offsets a read-committed consumer skips (``append_skipped``: aborted records, markers), and
+  records a log cleaner removed (``compact``: the offsets stay, nothing is there);
 - ``InProcessStager``: the load stage without Spark, running the very code a Spark task runs
   (pipelines.executor.source.SplitTask and write_split) for each split in turn, then reading the
   staged files back as the Spark stager does (pipelines.ingest.stage.staged_from_reports).
@@ -47,6 +48,8 @@ class MemoryCluster:
     """A partition's last stable offset where a transaction is open (else its log end)."""
     skipped: dict[tuple[str, int, int], str] = field(default_factory=dict)
     """(topic, partition, offset) → why a read-committed consumer leaves it out (aborted | control)."""
+    removed: set[tuple[str, int, int]] = field(default_factory=set)
+    """(topic, partition, offset) of records the log cleaner removed (a compacted topic)."""
 
     def create(self, topic: str, partitions: int) -> None:
         for partition in range(partitions):
@@ -68,6 +71,11 @@ class MemoryCluster:
             offset = self.log_start[(topic, partition)] + len(log)
             self.skipped[(topic, partition, offset)] = reason
             log.append(Message(offset, -1, TimestampType.CREATE_TIME, None, b"\x00\x00\x00\x01"))
+
+    def compact(self, topic: str, partition: int, offsets: Iterable[int]) -> None:
+        """The log cleaner removed the records at ``offsets``. A fetch still reads up to the end of
+        its window (``last_offset``), as a batch the cleaner thinned or emptied keeps its last offset."""
+        self.removed.update((topic, partition, offset) for offset in offsets)
 
     def delete_before(self, topic: str, partition: int, offset: int) -> None:
         """Retention: the messages before ``offset`` are gone."""
@@ -140,8 +148,19 @@ class MemoryConsumer:
                 skipped[-1] = skipped[-1]._replace(last=message.offset)
             else:
                 skipped.append(Skipped(message.offset, message.offset, reason))  # type: ignore[arg-type]
-        messages = [m for m, reason in zip(window, reasons, strict=True) if reason is None]
-        return SimpleNamespace(messages=messages, high_watermark=end, last_stable_offset=stable, skipped=tuple(skipped))
+        removed = self.cluster.removed
+        messages = [
+            m
+            for m, reason in zip(window, reasons, strict=True)
+            if reason is None and (topic, partition, m.offset) not in removed
+        ]
+        return SimpleNamespace(
+            messages=messages,
+            high_watermark=end,
+            last_stable_offset=stable,
+            skipped=tuple(skipped),
+            last_offset=window[-1].offset if window else -1,
+        )
 
 
 class InProcessStager:

@@ -11,7 +11,18 @@ import pytest
 import snappy
 
 from kafkalog.errors import CorruptRecordError, RecordTooLargeError, UnsupportedCodecError
-from kafkalog.record import Codec, Message, TimestampType, decode_all, decode_batches, decode_messages, iter_entries
+from kafkalog.record import (
+    Codec,
+    Message,
+    TimestampType,
+    decode_all,
+    decode_batches,
+    decode_messages,
+    encode_batch,
+    iter_entries,
+    kernels,
+    last_entry_offset,
+)
 
 from . import hand
 
@@ -332,3 +343,25 @@ def test_a_compressed_payload_larger_than_the_limit_is_refused() -> None:
     assert len(take(decode_messages(data, max_decompressed_bytes=len(inner)))) == 20
     with pytest.raises(RecordTooLargeError):
         take(decode_messages(data, max_decompressed_bytes=len(inner) - 1))
+
+
+def _emptied(batch: bytes) -> bytes:
+    """``batch`` as a compacted log keeps it when the cleaner removed all its records: the header
+    alone (its last offset delta kept, no record), its CRC-32C over what is left."""
+    head = bytearray(batch[:61])
+    struct.pack_into(">i", head, 8, 49)  # the length of a batch of no records
+    struct.pack_into(">i", head, 57, 0)  # its record count
+    struct.pack_into(">I", head, 17, kernels.crc32c(memoryview(head)[21:]))
+    return bytes(head)
+
+
+def test_last_entry_offset_counts_batches_compaction_emptied_or_thinned() -> None:
+    records = [(b"k%d" % i, b"v%d" % i, 1_000 + i, ()) for i in range(5)]
+    whole = encode_batch(records, base_offset=10)  # offsets 10-14
+    emptied = _emptied(encode_batch(records, base_offset=15))  # 15-19, every record removed
+    assert decode_all(emptied) == []
+    assert last_entry_offset(emptied) == 19
+    assert [m.offset for m in decode_all(whole + emptied)] == [10, 11, 12, 13, 14]
+    assert last_entry_offset(whole + emptied) == 19
+    assert last_entry_offset(whole + emptied[:30]) == 14  # a partial trailing entry does not count
+    assert last_entry_offset(b"") == -1

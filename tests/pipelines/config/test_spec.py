@@ -613,6 +613,7 @@ def test_unknown_field_type(tmp_path: Path, kind: str) -> None:
         "event_time",
         "key",
         "headers",
+        "tombstone",
         "value",
         "dt",
         "hour",
@@ -623,7 +624,7 @@ def test_field_name_clashing_with_row_columns(tmp_path: Path, name: str) -> None
     assert message.startswith(f"decoder.schema.{name}: clashes with a column every raw row has"), message
 
 
-@pytest.mark.parametrize("name", ["Offset", "DT", "Value", "Headers"])
+@pytest.mark.parametrize("name", ["Offset", "DT", "Value", "Headers", "Tombstone"])
 def test_field_name_clashing_with_row_columns_in_another_case(tmp_path: Path, name: str) -> None:
     message = error(tmp_path, put(base(), f"decoder.schema.{name}", "string"))
     assert message.startswith(f"decoder.schema.{name}:"), message

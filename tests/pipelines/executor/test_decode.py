@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 
 from kafkalog.record import Codec, MessageSetBuilder, RecordInput, TimestampType, decode_all, encode_batch
 from pipelines.config.pipeline import FIELD_TYPES, METADATA_COLUMNS, CsvOptions, Decoder, EventTime
+from pipelines.errors import SpecError
 from pipelines.executor.arrow_types import ARROW_TYPES, SPARK_TYPES, TIMESTAMP
 from pipelines.executor.decode import ChunkDecoder
 from pipelines.executor.event_time import EventTimeResolver
@@ -133,6 +134,7 @@ def test_json_every_field_type_and_metadata_columns() -> None:
         "event_time": utc(2026, 1, 1, 1, 2, 3, 456000),
         "key": b"user-1",
         "headers": [],
+        "tombstone": False,
         "s": 'café 😀 "quoted"',
         "l": -9223372036854775808,
         "i": 2147483647,
@@ -221,7 +223,6 @@ def test_json_value_with_utf8_bom_prefix_is_good() -> None:
         (b" \t ", "not a JSON object"),
         (b"\n", "not a JSON object"),
         (b"\r\n\r\n", "not a JSON object"),
-        (None, "the message has no value (null)"),
         (b'{"s": "\xff\xfe"}', "Invalid UTF8"),
         (b'{"s": "ok\xc3"}', "Invalid UTF8"),
         (b'{"l": 1}\n{"l": 2}', "the value holds 2 records, not one"),
@@ -276,14 +277,14 @@ def test_two_object_message_next_to_blank_messages_is_not_misattributed() -> Non
     decoder = json_decoder({"a": "long"})
     values = [b'{"a": 1}', b'{"a": 2} {"a": 3}', b"", b'{"a": 4}', b"   ", b"{}{}", None, b"\t", b'{"a": 5}']
     table, bad = decode(decoder, values)
-    assert good_offsets(table) == [0, 3, 8]
-    assert column(table, "a") == [1, 4, 5]
+    assert good_offsets(table) == [0, 3, 6, 8]  # 6: a tombstone, a row
+    assert column(table, "a") == [1, 4, None, 5]
+    assert column(table, "tombstone") == [False, False, True, False]
     assert reasons(bad) == {
         1: "the value holds 2 records, not one",
         2: "the value is not a JSON object",
         4: "the value is not a JSON object",
         5: "the value holds 2 records, not one",
-        6: "the message has no value (null)",
         7: "the value is not a JSON object",
     }
     # the smallest case: the pair alone, in both orders
@@ -531,8 +532,10 @@ def test_chunk_independence_on_a_fixed_mix() -> None:
     decoder = ChunkDecoder(json_decoder(PROPERTY_SCHEMA, required=["user"]), EventTime(field="ts"), TOPIC, PARTITION)
     assert_chunk_independent(decoder, messages, [5, 17, 33])
     table, bad = decoder.decode(messages, BROKER)
-    assert table.num_rows == 60
-    assert len(bad) == len(values) - 60
+    tombstones = values.count(None)
+    assert tombstones and column(table, "tombstone").count(True) == tombstones
+    assert table.num_rows == 60 + tombstones
+    assert len(bad) == len(values) - 60 - tombstones
 
 
 # ---------------------------------------------------------------------------------------------
@@ -595,7 +598,6 @@ def test_csv_delimiter_and_quote_options() -> None:
         (b"a,1,1,true,\nb,2,2,false,", "the value holds 2 records, not one"),
         (b"", "Empty CSV file"),
         (b"   ", "Expected 5 columns, got 1"),
-        (None, "the message has no value (null)"),
         (b"\xff\xfe,1,1,true,", "UTF8"),
     ],
 )
@@ -641,6 +643,7 @@ def test_raw_decoder_keeps_value_bytes() -> None:
         "event_time",
         "key",
         "headers",
+        "tombstone",
         "value",
         "dt",
         "hour",
@@ -655,6 +658,68 @@ def test_raw_decoder_needs_a_message_timestamp() -> None:
     assert column(table, "value") == [b"a", b"c"]
     assert reasons(bad) == {1: "the message has no timestamp and event_time.field is not set"}
     assert bad[0].value == b"b"
+
+
+# ---------------------------------------------------------------------------------------------
+# tombstones: messages without a value
+
+
+@pytest.mark.parametrize(
+    "decoder",
+    [
+        json_decoder({"user": "string", "n": "long", "ts": "string"}, required=["user", "n"]),
+        Decoder(format="csv", schema={"user": "string", "n": "long", "ts": "string"}, required=("user",)),
+        Decoder(format="raw"),
+    ],
+    ids=["json", "csv", "raw"],
+)
+def test_a_tombstone_is_a_row_flagged_with_null_fields_never_a_bad_record(decoder: Decoder) -> None:
+    """On a compacted topic a null value deletes its key: the row keeps the key, headers and
+    timestamp, its decoded fields are null (``required`` does not apply: there is no payload), and
+    its event time is the message's timestamp, also when event_time names a field."""
+    good = (
+        b'{"user": "a", "n": 1, "ts": "2026-01-01T05:00:00Z"}'
+        if decoder.format == "json"
+        else b"a,1,2026-01-01T05:00:00Z"
+    )
+    event_time = EventTime() if decoder.format == "raw" else EventTime(field="ts")
+    messages = [
+        msg(7, good, key=b"user-a"),
+        Message(8, BASE_MS + 7_200_000, 1, b"user-a", None, (("op", b"delete"),)),
+        msg(9, None, key=b"user-b"),
+    ]
+    table, bad = decode(decoder, messages, event_time)
+    assert bad == []
+    assert good_offsets(table) == [7, 8, 9]
+    assert column(table, "tombstone") == [False, True, True]
+    assert column(table, "key") == [b"user-a", b"user-a", b"user-b"]
+    assert headers_of(table) == [[], [("op", b"delete")], []]
+    assert column(table, "timestamp_type") == [0, 1, 0]
+    assert column(table, "event_time")[1:] == [BASE + timedelta(hours=2), BASE]
+    assert column(table, "hour")[1:] == ["02", "00"]
+    for name in ("value",) if decoder.format == "raw" else tuple(decoder.schema):
+        assert column(table, name)[1:] == [None, None], name
+    # decoded alone, in a chunk of tombstones only, the same rows
+    alone = [decode(decoder, [m], event_time)[0].to_pylist()[0] for m in messages]
+    assert table.to_pylist() == alone
+    assert decode(decoder, messages[1:], event_time)[0].to_pylist() == alone[1:]
+
+
+def test_a_tombstone_without_a_timestamp_cannot_be_placed_in_time() -> None:
+    decoder = json_decoder({"ts": "string"})
+    for event_time in (EventTime(), EventTime(field="ts")):
+        table, bad = decode(decoder, [msg(0, None, ts=-1), msg(1, None), msg(2, None, ts=-1)], event_time)
+        assert good_offsets(table) == [1]
+        assert reasons(bad) == dict.fromkeys(
+            (0, 2), "a tombstone (the message has no value) has no timestamp to place it in time"
+        )
+        assert [b.value for b in bad] == [None, None]
+
+
+def test_the_tombstone_column_is_declared_for_spark() -> None:
+    assert ("tombstone", "BOOLEAN") in _ddl_columns(spark_ddl(json_decoder({"a": "long"})))
+    with pytest.raises(SpecError, match=r"schema\.tombstone: clashes with a column every raw row has"):
+        json_decoder({"tombstone": "boolean"})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -954,7 +1019,7 @@ def test_numeric_field_with_iso8601_format_is_a_bad_record() -> None:
     assert bad == {0: "event time 'e': a numeric event time needs format epoch_millis or epoch_seconds, not iso8601"}
 
 
-@pytest.mark.parametrize("values", [[], [b"not json"], [None, b""]])
+@pytest.mark.parametrize("values", [[], [b"not json"], [b"", b"{}"]])
 def test_chunk_without_rows_and_a_misconfigured_event_time(values: list[bytes | None]) -> None:
     table, bad = event_rows({"e": "long"}, EventTime(field="e"), values)  # type: ignore[arg-type]
     assert table.num_rows == 0
@@ -1107,7 +1172,7 @@ def test_empty_chunk() -> None:
 
 
 def test_chunk_of_only_bad_messages() -> None:
-    table, bad = decode(json_decoder({"ts": "string"}), [b"x", None, b""], EventTime(field="ts"))
+    table, bad = decode(json_decoder({"ts": "string"}), [b"x", msg(1, None, ts=-1), b""], EventTime(field="ts"))
     assert table.num_rows == 0
     assert [b.offset for b in bad] == [0, 1, 2]
 

@@ -13,11 +13,19 @@ import pytest
 from pipelines.config.pipeline import Decoder, EventTime
 from pipelines.errors import ReconciliationError, StorageError
 from pipelines.executor.decode import ChunkDecoder
+from pipelines.executor.offsets import OffsetRange, ranges_batch
 from pipelines.executor.rows import BadRecord, Message
 from pipelines.executor.sink import StagedFile, StagingWriter, staged_files_batch
 from pipelines.executor.source import quarantine_batch
 from pipelines.executor.splits import Split
-from pipelines.ingest.reconcile import FileFacts, OffsetCoverage, inspect_local, reconcile
+from pipelines.ingest.reconcile import (
+    FileFacts,
+    OffsetCoverage,
+    inspect_local,
+    reconcile,
+    spark_coverage,
+    spark_file_facts,
+)
 from pipelines.ledger.records import Plan
 
 START = datetime(2026, 3, 1, 22, 0, tzinfo=UTC)
@@ -148,6 +156,54 @@ def test_inspect_local_reads_facts_and_offset_coverage_from_the_files(tmp_path: 
     assert coverage == {("events", 3): OffsetCoverage(4, 10, 13)}
     facts, _ = inspect_local([str(tmp_path / f.path) for f in files] + [f"file://{copy}"], PLANNED)
     assert sum(f.rows for f in facts) == 5  # five rows, four distinct offsets: reconcile refuses
+
+
+def _skipped_files(root: Path) -> list[StagedFile]:
+    """Rows 10-11 and 14, offsets 12-13 compacted away, 15 a marker: events-3 [10, 16) staged."""
+    sink = writer(root)
+    sink.write_rows(rows(10, [0, 0]))
+    sink.write_skipped("compacted", pa.Table.from_batches([ranges_batch("events", 3, [OffsetRange(12, 13, "x")])]))
+    sink.write_rows(rows(14, [0]))
+    sink.write_skipped("control", pa.Table.from_batches([ranges_batch("events", 3, [OffsetRange(15, 15, "x")])]))
+    return sink.close()
+
+
+def test_skipped_offsets_are_staged_as_ranges_and_read_back_as_the_offsets_they_hold(tmp_path: Path) -> None:
+    files = _skipped_files(tmp_path)
+    ranges = {f.kind: (f.path, f.rows, f.min_offset, f.max_offset) for f in files if f.kind != "data"}
+    assert ranges == {
+        "compacted": ("compacted/part-events-3-12.parquet", 2, 12, 13),
+        "control": ("control/part-events-3-15.parquet", 1, 15, 15),
+    }
+    planned = {("events", 3): (10, 16)}
+    facts, coverage = inspect_local([str(tmp_path / f.path) for f in files], planned)
+    assert sorted((f.rows, f.min_offset, f.max_offset) for f in facts) == [(1, 15, 15), (2, 12, 13), (3, 10, 14)]
+    assert coverage == {("events", 3): OffsetCoverage(6, 10, 15)}
+    plan = Plan("p", 1, "r", "now", "fp", (Split("events", 3, 1, 10, 16),))
+    by_kind = {f.kind: [x for x in facts if x.file == str(tmp_path / f.path)] for f in files}
+    (result,) = reconcile(
+        plan, by_kind["data"], [], coverage, control=by_kind["control"], compacted=by_kind["compacted"]
+    )
+    assert (result.rows, result.control, result.compacted) == (3, 1, 2)
+    # a range that says a row's offset was removed too: that offset counts twice
+    overlap = tmp_path / "overlap.parquet"
+    pq.write_table(pa.Table.from_batches([ranges_batch("events", 3, [OffsetRange(11, 13, "x")])]), overlap)
+    paths = [str(tmp_path / f.path) for f in files if f.kind != "compacted"] + [str(overlap)]
+    facts, coverage = inspect_local(paths, planned)
+    compacted = [f for f in facts if f.file == str(overlap)]
+    with pytest.raises(ReconciliationError, match=r"rows 3 \+ quarantined 0 \+ aborted 0 \+ markers 1 \+ compacted 3"):
+        reconcile(plan, [f for f in facts if f not in compacted and f.min_offset != 15], [], coverage,
+                  control=[f for f in facts if f.min_offset == 15], compacted=compacted)  # fmt: skip
+
+
+def test_spark_reads_staged_ranges_like_the_driver(tmp_path: Path, spark: object) -> None:
+    files = _skipped_files(tmp_path)
+    (compacted,) = spark_file_facts(spark, str(tmp_path / "compacted"), ranges=True)
+    assert (compacted.rows, compacted.min_offset, compacted.max_offset) == (2, 12, 13)
+    coverage = spark_coverage(
+        spark, [str(tmp_path / f.path) for f in files if f.kind == "data"], [str(tmp_path / "compacted")]
+    )
+    assert coverage == {("events", 3): OffsetCoverage(5, 10, 14)}
 
 
 def test_inspect_local_refuses_files_it_cannot_trust(tmp_path: Path) -> None:

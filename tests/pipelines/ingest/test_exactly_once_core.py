@@ -13,19 +13,27 @@ import socket
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
+from rich.console import Console
 
 from pipelines import faults
 from pipelines.app.runner import EXIT_CONCURRENT, fail
 from pipelines.config.pipeline import PipelineSpec, load_spec
-from pipelines.errors import CommitError, ConcurrentRunError, DataLossError, PlanError, ReconciliationError
+from pipelines.errors import CommitError, ConcurrentRunError, DataLossError, LoadError, PlanError, ReconciliationError
+from pipelines.executor.source import SplitTask
+from pipelines.executor.splits import Split
 from pipelines.ingest.plan import make_plan
 from pipelines.ingest.reconcile import FileFacts, OffsetCoverage, reconcile
 from pipelines.ingest.run import PipelineRun, RunResult
 from pipelines.ledger.lease import Lease, Leases, is_alive, own_lease
 from pipelines.ledger.state import PipelineState
+from pipelines.progress import Reporter
 from pipelines.replay.plan import plan_replay
 from pipelines.replay.target import RewindTarget
+from pipelines.reporting.report import build_report
+from pipelines.reporting.status import print_status
+from pipelines.reporting.summary import print_summary
 from pipelines.storage import LocalStorage
 from tests.pipelines.harness import oracle, write_spec
 from tests.support.in_memory import InProcessStager, MemoryCluster, events
@@ -281,6 +289,70 @@ def test_offsets_a_read_committed_source_skips_are_staged_counted_and_never_rows
     assert (totals["rows"], totals["skipped"]) == (14, 15)
     assert leftovers(tmp_path / "raw") == []
     assert run(spec, cluster).status == "up-to-date"
+
+
+def test_offsets_compaction_removed_are_counted_and_a_split_may_begin_or_end_among_them(tmp_path: Path) -> None:
+    """A compacted topic: offsets the cleaner removed are gaps the fetch steps over (a window
+    thinned, one emptied whole, the split's first and last offsets among them). They are staged and
+    counted as ``compacted``: rows + markers + compacted = end - start, checked from the files; the
+    run report and ``pipelines status`` show the count."""
+    spec, cluster = spec_for(tmp_path, limits={"max_messages_per_split": 25}), MemoryCluster()
+    cluster.create(TOPIC, 1)
+    cluster.append(TOPIC, 0, events(30), timestamp_ms=NOW_MS)  # 0-29
+    cluster.append_skipped(TOPIC, 0, 2, "control")  # 30-31
+    cluster.append(TOPIC, 0, events(10, start=30), timestamp_ms=NOW_MS)  # 32-41
+    removed = {0, 1, 2, *range(8, 21), *range(22, 30)}  # a fetch window (7 offsets) is 14-20: emptied
+    cluster.compact(TOPIC, 0, removed)
+    first = run(spec, cluster)
+    second = run(spec, cluster)
+    assert first.manifest is not None and second.manifest is not None
+    splits = [s for m in (first.manifest, second.manifest) for s in m.splits]
+    assert [(s.start, s.end, s.rows, s.control, s.compacted) for s in splits] == [(0, 25, 6, 0, 19), (25, 42, 10, 2, 5)]
+    totals = oracle(tmp_path / "raw")
+    assert (totals["rows"], totals["skipped"]) == (16, 26)
+    state = PipelineState(LocalStorage(), str(tmp_path / "raw"))
+    loaded = sorted(o for m in state.generation_manifests() for o in _offsets(state, m))
+    assert loaded == [o for o in range(42) if o not in removed and o not in (30, 31)]
+    assert build_report(spec, state, 1)["totals"]["compacted"] == 19
+    console = Console(record=True, width=200)
+    print_status(console, spec.name, str(tmp_path / "raw"), state.manifest(2), None)
+    assert "compacted: 5 offsets held no record any more" in console.export_text()
+    print_summary(Reporter(console=console), state.manifest(2))
+    lines = console.export_text().splitlines()
+    header = next(line for line in lines if line.startswith("┃ split"))
+    row = next(line for line in lines if line.startswith("│ events-0"))
+    assert [c.strip() for c in header.split("┃")[-3:-1]] == ["skipped (aborted + markers)", "compacted"], header
+    assert [c.strip() for c in row.split("│")[-3:-1]] == ["0 + 2", "5"], row
+    assert leftovers(tmp_path / "raw") == []
+
+
+def _offsets(state: PipelineState, manifest: Any) -> list[int]:
+    return [
+        o
+        for item in manifest.files
+        if item.kind == "data"
+        for o in pq.read_table(state.path(item.path), columns=["offset"]).column("offset").to_pylist()
+    ]
+
+
+def test_a_fetch_that_returns_nothing_before_the_planned_end_is_not_compaction(tmp_path: Path) -> None:
+    """Records the plan counted on that no fetch returns (the broker does not serve them: here they
+    lie past its last stable offset) are not a gap: the task waits ``retry_ms`` and fails."""
+    spec = spec_for(tmp_path, source={"bootstrap": "127.0.0.1:1", "retry_ms": 300})
+    cluster = cluster_with(20, partitions=1)
+    cluster.last_stable[(TOPIC, 0)] = 12
+    task = SplitTask(
+        spec.source,
+        spec.decoder,
+        spec.event_time,
+        spec.bad_records,
+        Split(TOPIC, 0, 1, 0, 20),
+        consumer=cluster.consumer,
+    )
+    with pytest.raises(LoadError, match="events-0: no message at offset 12 for 300 ms"):
+        for _ in task.chunks():
+            pass
+    assert (task.loaded, task.compacted, task.done) == (12, 0, 12)
 
 
 def test_an_open_transaction_holds_the_split_at_the_last_stable_offset_and_a_stored_plan_past_it_says_so(

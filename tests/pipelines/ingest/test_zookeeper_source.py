@@ -284,7 +284,7 @@ def test_a_task_reads_from_the_shipped_brokers_and_asks_zookeeper_only_when_none
 
     def read(split: Any, brokers: list[str]) -> SplitTask:
         task = SplitTask(spec.source, spec.decoder, spec.event_time, spec.bad_records, split, brokers=brokers)
-        rows = sum(table.num_rows for table, _, _ in task.chunks())
+        rows = sum(chunk.rows.num_rows for chunk in task.chunks())
         assert rows == split.size == task.loaded
         return task
 

@@ -79,7 +79,8 @@ def test_the_run_report_shows_what_the_run_did(
     assert (split["rows"], split["quarantined"], split["log_end"], split["lag"]) == (300, 0, 400, 100)
     assert split["seconds"] is not None and split["seconds"] > 0
     assert report["totals"] == {
-        "messages": 300, "rows": 300, "quarantined": 0, "aborted": 0, "markers": 0, "filtered": 0, "lost": 0, "lag": 100
+        "messages": 300, "rows": 300, "quarantined": 0, "aborted": 0, "markers": 0, "compacted": 0, "filtered": 0,
+        "lost": 0, "lag": 100,
     }  # fmt: skip
     assert report["held_back"] == []  # no transaction in the topic: its last stable offset is the log end
     assert {h["hour"]: h["rows"] for h in report["rows_per_hour"]} == Counter(_hour(e) for e in loaded)
