@@ -6,7 +6,7 @@ cleaner costs the clients of a compacted topic while it runs.
 1. **The cleaner** (both brokers, one after the other, on the same disk). A one-partition topic
    (``cleanup.policy=delete``, no retention, 100 MB segments) gets ``--records`` 100-byte values
    over ``--keys`` keys (uniformly random, the same sequence for both), produced by librdkafka.
-   Then the topic is altered to ``cleanup.policy=compact`` (``min.cleanable.dirty.ratio=0.5``,
+   Then the topic is altered to ``cleanup.policy=compact`` (``min.cleanable.dirty.ratio=0.4``,
    ``segment.ms`` short so that the last segment rolls): the first pass reads a log that is all
    dirty. Then ``--keys`` more records (one per key) make the log half clean, half dirty (dirty
    ratio 0.5): the second pass. Each cleaner's own report of a pass is what is measured, the
@@ -174,7 +174,7 @@ def cleaner_race(name: str, bootstrap: str, log: Path, parse: Callable[[str], Ca
     rate = produce(bootstrap, topic, key_sequence(keys, records, 7))
     print(f"# {name}: {records:,} records produced at {rate:,.0f} msgs/s", flush=True)
     since = log.stat().st_size
-    alter(bootstrap, topic, {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.5", "segment.ms": "1000"})
+    alter(bootstrap, topic, {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.4", "segment.ms": "1000"})
     roll(bootstrap, topic)
     first = wait_pass(log, since, parse(topic), f"{name}'s first pass")
     print(f"# {name}: first pass {first.megabytes:,.1f} MB in {first.seconds:.1f} s = {first.mb_per_s:,.1f} MB/s",

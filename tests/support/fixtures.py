@@ -80,9 +80,12 @@ def kafka4(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kafka4Process]:
 def kafkalog_shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """One kafkalog broker for the tests that race it against ``kafka4`` and leave it as they found it
     (topics and transactional ids of their own): record batches, transaction timeouts checked every
-    200 ms (so a test of a timeout waits for the timeout, not for the check)."""
+    200 ms (so a test of a timeout waits for the timeout, not for the check), a log cleaner that
+    looks for work every half second (as the ``kafka4`` fixture's)."""
     root = Path(tmp_path_factory.mktemp("kafkalog-shared"))
-    with BrokerProcess(root / "data", transactions={"abort_check_interval_ms": 200}) as broker:
+    with BrokerProcess(
+        root / "data", transactions={"abort_check_interval_ms": 200}, cleaner={"backoff_ms": 500}
+    ) as broker:
         yield broker
 
 

@@ -38,7 +38,7 @@ from tests.pipelines.harness import REPO, oracle, write_spec
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-BROKERS = ("kafka4",)
+BROKERS = ("kafka4", "kafkalog_shared")
 """The session fixtures of the brokers whose cleaners compact the topic (tests.support.fixtures)."""
 
 TOPIC_CONFIGS = {
