@@ -139,11 +139,16 @@ class ConnectWorker:
         return f"127.0.0.1:{self.rest_port}"
 
     def start(self, timeout: float = 120) -> ConnectWorker:
-        """Start the worker and wait until it has joined its group (its REST API lists connectors)."""
+        """Start the worker and wait until its herder has started (its internal topics created and
+        read, its group joined) and its REST API lists connectors. The REST server comes up first
+        and may answer before the herder has made the internal topics."""
+        since = self.log.stat().st_size if self.log.exists() else 0
         self.process = spawn([*peer_java(self.root / "log4j2.properties"), CONNECT_DISTRIBUTED, self.config],
                              log=self.log)  # fmt: skip
 
         def joined() -> bool | None:
+            if b"Herder started" not in self.log.read_bytes()[since:]:
+                return None
             try:
                 status, _ = self.request("GET", "/connectors")
             except OSError:

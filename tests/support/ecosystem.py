@@ -29,9 +29,16 @@ T = TypeVar("T")
 BrokerKind = Literal["kafka4", "kafkalog"]
 Broker = Kafka4Process | BrokerProcess
 
-KAFKALOG_SETTINGS: dict[str, object] = {"transactions": {"abort_check_interval_ms": 200}}
-"""A kafkalog broker of these tests: a timed-out transaction (a SIGKILLed Streams application's) is
-aborted within 200 ms of its timeout, as the session Kafka 4.x broker checks every second."""
+KAFKALOG_SETTINGS: dict[str, object] = {
+    "transactions": {"abort_check_interval_ms": 200},
+    "cleaner": {"backoff_ms": 200, "dedupe_buffer_bytes": 4 * 1024 * 1024},
+    "groups": {"initial_rebalance_delay_ms": 0},
+}
+"""A kafkalog broker of these tests, set as the session Kafka 4.x broker is: a timed-out transaction
+(a SIGKILLed Streams application's) aborted within 200 ms of its timeout (Kafka 4.x: a second), a
+compacted log that has become dirty enough cleaned within 200 ms (a second), a new group formed
+without waiting for more members (both: the default waits 3 s). The cleaner's offset map takes
+4 MiB (default 128: the tests' logs have hundreds of keys, and several brokers share a machine)."""
 
 
 @contextlib.contextmanager

@@ -55,7 +55,9 @@ def kafka4(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kafka4Process]:
     """An Apache Kafka 4.x broker (KRaft, broker and controller in one process), serving PLAINTEXT
     (``bootstrap``) and SASL_SSL with a SCRAM-SHA-512 user (``secured``): one JVM for both. Its
     coordinator looks for timed-out transactions every second (Kafka's default: every 10 s), so a
-    test of a producer that died in a transaction waits for its abort seconds, not tens of seconds."""
+    test of a producer that died in a transaction waits for its abort seconds, not tens of seconds;
+    its log cleaner looks for a dirty compacted log every second (default: 15 s), so a test that
+    waits for a compaction (tests/kafkalog/ecosystem) waits as long."""
     root = Path(tmp_path_factory.mktemp("kafka4"))
     ca = authority(root / "certs")
     keystore = pkcs12_keystore(ca.issue("broker", person("broker"), server=True), root / "broker.p12", "keystore-pw")
@@ -65,7 +67,7 @@ def kafka4(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kafka4Process]:
         "keystore-pw",
         {"client": "client-Pw-4x"},
         ca.certificate,
-        **{"transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000},
+        **{"transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000, "log.cleaner.backoff.ms": 1000},
     )
     try:
         yield broker

@@ -4,9 +4,10 @@ line once, exactly, through a SIGKILL mid-run and a restart that has lost its lo
 What the broker must serve for it: the topics Streams creates itself (the store's changelog,
 compacted, and the repartition topic it deletes records of), a consumer group, and exactly-once v2
 (a transactional producer per thread, offsets committed in its transactions, read-committed reads;
-a transaction left open by the killed instance aborted when it times out). With a fresh state
-directory the restarted application has no store: it must restore it from the changelog, or its
-counts start again from zero."""
+a transaction left open by the killed instance aborted when it times out), and a log cleaner: the
+changelog is compacted before the crash. With a fresh state directory the restarted application
+has no store: it must restore it from the compacted changelog (offsets the cleaner removed, the
+latest count of every word kept), or its counts start again from zero."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from kafkalog.client import Admin, Producer
-from tests.support.ecosystem import Broker, eventually, last_values, read_all, topic_configs
+from tests.support.ecosystem import Broker, eventually, last_values, log_of, read_all, topic_configs
 from tests.support.processes import tail
 from tests.support.streams import WordCountApp, WordCountConfig, word_counts
 
@@ -42,6 +43,11 @@ def produce(bootstrap: str, topic: str, batch: list[str]) -> None:
     with Producer(bootstrap, acks=-1) as producer:
         for line in batch:
             producer.send(topic, line.encode())
+
+
+def offsets(bootstrap: str, topic: str) -> set[tuple[int, int]]:
+    """(partition, offset) of every committed record of ``topic``."""
+    return {(p, m.offset) for p, messages in read_all(bootstrap, topic).items() for m in messages}
 
 
 def counts(bootstrap: str, topic: str) -> dict[str, int]:
@@ -82,9 +88,31 @@ def test_word_count_is_exact_through_a_crash_and_a_restore_from_its_compacted_ch
         changelog = topic_configs(broker.bootstrap, config.changelog_topic)
         assert changelog["cleanup.policy"] == "compact", f"{config.changelog_topic}: {changelog}"
 
+        # more of every word, in two steps more than the changelog's segment.ms (1 s) apart: each
+        # step's counts start a segment of their own, so the first step's segment is no longer
+        # active, holds newer counts of the first batch's words, and the cleaner removes the older
+        before_cleaning = offsets(broker.bootstrap, config.changelog_topic)
+        for start in (200, 300):
+            time.sleep(1.1)
+            more = lines(start, 100)
+            produce(broker.bootstrap, config.input_topic, more)
+            first += more
+            reach(word_counts(first))
+
+        def cleaning() -> str:
+            configs = topic_configs(broker.bootstrap, config.changelog_topic)
+            return f"{len(before_cleaning)} offsets before, all still there; {configs}\n{tail(log_of(broker), 30)}"
+
+        eventually(
+            f"the cleaner removes records of {config.changelog_topic}",
+            lambda: True if before_cleaning - offsets(broker.bootstrap, config.changelog_topic) else None,
+            timeout=60,
+            explain=cleaning,
+        )
+
         # the second batch is fed in steps; the application is SIGKILLed once it has committed some
         # of it (its output moved on) and while the rest is still coming
-        second = lines(200, 1000)
+        second = lines(400, 1000)
         halfway = threading.Event()
 
         def feed() -> None:

@@ -1,12 +1,14 @@
 import java.time.Duration;
 import java.util.Arrays;
 import java.util.Locale;
+import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.CountDownLatch;
 
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.common.serialization.Serdes;
+import org.apache.kafka.common.utils.Bytes;
 import org.apache.kafka.streams.KafkaStreams;
 import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.StreamsConfig;
@@ -15,6 +17,7 @@ import org.apache.kafka.streams.kstream.Grouped;
 import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Produced;
 import org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler;
+import org.apache.kafka.streams.state.KeyValueStore;
 
 /**
  * Kafka Streams' word count, the application the ecosystem tests run against a broker
@@ -25,7 +28,8 @@ import org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler;
  *
  * Reads lines (any key) from the input topic, splits them into lower-case words, counts each word in
  * the state store "counts" (Streams creates its changelog, a compacted topic, and the repartition
- * topic the grouping by word needs) and writes every new count to the output topic: key the word,
+ * topic the grouping by word needs; the changelog's segments roll every second and it is cleaned as
+ * soon as 1% of it is dirty) and writes every new count to the output topic: key the word,
  * value the count as decimal text. The last value per key of the output is the word's count.
  *
  * Prints "STATE <new state>" on each state change (the tests wait for RUNNING) and "FAILED <cause>"
@@ -59,7 +63,10 @@ public class WordCount {
             .flatMapValues(line -> Arrays.asList(line.toLowerCase(Locale.ROOT).split("\\W+")))
             .filter((key, word) -> !word.isEmpty())
             .groupBy((key, word) -> word, Grouped.with("words", Serdes.String(), Serdes.String()))
-            .count(Materialized.as("counts"))
+            // the changelog rolls a segment a second and is cleaned as soon as 1% of it is dirty: a
+            // restore reads a compacted log (offsets the cleaner removed), not only appends
+            .count(Materialized.<String, Long, KeyValueStore<Bytes, byte[]>>as("counts")
+                .withLoggingEnabled(Map.of("segment.ms", "1000", "min.cleanable.dirty.ratio", "0.01")))
             .toStream()
             .mapValues(count -> Long.toString(count))
             .to(args[5], Produced.with(Serdes.String(), Serdes.String()));
