@@ -108,8 +108,6 @@ def test_every_record_arrives_and_a_groups_offsets_are_translated_on_the_target(
             f"{target_alias}.plugin.discovery": "service_load",
             "offset.storage.partitions": 2,  # default 25
             "status.storage.partitions": 1,  # default 5
-            # no authorizer on either broker: nothing to copy
-            "sync.topic.acls.enabled": "false",
         }
         properties = write_properties(tmp_path / "mm2.properties", settings)
         log4j = tmp_path / "mm2-log4j2.properties"
