@@ -49,8 +49,7 @@ public class WordCount {
         // the counts show within a fraction of a second (and an exactly-once transaction is short)
         props.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, 100);
         props.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, 1);
-        // one broker: its internal topics have one replica
-        props.put(StreamsConfig.REPLICATION_FACTOR_CONFIG, 1);
+        // replication.factor left at its default, -1: Streams' internal topics get the broker's own
         // a member killed without leaving is dropped from the group after 6 s (the broker's
         // minimum), not 45: the restarted application gets its tasks that much sooner
         props.put(StreamsConfig.consumerPrefix(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG), 6000);
