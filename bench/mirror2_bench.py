@@ -59,27 +59,19 @@ from bench.mirror_bench import (
     target_count,
 )
 from kafkalog.client import Admin, SimpleConsumer
-from tests.support.installed import KAFKA4_LIBS, MissingPeer, require
+from tests.support.installed import MissingPeer
 from tests.support.kafka4 import Kafka4Process
 from tests.support.kafkalog import BrokerProcess
+from tests.support.mirror2 import MM2_LOG4J, command, one_flow, write_properties
+from tests.support.mirror2 import require_mm2 as require_connect_mirror
 
 CONTENDERS = ("ours", "mm2")
-MM2_MAIN = "org.apache.kafka.connect.mirror.MirrorMaker"
 MM2_JVM = (
     # what bin/connect-mirror-maker.sh gives it (KAFKA_HEAP_OPTS, kafka-run-class.sh's
     # KAFKA_JVM_PERFORMANCE_OPTS)
     "-Xms256M", "-Xmx2G", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
     "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent", "-Djava.awt.headless=true",
 )  # fmt: skip
-MM2_LOG4J = """\
-rootLogger.level = INFO
-rootLogger.appenderRef.file.ref = file
-appender.file.type = File
-appender.file.name = file
-appender.file.fileName = {path}
-appender.file.layout.type = PatternLayout
-appender.file.layout.pattern = [%d] %p %m (%c)%n
-"""
 
 
 class Broker(Protocol):
@@ -130,31 +122,18 @@ def end_broker(broker: Kafka4Process | BrokerProcess) -> None:
 def require_mm2() -> None:
     """Kafka 4.x's jars with MirrorMaker 2 in them, or SystemExit saying how to get them."""
     try:
-        require(KAFKA4_LIBS, "Apache Kafka 4.x (Maven Central)", "make peers")
+        require_connect_mirror()
     except MissingPeer as exc:
         raise SystemExit(str(exc)) from exc
-    if not any(KAFKA4_LIBS.glob("connect-mirror-4.*.jar")):
-        raise SystemExit(f"MirrorMaker 2 (connect-mirror-4.x.jar) is not in {KAFKA4_LIBS}: run `make peers`")
 
 
-def mm2_properties(ends: Endpoints, topic: str, codec: str, tasks: int) -> str:
+def mm2_properties(ends: Endpoints, topic: str, codec: str, tasks: int) -> dict[str, object]:
     """mm2.properties of the one flow src->dst (see the docs section for each setting's reason)."""
-    settings = {
-        "clusters": "src, dst",
-        "src.bootstrap.servers": ends.src.bootstrap,
-        "dst.bootstrap.servers": ends.dst.bootstrap,
-        "src->dst.enabled": "true",
-        "src->dst.topics": topic,  # a regex; bench-<codec> matches only itself
+    return {
+        # a regex; bench-<codec> matches only itself
+        **one_flow("src", "dst", ends.src.bootstrap, ends.dst.bootstrap, topic),
         "replication.policy.class": "org.apache.kafka.connect.mirror.IdentityReplicationPolicy",
         "tasks.max": tasks,
-        # one broker per cluster
-        "replication.factor": 1,
-        "heartbeats.topic.replication.factor": 1,
-        "checkpoints.topic.replication.factor": 1,
-        "offset-syncs.topic.replication.factor": 1,
-        "offset.storage.replication.factor": 1,
-        "status.storage.replication.factor": 1,
-        "config.storage.replication.factor": 1,
         # every piece of its state on the target, which each run starts empty
         "offset-syncs.topic.location": "target",
         # no consumer group of the source to translate (the only ones are our mirror's own)
@@ -165,22 +144,16 @@ def mm2_properties(ends: Endpoints, topic: str, codec: str, tasks: int) -> str:
         "dst.producer.compression.type": codec,
         "dst.producer.acks": "all",
     }
-    return "".join(f"{key} = {value}\n" for key, value in settings.items())
 
 
 def start_mm2(ends: Endpoints, topic: str, codec: str, tasks: int, workdir: Path, tag: str) -> subprocess.Popen[bytes]:
     """MirrorMaker 2 in dedicated mode, only the herder of flows into dst (``--clusters dst``, as
     run beside the target cluster); java from PATH, Kafka 4.x's jars on the class path."""
-    properties = workdir / f"{tag}-mm2.properties"
-    properties.write_text(mm2_properties(ends, topic, codec, tasks))
+    properties = write_properties(workdir / f"{tag}-mm2.properties", mm2_properties(ends, topic, codec, tasks))
     log4j = workdir / f"{tag}-mm2-log4j2.properties"
     log4j.write_text(MM2_LOG4J.format(path=workdir / f"{tag}-mm2.log"))
     with (workdir / f"{tag}-mm2.out").open("ab") as out:
-        return subprocess.Popen(
-            ["java", *MM2_JVM, f"-Dlog4j2.configurationFile={log4j}", "-cp", f"{KAFKA4_LIBS}/*", MM2_MAIN,
-             str(properties), "--clusters", "dst"],
-            stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+        return subprocess.Popen(command(properties, log4j, MM2_JVM, "dst"), stdout=out, stderr=subprocess.STDOUT)
 
 
 @dataclass

