@@ -30,7 +30,7 @@ from tests.support.processes import spawn, stop_group, tail
 
 pytestmark = pytest.mark.integration
 
-PAIRS: tuple[tuple[BrokerKind, BrokerKind], ...] = (("kafka4", "kafka4"),)
+PAIRS: tuple[tuple[BrokerKind, BrokerKind], ...] = (("kafkalog", "kafkalog"), ("kafka4", "kafkalog"))
 PARTITIONS = 2
 PER_PARTITION = 100
 
