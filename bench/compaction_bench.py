@@ -14,12 +14,15 @@ cleaner costs the clients of a compacted topic while it runs.
    (building the offset map included): Kafka's "MB of log processed in S seconds" line,
    kafkalog's "MB read in S s". Kafka's JVM is warmed first by a pass over a small topic. Also
    reported: kafkalog's offset map memory (its bound, allocated whole) and the broker's peak RSS.
-2. **The clients while it cleans** (kafkalog): librdkafka produces ``--clients-records`` to a
-   compacted topic (10,000 keys, 10 MB segments, dirty ratio 0.1, the cleaner's backoff 100 ms:
-   it cleans again and again during the run), then a consumer reads the topic from its start;
-   the same with ``cleaner.enabled: false``. Medians of ``--repeat`` runs, alternating. The
-   ratio (with / without) for produce and fetch, and the longest swap (the cleaner holding the
-   log's lock: the worst pause of an append), from the broker's log.
+2. **The clients while it cleans** (kafkalog, with ``cleaner.enabled`` true, then false; medians
+   of ``--repeat`` runs, alternating). Two compacted topics (10 MB segments, dirty ratio 0.1, the
+   cleaner's backoff 100 ms). ``read`` gets ``--clients-records`` records of distinct keys
+   (untimed; the cleaner rewrites it, keeping them all). Produce: librdkafka writes
+   ``--clients-records`` over 10,000 keys to ``written``, which the cleaner compacts again and
+   again meanwhile. Fetch: a consumer reads ``read`` from its start to its end while a producer
+   keeps writing to ``written`` (the cleaner's work, in both runs alike). The ratio (with /
+   without) for each, and the longest swap (the cleaner holding a log's lock: the worst pause of
+   an append), from the broker's log.
 
 Ends with ``RESULT <name> <value> <unit>`` lines (docs/benchmarks.md, "Compaction").
 """
@@ -33,6 +36,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -109,8 +113,9 @@ def produce(bootstrap: str, topic: str, keys: list[bytes]) -> float:
     return len(keys) / (time.perf_counter() - started)
 
 
-def consume_all(bootstrap: str, topic: str) -> float:
-    """Read the topic from its start to its end; returns msgs/s."""
+def consume_all(bootstrap: str, topic: str, expected: int) -> float:
+    """Read the topic from its start to its end (``expected`` records: none compacted away);
+    returns msgs/s."""
     consumer = confluent_kafka.Consumer(
         {"bootstrap.servers": bootstrap, "group.id": f"bench-{time.monotonic_ns()}", "enable.auto.commit": False,
          "enable.partition.eof": True, "fetch.max.bytes": 52_428_800}
@@ -124,6 +129,8 @@ def consume_all(bootstrap: str, topic: str) -> float:
                 if message.error() is None:
                     count += 1
                 elif message.error().code() == confluent_kafka.KafkaError._PARTITION_EOF:
+                    if count != expected:
+                        raise SystemExit(f"read {count:,} records of {topic}, not {expected:,}")
                     return count / (time.perf_counter() - started)
     finally:
         consumer.close()
@@ -197,16 +204,29 @@ def peak_rss_mb(pid: int) -> float:
 
 
 def clients_run(root: Path, cleaner: bool, records: int, index: int) -> tuple[float, float, float]:
-    """(produce msgs/s, fetch msgs/s, longest swap ms) with the cleaner on or off."""
+    """(produce msgs/s, fetch msgs/s, longest swap ms) with the cleaner on or off (see the module doc)."""
     broker = BrokerProcess(root / f"clients-{index}-{cleaner}", cleaner={"enabled": cleaner, "backoff_ms": 100},
                            log={"flush_ms": 1000})  # fmt: skip
     broker.start()
     try:
-        topic = "clients"
-        create(broker.bootstrap, topic, {"cleanup.policy": "compact", "segment.bytes": str(10 << 20),
-                                         "min.cleanable.dirty.ratio": "0.1"})  # fmt: skip
-        produced = produce(broker.bootstrap, topic, key_sequence(10_000, records, index))
-        fetched = consume_all(broker.bootstrap, topic)
+        compacted = {"cleanup.policy": "compact", "segment.bytes": str(10 << 20), "min.cleanable.dirty.ratio": "0.1"}
+        create(broker.bootstrap, "written", compacted)
+        create(broker.bootstrap, "read", compacted)
+        produce(broker.bootstrap, "read", [b"unique-%09d" % i for i in range(records)])  # cleaned, all kept
+        produced = produce(broker.bootstrap, "written", key_sequence(10_000, records, index))
+        stop = threading.Event()
+
+        def keep_writing() -> None:  # the cleaner's work while the topic is read
+            while not stop.is_set():
+                produce(broker.bootstrap, "written", key_sequence(10_000, 50_000, index + 100))
+
+        writer = threading.Thread(target=keep_writing)
+        writer.start()
+        try:
+            fetched = consume_all(broker.bootstrap, "read", records)
+        finally:
+            stop.set()
+            writer.join()
         text = broker.log_path.read_text(errors="replace")
         swaps = [float(m[7]) for m in OURS_PASS.finditer(text)]
         if cleaner and not swaps:

@@ -364,11 +364,13 @@ class _Writer:
         return segment_path(self.directory, self.base, suffix + swapping.CLEANED_SUFFIX)
 
     def abandon(self) -> None:
+        """Remove what this group wrote (``.cleaned`` or already ``.swap``): the pass gave it up."""
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
         for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             self._path(suffix).unlink(missing_ok=True)
+            segment_path(self.directory, self.base, suffix + swapping.SWAP_SUFFIX).unlink(missing_ok=True)
 
 
 def clean_segments(
@@ -405,11 +407,19 @@ def clean_segments(
         except BaseException:
             writer.abandon()
             raise
-        install = _installer(log, group[0].base_offset, suffixes, [s.base_offset for s in group], stats)
-        if not log.replace_segments(group, install):
+        try:
+            swapping.to_swap(log.directory, writer.base, suffixes)
+            install = _installer(log, writer.base, suffixes, [s.base_offset for s in group], stats)
+            replaced = log.replace_segments(group, install)
+        except BaseException:
+            if not (log.directory / swapping.INTENT_FILE).exists():
+                writer.abandon()  # not committed: the old segments stay (an intent: the next open finishes it)
+            raise
+        if not replaced:
             writer.abandon()
             logger.info("%s: the log changed during cleaning (retention?): this pass stops", log.directory)
             return False
+        swapping.remove_intent(log.directory)
         stats.segments_cleaned += len(group)
         stats.segments_written += 1
         stats.bytes_written += writer.size
@@ -423,7 +433,6 @@ def _installer(
 
     def install() -> LogSegment:
         started = time.monotonic()
-        swapping.to_swap(log.directory, base, suffixes)
         swapping.write_intent(log.directory, base, suffixes, replaced)
         swapping.finish(log.directory, base, suffixes, replaced)
         segment = LogSegment(log.directory, base, log.config, create=False)

@@ -20,8 +20,9 @@ class CleanerSettings:
     load factor of 0.9, so the default holds about 5 million keys per pass; a log with more keys in
     its dirty section is cleaned in several passes. Taken when the first compacted log is cleaned."""
 
-    io_buffer_bytes: int = 4 * 1024 * 1024
-    """How much of a segment the cleaner reads, and writes, at a time."""
+    io_buffer_bytes: int = 1024 * 1024
+    """How much of a segment the cleaner reads, and writes, at a time: also the longest stretch its
+    kernels hold the interpreter (a few milliseconds a MiB) from the threads serving clients."""
 
     backoff_ms: int = 15_000
     """How long the cleaner sleeps when no log is dirty enough (Kafka's ``log.cleaner.backoff.ms``)."""

@@ -14,6 +14,9 @@ Kafka does, the swap:
 4. every ``.swap`` file is renamed to its final name; the directory is fsynced;
 5. the intent is removed.
 
+Steps 2 to 4 run under the log's lock (``Log.replace_segments``), 1 and 5 outside it: appends wait
+for a few renames and two fsyncs only.
+
 Opening a log (``recover``) finishes what a crash interrupted: with an intent, steps 3 to 5 (a
 replaced segment's files that remain are deleted, a ``.swap`` file still there takes its final
 name); without one, the ``.cleaned`` and ``.swap`` files are an unfinished pass and are removed, the
@@ -73,10 +76,14 @@ def finish(directory: Path, base: int, suffixes: list[str], replaces: list[int])
         if swap.exists():
             rename_new(swap, final)
             crash_point("cleaner.swap.after_final_rename")
-    fsync_dir(directory)
+    fsync_dir(directory)  # the new names are durable before the intent can go
+
+
+def remove_intent(directory: Path) -> None:
+    """Step 5, once the swap is whole on disk. Not fsynced: an intent that a power cut brings back
+    describes a finished swap, which finishing again leaves as it is."""
     crash_point("cleaner.swap.before_intent_removed")
     (directory / INTENT_FILE).unlink(missing_ok=True)
-    fsync_dir(directory)
 
 
 def recover(directory: Path) -> None:
@@ -95,6 +102,7 @@ def recover(directory: Path) -> None:
             raise StorageError(f"{intent} is unreadable ({exc}): the cleaner's swap cannot be finished") from exc
         logger.warning("%s: finishing the cleaner's swap of %d segment(s) into %d", directory, len(replaces), base)
         finish(directory, base, suffixes, replaces)
+        remove_intent(directory)
     for leftover in sorted(directory.iterdir()):
         if leftover.name.endswith((CLEANED_SUFFIX, SWAP_SUFFIX)):
             logger.warning("removing %s, left by a cleaning pass a crash interrupted", leftover)
