@@ -1,4 +1,4 @@
-"""Admin: create, list and describe topics."""
+"""Admin: create, list and describe topics, and read their configs."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from kafkalog.client.client import Client, TopicMetadata, UsesClient, check
 from kafkalog.client.security import PLAINTEXT, ClientSecurity
-from kafkalog.errors import BrokerResponseError
+from kafkalog.errors import BrokerResponseError, UnsupportedByBrokerError
 from kafkalog.protocol import ApiKey
 
 
@@ -56,3 +56,23 @@ class Admin(UsesClient):
         if name not in found:
             raise BrokerResponseError(3, "UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r}")
         return found[name]
+
+    def topic_configs(self, name: str, keys: Sequence[str] | None = None) -> dict[str, str | None] | None:
+        """The topic's configs by Kafka name (``keys`` only, if given), from DescribeConfigs (Kafka
+        0.11+ and kafkalog); None when the broker does not serve it (Kafka 0.9, 0.10)."""
+        connection = self.client.any_broker()
+        try:
+            api = connection.api(ApiKey.DESCRIBE_CONFIGS)
+        except UnsupportedByBrokerError:
+            return None
+        resource = {
+            "resource_type": 2,
+            "resource_name": name,
+            "configuration_keys": None if keys is None else list(keys),
+        }
+        (answer,) = connection.request(api, {"resources": [resource]})["results"]
+        if answer["error_code"]:
+            raise BrokerResponseError(
+                answer["error_code"], answer.get("error_message") or "", f"topic {name!r}'s configs"
+            )
+        return {entry["name"]: entry["value"] for entry in answer["configs"]}

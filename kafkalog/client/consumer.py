@@ -104,6 +104,13 @@ class SimpleConsumer(UsesClient):
 
     # ------------------------------------------------------------------ fetching
 
+    def topic_configs(self, topic: str, keys: Sequence[str] | None = None) -> dict[str, str | None] | None:
+        """The topic's configs (kafkalog.client.admin.Admin.topic_configs): None from a broker that
+        does not serve DescribeConfigs."""
+        from kafkalog.client.admin import Admin  # noqa: PLC0415 - the consumer needs it only here
+
+        return Admin(client=self.client).topic_configs(topic, keys)
+
     def fetch(self, topic: str, partition: int, offset: int, *, max_bytes: int | None = None) -> FetchResult:
         """Messages of one partition from ``offset`` (raises OffsetOutOfRangeError outside its log)."""
         return self.fetch_many({(topic, partition): offset}, max_bytes=max_bytes)[(topic, partition)]

@@ -18,12 +18,12 @@ CRASH_EXIT_CODE = 86
 
 ATOMIC_WRITES = (
     "checkpoint", "log.start", "marker", "producers", "offsets", "producer_ids", "topic_config", "users", "acls",
-    "stand-ins", "transactions", "cleaner.swap",
+    "stand-ins", "transactions", "cleaner.swap", "cleaner.horizons",
 )  # fmt: skip
 """The ``crash_prefix`` of every write_atomically caller: each has ``<prefix>.tmp_written``,
 ``.tmp_synced`` and ``.renamed`` (from ``offsets`` on they are the broker's files, written with the
 log's writer; ``transactions`` is the transaction coordinator's store; ``cleaner.swap`` the log
-cleaner's swap intent)."""
+cleaner's swap intent, ``cleaner.horizons`` its notes of when each pass ran)."""
 
 POINTS = (
     "segment.append.after_write",

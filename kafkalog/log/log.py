@@ -160,6 +160,9 @@ class Log:
         and writes the entry) or truncated (which rebuilds every entry)."""
         self._unflushed_messages = 0
         self._oldest_unflushed_ms: int | None = None
+        self.truncated_below = 1 << 62
+        """The lowest log end a truncation left since the log was opened: the cleaner reads from
+        there again (what it had read beyond may have been replaced)."""
         self.directory.mkdir(parents=True, exist_ok=True)
         segments = self._load(recovery_point, clean_shutdown)
         self._set_segments(segments)
@@ -628,6 +631,8 @@ class Log:
                 break
             except SegmentDeletedError:
                 continue  # retention removed one meanwhile: take a new snapshot
+        # a sealed segment the cleaner emptied has no timestamp to answer with
+        candidates = [c for c, s in zip(candidates, segments, strict=True) if s.size or s is segments[-1]]
         if segments[-1].size > 0:
             candidates.append((end, self.clock()))
         floor = self._start_floor  # a segment start below the log start (DeleteRecords) is gone
@@ -713,6 +718,8 @@ class Log:
             self._check_open()
             if not self.config.delete:
                 return 0  # cleanup.policy=compact: the cleaner keeps the log small, not retention
+            if self.index_failure is not None:
+                return 0  # quarantined: the next opening must find the segments it knew
             now = self.clock() if now is None else now
             segments = list(self.segments)
             doomed: list[LogSegment] = []
@@ -744,6 +751,15 @@ class Log:
                 segment.delete()
             fsync_dir(self.directory)
             return len(doomed)
+
+    def quarantine(self, failure: StorageError) -> None:
+        """Refuse appends, read-committed reads and retention until the log is opened again (as
+        ``index_failure`` does): what is on disk no longer matches the segments in memory (a
+        cleaned segment's swap failed after its intent was written; the next opening finishes it)."""
+        with self._lock:
+            logger.error("%s", failure)
+            if self.index_failure is None:
+                self.index_failure = failure
 
     def replace_segments(self, old: list[LogSegment], install: Callable[[], LogSegment]) -> bool:
         """Put a cleaned segment where the run of segments ``old`` is, if they are still the log's
@@ -805,11 +821,14 @@ class Log:
             self._check_open()
             if offset >= self._log_end_offset:
                 return
+            end_before = self._log_end_offset
             segments = list(self.segments)
             keep = [s for s in segments if s.base_offset < offset]
             drop = [s for s in segments if s.base_offset >= offset]
+            first_cut: int | None = None
             if keep:
                 last = keep[-1]
+                first_cut = last.first_offset_from(offset)
                 last.truncate_to(offset)
                 if last is not segments[-1]:
                     last.activate()
@@ -825,8 +844,14 @@ class Log:
             self._set_segments(keep)
             keep[-1].flush()
             fsync_dir(self.directory)
+            # in a compacted log the end is where the first entry cut began (or the offset asked
+            # for, in a gap), not the last kept record's next offset: offsets compacted away
+            # below it must never be given out again
+            cut_at = offset if first_cut is None else min(offset, first_cut)
+            keep[-1].next_offset = max(keep[-1].next_offset, min(cut_at, end_before))
             self._stable = min(self._stable, keep[-1].next_offset)  # rebuilt below with the producers
             self._log_end_offset = keep[-1].next_offset
+            self.truncated_below = min(self.truncated_below, self._log_end_offset)
             self._recovery_point = self._log_end_offset
             self.corruption = next((s.corruption for s in keep if s.corruption is not None), None)
             if self._start_floor > self._log_end_offset:  # the log start cannot be beyond its end
@@ -839,7 +864,10 @@ class Log:
     def verify(self) -> CorruptSegmentError | None:
         """Validate every segment completely; return the first corruption found (also logged)."""
         for segment in self.segments:
-            corruption = segment.verify()
+            try:
+                corruption = segment.verify()
+            except SegmentDeletedError:
+                continue  # removed meanwhile (retention, the cleaner's swap): nothing left to check
             if corruption is not None:
                 return corruption
         return None

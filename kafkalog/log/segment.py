@@ -541,6 +541,8 @@ class LogSegment:
     def verify(self) -> CorruptSegmentError | None:
         """Validate every byte (size, magic, CRC, rising offsets); return the corruption, if any."""
         with self._lock:
+            if self._closed:  # its descriptor number may already belong to another file
+                raise SegmentDeletedError(f"{self.log_path} was deleted")
             if self.verified_size < self.size and self.corruption is None:
                 result = self._scan(0, self.size)
                 if result.error is not None or result.valid_end != self.size:
@@ -586,6 +588,22 @@ class LogSegment:
         finally:
             os.close(fd)
         return self.size if found is None else found[0]
+
+    def first_offset_from(self, offset: int) -> int | None:
+        """The first offset of the entry holding ``offset`` or, in a gap, of the next one; None if
+        the segment has none at or after it. A v0/v1 compressed wrapper states only its last
+        offset: for one, its last offset is returned (at least ``offset``)."""
+        fd = self._dup_fd()
+        try:
+            found = self._find(fd, offset, self.size)
+            if found is None:
+                return None
+            header = os.pread(fd, _BATCH_HEADER, found[0])
+        finally:
+            os.close(fd)
+        if len(header) == _BATCH_HEADER and header[_MAGIC_POS] == _BATCH_MAGIC:
+            return int.from_bytes(header[:8], "big", signed=True)
+        return found[1]
 
     def open_reader(self) -> int:
         """A descriptor of its own on the segment's file, for a reader that walks it outside the

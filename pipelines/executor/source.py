@@ -289,6 +289,8 @@ class SplitTask:
         """The task bootstrapped from ZooKeeper (no brokers were given, or none of them answered)."""
         self._consumer: Any = None
         self._open = consumer or (lambda: open_consumer(self.source, self.brokers))
+        self._policy_checked = False
+        """The topic's cleanup.policy was read once (at the first gap) and says compact."""
 
     def chunks(self) -> Iterator[Chunk]:
         """One Chunk per fetch, covering [start, end) exactly between them, in offset order."""
@@ -300,6 +302,8 @@ class SplitTask:
                 messages, skipped, broker, last = self._fetch(offset)
                 offsets = np.fromiter(map(itemgetter(0), messages), np.int64, len(messages))
                 gaps = compacted_gaps(offset, last, offsets, skipped, where=split.name)
+                if gaps:
+                    self._check_compacted(gaps[0])
                 if messages:
                     table, bad = self.decoder.decode(messages, broker)
                     self._judge(bad)
@@ -314,6 +318,29 @@ class SplitTask:
                 yield Chunk(table, bad, sorted([*skipped, *gaps]))
         finally:
             self._consumer.close()
+
+    def _check_compacted(self, gap: OffsetRange) -> None:
+        """The first gap of the task: missing offsets are compaction only on a topic whose
+        cleanup.policy says compact. Where the broker says otherwise they are loss, and the split
+        fails; a broker that cannot tell (Kafka before 0.11) is taken at its word that it compacts."""
+        if self._policy_checked:
+            return
+        from kafkalog.errors import KafkalogError  # noqa: PLC0415
+
+        split = self.split
+        try:
+            configs = self._consumer.topic_configs(split.topic, ["cleanup.policy"])
+        except KafkalogError as exc:
+            raise LoadError(f"{split.name}: offsets {gap.first}-{gap.last} are missing and the topic's "
+                            f"cleanup.policy cannot be read ({exc})") from exc  # fmt: skip
+        policy = None if configs is None else configs.get("cleanup.policy")
+        if policy is not None and "compact" not in policy:
+            raise LoadError(
+                f"{split.name}: offsets {gap.first}-{gap.last} are missing from the log, and the topic's "
+                f"cleanup.policy is {policy!r}, not compact: records were lost (a broker that removed them), "
+                "so nothing of this split is loaded"
+            )
+        self._policy_checked = True
 
     def _fetch(self, offset: int) -> tuple[list[Message], list[OffsetRange], int, int]:
         """The next messages of the split from ``offset``, the ranges a read-committed source skips

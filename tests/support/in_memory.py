@@ -50,6 +50,8 @@ class MemoryCluster:
     """(topic, partition, offset) → why a read-committed consumer leaves it out (aborted | control)."""
     removed: set[tuple[str, int, int]] = field(default_factory=set)
     """(topic, partition, offset) of records the log cleaner removed (a compacted topic)."""
+    policies: dict[str, str] = field(default_factory=dict)
+    """A topic's cleanup.policy (``compact`` once ``compact`` removed records of it; else none known)."""
 
     def create(self, topic: str, partitions: int) -> None:
         for partition in range(partitions):
@@ -76,6 +78,7 @@ class MemoryCluster:
         """The log cleaner removed the records at ``offsets``. A fetch still reads up to the end of
         its window (``last_offset``), as a batch the cleaner thinned or emptied keeps its last offset."""
         self.removed.update((topic, partition, offset) for offset in offsets)
+        self.policies.setdefault(topic, "compact")
 
     def delete_before(self, topic: str, partition: int, offset: int) -> None:
         """Retention: the messages before ``offset`` are gone."""
@@ -98,6 +101,10 @@ class MemoryConsumer:
 
     def __enter__(self) -> MemoryConsumer:
         return self
+
+    def topic_configs(self, topic: str, keys: Iterable[str] | None = None) -> dict[str, str | None] | None:
+        policy = self.cluster.policies.get(topic)
+        return None if policy is None else {"cleanup.policy": policy}
 
     def __exit__(self, *exc: object) -> None:
         self.close()

@@ -12,8 +12,9 @@ starts at the first dirty offset (where the last pass stopped). A pass:
 2. rewrites the cleanable segments below ``map_end`` group by group (each group as large as a
    segment may be) into ``.cleaned`` segments, keeping a record when its offset is at least its
    key's in the map; a tombstone (null value) or a transaction marker whose data is all gone only
-   while its segment's newest timestamp is within ``delete.retention.ms``; no record of an
-   aborted transaction; each idempotent producer's last batch (emptied if need be); batches keep
+   in a segment below the delete horizon (all of it first cleaned at least ``delete.retention.ms``
+   ago: the cleaner's clock, never the records' timestamps; kafkalog.log.cleaner.cleaner); no
+   record of an aborted transaction; each idempotent producer's last batch (emptied if need be); batches keep
    their base offsets, so offsets and timestamps stay and the log gets gaps;
 3. swaps each cleaned group in (kafkalog.log.cleaner.swap) as soon as it is written.
 
@@ -23,15 +24,17 @@ run meanwhile, and only each swap takes the lock, for a few renames.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from kafkalog.errors import LogError
+from kafkalog.errors import LogError, StorageError
 from kafkalog.log.cleaner import swap as swapping
 from kafkalog.log.cleaner.offset_map import OffsetMap
 from kafkalog.log.faults import crash_point
@@ -40,9 +43,9 @@ from kafkalog.log.index import OffsetIndex, TimeIndex
 from kafkalog.log.log import Log
 from kafkalog.log.scan import scan_file
 from kafkalog.log.segment import LogSegment
-from kafkalog.log.txn_index import AbortedTxn, TransactionIndex, TxnIndexEntry
+from kafkalog.log.txn_index import TransactionIndex, TxnIndexEntry
 from kafkalog.record import batch_format as batches
-from kafkalog.record import kernels
+from kafkalog.record import decode_all, kernels
 from kafkalog.record._fastpath_compact import rebuilt_batch
 from kafkalog.record.codec import compress
 from kafkalog.record.message import Codec
@@ -123,35 +126,42 @@ def cleanable_part(log: Log, first_dirty: int, now_ms: int) -> Cleanable:
 
 
 class _Transactions:
-    """The transactions met while walking a log in order (Kafka's CleanedTransactionMetadata):
-    which producers are inside an aborted transaction, and whether a transaction kept data."""
+    """The transactions met while walking a log in order (Kafka's CleanedTransactionMetadata): a
+    transactional batch is aborted when it lies within an aborted transaction of its producer
+    (from its first offset to its abort marker: the .txnindex entries), and a marker learns
+    whether its transaction kept any data."""
 
-    def __init__(self, aborted: list[AbortedTxn]) -> None:
-        self._aborted = sorted(aborted, key=lambda txn: txn.first_offset)
-        self._next = 0
-        self._in_aborted: set[int] = set()
+    def __init__(self, aborted: list[TxnIndexEntry]) -> None:
+        self._aborted: dict[int, list[tuple[int, int]]] = {}
+        for entry in sorted(aborted, key=lambda e: e.first_offset):
+            self._aborted.setdefault(entry.producer_id, []).append((entry.first_offset, entry.last_offset))
         self._kept_data: dict[int, bool] = {}
 
     def batch_aborted(self, producer_id: int, base_offset: int) -> bool:
         """Whether the transactional batch of ``producer_id`` at ``base_offset`` was aborted."""
-        while self._next < len(self._aborted) and self._aborted[self._next].first_offset <= base_offset:
-            self._in_aborted.add(self._aborted[self._next].producer_id)
-            self._next += 1
-        return producer_id in self._in_aborted
+        ranges = self._aborted.get(producer_id, ())
+        at = bisect.bisect_right(ranges, (base_offset, 1 << 62)) - 1
+        return at >= 0 and ranges[at][0] <= base_offset <= ranges[at][1]
 
     def data(self, producer_id: int, kept: bool) -> None:
         self._kept_data[producer_id] = self._kept_data.get(producer_id, False) or kept
 
     def marker(self, producer_id: int) -> bool:
-        """A marker ends the producer's transaction: whether any of its data was kept."""
-        self._in_aborted.discard(producer_id)
+        """A marker ends the producer's transaction: whether any of its batches stayed."""
         return self._kept_data.pop(producer_id, False)
+
+
+def _aborted_entries(log: Log) -> list[TxnIndexEntry]:
+    """Every aborted transaction the log's indexes list (each in the segment of its marker, which
+    may lie past the cleanable part)."""
+    return [entry for segment in log.segments for entry in segment.txn_index.entries]
 
 
 class _Reader:
     """Whole entries of one segment file, read in chunks through the segment's own descriptor."""
 
     def __init__(self, segment: LogSegment, chunk_bytes: int, start: int = 0) -> None:
+        self.name = segment.log_path
         self.size = segment.size
         self.fd = segment.open_reader()
         self.chunk_bytes = chunk_bytes
@@ -176,10 +186,10 @@ class _Reader:
         self.buffer = os.pread(self.fd, min(self.chunk_bytes, self.size - self.pos), self.pos)
         self.buffer_start = self.pos
         if len(self.buffer) < _ENTRY_HEADER:
-            raise LogError(f"{self.size - self.pos} bytes at the end of a segment are not a whole entry")
+            raise LogError(f"{self.name}: {self.size - self.pos} bytes at its end are not a whole entry")
         need = self._checked_size(self.buffer, 0)
         if need > self.size - self.pos:
-            raise LogError(f"the entry at byte {self.pos} of a segment runs past its end")
+            raise LogError(f"{self.name}: the entry at byte {self.pos} runs past its end")
         if need > len(self.buffer):
             self.buffer = os.pread(self.fd, need, self.pos)
         return True
@@ -188,7 +198,7 @@ class _Reader:
         size = _entry_size(buffer, at)
         if size < (batches.BATCH_OVERHEAD if buffer[at + 16] == batches.MAGIC else 26):
             where = self.buffer_start + at
-            raise LogError(f"the entry at byte {where} of a segment states an impossible size ({size})")
+            raise LogError(f"{self.name}: the entry at byte {where} states an impossible size ({size})")
         return size
 
     @property
@@ -199,6 +209,15 @@ class _Reader:
     def end(self) -> int:
         """Buffer position where the whole entries it holds end (at most its length)."""
         return len(self.buffer)
+
+
+@contextmanager
+def _named(reader: _Reader) -> Iterator[None]:
+    """A kernel's ValueError (bytes it cannot read) as a LogError naming the segment and where."""
+    try:
+        yield
+    except ValueError as exc:
+        raise LogError(f"{reader.name}: the entry at byte {reader.pos} cannot be cleaned: {exc}") from exc
 
 
 def _entry_size(buffer: bytes, at: int) -> int:
@@ -222,11 +241,11 @@ def _fill_map(log: Log, cleanable: Cleanable, offset_map: OffsetMap, chunk_bytes
     if not dirty:
         return cleanable.dirty_from
     end = dirty[-1].next_offset
-    transactions = _Transactions(log.aborted_transactions(cleanable.dirty_from, end))
+    transactions = _Transactions(_aborted_entries(log))
     for segment in dirty:
         _verified(segment)
         start = segment.position_of(cleanable.dirty_from) if segment.base_offset < cleanable.dirty_from else 0
-        with _Reader(segment, chunk_bytes, start) as reader:
+        with _Reader(segment, chunk_bytes, start) as reader, _named(reader):
             while reader.fill():
                 if stopping.is_set():
                     raise CleanerStoppedError(f"{log.directory}: stopped while reading the dirty section")
@@ -238,6 +257,8 @@ def _fill_map(log: Log, cleanable: Cleanable, offset_map: OffsetMap, chunk_bytes
                 reader.pos = reader.buffer_start + at
                 if status == _FULL:
                     header = batches.read_header(buffer, at)
+                    if segment.base_offset > cleanable.dirty_from:
+                        return segment.base_offset  # end at a segment: the next pass maps it whole
                     if offset_map.used == 0:
                         raise OffsetMapTooSmallError(
                             f"{log.directory}: the batch at offset {header.base_offset} holds "
@@ -247,6 +268,8 @@ def _fill_map(log: Log, cleanable: Cleanable, offset_map: OffsetMap, chunk_bytes
                     return header.base_offset
                 if status == _SPECIAL:
                     if not _map_special(log, buffer, at, offset_map, transactions):
+                        if segment.base_offset > cleanable.dirty_from:
+                            return segment.base_offset
                         return batches.read_header(buffer, at).base_offset
                     reader.pos += _entry_size(buffer, at)
     return end
@@ -271,6 +294,12 @@ def _map_special(log: Log, buffer: bytes, at: int, offset_map: OffsetMap, transa
     if header.transactional and transactions.batch_aborted(header.producer_id, header.base_offset):
         return True
     if header.records_count > offset_map.room:
+        if offset_map.used == 0:
+            raise OffsetMapTooSmallError(
+                f"{log.directory}: the batch at offset {header.base_offset} holds {header.records_count} records, "
+                f"more than the cleaner's offset map can take ({offset_map.max_entries}): give the cleaner more "
+                "memory (dedupe_buffer_bytes)"
+            )
         return False
     payload = batches.records_payload(buffer, header)
     offset_map.used = kernels.map_put_records(
@@ -338,7 +367,8 @@ class _Writer:
             finally:
                 os.close(read_fd)
             if scan.error is not None or scan.valid_end != self.size:
-                raise LogError(f"{self.path}: the cleaned segment does not scan whole: {scan.error}")
+                reason = scan.error or f"a partial entry at byte {scan.valid_end}"
+                raise LogError(f"{self.path}: the cleaned segment does not scan whole: {reason}")
             for position, offset, max_ts, max_offset in scan.index_points:
                 if not offsets.is_full:
                     offsets.append(offset, position)
@@ -378,29 +408,28 @@ def clean_segments(
     cleanable: Cleanable,
     map_end: int,
     offset_map: OffsetMap,
-    now_ms: int,
+    horizon_offset: int,
     stats: CleanStats,
     chunk_bytes: int,
     stopping: Stopping,
 ) -> bool:
     """Steps 2 and 3 for the cleanable segments below ``map_end``; False if the log changed under
-    the pass (a group was no longer the log's: nothing of it was swapped in)."""
+    the pass (a group was no longer the log's: nothing of it was swapped in). Tombstones and
+    emptied markers go only from segments wholly below ``horizon_offset`` (see LogCleaner)."""
     segments = [s for s in cleanable.segments if s.base_offset < map_end]
     if not segments:
         return True
     config = log.config
-    aborted = log.aborted_transactions(segments[0].base_offset, segments[-1].next_offset)
-    transactions = _Transactions(aborted)
+    transactions = _Transactions(_aborted_entries(log))
     markers_kept: dict[int, TxnIndexEntry] = {
         entry.last_offset: entry for segment in segments for entry in segment.txn_index.entries
     }
     protected = log.last_batch_offsets()
-    horizon = now_ms - config.delete_retention_ms
     for group in groups_of(segments, config.segment_bytes):
         writer = _Writer(log.directory, group[0].base_offset)
         try:
             for segment in group:
-                retain_deletes = segment.max_timestamp >= horizon
+                retain_deletes = segment.next_offset > horizon_offset
                 _clean_segment(segment, writer, offset_map, transactions, protected, retain_deletes, markers_kept,
                                stats, chunk_bytes, stopping)  # fmt: skip
             suffixes = writer.finish(log)
@@ -411,9 +440,11 @@ def clean_segments(
             swapping.to_swap(log.directory, writer.base, suffixes)
             install = _installer(log, writer.base, suffixes, [s.base_offset for s in group], stats)
             replaced = log.replace_segments(group, install)
-        except BaseException:
+        except BaseException as exc:
             if not (log.directory / swapping.INTENT_FILE).exists():
-                writer.abandon()  # not committed: the old segments stay (an intent: the next open finishes it)
+                writer.abandon()  # not committed: the old segments stay
+            else:  # committed, not finished: the next open finishes it; until then nothing may move
+                log.quarantine(StorageError(f"{log.directory}: a cleaned segment's swap failed half way ({exc!r})"))
             raise
         if not replaced:
             writer.abandon()
@@ -456,7 +487,7 @@ def _clean_segment(
 ) -> None:
     table = offset_map.table
     _verified(segment)
-    with _Reader(segment, chunk_bytes) as reader:
+    with _Reader(segment, chunk_bytes) as reader, _named(reader):
         while reader.fill():
             if stopping.is_set():
                 raise CleanerStoppedError(f"{segment.log_path}: stopped while cleaning")
@@ -477,6 +508,14 @@ def _clean_segment(
             writer.write(chunk_bytes)
 
 
+def _legacy_stays(entry: bytes, offset_map: OffsetMap) -> bool:
+    """Whether a v0/v1 entry (written before the log stored record batches) stays: unless every
+    message in it has a later record of its key (in the map). Its tombstones stay: the keys of
+    such entries are not in the map, so a tombstone removed could bring an older value back. A
+    compressed wrapper stays whole while any message in it does."""
+    return any(message.key is None or offset_map.get(message.key) <= message.offset for message in decode_all(entry))
+
+
 def _clean_special(
     buffer: bytes,
     at: int,
@@ -493,7 +532,8 @@ def _clean_special(
     transaction marker, a transactional or compressed batch."""
     out = writer.pending
     if buffer[at + 16] != batches.MAGIC:
-        out += buffer[at : at + size]
+        if _legacy_stays(buffer[at : at + size], offset_map):
+            out += buffer[at : at + size]
         return
     header = batches.read_header(buffer, at)
     fields = batches.BATCH_HEADER.unpack_from(buffer, at)
@@ -516,7 +556,9 @@ def _clean_special(
             offset_map.table, payload, count, header.base_offset, retain_deletes
         )
     if header.transactional:
-        transactions.data(header.producer_id, kept > 0)
+        # a batch kept empty (a producer's last) is data too: replayed without its marker it
+        # would open a transaction for good
+        transactions.data(header.producer_id, kept > 0 or header.last_offset in protected)
     stats.records_kept += kept
     if kept == count and count:
         out += buffer[at : at + size]

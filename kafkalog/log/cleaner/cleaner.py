@@ -8,6 +8,15 @@ first dirty offset (where the next pass starts reading) is written to the data d
 ``cleaner-offset-checkpoint`` (Kafka's name and text layout). A lost or unreadable checkpoint is
 safe: the log is read again from its start.
 
+The delete horizon. A tombstone, and a transaction marker whose data is gone, stay at least
+``delete.retention.ms`` after the pass that first cleaned them, by the broker's clock (Kafka's
+rule, before KIP-534 wrote the horizon into the batches): never in that first pass, and never
+judged by the records' own timestamps (a mirror or a restore writes old ones). Each pass notes
+(its end offset, its time) in the data directory's ``cleaner-horizons`` (JSON, replaced
+atomically); a log's horizon offset is the highest end of the passes at least
+``delete.retention.ms`` old, and only segments wholly below it lose their tombstones. Lost, the
+notes start again: tombstones then stay longer, never shorter.
+
 A log whose pass fails (an I/O error, damage the cleaner cannot read) is logged and left alone for
 ten backoffs; the others go on being cleaned. Stopping interrupts a pass between batches; nothing
 of an unfinished group is swapped in.
@@ -15,6 +24,7 @@ of an unfinished group is swapped in.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -33,12 +43,16 @@ from kafkalog.log.cleaner.clean import (
 )
 from kafkalog.log.cleaner.offset_map import OffsetMap
 from kafkalog.log.cleaner.settings import CleanerSettings
+from kafkalog.log.files import write_atomically
 from kafkalog.log.log import Clock, Log, wall_clock_ms
+from kafkalog.log.segment import SegmentDeletedError
 from kafkalog.topics import TopicPartition
 
 logger = logging.getLogger(__name__)
 
 CLEANER_CHECKPOINT_FILE = "cleaner-offset-checkpoint"
+HORIZONS_FILE = "cleaner-horizons"
+_HORIZONS_VERSION = 1
 _FAILED_PAUSE_BACKOFFS = 10
 
 LogsProvider = Callable[[], list[tuple[TopicPartition, Log, Path]]]
@@ -70,8 +84,14 @@ class LogCleaner:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._map: OffsetMap | None = None
+        known = {partition for partition, _, _ in logs()}  # a deleted topic's entries must not come back
         self._first_dirty: dict[Path, dict[TopicPartition, int]] = {
-            data_dir: read_checkpoint(data_dir / CLEANER_CHECKPOINT_FILE) for data_dir in data_dirs
+            data_dir: {p: o for p, o in read_checkpoint(data_dir / CLEANER_CHECKPOINT_FILE).items() if p in known}
+            for data_dir in data_dirs
+        }
+        self._horizons: dict[Path, dict[TopicPartition, list[tuple[int, int]]]] = {
+            data_dir: {p: marks for p, marks in _read_horizons(data_dir / HORIZONS_FILE).items() if p in known}
+            for data_dir in data_dirs
         }
         self._failed_until: dict[TopicPartition, float] = {}
         self.passes = 0
@@ -84,12 +104,38 @@ class LogCleaner:
         with self._lock:
             return next((d[partition] for d in self._first_dirty.values() if partition in d), 0)
 
-    def forget(self, topic: str) -> None:
-        """A topic was deleted: its partitions' entries go at the next checkpoint."""
+    def _start_of(self, partition: TopicPartition, log: Log) -> int:
+        """The first dirty offset, no further than a truncation or the log's end reach (what was
+        read beyond may have been replaced since)."""
+        first = min(self.first_dirty(partition), log.truncated_below)
+        return first if first <= log.log_end_offset else log.log_start_offset
+
+    def horizon_offset(self, partition: TopicPartition, log: Log, now: int) -> int:
+        """The offset below which tombstones and emptied markers may go (see the module doc)."""
+        cutoff = now - log.config.delete_retention_ms
         with self._lock:
-            for offsets in self._first_dirty.values():
-                for partition in [p for p in offsets if p[0] == topic]:
-                    del offsets[partition]
+            marks = next((h[partition] for h in self._horizons.values() if partition in h), [])
+            return min(max((end for end, at in marks if at <= cutoff), default=0), log.truncated_below)
+
+    def forget(self, topic: str) -> None:
+        """A topic was deleted: its partitions' entries go, from the files too."""
+        with self._lock:
+            for data_dir in self._first_dirty:
+                offsets, horizons = self._first_dirty[data_dir], self._horizons.get(data_dir, {})
+                gone = [p for p in {*offsets, *horizons} if p[0] == topic]
+                for partition in gone:
+                    offsets.pop(partition, None)
+                    horizons.pop(partition, None)
+                if gone:
+                    self._write_state(data_dir)
+
+    def _write_state(self, data_dir: Path) -> None:
+        """The checkpoint and the horizons of ``data_dir`` (under the lock)."""
+        try:
+            write_checkpoint(data_dir / CLEANER_CHECKPOINT_FILE, dict(self._first_dirty.get(data_dir, {})))
+            _write_horizons(data_dir / HORIZONS_FILE, self._horizons.get(data_dir, {}))
+        except StorageError as exc:  # a pass stands; the next one just reads more, keeps more
+            logger.warning("cannot write the cleaner's state in %s: %s", data_dir, exc)
 
     @property
     def map_memory_bytes(self) -> int:
@@ -107,8 +153,8 @@ class LogCleaner:
         partition, log, data_dir = chosen
         try:
             return self._clean(partition, log, data_dir, now)
-        except (CleanerStoppedError, LogClosedError):
-            return None
+        except (CleanerStoppedError, LogClosedError, SegmentDeletedError):
+            return None  # stopping, or the log changed under the pass (retention, deletion): next round
         except (LogError, OSError, ValueError) as exc:
             # ValueError: the kernels met bytes they cannot read (damage: verification names it)
             logger.error("cleaning %s-%d failed; it is left alone for a while: %s", *partition, exc)  # noqa: TRY400
@@ -121,7 +167,9 @@ class LogCleaner:
             config = log.config
             if not config.compact or self._failed_until.get(partition, 0) > time.monotonic():
                 continue
-            part = cleanable_part(log, self.first_dirty(partition), now)
+            if log.index_failure is not None or log.corruption is not None:
+                continue  # quarantined: opened again, it is cleaned again
+            part = cleanable_part(log, self._start_of(partition, log), now)
             if not part.dirty_bytes:
                 continue
             overdue = config.max_compaction_lag_ms is not None and any(
@@ -139,19 +187,22 @@ class LogCleaner:
         settings = self.settings
         if self._map is None:
             self._map = OffsetMap(settings.dedupe_buffer_bytes, settings.load_factor)
-        part = cleanable_part(log, self.first_dirty(partition), now)
+        part = cleanable_part(log, self._start_of(partition, log), now)
+        horizon = self.horizon_offset(partition, log, now)
         stats = CleanStats()
         map_end = build_offset_map(log, part, self._map, stats, settings.io_buffer_bytes, self._stop)
-        finished = clean_segments(log, part, map_end, self._map, now, stats, settings.io_buffer_bytes, self._stop)
+        finished = clean_segments(log, part, map_end, self._map, horizon, stats, settings.io_buffer_bytes, self._stop)
         stats.elapsed_s = time.monotonic() - stats.started
-        if finished:
+        still_open = any(l is log for _, l, _ in self._logs())  # noqa: E741
+        if finished and still_open and log.truncated_below >= map_end:
             with self._lock:
-                offsets = self._first_dirty.setdefault(data_dir, {})
-                offsets[partition] = map_end
-                try:
-                    write_checkpoint(data_dir / CLEANER_CHECKPOINT_FILE, dict(offsets))
-                except StorageError as exc:  # the pass stands; the next one just reads more again
-                    logger.warning("cannot write the cleaner's checkpoint in %s: %s", data_dir, exc)
+                self._first_dirty.setdefault(data_dir, {})[partition] = map_end
+                marks = self._horizons.setdefault(data_dir, {}).setdefault(partition, [])
+                marks.append((map_end, now))
+                cutoff = now - log.config.delete_retention_ms
+                aged = [mark for mark in marks if mark[1] <= cutoff]
+                marks[:] = [max(aged), *(m for m in marks if m[1] > cutoff)] if aged else marks
+                self._write_state(data_dir)
         result = PassResult(partition, part.dirty_ratio, part.dirty_from, map_end, stats)
         self.passes += 1
         self.last = result
@@ -179,8 +230,8 @@ class LogCleaner:
             except Exception:
                 logger.exception("the log cleaner's round failed; retrying after its backoff")
                 result = None
-            if result is None:
-                self._stop.wait(self.settings.backoff_ms / 1000)
+            if result is None or result.map_end <= result.first_dirty:
+                self._stop.wait(self.settings.backoff_ms / 1000)  # nothing to do, or no way forward now
 
     def stop(self) -> None:
         """Stop the thread, interrupting a pass between batches."""
@@ -188,3 +239,27 @@ class LogCleaner:
         if self._thread is not None:
             self._thread.join()
             self._thread = None
+
+
+def _read_horizons(path: Path) -> dict[TopicPartition, list[tuple[int, int]]]:
+    """The notes of ``path`` (see the module doc); empty, with a warning, if unreadable."""
+    found: dict[TopicPartition, list[tuple[int, int]]] = {}
+    try:
+        document = json.loads(path.read_bytes())
+        if document.get("format_version") != _HORIZONS_VERSION:
+            raise ValueError(f"unknown format_version {document.get('format_version')!r}")
+        for name, marks in document["partitions"].items():
+            topic, _, partition = name.rpartition(" ")
+            found[(topic, int(partition))] = [(int(end), int(at)) for end, at in marks]
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        logger.warning("ignoring %s (%s): tombstones stay until new passes age", path, exc)
+        return {}
+    return found
+
+
+def _write_horizons(path: Path, horizons: dict[TopicPartition, list[tuple[int, int]]]) -> None:
+    partitions = {f"{topic} {partition}": marks for (topic, partition), marks in sorted(horizons.items())}
+    document = {"format_version": _HORIZONS_VERSION, "partitions": partitions}
+    write_atomically(path, json.dumps(document).encode(), crash_prefix="cleaner.horizons")

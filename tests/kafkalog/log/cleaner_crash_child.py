@@ -17,6 +17,10 @@ CONFIG = LogConfig(
 """Small segments (several groups per pass), tombstones removed at once (delete.retention.ms 0)."""
 
 
+EXTRA = (b"first", b"last")
+"""Keys of the two records that close the writing and start the second round: not in ``history``."""
+
+
 def history() -> list[tuple[bytes, bytes | None]]:
     """What the child appends, in order: 240 records over 25 keys, every 11th a tombstone."""
     return [(b"key-%02d" % (i * 7 % 25), None if i % 11 == 10 else b"value-%04d" % i) for i in range(240)]
@@ -28,9 +32,17 @@ def main(data_dir: str) -> None:
         if log.log_end_offset == 0:
             for key, value in history():
                 log.append(encode_batch([RecordInput(key, value, NOW)]))
+            log.append(encode_batch([RecordInput(b"first", b"x", NOW)]))
             log.roll()
         while manager.cleaner.clean_once(NOW + 1) is not None:
             pass
+        last = log.read_messages(log.log_end_offset - 1)
+        if not last or last[-1].key != b"last":  # once: passes past the deletes' first ones
+            for now in (NOW + 2, NOW + 3):
+                log.append(encode_batch([RecordInput(b"last", b"x", NOW)]))
+                log.roll()
+                while manager.cleaner.clean_once(now) is not None:
+                    pass
 
 
 if __name__ == "__main__":

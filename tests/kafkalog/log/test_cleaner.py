@@ -155,7 +155,9 @@ def test_aborted_data_goes_committed_stays_and_open_transactions_are_not_cleaned
     log.append(txn_batch(1, 0, b"a", b"committed"))
     log.append_marker(1, 0, commit=True, coordinator_epoch=0)
     log.append(txn_batch(2, 0, b"b", b"aborted"))
-    log.append_marker(2, 0, commit=False, coordinator_epoch=0)
+    abort = log.append_marker(2, 0, commit=False, coordinator_epoch=0).first_offset
+    log.append(txn_batch(2, 1, b"b2", b"then committed"))  # the producer's last batch is this one
+    log.append_marker(2, 0, commit=True, coordinator_epoch=0)
     log.roll()
     log.append(txn_batch(3, 0, b"c", b"open"))  # holds the last stable offset
     log.roll()
@@ -164,22 +166,21 @@ def test_aborted_data_goes_committed_stays_and_open_transactions_are_not_cleaned
     clean_fully(cleaner)
     markers = {h.base_offset for s in log.segments for h in _headers(s.log_path) if h.control}
     values = {m.key: m.value for m in read_all(log) if m.offset not in markers}
-    assert values == {b"a": b"committed", b"c": b"open", b"d": b"after"}, "the aborted record is gone"
-    kinds = [(h.producer_id, h.control) for s in log.segments for h in _headers(s.log_path)]
-    assert (2, True) in kinds, "the abort marker stays within delete.retention.ms"
+    assert values == {b"a": b"committed", b"b2": b"then committed", b"c": b"open", b"d": b"after"}, "aborted: gone"
+    markers = {h.base_offset for s in log.segments for h in _headers(s.log_path) if h.control}
+    assert abort in markers, "the abort marker stays within delete.retention.ms"
     assert [e.producer_id for s in log.segments for e in s.txn_index.entries] == [2]
     assert log.aborted_transactions(0, log.log_end_offset)[0].producer_id == 2
-    segment_of_open = next(s for s in log.segments if s.base_offset <= 4 < s.next_offset)
-    assert log.last_stable_offset == 4 and segment_of_open.base_offset == 4
-    assert [m.value for m in read_all(log) if m.offset >= 4] == [b"open", b"after"], "above the LSO: untouched"
+    segment_of_open = next(s for s in log.segments if s.base_offset <= 6 < s.next_offset)
+    assert log.last_stable_offset == 6 and segment_of_open.base_offset == 6
+    assert [m.value for m in read_all(log) if m.offset >= 6] == [b"open", b"after"], "above the LSO: untouched"
     log.append_marker(3, 0, commit=True, coordinator_epoch=0)
     log.roll()  # a dirty section for the next pass, past the horizon
     clean_fully(cleaner, NOW + 2 * DAY)
-    kinds = [(h.producer_id, h.control) for s in log.segments for h in _headers(s.log_path)]
-    assert (2, True) not in kinds, "past the horizon, a marker whose data is gone goes"
-    assert (1, True) in kinds, "a commit marker whose data stays, stays"
+    markers = {h.base_offset for s in log.segments for h in _headers(s.log_path) if h.control}
+    assert abort not in markers, "past the horizon, a marker whose data is gone goes"
+    assert 1 in markers and abort + 2 in markers, "a commit marker whose data stays, stays"
     assert not [e for s in log.segments for e in s.txn_index.entries]
-    assert (2, False) in kinds, "producer 2's last batch stays, emptied, while the producer is known"
     assert log.last_stable_offset == log.log_end_offset
 
 
@@ -303,3 +304,97 @@ def _headers(path: Path) -> list:  # type: ignore[type-arg]
 
 def _fields(config: LogConfig) -> dict[str, object]:
     return {name: getattr(config, name) for name in config.__dataclass_fields__}
+
+
+def test_a_committed_transaction_after_an_aborted_one_of_its_producer_stays(tmp_path: Path) -> None:
+    clock = FakeClock(NOW)
+    log = Log(tmp_path / "t-0", LogConfig(**{**_fields(COMPACT), "min_cleanable_dirty_ratio": 0.01}), clock=clock)
+
+    def txn_batch(sequence: int, key: bytes, value: bytes) -> bytes:
+        return keyed(key, value, producer_id=1, producer_epoch=0, base_sequence=sequence, transactional=True)
+
+    log.append(keyed(b"y", b"old-y"))
+    log.append(txn_batch(0, b"x", b"aborted"))
+    log.append_marker(1, 0, commit=False, coordinator_epoch=0)  # the abort marker stays (its horizon)
+    log.roll()
+    log.append(txn_batch(1, b"y", b"committed-y"))
+    log.append_marker(1, 0, commit=True, coordinator_epoch=0)
+    cleaner = cleaner_of(log, clock=clock)
+    clean_fully(cleaner)
+    log.roll()
+    log.append(keyed(b"z", b"z"))
+    log.roll()
+    clean_fully(cleaner)
+    markers = {h.base_offset for s in log.segments for h in _headers(s.log_path) if h.control}
+    assert {m.key: m.value for m in read_all(log) if m.offset not in markers} == {b"y": b"committed-y", b"z": b"z"}
+
+
+def test_deletes_stay_through_their_first_pass_whatever_their_timestamps_and_past_a_full_map(tmp_path: Path) -> None:
+    old = NOW - 3 * DAY  # written long ago, as a mirror or a restore writes them
+    config = LogConfig(**{**_fields(COMPACT), "segment_bytes": 1_000_000, "min_cleanable_dirty_ratio": 0.0})
+    log = Log(tmp_path / "t-0", config, clock=FakeClock(NOW))
+    log.append(encode_batch([RecordInput(b"victim", b"alive", old)]))
+    for first in range(0, 1000, 100):  # more keys than the smallest map holds
+        log.append(encode_batch([RecordInput(b"k%07d" % j, b"v", old) for j in range(first, first + 100)]))
+    log.append(encode_batch([RecordInput(b"victim", None, old), RecordInput(b"gone", None, old)]))
+    log.roll()
+    cleaner = cleaner_of(log, map_bytes=MIN_MAP_BYTES)
+    first_pass = cleaner.clean_once(NOW)
+    assert first_pass is not None and first_pass.map_end < 1001, "the map filled before the delete"
+    victim = [m.value for m in read_all(log) if m.key == b"victim"]
+    assert victim[-1] is None, "the delete stays: the key is not back"
+    clean_fully(cleaner, NOW)
+    assert {m.key: m.value for m in read_all(log) if m.key in (b"victim", b"gone")} == {b"victim": None, b"gone": None}
+    log.append(encode_batch([RecordInput(b"later", b"x", NOW)]))
+    log.roll()
+    clean_fully(cleaner, NOW + 2 * DAY)  # a day after the passes that first cleaned them
+    assert not [m for m in read_all(log) if m.key in (b"victim", b"gone")], "gone a delete.retention.ms later"
+
+
+def test_an_emptied_transactional_last_batch_keeps_its_marker_and_the_stable_offset_moves(tmp_path: Path) -> None:
+    clock = FakeClock(NOW)
+    log = Log(tmp_path / "t-0", LogConfig(**{**_fields(COMPACT), "min_cleanable_dirty_ratio": 0.01}), clock=clock)
+    log.append(keyed(b"k", b"txn", producer_id=9, producer_epoch=0, base_sequence=0, transactional=True))
+    log.append_marker(9, 0, commit=True, coordinator_epoch=0)
+    log.append(keyed(b"k", b"newer"))  # supersedes the producer's only record
+    log.roll()
+    cleaner = cleaner_of(log, clock=clock)
+    clean_fully(cleaner)
+    log.append(keyed(b"other", b"x"))
+    log.roll()
+    clean_fully(cleaner, NOW + 2 * DAY)
+    assert [(h.producer_id, h.control) for h in _headers(log.segments[0].log_path)][:2] == [(9, False), (9, True)]
+    end = log.log_end_offset
+    log.close()
+    for snapshot in (tmp_path / "t-0").glob(f"*{SNAPSHOT_SUFFIX}"):
+        snapshot.unlink()
+    reopened = Log(tmp_path / "t-0", log.config, clock=clock)  # the state replayed from the log alone
+    assert reopened.last_stable_offset == reopened.log_end_offset == end
+    reopened.close()
+
+
+def test_a_deleted_topic_and_a_truncation_start_the_cleaner_over(tmp_path: Path) -> None:
+    settings = CleanerSettings(dedupe_buffer_bytes=MIN_MAP_BYTES)
+    config = LogConfig(**{**_fields(COMPACT), "min_cleanable_dirty_ratio": 0.01})
+    with LogManager([tmp_path], config, cleaner=settings, clock=FakeClock(NOW)) as manager:
+        write(manager.get_or_create_log("t", 0), 200, 10)
+        manager.get_or_create_log("t", 0).roll()
+        assert manager.cleaner.clean_once(NOW) is not None
+        manager.delete_logs("t")
+    with LogManager([tmp_path], config, cleaner=settings, clock=FakeClock(NOW)) as manager:
+        log = manager.get_or_create_log("t", 0)  # the same name again: nothing of the old one applies
+        log.append(keyed(b"K", b"v1"))
+        log.append(keyed(b"K", None))
+        log.roll()
+        assert manager.cleaner.clean_once(NOW) is not None
+        log.append(keyed(b"later", b"x"))
+        log.roll()
+        clean_fully(manager.cleaner, NOW + 2 * DAY)
+        assert [m.key for m in read_all(log)] == [b"later"], "the old value did not come back"
+        write(log, 60, 5)
+        log.roll()
+        clean_fully(manager.cleaner, NOW + 2 * DAY)
+        gap = next(o for o in range(log.log_end_offset) if o not in {m.offset for m in read_all(log)})
+        log.truncate_to(gap)  # into a gap: offsets below it are never given out again
+        assert log.log_end_offset == gap and log.append(keyed(b"new", b"n")).first_offset == gap
+        assert manager.cleaner._start_of(("t", 0), log) <= gap, "read again from the truncation"

@@ -326,6 +326,19 @@ def test_offsets_compaction_removed_are_counted_and_a_split_may_begin_or_end_amo
     assert leftovers(tmp_path / "raw") == []
 
 
+def test_missing_offsets_of_a_topic_that_does_not_compact_are_loss_and_fail_the_split(tmp_path: Path) -> None:
+    """The same gaps on a topic whose cleanup.policy is delete are not compaction: records were
+    lost, the split fails naming the offsets and the policy, and nothing is committed."""
+    spec, cluster = spec_for(tmp_path), MemoryCluster()
+    cluster.create(TOPIC, 1)
+    cluster.append(TOPIC, 0, events(20), timestamp_ms=NOW_MS)
+    cluster.compact(TOPIC, 0, range(5, 9))
+    cluster.policies[TOPIC] = "delete"
+    with pytest.raises(LoadError, match=r"offsets 5-\d+ are missing .* cleanup.policy is 'delete', not compact"):
+        run(spec, cluster)
+    assert PipelineState(LocalStorage(), str(tmp_path / "raw")).committed_seqs() == [], "nothing committed"
+
+
 def _offsets(state: PipelineState, manifest: Any) -> list[int]:
     return [
         o
