@@ -90,8 +90,9 @@ class LogConfig:
 
     delete_retention_ms: int = DAY_MS
     """How long the cleaner keeps a tombstone (a message with a null value) and a transaction
-    marker whose data is gone, judged by the newest timestamp of their segment: a consumer reading a
-    compacted log from its start within this time sees every delete (Kafka's ``delete.retention.ms``)."""
+    marker whose data is gone, after the pass that first cleaned them (the broker's clock, never the
+    records' timestamps): a consumer reading a compacted log again within this time sees every
+    delete (Kafka's ``delete.retention.ms``)."""
 
     on_corruption: Literal["quarantine", "fail"] = "quarantine"
     """What opening a log does when flushed data fails validation (data that no torn write can

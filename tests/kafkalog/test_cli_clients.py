@@ -85,4 +85,4 @@ def test_bad_arguments_name_the_option_or_the_config_key(broker: BrokerProcess) 
     )
     unknown = kafkalog(broker, "topics", "create", "configured", "--config", "retention=1")
     assert unknown.returncode == 1
-    assert b": unsupported topic config 'retention' (supported: flush.messages," in unknown.stderr  # not quoted
+    assert b": unsupported topic config 'retention' (supported: cleanup.policy," in unknown.stderr  # not quoted
