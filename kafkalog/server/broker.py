@@ -138,7 +138,7 @@ class Broker:
 
     def render_metrics(self) -> str:
         offsets = {tp: log.log_end_offset for tp, log in self.logs.logs.items()}
-        return render_prometheus(self.metrics, offsets)
+        return render_prometheus(self.metrics, offsets, self.logs.cleaner.metrics())
 
     def stop(self) -> None:
         logger.info("broker %d stopping", self.config.broker_id)

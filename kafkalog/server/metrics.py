@@ -51,7 +51,9 @@ class Metrics:
         }
 
 
-def render_prometheus(metrics: Metrics, log_end_offsets: dict[tuple[str, int], int]) -> str:
+def render_prometheus(
+    metrics: Metrics, log_end_offsets: dict[tuple[str, int], int], cleaner: dict[str, float] | None = None
+) -> str:
     snap = metrics.snapshot()
     lines = []
     for name in (
@@ -78,6 +80,10 @@ def render_prometheus(metrics: Metrics, log_end_offsets: dict[tuple[str, int], i
     lines.append("# TYPE kafkalog_log_end_offset gauge")
     for (topic, partition), offset in sorted(log_end_offsets.items()):
         lines.append(f'kafkalog_log_end_offset{{topic="{topic}",partition="{partition}"}} {offset}')
+    for name, value in sorted((cleaner or {}).items()):  # kafkalog.log.cleaner.cleaner.LogCleaner.metrics
+        kind = "counter" if name.endswith("_total") else "gauge"
+        lines.append(f"# TYPE kafkalog_cleaner_{name} {kind}")
+        lines.append(f"kafkalog_cleaner_{name} {int(value) if float(value).is_integer() else round(value, 6)}")
     return "\n".join(lines) + "\n"
 
 

@@ -96,6 +96,8 @@ class LogCleaner:
         self._failed_until: dict[TopicPartition, float] = {}
         self.passes = 0
         self.last: PassResult | None = None
+        self._totals = {"bytes_read_total": 0.0, "bytes_written_total": 0.0, "records_removed_total": 0.0}
+        self._longest_swap_ms = 0.0
 
     # ------------------------------------------------------------------ state
 
@@ -136,6 +138,17 @@ class LogCleaner:
             _write_horizons(data_dir / HORIZONS_FILE, self._horizons.get(data_dir, {}))
         except StorageError as exc:  # a pass stands; the next one just reads more, keeps more
             logger.warning("cannot write the cleaner's state in %s: %s", data_dir, exc)
+
+    def metrics(self) -> dict[str, float]:
+        """What the broker's /metrics shows of the cleaner (``kafkalog_cleaner_<name>``)."""
+        last = self.last
+        return {
+            "passes_total": self.passes,
+            **self._totals,
+            "longest_swap_ms": self._longest_swap_ms,
+            "last_pass_mb_per_second": last.stats.mb_per_s if last is not None else 0.0,
+            "offset_map_bytes": self.map_memory_bytes,
+        }
 
     @property
     def map_memory_bytes(self) -> int:
@@ -206,6 +219,10 @@ class LogCleaner:
         result = PassResult(partition, part.dirty_ratio, part.dirty_from, map_end, stats)
         self.passes += 1
         self.last = result
+        self._totals["bytes_read_total"] += stats.bytes_read
+        self._totals["bytes_written_total"] += stats.bytes_written
+        self._totals["records_removed_total"] += stats.records_read - stats.records_kept
+        self._longest_swap_ms = max(self._longest_swap_ms, stats.longest_swap_ms)
         logger.info(
             "cleaned %s-%d (dirty ratio %.2f, offsets %d-%d in the map): %d of %d records kept, %.1f MB read in "
             "%.2f s (%.1f MB/s), %d segment(s) into %d, longest swap %.1f ms, offset map %d keys in %.1f MB",

@@ -6,6 +6,7 @@ policy is a policy violation."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import confluent_kafka
 import confluent_kafka.admin as confluent_admin
 import pytest
 
+from kafkalog.log.cleaner.settings import CleanerSettings
 from kafkalog.server import Broker, BrokerConfig
 
 TOPIC = confluent_admin.ResourceType.TOPIC
@@ -105,3 +107,24 @@ def test_a_compacted_topic_refuses_records_without_a_key_and_delete_records(brok
         answers[partitions[0]].result(30)
     assert violation.value.args[0].code() == confluent_kafka.KafkaError.POLICY_VIOLATION
     assert answers[partitions[1]].result(30).low_watermark == 1, "compact,delete allows it"
+
+
+def test_the_broker_compacts_and_its_metrics_say_so(tmp_path: Path) -> None:
+    config = BrokerConfig(port=0, data_dirs=(tmp_path / "data",), cleaner=CleanerSettings(backoff_ms=50))
+    with Broker(config) as running:
+        admin = admin_of(running)
+        settings = {"cleanup.policy": "compact", "segment.bytes": "1024", "min.cleanable.dirty.ratio": "0.01"}
+        admin.create_topics([confluent_admin.NewTopic("small", 1, config=settings)])["small"].result(30)
+        producer = confluent_kafka.Producer({"bootstrap.servers": f"127.0.0.1:{running.port}", "linger.ms": 0})
+        for i in range(100):
+            producer.produce("small", key=b"k%d" % (i % 5), value=b"value-%03d" % i)
+            producer.flush(30)  # one batch each: segments roll between them
+        deadline = time.monotonic() + 30
+        while running.logs.cleaner.passes == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        text = running.render_metrics()
+    lines = dict(line.rsplit(" ", 1) for line in text.splitlines() if line.startswith("kafkalog_cleaner_"))
+    assert float(lines["kafkalog_cleaner_passes_total"]) >= 1, text
+    assert float(lines["kafkalog_cleaner_records_removed_total"]) > 0
+    assert float(lines["kafkalog_cleaner_offset_map_bytes"]) == CleanerSettings().dedupe_buffer_bytes // 24 * 24
+    assert "# TYPE kafkalog_cleaner_longest_swap_ms gauge" in text
