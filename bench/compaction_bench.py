@@ -12,8 +12,10 @@ cleaner costs the clients of a compacted topic while it runs.
    ratio 0.5): the second pass. Each cleaner's own report of a pass is what is measured, the
    same quantity in both: MB of log processed (read while rewriting) over the pass's whole time
    (building the offset map included): Kafka's "MB of log processed in S seconds" line,
-   kafkalog's "MB read in S s". Kafka's JVM is warmed first by a pass over a small topic. Also
-   reported: kafkalog's offset map memory (its bound, allocated whole) and the broker's peak RSS.
+   kafkalog's "MB read in S s". ``--repeat`` runs per broker, each on a topic of its own; medians.
+   Kafka's JVM is warmed first by a pass pair over a topic a tenth of the size. Also reported:
+   kafkalog's offset map memory (its bound, allocated whole), its longest swap in these passes,
+   and each broker's peak RSS.
 2. **The clients while it cleans** (kafkalog, with ``cleaner.enabled`` true, then false; medians
    of ``--repeat`` runs, alternating). Two compacted topics (10 MB segments, dirty ratio 0.1, the
    cleaner's backoff 100 ms). ``read`` gets ``--clients-records`` records of distinct keys
@@ -250,43 +252,46 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(tempfile.mkdtemp(prefix="compaction-bench-"))
     print(f"# librdkafka {confluent_kafka.libversion()[0]}; {args.records:,} records over {args.keys:,} keys, "
           "100-byte values, one partition", flush=True)  # fmt: skip
-    passes: dict[str, tuple[Pass, Pass]] = {}
+    passes: dict[str, list[tuple[Pass, Pass]]] = {}
     try:
         for name in names:
             if name == "kafka4":
-                kafka4 = Kafka4Process(root / "kafka4", **{"log.cleaner.backoff.ms": 500})
-                kafka4.start()
-                try:
-                    assert kafka4.process is not None
-                    cleaner_race("kafka4 (warm-up)", kafka4.bootstrap, kafka4.log, lambda _: kafka_pass,
-                                 max(args.keys // 10, 1000), max(args.records // 10, 10_000), "warm")  # fmt: skip
-                    first, second, _ = cleaner_race("kafka4", kafka4.bootstrap, kafka4.log, lambda _: kafka_pass,
-                                                    args.keys, args.records, "compacted")  # fmt: skip
-                    passes[name] = (first, second)
-                    result("compaction_kafka4_peak_rss", peak_rss_mb(kafka4.process.pid), "MB")
-                finally:
-                    kafka4.stop()
+                broker: Kafka4Process | BrokerProcess = Kafka4Process(
+                    root / "kafka4", **{"log.cleaner.backoff.ms": 500}
+                )
+                log_path, parse = root / "kafka4" / "kafka.log", lambda _: kafka_pass
             else:
-                ours = BrokerProcess(root / "kafkalog", cleaner={"backoff_ms": 500}, log={"flush_ms": 1000})
-                ours.start()
-                try:
-                    assert ours.process is not None
-                    first, second, _ = cleaner_race("kafkalog", ours.bootstrap, ours.log_path, ours_pass,
-                                                    args.keys, args.records, "compacted")  # fmt: skip
-                    passes[name] = (first, second)
-                    text = ours.log_path.read_text(errors="replace")
-                    memory = max(float(m[9]) for m in OURS_PASS.finditer(text))
-                    result("compaction_kafkalog_offset_map", memory, "MB")
-                    result("compaction_kafkalog_peak_rss", peak_rss_mb(ours.process.pid), "MB")
-                finally:
-                    ours.stop()
-            for label, done in zip(("first", "second"), passes[name], strict=True):
-                result(f"compaction_{name}_{label}_pass", done.mb_per_s, "MB/s")
+                broker = BrokerProcess(root / "kafkalog", cleaner={"backoff_ms": 500}, log={"flush_ms": 1000})
+                log_path, parse = root / "kafkalog.log", ours_pass
+            broker.start()
+            try:
+                assert broker.process is not None
+                if name == "kafka4":  # the JVM's compilers warmed on a pass pair of a tenth of the size
+                    cleaner_race("kafka4 (warm-up)", broker.bootstrap, log_path, parse,
+                                 max(args.keys // 10, 1000), max(args.records // 10, 10_000), "warm")  # fmt: skip
+                passes[name] = []
+                for run in range(args.repeat):
+                    first, second, _ = cleaner_race(f"{name} run {run + 1}", broker.bootstrap, log_path, parse,
+                                                    args.keys, args.records, f"compacted-{run}")  # fmt: skip
+                    passes[name].append((first, second))
+                result(f"compaction_{name}_peak_rss", peak_rss_mb(broker.process.pid), "MB")
+                if name == "kafkalog":
+                    text = log_path.read_text(errors="replace")
+                    result("compaction_kafkalog_offset_map", max(float(m[9]) for m in OURS_PASS.finditer(text)), "MB")
+                    swaps = [float(m[7]) for m in OURS_PASS.finditer(text)]
+                    result("compaction_kafkalog_longest_swap_in_passes", max(swaps), "ms")
+            finally:
+                broker.stop()
+            for index, label in enumerate(("first", "second")):
+                rates = sorted(run[index].mb_per_s for run in passes[name])
+                print(f"# {name} {label} passes: {', '.join(f'{r:,.1f}' for r in rates)} MB/s")
+                result(f"compaction_{name}_{label}_pass", statistics.median(rates), "MB/s")
         if len(passes) == 2:
             for index, label in enumerate(("first", "second")):
-                ratio = passes["kafkalog"][index].mb_per_s / passes["kafka4"][index].mb_per_s
-                print(f"# {label} pass: kafkalog / Kafka 4.x {ratio:.2f}")
-                result(f"compaction_ratio_vs_kafka4_{label}_pass", ratio, "ratio")
+                ours = statistics.median(run[index].mb_per_s for run in passes["kafkalog"])
+                theirs = statistics.median(run[index].mb_per_s for run in passes["kafka4"])
+                print(f"# {label} pass: kafkalog / Kafka 4.x {ours / theirs:.2f} (medians)")
+                result(f"compaction_ratio_vs_kafka4_{label}_pass", ours / theirs, "ratio")
         if args.clients_records:
             runs: dict[bool, list[tuple[float, float, float]]] = {True: [], False: []}
             for index in range(args.repeat):
