@@ -33,6 +33,7 @@ POINTS = [
     "cleaner.swap.after_delete@2",
     "cleaner.swap.after_final_rename@2",
     "cleaner.swap.before_intent_removed@3",
+    "cleaner.horizons.tmp_written",  # a pass done, its note of when half written
     "segment.append.after_write@100",  # while the log is written, before any pass
 ]
 
