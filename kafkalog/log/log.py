@@ -160,9 +160,9 @@ class Log:
         and writes the entry) or truncated (which rebuilds every entry)."""
         self._unflushed_messages = 0
         self._oldest_unflushed_ms: int | None = None
-        self.truncated_below = 1 << 62
-        """The lowest log end a truncation left since the log was opened: the cleaner reads from
-        there again (what it had read beyond may have been replaced)."""
+        self._truncated_to: int | None = None
+        """The lowest log end a truncation left since the cleaner last took it (``take_truncation``):
+        what the cleaner read beyond it was replaced."""
         self.directory.mkdir(parents=True, exist_ok=True)
         segments = self._load(recovery_point, clean_shutdown)
         self._set_segments(segments)
@@ -631,8 +631,9 @@ class Log:
                 break
             except SegmentDeletedError:
                 continue  # retention removed one meanwhile: take a new snapshot
-        # a sealed segment the cleaner emptied has no timestamp to answer with
-        candidates = [c for c, s in zip(candidates, segments, strict=True) if s.size or s is segments[-1]]
+        if timestamp not in (LATEST_TIME, EARLIEST_TIME):
+            # a sealed segment the cleaner emptied has no timestamp to answer with
+            candidates = [c for c, s in zip(candidates, segments, strict=True) if s.size or s is segments[-1]]
         if segments[-1].size > 0:
             candidates.append((end, self.clock()))
         floor = self._start_floor  # a segment start below the log start (DeleteRecords) is gone
@@ -752,6 +753,21 @@ class Log:
             fsync_dir(self.directory)
             return len(doomed)
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def take_truncation(self) -> int | None:
+        """The lowest log end truncations left since the last call (None: none), and forget it:
+        the cleaner starts over from there."""
+        with self._lock:
+            found, self._truncated_to = self._truncated_to, None
+            return found
+
+    @property
+    def truncated_since_taken(self) -> bool:
+        return self._truncated_to is not None
+
     def quarantine(self, failure: StorageError) -> None:
         """Refuse appends, read-committed reads and retention until the log is opened again (as
         ``index_failure`` does): what is on disk no longer matches the segments in memory (a
@@ -793,6 +809,8 @@ class Log:
         OffsetOutOfRangeError for an offset beyond the log end. Below the current start: no change."""
         with self._lock:
             self._check_open()
+            if self.index_failure is not None:
+                raise self.index_failure  # quarantined: nothing may move until it is opened again
             end = self._log_end_offset
             if not 0 <= offset <= end:
                 raise OffsetOutOfRangeError(offset, self.log_start_offset, end, where=str(self.directory))
@@ -819,6 +837,8 @@ class Log:
         quarantined corrupt message). A compressed wrapper that straddles ``offset`` goes whole."""
         with self._lock:
             self._check_open()
+            if offset < 0:
+                raise LogError(f"{self.directory}: cannot truncate to offset {offset}: offsets start at 0")
             if offset >= self._log_end_offset:
                 return
             end_before = self._log_end_offset
@@ -847,11 +867,28 @@ class Log:
             # in a compacted log the end is where the first entry cut began (or the offset asked
             # for, in a gap), not the last kept record's next offset: offsets compacted away
             # below it must never be given out again
-            cut_at = offset if first_cut is None else min(offset, first_cut)
-            keep[-1].next_offset = max(keep[-1].next_offset, min(cut_at, end_before))
-            self._stable = min(self._stable, keep[-1].next_offset)  # rebuilt below with the producers
-            self._log_end_offset = keep[-1].next_offset
-            self.truncated_below = min(self.truncated_below, self._log_end_offset)
+            if first_cut == -1:  # inside a v0/v1 wrapper: its messages go with it, no gap
+                cut_at = keep[-1].next_offset
+            else:
+                cut_at = offset if first_cut is None else min(offset, first_cut)
+            cut_at = max(keep[-1].next_offset, min(cut_at, end_before))
+            if cut_at > keep[-1].next_offset:
+                # an end past the last record is durable only as a segment's name: continue in
+                # an empty one based there
+                last = keep[-1]
+                if last.size:
+                    last.seal()
+                else:
+                    last.delete()
+                    keep = keep[:-1]
+                active = LogSegment.create_active(self.directory, cut_at, self.config)
+                active.on_corruption = self._note_corruption
+                keep = [*keep, active]
+                self._set_segments(keep)
+                fsync_dir(self.directory)
+            self._stable = min(self._stable, cut_at)  # rebuilt below with the producers
+            self._log_end_offset = cut_at
+            self._truncated_to = cut_at if self._truncated_to is None else min(self._truncated_to, cut_at)
             self._recovery_point = self._log_end_offset
             self.corruption = next((s.corruption for s in keep if s.corruption is not None), None)
             if self._start_floor > self._log_end_offset:  # the log start cannot be beyond its end

@@ -591,8 +591,8 @@ class LogSegment:
 
     def first_offset_from(self, offset: int) -> int | None:
         """The first offset of the entry holding ``offset`` or, in a gap, of the next one; None if
-        the segment has none at or after it. A v0/v1 compressed wrapper states only its last
-        offset: for one, its last offset is returned (at least ``offset``)."""
+        the segment has none at or after it; -1 for a v0/v1 compressed wrapper, which states only
+        its last offset."""
         fd = self._dup_fd()
         try:
             found = self._find(fd, offset, self.size)
@@ -603,6 +603,8 @@ class LogSegment:
             os.close(fd)
         if len(header) == _BATCH_HEADER and header[_MAGIC_POS] == _BATCH_MAGIC:
             return int.from_bytes(header[:8], "big", signed=True)
+        if len(header) > _MAGIC_POS + 1 and header[_MAGIC_POS + 1] & 0x07:
+            return -1  # a compressed wrapper: where its messages begin is inside it
         return found[1]
 
     def open_reader(self) -> int:

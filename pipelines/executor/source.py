@@ -66,6 +66,7 @@ QUARANTINE_SCHEMA = pa.schema(
 """A quarantined message: everything it carried, as the broker gave it (``timestamp`` in ms, -1 for
 none; ``timestamp_type`` and ``headers`` as in raw rows), so that it can be replayed once fixed."""
 QUARANTINE_DDL = ddl_of(QUARANTINE_SCHEMA)
+_NOT_AUTHORIZED = (29, 31)  # TOPIC_ and CLUSTER_AUTHORIZATION_FAILED
 
 
 class SplitPartition(InputPartition):
@@ -322,14 +323,26 @@ class SplitTask:
     def _check_compacted(self, gap: OffsetRange) -> None:
         """The first gap of the task: missing offsets are compaction only on a topic whose
         cleanup.policy says compact. Where the broker says otherwise they are loss, and the split
-        fails; a broker that cannot tell (Kafka before 0.11) is taken at its word that it compacts."""
+        fails; where it cannot tell (a broker without DescribeConfigs v1+, before Kafka 1.1; a
+        principal without the DescribeConfigs ACL) the gap is taken as compaction."""
         if self._policy_checked:
             return
-        from kafkalog.errors import KafkalogError  # noqa: PLC0415
+        from kafkalog.errors import BrokerResponseError, KafkalogError  # noqa: PLC0415
 
         split = self.split
         try:
             configs = self._consumer.topic_configs(split.topic, ["cleanup.policy"])
+        except BrokerResponseError as exc:
+            if exc.error_code not in _NOT_AUTHORIZED:
+                raise LoadError(f"{split.name}: offsets {gap.first}-{gap.last} are missing and the topic's "
+                                f"cleanup.policy cannot be read ({exc})") from exc  # fmt: skip
+            # a principal that may read the topic but not describe its configs (DescribeConfigs
+            # needs its own ACL): it cannot tell, as an old broker cannot
+            log.warning(
+                "%s: offsets %d-%d are missing; the topic's cleanup.policy is not readable by this principal (%s): "
+                "taken as compaction", split.name, gap.first, gap.last, exc.error_name,
+            )  # fmt: skip
+            configs = None
         except KafkalogError as exc:
             raise LoadError(f"{split.name}: offsets {gap.first}-{gap.last} are missing and the topic's "
                             f"cleanup.policy cannot be read ({exc})") from exc  # fmt: skip

@@ -25,7 +25,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from kafkalog.client.committed import Skipped
-from kafkalog.errors import OffsetOutOfRangeError
+from kafkalog.errors import BrokerResponseError, OffsetOutOfRangeError
 from kafkalog.record import Message
 from kafkalog.record.message import TimestampType
 from pipelines import faults
@@ -51,7 +51,8 @@ class MemoryCluster:
     removed: set[tuple[str, int, int]] = field(default_factory=set)
     """(topic, partition, offset) of records the log cleaner removed (a compacted topic)."""
     policies: dict[str, str] = field(default_factory=dict)
-    """A topic's cleanup.policy (``compact`` once ``compact`` removed records of it; else none known)."""
+    """A topic's cleanup.policy (``compact`` once ``compact`` removed records of it; else none known;
+    ``not authorized``: DescribeConfigs refused)."""
 
     def create(self, topic: str, partitions: int) -> None:
         for partition in range(partitions):
@@ -104,6 +105,8 @@ class MemoryConsumer:
 
     def topic_configs(self, topic: str, keys: Iterable[str] | None = None) -> dict[str, str | None] | None:
         policy = self.cluster.policies.get(topic)
+        if policy == "not authorized":  # a principal without the DescribeConfigs ACL
+            raise BrokerResponseError(29, "TOPIC_AUTHORIZATION_FAILED", f"topic {topic!r}'s configs")
         return None if policy is None else {"cleanup.policy": policy}
 
     def __exit__(self, *exc: object) -> None:

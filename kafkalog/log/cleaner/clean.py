@@ -415,7 +415,7 @@ def clean_segments(
 ) -> bool:
     """Steps 2 and 3 for the cleanable segments below ``map_end``; False if the log changed under
     the pass (a group was no longer the log's: nothing of it was swapped in). Tombstones and
-    emptied markers go only from segments wholly below ``horizon_offset`` (see LogCleaner)."""
+    emptied markers go only from entries wholly below ``horizon_offset`` (see LogCleaner)."""
     segments = [s for s in cleanable.segments if s.base_offset < map_end]
     if not segments:
         return True
@@ -429,8 +429,7 @@ def clean_segments(
         writer = _Writer(log.directory, group[0].base_offset)
         try:
             for segment in group:
-                retain_deletes = segment.next_offset > horizon_offset
-                _clean_segment(segment, writer, offset_map, transactions, protected, retain_deletes, markers_kept,
+                _clean_segment(segment, writer, offset_map, transactions, protected, horizon_offset, markers_kept,
                                stats, chunk_bytes, stopping)  # fmt: skip
             suffixes = writer.finish(log)
         except BaseException:
@@ -479,21 +478,32 @@ def _clean_segment(
     offset_map: OffsetMap,
     transactions: _Transactions,
     protected: set[int],
-    retain_deletes: bool,
+    horizon_offset: int,
     markers_kept: dict[int, TxnIndexEntry],
     stats: CleanStats,
     chunk_bytes: int,
     stopping: Stopping,
 ) -> None:
+    """Rewrite one segment into ``writer``. Its entries before the delete horizon (wholly below
+    ``horizon_offset``) lose their tombstones and emptied markers; those from the entry holding it
+    on keep them (the kernels are called on each side of that byte)."""
     table = offset_map.table
     _verified(segment)
+    if horizon_offset <= segment.base_offset:
+        horizon_at = 0
+    elif horizon_offset >= segment.next_offset:
+        horizon_at = segment.size
+    else:
+        horizon_at = segment.position_of(horizon_offset)
     with _Reader(segment, chunk_bytes) as reader, _named(reader):
         while reader.fill():
             if stopping.is_set():
                 raise CleanerStoppedError(f"{segment.log_path}: stopped while cleaning")
             buffer = reader.buffer
+            retain_deletes = reader.pos >= horizon_at
+            stop = len(buffer) if retain_deletes else min(len(buffer), horizon_at - reader.buffer_start)
             at, status, read, kept = kernels.filter_batches(
-                table, buffer, reader.at, len(buffer), writer.pending, retain_deletes, protected
+                table, buffer, reader.at, stop, writer.pending, retain_deletes, protected
             )
             stats.records_read += read
             stats.records_kept += kept

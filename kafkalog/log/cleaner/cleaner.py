@@ -13,9 +13,11 @@ The delete horizon. A tombstone, and a transaction marker whose data is gone, st
 rule, before KIP-534 wrote the horizon into the batches): never in that first pass, and never
 judged by the records' own timestamps (a mirror or a restore writes old ones). Each pass notes
 (its end offset, its time) in the data directory's ``cleaner-horizons`` (JSON, replaced
-atomically); a log's horizon offset is the highest end of the passes at least
-``delete.retention.ms`` old, and only segments wholly below it lose their tombstones. Lost, the
-notes start again: tombstones then stay longer, never shorter.
+atomically; kept short by ``_note_pass``); a log's horizon offset is the highest end of the passes
+at least ``delete.retention.ms`` old, and only entries wholly below it lose their tombstones. Lost,
+the notes start again: tombstones then stay longer, never shorter. A truncation pulls the notes
+and the first dirty offset back to the end it left (``Log.take_truncation``; at start-up, every
+entry is pulled back to its log's end, for a truncation made with the broker stopped).
 
 A log whose pass fails (an I/O error, damage the cleaner cannot read) is logged and left alone for
 ten backoffs; the others go on being cleaned. Stopping interrupts a pass between batches; nothing
@@ -84,13 +86,23 @@ class LogCleaner:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._map: OffsetMap | None = None
-        known = {partition for partition, _, _ in logs()}  # a deleted topic's entries must not come back
+        # only the entries of logs there are, where they are (a deleted topic's must not come
+        # back), and never past a log's end (a truncation made offline)
+        ends = {(partition, data_dir): log.log_end_offset for partition, log, data_dir in logs()}
         self._first_dirty: dict[Path, dict[TopicPartition, int]] = {
-            data_dir: {p: o for p, o in read_checkpoint(data_dir / CLEANER_CHECKPOINT_FILE).items() if p in known}
+            data_dir: {
+                p: min(o, ends[(p, data_dir)])
+                for p, o in read_checkpoint(data_dir / CLEANER_CHECKPOINT_FILE).items()
+                if (p, data_dir) in ends
+            }
             for data_dir in data_dirs
         }
         self._horizons: dict[Path, dict[TopicPartition, list[tuple[int, int]]]] = {
-            data_dir: {p: marks for p, marks in _read_horizons(data_dir / HORIZONS_FILE).items() if p in known}
+            data_dir: {
+                p: [(min(end, ends[(p, data_dir)]), at) for end, at in marks]
+                for p, marks in _read_horizons(data_dir / HORIZONS_FILE).items()
+                if (p, data_dir) in ends
+            }
             for data_dir in data_dirs
         }
         self._failed_until: dict[TopicPartition, float] = {}
@@ -107,17 +119,31 @@ class LogCleaner:
             return next((d[partition] for d in self._first_dirty.values() if partition in d), 0)
 
     def _start_of(self, partition: TopicPartition, log: Log) -> int:
-        """The first dirty offset, no further than a truncation or the log's end reach (what was
-        read beyond may have been replaced since)."""
-        first = min(self.first_dirty(partition), log.truncated_below)
+        """The first dirty offset (the log start if it lies past the log's end)."""
+        first = self.first_dirty(partition)
         return first if first <= log.log_end_offset else log.log_start_offset
+
+    def _absorb_truncation(self, partition: TopicPartition, log: Log, data_dir: Path) -> None:
+        """A truncation replaced what lies past the end it left: the next pass reads from there,
+        and no note says data past it was cleaned."""
+        end = log.take_truncation()
+        if end is None:
+            return
+        with self._lock:
+            offsets = self._first_dirty.setdefault(data_dir, {})
+            if partition in offsets:
+                offsets[partition] = min(offsets[partition], end)
+            marks = self._horizons.setdefault(data_dir, {}).get(partition)
+            if marks:
+                marks[:] = [(min(mark_end, end), at) for mark_end, at in marks]
+            self._write_state(data_dir)
 
     def horizon_offset(self, partition: TopicPartition, log: Log, now: int) -> int:
         """The offset below which tombstones and emptied markers may go (see the module doc)."""
         cutoff = now - log.config.delete_retention_ms
         with self._lock:
             marks = next((h[partition] for h in self._horizons.values() if partition in h), [])
-            return min(max((end for end, at in marks if at <= cutoff), default=0), log.truncated_below)
+            return max((end for end, at in marks if at <= cutoff), default=0)
 
     def forget(self, topic: str) -> None:
         """A topic was deleted: its partitions' entries go, from the files too."""
@@ -130,6 +156,20 @@ class LogCleaner:
                     horizons.pop(partition, None)
                 if gone:
                     self._write_state(data_dir)
+
+    @staticmethod
+    def _note_pass(marks: list[tuple[int, int]], end: int, now: int, log: Log) -> None:
+        """Add (end, now) to a log's notes, kept short: the notes at least delete.retention.ms old
+        become their highest one; a pass within a sixteenth of it of the last note replaces that
+        note (its later time: tombstones then stay a little longer, never shorter)."""
+        retention = log.config.delete_retention_ms
+        if marks and now - marks[-1][1] < retention / 16:
+            marks[-1] = (max(end, marks[-1][0]), now)
+        else:
+            marks.append((end, now))
+        aged = [mark for mark in marks if mark[1] <= now - retention]
+        if aged:
+            marks[:] = [max(aged), *(mark for mark in marks if mark[1] > now - retention)]
 
     def _write_state(self, data_dir: Path) -> None:
         """The checkpoint and the horizons of ``data_dir`` (under the lock)."""
@@ -182,6 +222,7 @@ class LogCleaner:
                 continue
             if log.index_failure is not None or log.corruption is not None:
                 continue  # quarantined: opened again, it is cleaned again
+            self._absorb_truncation(partition, log, data_dir)
             part = cleanable_part(log, self._start_of(partition, log), now)
             if not part.dirty_bytes:
                 continue
@@ -206,15 +247,12 @@ class LogCleaner:
         map_end = build_offset_map(log, part, self._map, stats, settings.io_buffer_bytes, self._stop)
         finished = clean_segments(log, part, map_end, self._map, horizon, stats, settings.io_buffer_bytes, self._stop)
         stats.elapsed_s = time.monotonic() - stats.started
-        still_open = any(l is log for _, l, _ in self._logs())  # noqa: E741
-        if finished and still_open and log.truncated_below >= map_end:
-            with self._lock:
+        with self._lock:
+            # not after a truncation meanwhile (the next pass takes it), nor for a log closed
+            # meanwhile (a deleted topic: forget() took this lock after closing it)
+            if finished and not log.closed and not log.truncated_since_taken:
                 self._first_dirty.setdefault(data_dir, {})[partition] = map_end
-                marks = self._horizons.setdefault(data_dir, {}).setdefault(partition, [])
-                marks.append((map_end, now))
-                cutoff = now - log.config.delete_retention_ms
-                aged = [mark for mark in marks if mark[1] <= cutoff]
-                marks[:] = [max(aged), *(m for m in marks if m[1] > cutoff)] if aged else marks
+                self._note_pass(self._horizons.setdefault(data_dir, {}).setdefault(partition, []), map_end, now, log)
                 self._write_state(data_dir)
         result = PassResult(partition, part.dirty_ratio, part.dirty_from, map_end, stats)
         self.passes += 1
@@ -270,7 +308,7 @@ def _read_horizons(path: Path) -> dict[TopicPartition, list[tuple[int, int]]]:
             found[(topic, int(partition))] = [(int(end), int(at)) for end, at in marks]
     except FileNotFoundError:
         return {}
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         logger.warning("ignoring %s (%s): tombstones stay until new passes age", path, exc)
         return {}
     return found

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog.log import Log, LogConfig, LogManager
+from kafkalog.log import EARLIEST_TIME, Log, LogConfig, LogManager
 from kafkalog.log.cleaner.cleaner import CLEANER_CHECKPOINT_FILE, LogCleaner
 from kafkalog.log.cleaner.offset_map import MIN_MAP_BYTES, OffsetMap
 from kafkalog.log.cleaner.settings import CleanerSettings
@@ -96,6 +96,7 @@ def test_the_latest_record_of_each_key_stays_at_its_offset_and_reads_step_over_t
     assert [m.offset for m in messages] == sorted({m.offset for m in messages}), "offsets rise"
     assert [m.offset for m in messages if m.offset >= active] == list(range(active, end)), "the active one is whole"
     assert log.log_start_offset == 0 and log.log_end_offset == end
+    assert log.offsets_before(EARLIEST_TIME, 1) == [0], "emptied segments do not move the earliest offset"
     assert len(log.segments) <= segments_before
     gap = next(o for o in range(active) if o not in {m.offset for m in cleaned})
     first = log.read_messages(gap)[0]
@@ -373,7 +374,7 @@ def test_an_emptied_transactional_last_batch_keeps_its_marker_and_the_stable_off
     reopened.close()
 
 
-def test_a_deleted_topic_and_a_truncation_start_the_cleaner_over(tmp_path: Path) -> None:
+def test_a_deleted_topic_and_a_truncation_in_or_out_of_the_broker_start_the_cleaner_over(tmp_path: Path) -> None:
     settings = CleanerSettings(dedupe_buffer_bytes=MIN_MAP_BYTES)
     config = LogConfig(**{**_fields(COMPACT), "min_cleanable_dirty_ratio": 0.01})
     with LogManager([tmp_path], config, cleaner=settings, clock=FakeClock(NOW)) as manager:
@@ -394,7 +395,41 @@ def test_a_deleted_topic_and_a_truncation_start_the_cleaner_over(tmp_path: Path)
         write(log, 60, 5)
         log.roll()
         clean_fully(manager.cleaner, NOW + 2 * DAY)
-        gap = next(o for o in range(log.log_end_offset) if o not in {m.offset for m in read_all(log)})
+        present = {m.offset for m in read_all(log)}
+        gap = next(o for o in range(min(present) + 2, log.log_end_offset) if o not in present and o - 1 not in present)
         log.truncate_to(gap)  # into a gap: offsets below it are never given out again
         assert log.log_end_offset == gap and log.append(keyed(b"new", b"n")).first_offset == gap
-        assert manager.cleaner._start_of(("t", 0), log) <= gap, "read again from the truncation"
+        log.append(keyed(b"new", None))
+        log.roll()
+        assert clean_fully(manager.cleaner, NOW + 2 * DAY) <= 2, "passes that make progress, then none"
+        assert manager.cleaner.first_dirty(("t", 0)) == log.active_segment.base_offset
+        assert [m.value for m in read_all(log) if m.key == b"new"] == [None], "its delete stays its first pass"
+    log_dir = tmp_path / "t-0"
+    offline = Log(log_dir, config)  # as `kafkalog log truncate` does, the broker stopped
+    offline.truncate_to(gap - 1)
+    offline.close()
+    with LogManager([tmp_path], config, cleaner=settings, clock=FakeClock(NOW)) as manager:
+        log = manager.get_or_create_log("t", 0)
+        assert log.log_end_offset == gap - 1, "the end a truncation left is kept across a reopening"
+        assert manager.cleaner.first_dirty(("t", 0)) <= gap - 1
+        log.append(keyed(b"back", b"v"))
+        log.append(keyed(b"back", None))
+        log.roll()
+        clean_fully(manager.cleaner, NOW + 4 * DAY)
+        assert [m.value for m in read_all(log) if m.key == b"back"] == [None], "not judged by the old notes"
+
+
+def test_tombstones_go_on_a_log_written_and_cleaned_all_the_time(tmp_path: Path) -> None:
+    config = LogConfig(**{**_fields(COMPACT), "segment_bytes": 1_000_000, "min_cleanable_dirty_ratio": 0.0})
+    log = Log(tmp_path / "t-0", config, clock=FakeClock(NOW))
+    log.append(keyed(b"k", b"v"))
+    log.append(keyed(b"k", None))
+    log.roll()
+    cleaner = cleaner_of(log)
+    for half_day in range(5):  # every pass merges the cleaned segment and the new one into one
+        log.append(keyed(b"other", b"%d" % half_day))
+        log.roll()
+        clean_fully(cleaner, NOW + half_day * DAY // 2)
+    assert [m.key for m in read_all(log)] == [b"other"], "the delete went a day after its first pass"
+    (tmp_path / "cleaner-horizons").write_text("[]")  # damaged: ignored, never fatal
+    assert cleaner_of(log).horizon_offset(("t", 0), log, NOW) == 0

@@ -337,6 +337,9 @@ def test_missing_offsets_of_a_topic_that_does_not_compact_are_loss_and_fail_the_
     with pytest.raises(LoadError, match=r"offsets 5-\d+ are missing .* cleanup.policy is 'delete', not compact"):
         run(spec, cluster)
     assert PipelineState(LocalStorage(), str(tmp_path / "raw")).committed_seqs() == [], "nothing committed"
+    cluster.policies[TOPIC] = "not authorized"  # a principal that may read but not describe configs
+    loaded = run(spec, cluster)
+    assert loaded.manifest is not None and loaded.manifest.splits[0].compacted > 0, "cannot tell: compaction"
 
 
 def _offsets(state: PipelineState, manifest: Any) -> list[int]:
