@@ -39,7 +39,12 @@ def own_cpu_seconds() -> float:
 
 def peak_rss(broker: BrokerProcess) -> int:
     assert broker.process is not None
-    for line in Path(f"/proc/{broker.process.pid}/status").read_text().splitlines():
+    return peak_rss_of(broker.process.pid)
+
+
+def peak_rss_of(pid: int) -> int:
+    """A process's peak resident set (VmHWM), in bytes; 0 if /proc does not say."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) * 1024
     return 0

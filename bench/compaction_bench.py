@@ -48,6 +48,7 @@ import confluent_kafka
 import confluent_kafka.admin as confluent_admin
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.broker_bench import peak_rss_of
 from bench.results import print_results, result
 from tests.support.kafka4 import Kafka4Process
 from tests.support.kafkalog import BrokerProcess
@@ -198,13 +199,6 @@ def cleaner_race(name: str, bootstrap: str, log: Path, parse: Callable[[str], Ca
     return first, second, rate
 
 
-def peak_rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
 def clients_run(root: Path, cleaner: bool, records: int, index: int) -> tuple[float, float, float]:
     """(produce msgs/s, fetch msgs/s, longest swap ms) with the cleaner on or off (see the module doc)."""
     broker = BrokerProcess(root / f"clients-{index}-{cleaner}", cleaner={"enabled": cleaner, "backoff_ms": 100},
@@ -274,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
                     first, second, _ = cleaner_race(f"{name} run {run + 1}", broker.bootstrap, log_path, parse,
                                                     args.keys, args.records, f"compacted-{run}")  # fmt: skip
                     passes[name].append((first, second))
-                result(f"compaction_{name}_peak_rss", peak_rss_mb(broker.process.pid), "MB")
+                result(f"compaction_{name}_peak_rss", peak_rss_of(broker.process.pid) / 2**20, "MB")
                 if name == "kafkalog":
                     text = log_path.read_text(errors="replace")
                     result("compaction_kafkalog_offset_map", max(float(m[9]) for m in OURS_PASS.finditer(text)), "MB")

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
+
 from kafkalog.log import Log, LogConfig
+from kafkalog.log.faults import CRASH_EXIT_CODE
 from kafkalog.record import Codec, Message, MessageSetBuilder, decode_messages
 
 SMALL = LogConfig(segment_bytes=4096, index_interval_bytes=256, retention_ms=None, flush_ms=None, message_format=1)
@@ -80,3 +85,18 @@ def flip_bit(path: Path, position: int, bit: int = 0) -> None:
 
 def truncate(path: Path, size: int) -> None:
     os.truncate(path, size)
+
+
+def run_crash_child(child: Path, data_dir: Path, crash_at: str | None) -> subprocess.CompletedProcess[str]:
+    """Run a crash-test child script on ``data_dir``, killed at ``crash_at`` (KAFKALOG_CRASH_AT) if
+    given; fails the test unless it ended normally or at its crash point."""
+    env = {**os.environ, "PYTHONPATH": str(Path.cwd())}
+    env.pop("KAFKALOG_CRASH_AT", None)
+    if crash_at:
+        env["KAFKALOG_CRASH_AT"] = crash_at
+    done = subprocess.run(
+        [sys.executable, str(child), str(data_dir)], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    if done.returncode not in (0, CRASH_EXIT_CODE):
+        pytest.fail(f"child failed ({done.returncode}): {done.stderr[-2000:]}")
+    return done

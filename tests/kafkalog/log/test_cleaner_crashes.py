@@ -5,9 +5,6 @@ pass finishes the job."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,7 +15,7 @@ from kafkalog.log.faults import CRASH_EXIT_CODE
 from kafkalog.record.batch_format import RecordInput, encode_batch
 
 from .cleaner_crash_child import CONFIG, EXTRA, NOW, history
-from .helpers import read_all
+from .helpers import read_all, run_crash_child
 
 CHILD = Path(__file__).with_name("cleaner_crash_child.py")
 
@@ -39,16 +36,7 @@ POINTS = [
 
 
 def run_child(data_dir: Path, crash_at: str | None) -> int:
-    env = {**os.environ, "PYTHONPATH": str(Path.cwd())}
-    env.pop("KAFKALOG_CRASH_AT", None)
-    if crash_at:
-        env["KAFKALOG_CRASH_AT"] = crash_at
-    done = subprocess.run(
-        [sys.executable, str(CHILD), str(data_dir)], env=env, capture_output=True, text=True, timeout=120, check=False
-    )
-    if done.returncode not in (0, CRASH_EXIT_CODE):
-        pytest.fail(f"child failed ({done.returncode}): {done.stderr[-2000:]}")
-    return done.returncode
+    return run_crash_child(CHILD, data_dir, crash_at).returncode
 
 
 def latest_written(count: int) -> dict[bytes, tuple[int, bytes | None]]:

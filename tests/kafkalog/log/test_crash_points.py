@@ -5,9 +5,6 @@ dense offsets, and appends that continue (reliability matrix rows E1, E7, E8, E1
 from __future__ import annotations
 
 import logging
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,7 +16,7 @@ from kafkalog.log.manager import CLEAN_SHUTDOWN_FILE
 from kafkalog.record import MessageSetBuilder
 
 from .crash_child import CONFIG, value
-from .helpers import read_all
+from .helpers import read_all, run_crash_child
 
 CHILD = Path(__file__).with_name("crash_child.py")
 
@@ -41,18 +38,10 @@ POINTS = [
 
 
 def run_child(data_dir: Path, crash_at: str | None) -> tuple[int, list[tuple[int, int]]]:
-    env = {**os.environ, "PYTHONPATH": str(Path.cwd())}
-    env.pop("KAFKALOG_CRASH_AT", None)
-    if crash_at:
-        env["KAFKALOG_CRASH_AT"] = crash_at
-    done = subprocess.run(
-        [sys.executable, str(CHILD), str(data_dir)], env=env, capture_output=True, text=True, timeout=120, check=False
-    )
+    done = run_crash_child(CHILD, data_dir, crash_at)
     acks = [
         (int(a), int(b)) for _, a, b in (line.split() for line in done.stdout.splitlines() if line.startswith("ACK"))
     ]
-    if done.returncode not in (0, CRASH_EXIT_CODE):
-        pytest.fail(f"child failed ({done.returncode}): {done.stderr[-2000:]}")
     return done.returncode, acks
 
 
