@@ -8,6 +8,7 @@ Kafka's own DumpLogSegments reads a cleaned segment file as it reads Kafka's, as
 
 from __future__ import annotations
 
+import random
 import subprocess
 import time
 import warnings
@@ -164,3 +165,77 @@ def test_kafkas_dump_log_segments_and_ours_read_a_cleaned_segment(
         int(line.split("offset: ")[1].split()[0]) for line in text.splitlines() if line.startswith("| offset: ")
     ]
     assert offsets_ours == offsets_kafka and len(offsets_ours) == len(kept), (ours.stdout[-1500:], text[-1500:])
+
+
+def test_a_broker_killed_at_random_instants_while_it_compacts_keeps_every_keys_latest_value(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """SIGKILL at moments nobody named (not the crash points): while records go in and the cleaner
+    runs every 50 ms over small segments; after each restart every acknowledged key's latest value
+    is there, offsets rise, and the broker takes records again."""
+    rng = random.Random(45)
+    root = tmp_path_factory.mktemp("compaction-kills")
+    broker = BrokerProcess(root / "data", cleaner={"backoff_ms": 50, "dedupe_buffer_bytes": 1 << 20})
+    latest_acked: dict[bytes, tuple[int, bytes | None]] = {}
+    broker.start()
+    try:
+        admin = confluent_admin.AdminClient({"bootstrap.servers": broker.bootstrap})
+        configs = {"cleanup.policy": "compact", "segment.bytes": "2048", "min.cleanable.dirty.ratio": "0.01",
+                   "delete.retention.ms": "0"}  # fmt: skip
+        admin.create_topics([confluent_admin.NewTopic("killed", 1, config=configs)])["killed"].result(30)
+        for round_number in range(4):
+            producer = confluent_kafka.Producer(
+                {"bootstrap.servers": broker.bootstrap, "batch.num.messages": 5, "message.timeout.ms": 5000}
+            )
+
+            def report(error: confluent_kafka.KafkaError | None, message: confluent_kafka.Message) -> None:
+                if error is None:
+                    key = message.key()
+                    if key not in latest_acked or latest_acked[key][0] < message.offset():
+                        latest_acked[key] = (message.offset(), message.value())
+
+            deadline = time.monotonic() + rng.uniform(0.5, 2.0)  # then SIGKILL, whatever it is doing
+            i = 0
+            while time.monotonic() < deadline:
+                value = None if i % 13 == 12 else b"r%d-%05d" % (round_number, i)
+                producer.produce("killed", key=b"key-%02d" % rng.randrange(30), value=value, on_delivery=report)
+                producer.poll(0)
+                i += 1
+                if i % 50 == 0:
+                    producer.flush(5)
+            producer.flush(5)
+            broker.kill()
+            broker.start()
+            read = consume_topic(broker.bootstrap, "killed")
+            offsets = [m.offset() for m in read]
+            assert offsets == sorted(set(offsets)), "offsets rise after the crash"
+            view = {m.key(): (m.offset(), m.value()) for m in read}
+            for key, (offset, value) in latest_acked.items():
+                if value is not None:
+                    assert view.get(key) == (offset, value), (round_number, key)
+                else:
+                    assert key not in view or view[key][1] is None, (round_number, key)
+    finally:
+        broker.stop()
+
+
+def consume_topic(bootstrap: str, topic: str) -> list[confluent_kafka.Message]:
+    """Every record of partition 0 from its start to its end now."""
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "killed-reader",
+                                         "enable.auto.commit": False, "enable.partition.eof": True})  # fmt: skip
+    consumer.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
+    got: list[confluent_kafka.Message] = []
+    deadline = time.monotonic() + 30
+    try:
+        while time.monotonic() < deadline:
+            message = consumer.poll(1)
+            if message is None:
+                continue
+            if message.error():
+                if message.error().code() == confluent_kafka.KafkaError._PARTITION_EOF:
+                    return got
+                continue
+            got.append(message)
+    finally:
+        consumer.close()
+    raise AssertionError(f"no end of {topic} after 30 s: {len(got)} records")
