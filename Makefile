@@ -75,9 +75,11 @@ lint-checks:
 # beside the tests' first minute (its output is shown at the end, and a lint failure fails the
 # target like a test failure): one after the other, it was a minute of the budget.
 LINT_LOG := .cache/lint.log
+# each test's start and end on its worker: python -m tests.support.timeline summarises it
+TIMELINE := .cache/test-timeline.jsonl
 test: install
 	@mkdir -p .cache; $(MAKE) --no-print-directory lint-checks > $(LINT_LOG) 2>&1 & linting=$$!; \
-	$(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS); tested=$$?; \
+	rm -f $(TIMELINE); TEST_TIMELINE=$(abspath $(TIMELINE)) $(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS); tested=$$?; \
 	wait $$linting; linted=$$?; echo "--- make lint (beside the tests):"; cat $(LINT_LOG); \
 	if [ $$linted -ne 0 ]; then echo "make lint FAILED (exit $$linted): see above"; fi; \
 	[ $$tested -eq 0 ] && [ $$linted -eq 0 ]

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from demo.processes import quick_jvm_env
-from tests.support import jvm_archive, work_split
+from tests.support import jvm_archive, timeline, work_split
 from tests.support.processes import descendants
 
 # Every Spark driver the tests start (the session's, spark-submit's, Airflow's tasks', the newcomer's
@@ -101,6 +101,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             -work_split.expected_seconds(item.nodeid),
         )
     )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """With ``TEST_TIMELINE`` set (``make test`` sets it), each test's start and end on its worker
+    (setup and teardown included) go to that file: ``python -m tests.support.timeline`` reads it."""
+    started = time.time()
+    try:
+        return (yield)
+    finally:
+        path = os.environ.get(timeline.ENV)
+        if path:
+            worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+            timeline.record(path, item.nodeid, worker, started, time.time())
 
 
 @pytest.hookimpl(optionalhook=True)
