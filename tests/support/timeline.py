@@ -62,7 +62,7 @@ def summary(lines: list[dict[str, Any]], top: int = 25) -> str:
 def main(argv: list[str]) -> int:
     path = Path(argv[0] if argv else ".cache/test-timeline.jsonl")
     lines = [json.loads(text) for text in path.read_text().splitlines() if text.strip()]
-    print(summary(lines))
+    sys.stdout.write(summary(lines) + "\n")
     return 0
 
 
