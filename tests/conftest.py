@@ -107,14 +107,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     """With ``TEST_TIMELINE`` set (``make test`` sets it), each test's start and end on its worker
     (setup and teardown included) go to that file: ``python -m tests.support.timeline`` reads it."""
-    started = time.time()
+    path = os.environ.get(timeline.ENV)
+    started, idle = time.time(), timeline.machine_idle() if path else 0.0
     try:
         return (yield)
     finally:
-        path = os.environ.get(timeline.ENV)
         if path:
             worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-            timeline.record(path, item.nodeid, worker, started, time.time())
+            timeline.record(path, item.nodeid, worker, started, time.time(), timeline.machine_idle() - idle)
 
 
 @pytest.hookimpl(optionalhook=True)

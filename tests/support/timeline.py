@@ -24,8 +24,19 @@ ENV = "TEST_TIMELINE"
 """The environment variable naming the file to append to (unset: nothing is recorded)."""
 
 
-def record(path: str, nodeid: str, worker: str, started: float, ended: float) -> None:
-    line = json.dumps({"test": nodeid, "worker": worker, "unit": unit_of(nodeid), "start": started, "end": ended})
+def machine_idle() -> float:
+    """Seconds the machine's processors have been idle since boot, summed over them (``/proc/stat``):
+    the difference over a test says whether it kept the processors busy or waited."""
+    with Path("/proc/stat").open() as stat:
+        fields = stat.readline().split()
+    return (int(fields[4]) + int(fields[5])) / os.sysconf("SC_CLK_TCK")  # idle + iowait
+
+
+def record(path: str, nodeid: str, worker: str, started: float, ended: float, idle: float) -> None:
+    """``idle``: processor-seconds the whole machine was idle while the test ran (both workers)."""
+    line = json.dumps(
+        {"test": nodeid, "worker": worker, "unit": unit_of(nodeid), "start": started, "end": ended, "idle": idle}
+    )
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
         os.write(fd, (line + "\n").encode())
@@ -49,13 +60,18 @@ def summary(lines: list[dict[str, Any]], top: int = 25) -> str:
             f"{worker}: {len(tests)} tests from {first - origin:7.1f} s to {last - origin:7.1f} s, busy {busy:7.1f} s"
         )
     units: dict[str, float] = defaultdict(float)
+    idle: dict[str, float] = defaultdict(float)
     where: dict[str, str] = {}
     for line in lines:
         units[line["unit"]] += line["end"] - line["start"]
+        idle[line["unit"]] += line.get("idle", 0.0)
         where[line["unit"]] = line["worker"]
-    out.append(f"the {top} longest units (seconds, summed over their tests; the worker that ran them):")
+    out.append(
+        f"the {top} longest units (seconds, summed over their tests; processor-seconds the machine was idle "
+        "meanwhile; the worker that ran them):"
+    )
     for unit, seconds in sorted(units.items(), key=lambda item: -item[1])[:top]:
-        out.append(f"{seconds:8.1f}  {where[unit]:5}  {unit}")
+        out.append(f"{seconds:8.1f}  {idle[unit]:8.1f}  {where[unit]:5}  {unit}")
     return "\n".join(out)
 
 
