@@ -1,0 +1,294 @@
+"""Avro schema text to our model: name resolution, validation with clear causes, and the three texts
+(canonical as given, normalized, Parsing Canonical Form with its fingerprint, both checked against
+fastavro's)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import fastavro.schema
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kafkalog.schemas import avro
+from kafkalog.schemas.errors import InvalidSchemaError, SchemaError
+from kafkalog.schemas.model import ParsedSchema, SchemaReference, SchemaType
+
+
+def _text(value: Any) -> str:
+    return json.dumps(value)
+
+
+EVENT = {
+    "type": "record",
+    "name": "Event",
+    "namespace": "demo",
+    "doc": "an event",
+    "fields": [
+        {"name": "id", "type": "string"},
+        {"name": "n", "type": ["null", "long"], "default": None},
+        {"name": "next", "type": ["null", "Event"], "default": None},
+        {"name": "amount", "type": {"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 2}},
+        {"name": "at", "type": {"type": "long", "logicalType": "timestamp-micros"}},
+        {"name": "kind", "type": {"type": "enum", "name": "Kind", "symbols": ["A", "B"], "default": "A"}},
+        {"name": "hash", "type": {"type": "fixed", "name": "other.Hash", "size": 16}},
+        {"name": "tags", "type": {"type": "map", "values": {"type": "array", "items": "Kind"}}, "default": {}},
+    ],
+}
+
+
+def test_a_record_parses_into_the_typed_model_with_names_resolved() -> None:
+    schema = avro.parse(_text(EVENT))
+    assert isinstance(schema, ParsedSchema)
+    assert schema.schema_type is SchemaType.AVRO
+    assert schema.name == "demo.Event"
+    root = schema.root
+    assert isinstance(root, avro.Record)
+    assert root.doc == "an event"
+    assert [f.name for f in root.fields] == ["id", "n", "next", "amount", "at", "kind", "hash", "tags"]
+    nxt = root.fields[2].type
+    assert isinstance(nxt, avro.Union)
+    assert nxt.branches[1] is root  # a recursive reference is the same node
+    amount = root.fields[3].type
+    assert isinstance(amount, avro.Primitive)
+    assert amount.logical == avro.LogicalType("decimal", 9, 2)
+    at = root.fields[4].type
+    assert isinstance(at, avro.Primitive)
+    assert at.logical == avro.LogicalType("timestamp-micros")
+    kind = root.fields[5].type
+    assert isinstance(kind, avro.Enum)
+    assert (kind.fullname, kind.default) == ("demo.Kind", "A")
+    hashed = root.fields[6].type
+    assert isinstance(hashed, avro.Fixed)
+    assert (hashed.fullname, hashed.name, hashed.namespace) == ("other.Hash", "Hash", "other")
+    tags = root.fields[7].type
+    assert isinstance(tags, avro.Map)
+    assert isinstance(tags.values, avro.Array)
+    assert tags.values.items is kind
+    assert root.fields[1].default is None
+    assert root.fields[1].has_default
+    assert not root.fields[0].has_default
+    assert set(schema.named) == {"demo.Event", "demo.Kind", "other.Hash"}
+
+
+def test_canonical_is_the_compact_text_as_given_and_normalized_qualifies_every_name() -> None:
+    spaced = json.dumps(EVENT, indent=2)
+    schema = avro.parse(spaced)
+    assert schema.canonical() == json.dumps(EVENT, separators=(",", ":"))
+    assert avro.parse(schema.canonical()) == schema
+    normal = schema.normalized()
+    assert normal.canonical().startswith('{"type":"record","name":"demo.Event","doc":"an event","fields":[')
+    assert '"type":["null","demo.Event"]' in normal.canonical()
+    assert "namespace" not in normal.canonical()
+    # the same schema written differently normalizes to the same text
+    other = dict(EVENT, name="demo.Event")
+    del other["namespace"]
+    assert avro.parse(_text(other)).canonical() != schema.canonical()
+    assert avro.parse(_text(other)).normalized().canonical() == normal.canonical()
+
+
+def test_parsing_canonical_form_and_fingerprint_match_fastavro() -> None:
+    schema = avro.parse(_text(EVENT))
+    expected = fastavro.schema.to_parsing_canonical_form(EVENT)
+    assert schema.parsing_canonical_form() == expected
+    little_endian = schema.fingerprint64().to_bytes(8, "little").hex()
+    assert little_endian == fastavro.schema.fingerprint(expected, "CRC-64-AVRO")
+    assert avro.fingerprint64(b"") == 0xC15D213AA4D7A795  # the empty fingerprint of the specification
+
+
+def test_references_define_the_named_types_a_schema_uses() -> None:
+    address = {"type": "record", "name": "Address", "namespace": "shop", "fields": [{"name": "city", "type": "string"}]}
+    order = {"type": "record", "name": "Order", "namespace": "shop", "fields": [{"name": "to", "type": "Address"}]}
+    declared = [SchemaReference("shop.Address", "address-value", 1)]
+    schema = avro.parse(_text(order), {"shop.Address": _text(address)}, declared=declared)
+    root = schema.root
+    assert isinstance(root, avro.Record)
+    assert isinstance(root.fields[0].type, avro.Record)
+    assert root.fields[0].type.fullname == "shop.Address"
+    assert schema.references == tuple(declared)
+    with pytest.raises(InvalidSchemaError, match=r"unknown type name 'Address' at /fields/0/type"):
+        avro.parse(_text(order))
+    with pytest.raises(InvalidSchemaError, match=r"reference 'shop.Address': not JSON"):
+        avro.parse(_text(order), {"shop.Address": "{"})
+
+
+def test_a_name_is_resolved_in_the_enclosing_namespace_then_as_written() -> None:
+    schema = {
+        "type": "record",
+        "name": "A",
+        "namespace": "x",
+        "fields": [
+            {"name": "b", "type": {"type": "fixed", "name": "B", "size": 1}},
+            {"name": "c", "type": {"type": "fixed", "name": "C", "namespace": "", "size": 1}},
+            {"name": "b2", "type": "B"},
+            {"name": "c2", "type": "C"},
+            {"name": "b3", "type": "x.B"},
+        ],
+    }
+    root = avro.parse(_text(schema)).root
+    assert isinstance(root, avro.Record)
+    names = [getattr(f.type, "fullname", None) for f in root.fields]
+    assert names == ["x.B", "C", "x.B", "C", "x.B"]
+
+
+@pytest.mark.parametrize(
+    ("schema", "cause"),
+    [
+        ("{", "not JSON"),
+        (
+            {"type": "record", "name": "A", "fields": [{"name": "a", "type": "strin"}]},
+            "unknown type name 'strin' at /fields/0/type",
+        ),
+        (
+            {"type": "record", "name": "A", "fields": [{"name": "a", "type": "int"}, {"name": "a", "type": "long"}]},
+            "duplicate field 'a' in 'A', at /fields/1",
+        ),
+        (
+            {"type": "record", "name": "A", "fields": [{"name": "a", "type": "int", "default": "x"}]},
+            "invalid default for field 'a' of 'A': \"x\" is not a int",
+        ),
+        (
+            {"type": "record", "name": "A", "fields": [{"name": "a", "type": "int", "default": 2**31}]},
+            "invalid default for field 'a'",
+        ),
+        (
+            {"type": "record", "name": "A", "fields": [{"name": "a", "type": ["null", "int"], "default": "x"}]},
+            "invalid default for field 'a'",
+        ),
+        ({"type": "record", "name": "1A", "fields": []}, "invalid name '1A'"),
+        ({"type": "record", "name": "a.b-c.D", "fields": []}, "invalid name 'a.b-c.D' (at 'b-c')"),
+        ({"type": "record", "name": "A", "fields": [{"name": "a b", "type": "int"}]}, "invalid field name 'a b'"),
+        ({"type": "enum", "name": "E", "symbols": ["A", "A"]}, "duplicate symbol 'A' in enum 'E'"),
+        (
+            {"type": "enum", "name": "E", "symbols": ["A"], "default": "B"},
+            "default 'B' of enum 'E' is not one of its symbols",
+        ),
+        ({"type": "fixed", "name": "F", "size": -1}, "invalid size -1"),
+        (["int", "int"], "union holds int twice"),
+        (["int", ["null"]], "a union may not contain a union, at /1"),
+        ({"type": "record", "name": "int", "fields": []}, "redefines a primitive type"),
+        (
+            {
+                "type": "record",
+                "name": "A",
+                "fields": [{"name": "a", "type": {"type": "record", "name": "A", "fields": []}}],
+            },
+            "type 'A' is defined twice",
+        ),
+        ({"type": "bytes", "logicalType": "decimal", "precision": 0}, "decimal precision must be a positive integer"),
+        (
+            {"type": "bytes", "logicalType": "decimal", "precision": 4, "scale": 5},
+            "decimal scale 5 is greater than its precision 4",
+        ),
+        (
+            {"type": "bytes", "logicalType": "decimal", "precision": 4, "scale": -1},
+            "decimal scale must be a non-negative",
+        ),
+        (
+            {"type": "fixed", "name": "D", "size": 4, "logicalType": "decimal", "precision": 10},
+            "fixed(4) cannot store 10 digits of precision (at most 9)",
+        ),
+        ({"type": "array"}, "array without items"),
+        ({"type": "map"}, "map without values"),
+        (42, "not a schema: 42"),
+    ],
+)
+def test_invalid_schemas_are_refused_naming_the_cause(schema: Any, cause: str) -> None:
+    text = schema if isinstance(schema, str) else _text(schema)
+    with pytest.raises(InvalidSchemaError) as refused:
+        avro.parse(text)
+    assert cause in str(refused.value)
+    assert isinstance(refused.value, SchemaError)
+
+
+def test_a_logical_type_on_a_type_it_does_not_apply_to_is_ignored_but_kept_in_the_text() -> None:
+    schema = avro.parse(_text({"type": "string", "logicalType": "date"}))
+    assert isinstance(schema.root, avro.Primitive)
+    assert schema.root.logical is None
+    assert '"logicalType":"date"' in schema.canonical()
+    fixed = avro.parse(_text({"type": "fixed", "name": "U", "size": 16, "logicalType": "uuid"})).root
+    assert isinstance(fixed, avro.Fixed)
+    assert fixed.logical == avro.LogicalType("uuid")
+
+
+def test_defaults_of_every_type_are_checked() -> None:
+    good = [
+        ("boolean", True), ("float", 1), ("double", 1.5), ("bytes", "\u00ff"), ("string", "x"),
+        ({"type": "array", "items": "int"}, [1, 2]), ({"type": "map", "values": "long"}, {"a": 1}),
+        ({"type": "fixed", "name": "F", "size": 2}, "ab"), (["int", "null"], None),
+        ({"type": "record", "name": "R", "fields": [{"name": "x", "type": "int"},
+                                                    {"name": "y", "type": "int", "default": 1}]}, {"x": 1}),
+    ]  # fmt: skip
+    bad = [
+        ("boolean", 1), ("double", "1"), ("bytes", "\u0100"), ("null", 0),
+        ({"type": "array", "items": "int"}, ["a"]), ({"type": "fixed", "name": "F", "size": 2}, "abc"),
+        ({"type": "record", "name": "R", "fields": [{"name": "x", "type": "int"}]}, {}),
+    ]  # fmt: skip
+    for ftype, default in good:
+        avro.parse(_text({"type": "record", "name": "T", "fields": [{"name": "f", "type": ftype, "default": default}]}))
+    for ftype, default in bad:
+        with pytest.raises(InvalidSchemaError, match="invalid default for field 'f'"):
+            avro.parse(
+                _text({"type": "record", "name": "T", "fields": [{"name": "f", "type": ftype, "default": default}]})
+            )
+
+
+def test_nesting_beyond_the_limit_is_refused_without_a_recursion_error() -> None:
+    deep: Any = "int"
+    for _ in range(avro.MAX_SCHEMA_DEPTH + 5):
+        deep = {"type": "array", "items": deep}
+    with pytest.raises(InvalidSchemaError, match="nested deeper than"):
+        avro.parse(_text(deep))
+
+
+_names = st.sampled_from(["a", "b", "c", "d"])
+
+
+def named_by_path(schema: Any, path: str = "R") -> Any:
+    """``schema`` with each record named after where it is (so no name is defined twice, and two
+    schemas generated alike name their records alike)."""
+    if isinstance(schema, list):
+        return [named_by_path(s, f"{path}_{i}") for i, s in enumerate(schema)]
+    if not isinstance(schema, dict):
+        return schema
+    if schema["type"] == "record":
+        fields = [{**f, "type": named_by_path(f["type"], f"{path}_{f['name']}")} for f in schema["fields"]]
+        return {**schema, "name": path, "fields": fields}
+    if schema["type"] == "array":
+        return {**schema, "items": named_by_path(schema["items"], f"{path}_items")}
+    if schema["type"] == "map":
+        return {**schema, "values": named_by_path(schema["values"], f"{path}_values")}
+    return schema
+
+
+def _schemas(depth: int = 0) -> st.SearchStrategy[Any]:
+    leaf = st.sampled_from(sorted(avro.PRIMITIVES))
+    if depth >= 2:
+        return leaf
+    inner = _schemas(depth + 1)
+    return st.one_of(
+        leaf,
+        st.builds(lambda t: {"type": "array", "items": t}, inner),
+        st.builds(lambda t: {"type": "map", "values": t}, inner),
+        st.lists(leaf, min_size=1, max_size=3, unique=True),
+        st.builds(
+            lambda names, types: {
+                "type": "record",
+                "name": f"R{depth}",
+                "fields": [{"name": n, "type": t} for n, t in zip(names, types, strict=False)],
+            },
+            st.lists(_names, min_size=0, max_size=3, unique=True),
+            st.lists(inner, min_size=3, max_size=3),
+        ),
+    )
+
+
+@settings(max_examples=150, deadline=None)
+@given(_schemas())
+def test_generated_schemas_agree_with_fastavro_on_the_canonical_form(schema: Any) -> None:
+    schema = named_by_path(schema)
+    ours = avro.parse(_text(schema))
+    assert ours.parsing_canonical_form() == fastavro.schema.to_parsing_canonical_form(schema)
+    assert avro.parse(ours.normalized().canonical()).parsing_canonical_form() == ours.parsing_canonical_form()
