@@ -211,7 +211,7 @@ def test_message_indexes_count_map_entries_where_protoc_places_them_as_the_pytho
     assert schema.message_at([])[0] == "o.A"
     with pytest.raises(LookupError, match=r"no message at index path \[0, 9\]"):
         schema.message_at([0, 9])
-    with pytest.raises(LookupError, match="no message 'o.C'"):
+    with pytest.raises(LookupError, match=r"no message 'o\.C'"):
         schema.indexes_of("o.C")
     # the canonical text keeps that order, so a reader of the stored text finds the same messages
     assert pb.parse(schema.canonical()).file == schema.file
