@@ -1,0 +1,191 @@
+"""JSON Schemas: JSON text checked against its draft's meta-schema, references resolved by name.
+
+:func:`parse` reads the text (a JSON object or boolean), picks the draft its ``$schema`` names (draft
+4, 6, 7, 2019-09 or 2020-12; draft 7 when it names none, as Confluent's registry does), and checks
+the schema against that draft's meta-schema with :mod:`jsonschema`; a failure is an
+:class:`InvalidSchemaError` naming the keyword and where. Every ``$ref`` must resolve: within the
+schema (``#/definitions/...``, ``#/$defs/...``), or to one of the references, each another JSON
+Schema named as the ``$ref`` names it (``address.json``, ``address.json#/definitions/City``); a
+``$ref`` to anything else (a remote URL) is refused, as nothing is fetched.
+
+:meth:`JsonSchema.canonical` is the compact JSON of the schema as given (key order kept), what the
+registry stores and returns; :meth:`JsonSchema.normalized` sorts the keys.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+from urllib.parse import unquote
+
+import jsonschema
+import jsonschema.exceptions
+import jsonschema.validators
+
+from kafkalog.schemas.errors import InvalidSchemaError
+from kafkalog.schemas.model import SchemaReference, SchemaType
+
+MAX_SCHEMA_DEPTH: Final = 200
+
+_DRAFTS: Final[Mapping[str, str]] = {
+    "http://json-schema.org/draft-04/schema": "draft-04",
+    "http://json-schema.org/draft-06/schema": "draft-06",
+    "http://json-schema.org/draft-07/schema": "draft-07",
+    "https://json-schema.org/draft/2019-09/schema": "2019-09",
+    "https://json-schema.org/draft/2020-12/schema": "2020-12",
+}
+_VALIDATORS: Final[Mapping[str, Any]] = {
+    "draft-04": jsonschema.Draft4Validator,
+    "draft-06": jsonschema.Draft6Validator,
+    "draft-07": jsonschema.Draft7Validator,
+    "2019-09": jsonschema.Draft201909Validator,
+    "2020-12": jsonschema.Draft202012Validator,
+}
+
+
+@dataclass(frozen=True, eq=False)
+class JsonSchema:
+    """A parsed JSON Schema: ``root`` (the JSON, an object or a boolean), its ``draft``, and the
+    documents of its references by name. Implements :class:`kafkalog.schemas.model.ParsedSchema`."""
+
+    root: Any
+    draft: str
+    documents: Mapping[str, Any] = field(repr=False)
+    text: str = field(repr=False)
+    references: Sequence[SchemaReference] = ()
+    schema_type: SchemaType = SchemaType.JSON
+
+    @property
+    def name(self) -> str | None:
+        title = self.root.get("title") if isinstance(self.root, dict) else None
+        return title if isinstance(title, str) else None
+
+    def canonical(self) -> str:
+        return self.text
+
+    def normalized(self) -> JsonSchema:
+        text = json.dumps(self.root, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+        return JsonSchema(self.root, self.draft, self.documents, text, self.references)
+
+    def resolve(self, ref: str, document: Any) -> tuple[Any, Any]:
+        """The schema a ``$ref`` met in ``document`` names, and the document holding it (for the
+        ``$ref``s inside it); ``LookupError`` naming it when it does not resolve."""
+        name, _, fragment = ref.partition("#")
+        if name:
+            target = self.documents.get(name)
+            if target is None:
+                target = self.documents.get(name.rsplit("/", 1)[-1])
+            if target is None and isinstance(self.root, dict) and self.root.get("$id") == name:
+                target = self.root
+            if target is None:
+                raise LookupError(f"$ref {ref!r} names no reference of the schema")
+            document = target
+        return _pointer(document, fragment, ref), document
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, JsonSchema) and (self.text, tuple(self.references)) == (
+            other.text,
+            tuple(other.references),
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.text, tuple(self.references)))
+
+
+def _pointer(document: Any, fragment: str, ref: str) -> Any:
+    if fragment in ("", "/"):
+        return document
+    if not fragment.startswith("/"):
+        raise LookupError(f"$ref {ref!r}: only JSON pointers are resolved, not anchors")
+    node = document
+    for part in fragment[1:].split("/"):
+        key = unquote(part).replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and key in node:
+            node = node[key]
+        elif isinstance(node, list) and key.isdigit() and int(key) < len(node):
+            node = node[int(key)]
+        else:
+            raise LookupError(f"$ref {ref!r} does not resolve (no {key!r})")
+    return node
+
+
+def parse(
+    text: str,
+    references: Mapping[str, str] | None = None,
+    *,
+    declared: Sequence[SchemaReference] = (),
+) -> JsonSchema:
+    """The JSON Schema ``text``, its ``$ref``s to other schemas found in ``references`` (name ->
+    schema text). Raises :class:`InvalidSchemaError` naming the first cause."""
+    documents: dict[str, Any] = {}
+    for name, ref_text in (references or {}).items():
+        try:
+            documents[name] = _check(_load(ref_text))[0]
+        except InvalidSchemaError as e:
+            raise InvalidSchemaError(f"reference {name!r}: {e}") from None
+    root, draft = _check(_load(text))
+    schema = JsonSchema(
+        root, draft, documents, json.dumps(root, separators=(",", ":"), ensure_ascii=False), tuple(declared)
+    )
+    for document in (root, *documents.values()):
+        for ref, where in _refs(document, "#", 0):
+            try:
+                schema.resolve(ref, document)
+            except LookupError as e:
+                raise InvalidSchemaError(f"{e}, at {where}") from None
+    return schema
+
+
+def _load(text: str) -> Any:
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError) as e:
+        raise InvalidSchemaError(f"not JSON: {e}") from None
+    if not isinstance(value, dict | bool):
+        raise InvalidSchemaError(f"a JSON Schema is an object or a boolean, not {type(value).__name__}")
+    return value
+
+
+def _check(schema: Any) -> tuple[Any, str]:
+    """``schema`` and its draft, once it passes that draft's meta-schema."""
+    declared = schema.get("$schema") if isinstance(schema, dict) else None
+    if declared is None:
+        draft = "draft-07"
+    elif isinstance(declared, str) and declared.rstrip("#") in _DRAFTS:
+        draft = _DRAFTS[declared.rstrip("#")]
+    else:
+        raise InvalidSchemaError(f"unknown $schema {declared!r}: expected draft 4, 6, 7, 2019-09 or 2020-12")
+    _depth(schema, 0)
+    try:
+        _VALIDATORS[draft].check_schema(schema)
+    except jsonschema.exceptions.SchemaError as e:
+        where = "/".join(str(p) for p in e.path) or "/"
+        raise InvalidSchemaError(f"invalid {draft} JSON Schema: {e.message} (at {where})") from None
+    return schema, draft
+
+
+def _depth(value: Any, depth: int) -> None:
+    if depth > MAX_SCHEMA_DEPTH:
+        raise InvalidSchemaError(f"schema nested deeper than {MAX_SCHEMA_DEPTH}")
+    if isinstance(value, dict):
+        for item in value.values():
+            _depth(item, depth + 1)
+    elif isinstance(value, list):
+        for item in value:
+            _depth(item, depth + 1)
+
+
+def _refs(value: Any, where: str, depth: int) -> Iterator[tuple[str, str]]:
+    """Every ``$ref`` (a string) in ``value`` and where it is; ``enum``/``const`` values are data."""
+    if isinstance(value, dict):
+        ref = value.get("$ref")
+        if isinstance(ref, str):
+            yield ref, where
+        for key, item in value.items():
+            if key not in ("enum", "const", "default", "examples"):
+                yield from _refs(item, f"{where}/{key}", depth + 1)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _refs(item, f"{where}/{i}", depth + 1)
