@@ -237,14 +237,26 @@ def parse(
     declared: Sequence[SchemaReference] = (),
 ) -> AvroSchema:
     """The schema ``text`` (JSON), its named types taken from ``references`` (name -> schema text,
-    each parsed first, in order) where it uses them; ``declared`` are the references as the registry
-    keeps them. Raises :class:`InvalidSchemaError` naming the first cause."""
+    each parsed first, those another uses before it, whatever their order) where it uses them;
+    ``declared`` are the references as the registry keeps them. Raises :class:`InvalidSchemaError`
+    naming the first cause."""
     parser = _Parser()
-    for ref_name, ref_text in (references or {}).items():
-        try:
-            parser.parse_text(ref_text)
-        except InvalidSchemaError as e:
-            raise InvalidSchemaError(f"reference {ref_name!r}: {e}") from None
+    pending = dict(references or {})
+    while pending:
+        # a reference may use the named types of another: those parse first, in as many rounds as
+        # it takes; a round that parses none leaves the first one's error standing
+        failed: dict[str, tuple[str, InvalidSchemaError]] = {}
+        for ref_name, ref_text in pending.items():
+            before = dict(parser.named)
+            try:
+                parser.parse_text(ref_text)
+            except InvalidSchemaError as e:
+                parser.named = before  # what the failed attempt defined is not defined
+                failed[ref_name] = (ref_text, e)
+        if len(failed) == len(pending):
+            ref_name, (_, error) = next(iter(failed.items()))
+            raise InvalidSchemaError(f"reference {ref_name!r}: {error}")
+        pending = {name: ref_text for name, (ref_text, _) in failed.items()}
     root = parser.parse_text(text)
     given = _load(text)
     return AvroSchema(root, dict(parser.named), _compact(given), tuple(declared))

@@ -110,8 +110,21 @@ def test_references_define_the_named_types_a_schema_uses() -> None:
     assert schema.references == tuple(declared)
     with pytest.raises(InvalidSchemaError, match=r"unknown type name 'Address' at /fields/0/type"):
         avro.parse(_text(order))
-    with pytest.raises(InvalidSchemaError, match=r"reference 'shop.Address': not JSON"):
+    with pytest.raises(InvalidSchemaError, match=r"reference 'shop\.Address': not JSON"):
         avro.parse(_text(order), {"shop.Address": "{"})
+    # a reference using another reference's type parses after it, in whatever order they are given
+    customer = {
+        "type": "record",
+        "name": "Customer",
+        "namespace": "shop",
+        "fields": [{"name": "home", "type": "Address"}],
+    }
+    buyer = {"type": "record", "name": "Sale", "namespace": "shop", "fields": [{"name": "by", "type": "Customer"}]}
+    given = {"shop.Customer": _text(customer), "shop.Address": _text(address)}
+    sale = avro.parse(_text(buyer), given)
+    assert set(sale.named) == {"shop.Address", "shop.Customer", "shop.Sale"}
+    with pytest.raises(InvalidSchemaError, match=r"reference 'shop\.Customer': unknown type name 'Address'"):
+        avro.parse(_text(buyer), {"shop.Customer": _text(customer)})
 
 
 def test_a_name_is_resolved_in_the_enclosing_namespace_then_as_written() -> None:
