@@ -4,9 +4,14 @@ A schema arrives as ``.proto`` text (what Java serializers register) or as base6
 ``FileDescriptorProto`` (what confluent-kafka's Python serializer registers). Either way
 :func:`parse` compiles it with protoc, in-process (grpc_tools' compiler), in a temporary directory
 of its own holding the schema and its references (each another file, named as it is imported; a
-reference may itself be text or base64), with the well-known types (``google/protobuf/*.proto``)
-taken from grpc_tools' bundled copies. A descriptor given in base64 is printed to text first and
-compiled like any text, so both inputs give one result.
+reference may itself be text or base64). What serializers import without registering it is found
+here: the well-known types (``google/protobuf/*.proto``, grpc_tools' bundled copies), the common
+Google types (``google/type/*.proto``, from googleapis-common-protos) and Confluent's
+``confluent/meta.proto`` and ``confluent/type/decimal.proto`` (definitions of our own in
+``_proto/``). A descriptor given in base64 is printed to text and compiled like any text (which
+proves its names and types), then kept as given once a descriptor pool accepts it beside its
+compiled imports, so that what its printed text leaves out (custom options defined in the imports)
+is not lost.
 
 The compiler's structured errors (file, line, column, message) become :class:`InvalidSchemaError`'s
 message, worded as protoc prints them (``schema.proto:3:13: "strin" is not defined.``). grpc_tools'
@@ -19,9 +24,11 @@ thread-safe.
 The model, :class:`ProtobufSchema`, is the schema's ``FileDescriptorProto`` and those of every file
 it imports. :meth:`ProtobufSchema.canonical` is a ``.proto`` text printed from the descriptor by
 :func:`to_proto_text` (deterministic: the same descriptor, the same text; type names fully
-qualified), :meth:`ProtobufSchema.serialized` the base64 descriptor (the registry's
-``format=serialized``). Messages are found by full name or by their message-index path (the
-Confluent wire format's indexes: ``message_type[i0].nested_type[i1]...``).
+qualified; custom options printed with the extensions the imports define; the descriptor's order
+of nested messages kept, map entries included, as the message indexes count them),
+:meth:`ProtobufSchema.serialized` the base64 descriptor (the registry's ``format=serialized``).
+Messages are found by full name or by their message-index path (the Confluent wire format's
+indexes: ``message_type[i0].nested_type[i1]...``).
 """
 
 from __future__ import annotations
@@ -29,7 +36,11 @@ from __future__ import annotations
 import ast
 import base64
 import binascii
+import contextvars
+import importlib.util
+import math
 import re
+import struct
 import tempfile
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -37,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from google.protobuf import descriptor_pb2
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format, unknown_fields
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.descriptor_pb2 import (
     DescriptorProto,
@@ -197,24 +208,58 @@ def parse(
     ``references`` (import path -> text or base64) or among the well-known types. Raises
     :class:`InvalidSchemaError` with protoc's first errors."""
     files: dict[str, str] = {}
+    given: dict[str, FileDescriptorProto] = {}  # the files given as descriptors, by import name
     for name, ref_text in (references or {}).items():
         if not _REFERENCE_NAME.match(name) or ".." in name.split("/"):
             raise InvalidSchemaError(f"invalid reference name {name!r}: a relative path ending in .proto")
-        files[name] = _as_text(ref_text, f"reference {name!r}")[1]
+        descriptor, files[name] = _as_text(ref_text, f"reference {name!r}")
+        if descriptor is not None:
+            given[name] = descriptor
     if not text.strip():
         raise InvalidSchemaError("empty schema")
-    given_name, source = _as_text(text, "schema")
-    name = given_name or DEFAULT_FILE_NAME
+    descriptor, source = _as_text(text, "schema")
+    name = (descriptor.name if descriptor is not None else "") or DEFAULT_FILE_NAME
     if name in files:
         name = next(f"schema_{i}.proto" for i in range(1, len(files) + 2) if f"schema_{i}.proto" not in files)
     files[name] = source
-    compiled = _compile(name, files)
-    main = compiled[-1]
-    return ProtobufSchema(main, tuple(compiled[:-1]), to_proto_text(main), tuple(declared))
+    if descriptor is not None:
+        given[name] = descriptor
+    compiled = _with_given(_compile(name, files), given)
+    main, dependencies = compiled[-1], tuple(compiled[:-1])
+    return ProtobufSchema(main, dependencies, to_proto_text(main, dependencies), tuple(declared))
 
 
-def _as_text(text: str, what: str) -> tuple[str | None, str]:
-    """``text`` as ``.proto`` text, and the file name a base64 descriptor gives itself (or None)."""
+def _with_given(
+    compiled: list[FileDescriptorProto], given: Mapping[str, FileDescriptorProto]
+) -> list[FileDescriptorProto]:
+    """``compiled``, each file that was given as a descriptor taken as given (named as imported).
+
+    A descriptor is compiled from its printed text, which proves its names and types; the printed
+    text may leave out what needs more than the descriptor to print (custom options, whose
+    extensions are defined in its imports), so the descriptor itself is what is kept, once a
+    descriptor pool has accepted it beside its compiled imports.
+    """
+    if not given:
+        return compiled
+    files = []
+    for file in compiled:
+        kept = file
+        if file.name in given:
+            kept = FileDescriptorProto()
+            kept.CopyFrom(given[file.name])
+            kept.name = file.name
+        files.append(kept)
+    pool = descriptor_pool.DescriptorPool()
+    try:
+        for file in files:
+            pool.Add(file)
+    except (TypeError, ValueError) as e:
+        raise InvalidSchemaError(f"a descriptor that does not build: {e}") from None
+    return files
+
+
+def _as_text(text: str, what: str) -> tuple[FileDescriptorProto | None, str]:
+    """``text`` as ``.proto`` text, and the descriptor when it was given as one (base64)."""
     stripped = text.strip()
     if not stripped or not _BASE64.match(stripped):
         return None, text
@@ -226,15 +271,23 @@ def _as_text(text: str, what: str) -> tuple[str | None, str]:
     if not fdp.name and not fdp.message_type and not fdp.enum_type:
         raise InvalidSchemaError(f"{what}: neither .proto text nor a base64 FileDescriptorProto")
     try:
-        return (fdp.name or None), to_proto_text(fdp)
+        return fdp, to_proto_text(fdp)
     except (KeyError, ValueError) as e:
         raise InvalidSchemaError(f"{what}: a FileDescriptorProto that cannot be printed: {e}") from None
 
 
-def _well_known_types() -> str:
+def _import_paths() -> list[bytes]:
+    """Where imports that are no reference are found: the well-known types (grpc_tools' copies of
+    ``google/protobuf/*.proto``), ``google/type/*.proto`` and the other common Google types
+    (googleapis-common-protos ships them beside its modules) and ``confluent/meta.proto`` and
+    ``confluent/type/decimal.proto`` (ours): what serializers import without registering."""
     import grpc_tools  # noqa: PLC0415  (loaded on the first compile only)
 
-    return str(Path(grpc_tools.__file__).parent / "_proto")
+    paths = [Path(grpc_tools.__file__).parent / "_proto", Path(__file__).parent / "_proto"]
+    google_types = importlib.util.find_spec("google.type")
+    if google_types is not None and google_types.submodule_search_locations:
+        paths.append(Path(next(iter(google_types.submodule_search_locations))).parent.parent)
+    return [str(path).encode() for path in paths]
 
 
 def _compile(name: str, files: Mapping[str, str]) -> list[FileDescriptorProto]:
@@ -246,7 +299,7 @@ def _compile(name: str, files: Mapping[str, str]) -> list[FileDescriptorProto]:
             path = Path(tmp, file_name)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(source, encoding="utf-8")
-        includes = [tmp.encode(), _well_known_types().encode()]
+        includes = [tmp.encode(), *_import_paths()]
         with _COMPILER_LOCK:
             try:
                 modules = _protoc_compiler.get_protos(name.encode(), includes)
@@ -285,10 +338,47 @@ def _serialized_descriptor(module_name: bytes, code: bytes) -> FileDescriptorPro
 # --- descriptor -> .proto text --------------------------------------------------------------------
 
 
-def to_proto_text(file: FileDescriptorProto) -> str:
-    """``file`` as ``.proto`` text that protoc compiles back to the same descriptor (custom options,
-    which need their extension's definition to print, are left out). Deterministic: fully
-    qualified type names, the descriptor's order."""
+def to_proto_text(file: FileDescriptorProto, dependencies: Sequence[FileDescriptorProto] = ()) -> str:
+    """``file`` as ``.proto`` text that protoc compiles back to the same descriptor. Deterministic:
+    fully qualified type names, the descriptor's order. Custom options are printed when the
+    extensions that define them are among ``dependencies`` (or ``file``), and left out otherwise."""
+    token = _EXTENSIONS.set(_extension_pool(file, dependencies))
+    try:
+        return _file_text(file)
+    finally:
+        _EXTENSIONS.reset(token)
+
+
+_EXTENSIONS: contextvars.ContextVar[descriptor_pool.DescriptorPool | None] = contextvars.ContextVar(
+    "kafkalog_schemas_extensions", default=None
+)
+
+
+def _extension_pool(
+    file: FileDescriptorProto, dependencies: Sequence[FileDescriptorProto]
+) -> descriptor_pool.DescriptorPool | None:
+    """A pool of ``file`` and its imports, where custom options find their extensions (None when
+    the file defines or imports no extension, or the files do not build)."""
+    files = [*dependencies, file]
+    if not any(_has_extensions(f) for f in files):
+        return None
+    pool = descriptor_pool.DescriptorPool()
+    try:
+        for f in files:
+            pool.Add(f)
+    except (TypeError, ValueError):
+        return None
+    return pool
+
+
+def _has_extensions(file: FileDescriptorProto) -> bool:
+    def nested(messages: Sequence[DescriptorProto]) -> bool:
+        return any(m.extension or nested(m.nested_type) for m in messages)
+
+    return bool(file.extension) or nested(file.message_type)
+
+
+def _file_text(file: FileDescriptorProto) -> str:
     out: list[str] = []
     syntax = file.syntax or "proto2"
     if syntax == "editions":
@@ -509,14 +599,75 @@ def _enum(enum: EnumDescriptorProto, depth: int) -> list[str]:
 
 
 def _options(options: Any) -> list[str]:
-    """The standard options set on an options message, as ``name = value`` (a message-valued
-    option flattened to ``name.sub = value``); custom options (extensions) are left out."""
+    """The options set on an options message, as ``name = value``: the standard ones (a
+    message-valued one flattened to ``name.sub = value``), then the custom ones
+    (``(package.name) = value``, a message in the text format) by number."""
     out: list[str] = []
     for fd, value in options.ListFields():
-        if fd.is_extension or fd.name == "uninterpreted_option":
+        if fd.name == "uninterpreted_option":
             continue
-        out.extend(_option(fd.name, fd, value))
+        if fd.is_extension:
+            out.extend(_custom(fd, value))
+        else:
+            out.extend(_option(fd.name, fd, value))
+    pool = _EXTENSIONS.get()
+    if pool is None:
+        return out
+    try:
+        extendee = pool.FindMessageTypeByName(options.DESCRIPTOR.full_name)
+    except KeyError:
+        return out
+    chunks: dict[int, list[Any]] = {}
+    for unknown in iter(unknown_fields.UnknownFieldSet(options)):
+        chunks.setdefault(unknown.field_number, []).append(unknown)
+    for number in sorted(chunks):
+        try:
+            extension = pool.FindExtensionByNumber(extendee, number)
+        except KeyError:
+            continue  # an option whose definition is not imported: it cannot be named
+        out.extend(_unknown_option(extension, chunks[number]))
     return out
+
+
+def _custom(fd: FieldDescriptor, value: Any) -> list[str]:
+    """A custom option the runtime knows (its extension is in the default pool)."""
+    values = list(value) if fd.is_repeated else [value]
+    return [_custom_line(fd, v) for v in values]
+
+
+def _custom_line(fd: FieldDescriptor, value: Any) -> str:
+    if fd.type == FieldDescriptor.TYPE_MESSAGE:
+        return f"({fd.full_name}) = {{{text_format.MessageToString(value, as_one_line=True)}}}"
+    return _option(f"({fd.full_name})", fd, _Single(value))[0]
+
+
+def _unknown_option(extension: FieldDescriptor, chunks: Sequence[Any]) -> list[str]:
+    """A custom option held as unknown fields (its extension defined in the schema's imports)."""
+    if extension.type == FieldDescriptor.TYPE_MESSAGE and extension.message_type is not None:
+        cls = message_factory.GetMessageClass(extension.message_type)
+        if extension.is_repeated:
+            return [_custom_line(extension, cls.FromString(chunk.data)) for chunk in chunks]
+        # protoc writes each assignment of one option as a chunk of its own: parsed together, they merge
+        merged = cls.FromString(b"".join(chunk.data for chunk in chunks))
+        return [_custom_line(extension, merged)]
+    return [_custom_line(extension, _scalar(extension, chunk.wire_type, chunk.data)) for chunk in chunks]
+
+
+def _scalar(fd: FieldDescriptor, wire_type: int, data: Any) -> Any:
+    """A scalar option's value from its wire form."""
+    if wire_type == 2:
+        return data.decode("utf-8") if fd.type == FieldDescriptor.TYPE_STRING else data
+    if fd.type in (FieldDescriptor.TYPE_SINT32, FieldDescriptor.TYPE_SINT64):
+        return (data >> 1) ^ -(data & 1)
+    if fd.type == FieldDescriptor.TYPE_FLOAT:
+        return struct.unpack("<f", struct.pack("<I", data))[0]
+    if fd.type == FieldDescriptor.TYPE_DOUBLE:
+        return struct.unpack("<d", struct.pack("<Q", data))[0]
+    if fd.type in (FieldDescriptor.TYPE_INT32, FieldDescriptor.TYPE_INT64, FieldDescriptor.TYPE_SFIXED32,
+                   FieldDescriptor.TYPE_SFIXED64, FieldDescriptor.TYPE_ENUM):  # fmt: skip
+        bits = 32 if fd.type == FieldDescriptor.TYPE_SFIXED32 else 64
+        return data - (1 << bits) if data >= 1 << (bits - 1) else data
+    return data
 
 
 def _option(name: str, fd: FieldDescriptor, value: Any) -> list[str]:
@@ -527,13 +678,16 @@ def _option(name: str, fd: FieldDescriptor, value: Any) -> list[str]:
     if fd.type == FieldDescriptor.TYPE_MESSAGE:
         return [f"{name}.{line}" for sub, sub_value in value.ListFields() for line in _option(sub.name, sub, sub_value)]
     if fd.type == FieldDescriptor.TYPE_ENUM and fd.enum_type is not None:
-        return [f"{name} = {fd.enum_type.values_by_number[value].name}"]
+        known = fd.enum_type.values_by_number.get(value)
+        return [f"{name} = {known.name if known is not None else value}"]
     if fd.type == FieldDescriptor.TYPE_BOOL:
         return [f"{name} = {'true' if value else 'false'}"]
     if fd.type == FieldDescriptor.TYPE_STRING:
         return [f"{name} = {_quote(value)}"]
     if fd.type == FieldDescriptor.TYPE_BYTES:
         return [f"{name} = {_quote(value.decode('latin-1'))}"]
+    if isinstance(value, float) and not math.isfinite(value):
+        return [f"{name} = {'nan' if math.isnan(value) else 'inf' if value > 0 else '-inf'}"]
     return [f"{name} = {value!r}"]
 
 

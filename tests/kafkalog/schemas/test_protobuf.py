@@ -260,3 +260,57 @@ def test_generated_schemas_print_to_text_that_compiles_back_to_the_same_descript
     schema = pb.parse(source)
     assert pb.parse(schema.canonical()).file == schema.file
     assert pb.parse(schema.serialized()).file == schema.file
+
+
+CONNECT = """
+syntax = "proto3";
+package demo;
+import "confluent/meta.proto";
+import "confluent/type/decimal.proto";
+import "google/type/date.proto";
+import "google/protobuf/descriptor.proto";
+extend google.protobuf.FieldOptions { sint32 weight = 50001; double ratio = 50002; repeated string labels = 50003; }
+message Ev {
+  option (confluent.message_meta).doc = "an event";
+  confluent.type.Decimal amount = 1 [(confluent.field_meta).params = {key: "connect.type", value: "int16"}];
+  google.type.Date day = 2;
+  int32 small = 3 [(confluent.field_meta) = {doc: "small", tags: ["a", "b"]}, (weight) = -7, (ratio) = 0.5,
+                   (labels) = "x", (labels) = "y", deprecated = true];
+}
+"""
+
+
+def test_imports_serializers_leave_unregistered_resolve_and_custom_options_survive_the_canonical_text() -> None:
+    # Kafka Connect's Protobuf converter imports confluent/meta.proto, confluent/type/decimal.proto and
+    # google/type/*.proto without registering them
+    schema = pb.parse(CONNECT)
+    assert {d.name for d in schema.dependencies} >= {
+        "confluent/meta.proto", "confluent/type/decimal.proto", "google/type/date.proto",
+    }  # fmt: skip
+    lines = schema.canonical().splitlines()
+    assert '  option (confluent.message_meta) = {doc: "an event"};' in lines
+    assert any('(confluent.field_meta) = {doc: "small" tags: "a" tags: "b"}' in line for line in lines)
+    assert any("(demo.weight) = -7, (demo.ratio) = 0.5, (demo.labels) = \"x\", (demo.labels) = \"y\"" in line
+               for line in lines)  # fmt: skip
+    assert pb.parse(schema.canonical()).file == schema.file
+    # a descriptor given in base64 is kept as given, custom options and all
+    again = pb.parse(schema.serialized())
+    assert again.file == schema.file
+    assert again.canonical() == schema.canonical()
+
+
+def test_a_base64_descriptor_that_does_not_build_is_refused() -> None:
+    from google.protobuf.descriptor_pb2 import FileDescriptorProto
+
+    schema = pb.parse(EVENT)
+    broken = FileDescriptorProto()
+    broken.CopyFrom(schema.file)
+    broken.message_type[1].field[0].json_name = "other"  # harmless: still builds
+    assert (
+        pb.parse(base64.b64encode(broken.SerializeToString()).decode()).file.message_type[1].field[0].json_name
+        == "other"
+    )
+    broken.message_type[1].field[0].type_name = ".demo.v1.Nope"
+    broken.message_type[1].field[0].type = broken.message_type[1].field[0].TYPE_MESSAGE
+    with pytest.raises(InvalidSchemaError, match=r'"\.demo\.v1\.Nope" is not defined|Nope'):
+        pb.parse(base64.b64encode(broken.SerializeToString()).decode())
