@@ -808,22 +808,25 @@ def _unevaluated(ctx: _Context, old: _Node, new: _Node, keyword: str, prefix: st
             ctx.compare(old.ref(a.raw.get("schema")), new.ref(b.raw.get("schema")))
 
 
-def _items(node: _Node) -> tuple[Any, list[Any], Any, bool]:
+def _items(node: _Node, draft: str) -> tuple[Any, list[Any], Any, bool]:
     """An array node's schema of all items (or None), its tuple of item schemas, the schema of the
     items after the tuple (or None) and whether such items are permitted."""
     items, prefix = node.get("items"), node.get("prefixItems")
+    if draft == "2020-12" and isinstance(items, bool) and not isinstance(prefix, list):
+        return None, [], None, items  # 2020-12: a boolean items says whether there may be any
     if isinstance(prefix, list):  # 2020-12: prefixItems, then items for the rest
         rest = items if "items" in node.raw else node.get("additionalItems")
         return None, prefix, rest if isinstance(rest, dict) else None, rest is not False
     if isinstance(items, list):
         rest = node.get("additionalItems")
         return None, items, rest if isinstance(rest, dict) else None, rest is not False
-    return items, [], None, True
+    rest = node.get("additionalItems")  # read whether or not items is a tuple, as Confluent's library does
+    return items, [], rest if isinstance(rest, dict) else None, rest is not False
 
 
 def _array(ctx: _Context, old: _Node, new: _Node) -> None:
-    old_all, old_tuple, old_rest, old_permits = _items(old)
-    new_all, new_tuple, new_rest, new_permits = _items(new)
+    old_all, old_tuple, old_rest, old_permits = _items(old, ctx.original.schema.draft)
+    new_all, new_tuple, new_rest, new_permits = _items(new, ctx.update.schema.draft)
     with ctx.at("items"):
         ctx.compare(None if old_all is None else old.ref(old_all), None if new_all is None else new.ref(new_all))
     old_open = old_permits and old_rest is None and _open_items(old)
@@ -833,9 +836,9 @@ def _array(ctx: _Context, old: _Node, new: _Node) -> None:
             if index < len(old_tuple) and index < len(new_tuple):
                 ctx.compare(old.ref(old_tuple[index]), new.ref(new_tuple[index]))
             elif index < len(old_tuple):
-                _item_removed(ctx, old, new, old_tuple[index], new_open, new_rest)
+                _item_removed(ctx, old, new, old_tuple[index], new_open, _partial_items(new, new_rest))
             else:
-                _item_added(ctx, old, new, new_tuple[index], old_open, old_rest)
+                _item_added(ctx, old, new, new_tuple[index], old_open, _partial_items(old, old_rest))
     with ctx.at("additionalItems"):
         if old_permits != new_permits:
             ctx.add("ADDITIONAL_ITEMS_REMOVED" if old_permits else "ADDITIONAL_ITEMS_ADDED")
@@ -852,6 +855,18 @@ def _array(ctx: _Context, old: _Node, new: _Node) -> None:
         ctx.add("UNIQUE_ITEMS_REMOVED" if old.get("uniqueItems") else "UNIQUE_ITEMS_ADDED", "uniqueItems")
     _bounds(ctx, old, new, "maxContains", "MAX_CONTAINS")
     _bounds(ctx, old, new, "minContains", "MIN_CONTAINS")
+
+
+def _partial_items(node: _Node, rest: Any) -> Any:
+    """The schema that items past the tuple must match (a partially open content model): the
+    additional items' schema, else (additional items not said) the unevaluated items' schema."""
+    if rest is not None:
+        return rest
+    if node.get("additionalItems") is None:
+        uneval = _uneval(node, "unevaluatedItems")
+        if uneval is not None and uneval.kind == "schema":
+            return uneval.raw["schema"]
+    return None
 
 
 def _open_items(node: _Node) -> bool:

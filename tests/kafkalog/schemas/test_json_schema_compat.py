@@ -133,3 +133,31 @@ def test_references_and_recursion() -> None:
 @pytest.mark.parametrize("schema", [V1, {"type": "string"}, {"oneOf": [{"type": "string"}, {"type": "null"}]}, True])
 def test_a_schema_is_compatible_with_itself(schema: Any) -> None:
     assert check(_p(schema), _p(schema)) == []
+
+
+def test_additional_and_unevaluated_items() -> None:
+    # additionalItems counts even where items is no tuple, as Confluent's library reads it
+    assert _kinds({"additionalItems": False}, {"additionalItems": True}) == [
+        ("ADDITIONAL_ITEMS_REMOVED", "#/additionalItems")
+    ]
+    assert _kinds({"additionalItems": {"type": "number"}}, {"additionalItems": {"type": "string"}}) == [
+        ("TYPE_CHANGED", "#/additionalItems")
+    ]
+    # 2020-12: a boolean items says whether there may be items; unevaluatedItems can cover a tuple's tail
+    draft = "https://json-schema.org/draft/2020-12/schema"
+    assert _kinds({"$schema": draft, "items": False}, {"$schema": draft, "items": True}) == [
+        ("ADDITIONAL_ITEMS_REMOVED", "#/additionalItems")
+    ]
+    old = {
+        "$schema": draft,
+        "type": "array",
+        "prefixItems": [{"type": "string"}],
+        "unevaluatedItems": {"type": "string"},
+    }
+    covered = {**old, "prefixItems": [{"type": "string"}, {"type": "string"}]}
+    uncovered = {**old, "prefixItems": [{"type": "string"}, {"type": "number"}]}
+    assert _kinds(covered, old) == []
+    assert _kinds(uncovered, old) == [
+        ("TYPE_CHANGED", "#/items/1"),
+        ("ITEM_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL", "#/items/1"),
+    ]
