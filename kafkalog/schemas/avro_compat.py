@@ -16,7 +16,10 @@ it. The check walks reader and writer together:
 Each pair of nodes is checked once (a pair met again gives the first result again, locations and
 all, and a pair met again while it is being checked, in a recursive schema, counts as compatible);
 a union's branches are tried from the root, as Java does, so what such a try finds first keeps root
-locations.
+locations. A writer union read by a reader of another type reports each branch at its index
+(``/fields/0/type/1``), as Avro 1.12 does (Confluent's 8.x registries); Avro 1.11 (7.x) reported the
+path of the root there (``/``). Apart from that path, the findings and their order were checked
+equal to Confluent 7.5.3's checker on 608 generated pairs at BACKWARD, FORWARD and FULL.
 
 Messages carry ``%s`` placeholders where Confluent writes which schema is meant: :func:`incompatibilities`
 fills them in (the reader is "new" and the writer "old" unless told otherwise).

@@ -107,7 +107,13 @@ def test_unions() -> None:
     assert [f.message for f in check(reader, _parse("int"))] == ["reader union lacking writer type: INT"]
     assert check(_parse("long"), _parse(["int", "long"])) == []
     found = check(_parse("long"), _parse(["int", "string"]))
-    assert [(f.kind, f.location) for f in found] == [("TYPE_MISMATCH", "/1")]
+    assert [(f.kind, f.location) for f in found] == [("TYPE_MISMATCH", "/1")]  # Avro 1.12's path: the branch
+    record = _record({"name": "a", "type": "int"})
+    found = check(record, _record({"name": "a", "type": ["int", "string", "null"]}))
+    assert [(f.kind, f.location, f.message) for f in found] == [
+        ("TYPE_MISMATCH", "/fields/0/type/1", "reader type: INT not compatible with writer type: STRING"),
+        ("TYPE_MISMATCH", "/fields/0/type/2", "reader type: INT not compatible with writer type: NULL"),
+    ]
 
 
 def test_recursive_schemas_terminate() -> None:
