@@ -10,7 +10,8 @@ enclosing namespace first, then as written.
 
 Validation refuses, with :class:`InvalidSchemaError` naming the first cause and where it is: an
 unknown type name, a redefined name, an invalid name or namespace, a duplicate field or enum symbol,
-a default that is not a value of its type, a union nested in a union or holding one type twice, a
+a default that is not a value of its type (judged as Avro's Java library judges it, so that what
+Confluent's registry accepts is accepted), a union nested in a union or holding one type twice, a
 bad fixed size, and a decimal whose precision or scale break the rules (precision > 0, 0 <= scale
 <= precision, and a fixed decimal's precision within its size). Other logical types on a type they
 do not apply to are ignored, as the specification says (the attribute stays in the text).
@@ -494,7 +495,10 @@ def _logical(kind: str, props: Mapping[str, Any], size: int | None, where: str) 
 
 
 def _valid_default(node: AvroType, value: Any, depth: int) -> bool:
-    """Whether ``value`` (JSON) is a value of ``node``, as a default is written."""
+    """Whether ``value`` (JSON) is a default of ``node``, judged as Avro's Java library (1.12) judges
+    it, which is what Confluent's registry accepts: a string for string, bytes, enum and fixed
+    (their content is not checked there), an integral number in range for int and long, any number
+    for float and double, a value of any branch for a union."""
     if depth > MAX_SCHEMA_DEPTH:
         return True  # a recursive default this deep is taken on trust rather than walked forever
     match node:
@@ -508,20 +512,13 @@ def _valid_default(node: AvroType, value: Any, depth: int) -> bool:
             return _integer(value, _LONG_RANGE)
         case Primitive(type="float" | "double"):
             return isinstance(value, int | float) and not isinstance(value, bool)
-        case Primitive(type="string"):
+        case Primitive(type="string" | "bytes") | Fixed() | Enum():
             return isinstance(value, str)
-        case Primitive(type="bytes"):
-            return isinstance(value, str) and all(ord(c) < 256 for c in value)
-        case Fixed(size=size):
-            return isinstance(value, str) and len(value) == size and all(ord(c) < 256 for c in value)
-        case Enum(symbols=symbols):
-            return isinstance(value, str) and value in symbols
         case Array(items=items):
             return isinstance(value, list) and all(_valid_default(items, v, depth + 1) for v in value)
         case Map(values=values):
             return isinstance(value, dict) and all(_valid_default(values, v, depth + 1) for v in value.values())
         case Union(branches=branches):
-            # Avro 1.12: any branch (1.11 and the specification before it: the first)
             return any(_valid_default(b, value, depth + 1) for b in branches)
         case Record(fields=fields):
             return isinstance(value, dict) and all(
@@ -533,8 +530,6 @@ def _valid_default(node: AvroType, value: Any, depth: int) -> bool:
 
 
 def _integer(value: Any, bounds: tuple[int, int]) -> bool:
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
     return isinstance(value, int) and not isinstance(value, bool) and bounds[0] <= value <= bounds[1]
 
 
