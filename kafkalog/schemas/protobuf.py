@@ -34,12 +34,14 @@ indexes: ``message_type[i0].nested_type[i1]...``).
 from __future__ import annotations
 
 import ast
+import atexit
 import base64
 import binascii
 import contextvars
 import importlib.util
 import math
 import re
+import shutil
 import struct
 import tempfile
 import threading
@@ -278,16 +280,29 @@ def _as_text(text: str, what: str) -> tuple[FileDescriptorProto | None, str]:
 
 def _import_paths() -> list[bytes]:
     """Where imports that are no reference are found: the well-known types (grpc_tools' copies of
-    ``google/protobuf/*.proto``), ``google/type/*.proto`` and the other common Google types
-    (googleapis-common-protos ships them beside its modules) and ``confluent/meta.proto`` and
-    ``confluent/type/decimal.proto`` (ours): what serializers import without registering."""
-    import grpc_tools  # noqa: PLC0415  (loaded on the first compile only)
+    ``google/protobuf/*.proto``), ``google/type/*.proto`` (googleapis-common-protos ships them beside
+    its modules) and ``confluent/meta.proto`` and ``confluent/type/decimal.proto`` (ours): what
+    serializers import without registering it, and nothing else."""
+    global _IMPORT_PATHS
+    with _COMPILER_LOCK:
+        if _IMPORT_PATHS is None:
+            import grpc_tools  # noqa: PLC0415  (loaded on the first compile only)
 
-    paths = [Path(grpc_tools.__file__).parent / "_proto", Path(__file__).parent / "_proto"]
-    google_types = importlib.util.find_spec("google.type")
-    if google_types is not None and google_types.submodule_search_locations:
-        paths.append(Path(next(iter(google_types.submodule_search_locations))).parent.parent)
-    return [str(path).encode() for path in paths]
+            paths = [Path(grpc_tools.__file__).parent / "_proto", Path(__file__).parent / "_proto"]
+            google_types = importlib.util.find_spec("google.type")
+            if google_types is not None and google_types.submodule_search_locations:
+                # a directory of its own that holds google/type alone (the package's parent directory,
+                # site-packages, would let an import find any .proto file installed there)
+                root = Path(tempfile.mkdtemp(prefix="kafkalog-proto-types-"))
+                atexit.register(shutil.rmtree, root, ignore_errors=True)
+                (root / "google").mkdir()
+                (root / "google" / "type").symlink_to(next(iter(google_types.submodule_search_locations)))
+                paths.append(root)
+            _IMPORT_PATHS = [str(path).encode() for path in paths]
+        return _IMPORT_PATHS
+
+
+_IMPORT_PATHS: list[bytes] | None = None
 
 
 def _compile(name: str, files: Mapping[str, str]) -> list[FileDescriptorProto]:

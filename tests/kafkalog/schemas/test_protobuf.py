@@ -153,6 +153,11 @@ def test_references_are_imported_by_name_as_text_or_base64() -> None:
         ),
         ('syntax = "proto3";\nmessage A { int32 a = 1; int32 a = 2; }\n', {}, '"a" is already defined in "A".'),
         ('syntax = "proto3";\nmessage A { int32 a = 0; }\n', {}, "Field numbers must be positive integers."),
+        (  # installed elsewhere (googleapis-common-protos), but no serializer leaves it unregistered
+            'syntax = "proto3";\nimport "google/rpc/status.proto";\n',
+            {},
+            "google/rpc/status.proto: File not found.",
+        ),
         ("", {}, "empty schema"),
         ("aGVsbG8=", {}, "neither .proto text nor a base64 FileDescriptorProto"),
         ('syntax = "proto3";', {"../x.proto": 'syntax = "proto3";'}, "invalid reference name '../x.proto'"),
