@@ -212,7 +212,7 @@ class AvroSchema:
         return self.text
 
     def normalized(self) -> AvroSchema:
-        text = _compact(_to_json(self.root, set(), full=True))
+        text = _compact(_to_json(self.root, set()))
         return AvroSchema(self.root, self.named, text, self.references)
 
     def parsing_canonical_form(self) -> str:
@@ -564,17 +564,17 @@ def named_types(node: AvroType) -> Iterator[NamedType]:
     return iter(order)
 
 
-def _to_json(node: AvroType, seen: set[str], *, full: bool) -> Any:
+def _to_json(node: AvroType, seen: set[str]) -> Any:
     """The normal form of ``node``: full names, keys in one order, a named type defined at its first
     use and named after."""
     if isinstance(node, Primitive):
         return {"type": node.type, **dict(sorted(node.props.items()))} if node.props else node.type
     if isinstance(node, Array):
-        return {"type": "array", "items": _to_json(node.items, seen, full=full), **dict(sorted(node.props.items()))}
+        return {"type": "array", "items": _to_json(node.items, seen), **dict(sorted(node.props.items()))}
     if isinstance(node, Map):
-        return {"type": "map", "values": _to_json(node.values, seen, full=full), **dict(sorted(node.props.items()))}
+        return {"type": "map", "values": _to_json(node.values, seen), **dict(sorted(node.props.items()))}
     if isinstance(node, Union):
-        return [_to_json(b, seen, full=full) for b in node.branches]
+        return [_to_json(b, seen) for b in node.branches]
     if node.fullname in seen:
         return node.fullname
     seen.add(node.fullname)
@@ -583,7 +583,7 @@ def _to_json(node: AvroType, seen: set[str], *, full: bool) -> Any:
     if isinstance(node, Record):
         if node.doc is not None:
             out["doc"] = node.doc
-        out["fields"] = [_field_json(f, seen, full=full) for f in node.fields]
+        out["fields"] = [_field_json(f, seen) for f in node.fields]
     elif isinstance(node, Enum):
         if node.doc is not None:
             out["doc"] = node.doc
@@ -598,8 +598,8 @@ def _to_json(node: AvroType, seen: set[str], *, full: bool) -> Any:
     return out
 
 
-def _field_json(f: Field, seen: set[str], *, full: bool) -> dict[str, Any]:
-    out: dict[str, Any] = {"name": f.name, "type": _to_json(f.type, seen, full=full)}
+def _field_json(f: Field, seen: set[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": f.name, "type": _to_json(f.type, seen)}
     if f.doc is not None:
         out["doc"] = f.doc
     if f.has_default:

@@ -645,7 +645,7 @@ def _partial_property(node: _Node, name: str) -> _Ref | None:
     return None
 
 
-def _has_default(node: _Node, schema: Any) -> bool:
+def _has_default(schema: Any) -> bool:
     return isinstance(schema, dict) and "default" in schema
 
 
@@ -662,7 +662,7 @@ def _object(ctx: _Context, old: _Node, new: _Node) -> None:
                 elif name not in old_required and name in new_required:
                     kind = (
                         "REQUIRED_ATTRIBUTE_WITH_DEFAULT_ADDED"
-                        if _has_default(new, new_props[name])
+                        if _has_default(new_props[name])
                         else "REQUIRED_ATTRIBUTE_ADDED"
                     )
                     ctx.add(kind, name)
@@ -720,7 +720,7 @@ def _property(
             elif name in new_required:
                 ctx.add(
                     "REQUIRED_PROPERTY_WITH_DEFAULT_ADDED_TO_OPEN_CONTENT_MODEL"
-                    if _has_default(new, after)
+                    if _has_default(after)
                     else "REQUIRED_PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL"
                 )
             else:
@@ -739,7 +739,7 @@ def _property(
         if name in new_required:
             ctx.add(
                 "REQUIRED_PROPERTY_WITH_DEFAULT_ADDED_TO_UNOPEN_CONTENT_MODEL"
-                if _has_default(new, after)
+                if _has_default(after)
                 else "REQUIRED_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL"
             )
         else:

@@ -131,16 +131,7 @@ class ProtobufSchema:
     def messages(self) -> Iterator[tuple[str, tuple[int, ...], DescriptorProto]]:
         """Every message of the schema's file (map entries included, as the descriptor holds them):
         its full name, its message-index path, and its descriptor; depth first, in order."""
-
-        def walk(
-            prefix: str, path: tuple[int, ...], messages: Sequence[DescriptorProto]
-        ) -> Iterator[tuple[str, tuple[int, ...], DescriptorProto]]:
-            for i, message in enumerate(messages):
-                full = _qualify(prefix, message.name)
-                yield full, (*path, i), message
-                yield from walk(full, (*path, i), message.nested_type)
-
-        return walk(self.file.package, (), self.file.message_type)
+        return _file_messages(self.file)
 
     def message_at(self, indexes: Sequence[int]) -> tuple[str, DescriptorProto]:
         """The message at a message-index path (``[]`` and ``[0]`` both the first message) and its
@@ -554,7 +545,7 @@ def _field_options(fd: FieldDescriptorProto) -> list[str]:
         options.append(f"default = {_default(fd)}")
     if fd.HasField("json_name") and fd.json_name != _json_name(fd.name):
         options.append(f"json_name = {_quote(fd.json_name)}")
-    options.extend(line.replace(" = ", " = ", 1) for line in _options(fd.options))
+    options.extend(_options(fd.options))
     return options
 
 

@@ -71,6 +71,7 @@ def test_a_record_parses_into_the_typed_model_with_names_resolved() -> None:
     assert root.fields[1].has_default
     assert not root.fields[0].has_default
     assert set(schema.named) == {"demo.Event", "demo.Kind", "other.Hash"}
+    assert [n.fullname for n in avro.named_types(root)] == ["demo.Event", "demo.Kind", "other.Hash"]
 
 
 def test_canonical_is_the_compact_text_as_given_and_normalized_qualifies_every_name() -> None:
