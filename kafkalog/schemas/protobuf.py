@@ -61,7 +61,7 @@ from google.protobuf.descriptor_pb2 import (
 from google.protobuf.message import DecodeError
 
 from kafkalog.schemas.errors import InvalidSchemaError
-from kafkalog.schemas.model import SchemaReference, SchemaType
+from kafkalog.schemas.model import SchemaReference, SchemaType, check_input
 
 DEFAULT_FILE_NAME: Final = "schema.proto"
 _REFERENCE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*(/[A-Za-z0-9_][A-Za-z0-9_.\-]*)*\.proto\Z")
@@ -200,11 +200,11 @@ def parse(
     """Compile ``text`` (``.proto`` text or a base64 FileDescriptorProto), its imports found in
     ``references`` (import path -> text or base64) or among the well-known types. Raises
     :class:`InvalidSchemaError` with protoc's first errors."""
+    check_input(text, references)
     files: dict[str, str] = {}
     given: dict[str, FileDescriptorProto] = {}  # the files given as descriptors, by import name
     for name, ref_text in (references or {}).items():
-        if not _REFERENCE_NAME.match(name) or ".." in name.split("/"):
-            raise InvalidSchemaError(f"invalid reference name {name!r}: a relative path ending in .proto")
+        _check_file_name(name, "reference name")
         descriptor, files[name] = _as_text(ref_text, f"reference {name!r}")
         if descriptor is not None:
             given[name] = descriptor
@@ -212,6 +212,8 @@ def parse(
         raise InvalidSchemaError("empty schema")
     descriptor, source = _as_text(text, "schema")
     name = (descriptor.name if descriptor is not None else "") or DEFAULT_FILE_NAME
+    # the name becomes a file in the compiler's directory: a path out of it is refused, not written
+    _check_file_name(name, "file name of the descriptor")
     if name in files:
         name = next(f"schema_{i}.proto" for i in range(1, len(files) + 2) if f"schema_{i}.proto" not in files)
     files[name] = source
@@ -219,7 +221,23 @@ def parse(
         given[name] = descriptor
     compiled = _with_given(_compile(name, files), given)
     main, dependencies = compiled[-1], tuple(compiled[:-1])
-    return ProtobufSchema(main, dependencies, to_proto_text(main, dependencies), tuple(declared))
+    return ProtobufSchema(main, dependencies, _printed(main, dependencies, "schema"), tuple(declared))
+
+
+def _check_file_name(name: str, what: str) -> None:
+    if not _REFERENCE_NAME.match(name) or ".." in name.split("/"):
+        raise InvalidSchemaError(f"invalid {what} {name!r}: a relative path ending in .proto")
+
+
+def _printed(file: FileDescriptorProto, dependencies: Sequence[FileDescriptorProto], what: str) -> str:
+    """:func:`to_proto_text`, a descriptor it cannot print (one given in base64 need not be what
+    protoc makes) refused with :class:`InvalidSchemaError`."""
+    try:
+        return to_proto_text(file, dependencies)
+    except InvalidSchemaError as e:
+        raise InvalidSchemaError(f"{what}: {e}") from None
+    except (KeyError, ValueError, IndexError, TypeError, AttributeError, DecodeError, UnicodeError) as e:
+        raise InvalidSchemaError(f"{what}: a FileDescriptorProto that cannot be printed: {e!r}") from None
 
 
 def _with_given(
@@ -263,10 +281,7 @@ def _as_text(text: str, what: str) -> tuple[FileDescriptorProto | None, str]:
         raise InvalidSchemaError(f"{what}: neither .proto text nor a base64 FileDescriptorProto ({e})") from None
     if not fdp.name and not fdp.message_type and not fdp.enum_type:
         raise InvalidSchemaError(f"{what}: neither .proto text nor a base64 FileDescriptorProto")
-    try:
-        return fdp, to_proto_text(fdp)
-    except (KeyError, ValueError) as e:
-        raise InvalidSchemaError(f"{what}: a FileDescriptorProto that cannot be printed: {e}") from None
+    return fdp, _printed(fdp, (), what)
 
 
 def _import_paths() -> list[bytes]:
@@ -303,8 +318,11 @@ def _compile(name: str, files: Mapping[str, str]) -> list[FileDescriptorProto]:
     with tempfile.TemporaryDirectory(prefix="kafkalog-proto-") as tmp:
         for file_name, source in files.items():
             path = Path(tmp, file_name)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(source, encoding="utf-8")
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(source, encoding="utf-8")
+            except OSError as e:  # one name a directory of another's ("a.proto", "a.proto/b.proto")
+                raise InvalidSchemaError(f"file {file_name!r} clashes with another file's path: {e.strerror}") from None
         includes = [tmp.encode(), *_import_paths()]
         with _COMPILER_LOCK:
             try:
@@ -509,11 +527,15 @@ def _field(
     options = _field_options(fd)
     suffix = f" [{', '.join(options)}]" if options else ""
     if entry is not None and fd.label == FieldDescriptorProto.LABEL_REPEATED:
+        if len(entry.field) != 2:
+            raise InvalidSchemaError(f"map entry {entry.name} of field {fd.name} has {len(entry.field)} fields, not 2")
         key, value = entry.field[0], entry.field[1]
         return [f"{pad}map<{_type_name(key)}, {_type_name(value)}> {fd.name} = {fd.number}{suffix};"]
     label = _label(fd, syntax, in_oneof)
     if fd.type == FieldDescriptorProto.TYPE_GROUP:
-        group = next(n for n in message.nested_type if n.name == fd.type_name.rpartition(".")[2])
+        group = next((n for n in message.nested_type if n.name == fd.type_name.rpartition(".")[2]), None)
+        if group is None:
+            raise InvalidSchemaError(f"group field {fd.name} names {fd.type_name}, no nested message of its own")
         head = f"{pad}{label}group {group.name} = {fd.number}{suffix} {{"
         return _message(group, syntax, depth, head=head)
     return [f"{pad}{label}{_type_name(fd)} {fd.name} = {fd.number}{suffix};"]
@@ -648,7 +670,36 @@ def _custom_line(fd: FieldDescriptor, value: Any) -> str:
 
 
 def _unknown_option(extension: FieldDescriptor, chunks: Sequence[Any]) -> list[str]:
-    """A custom option held as unknown fields (its extension defined in the schema's imports)."""
+    """A custom option held as unknown fields (its extension defined in the schema's imports); one
+    whose bytes are not a value of its type is refused."""
+    expected = _WIRE_TYPES.get(extension.type, 0)
+    for chunk in chunks:
+        if chunk.wire_type != expected:  # a packed repeated option included: protoc writes none
+            raise InvalidSchemaError(
+                f"custom option ({extension.full_name}) has wire type {chunk.wire_type}, not one of its type"
+            )
+    try:
+        return _decoded_option(extension, chunks)
+    except (DecodeError, UnicodeDecodeError, struct.error) as e:
+        raise InvalidSchemaError(f"custom option ({extension.full_name}) does not decode: {e}") from None
+
+
+#: a custom option's wire type by its type (the others, varints, are 0)
+_WIRE_TYPES: Final = {
+    FieldDescriptor.TYPE_MESSAGE: 2,
+    FieldDescriptor.TYPE_STRING: 2,
+    FieldDescriptor.TYPE_BYTES: 2,
+    FieldDescriptor.TYPE_GROUP: 3,
+    FieldDescriptor.TYPE_DOUBLE: 1,
+    FieldDescriptor.TYPE_FIXED64: 1,
+    FieldDescriptor.TYPE_SFIXED64: 1,
+    FieldDescriptor.TYPE_FLOAT: 5,
+    FieldDescriptor.TYPE_FIXED32: 5,
+    FieldDescriptor.TYPE_SFIXED32: 5,
+}
+
+
+def _decoded_option(extension: FieldDescriptor, chunks: Sequence[Any]) -> list[str]:
     if extension.type == FieldDescriptor.TYPE_MESSAGE and extension.message_type is not None:
         cls = message_factory.GetMessageClass(extension.message_type)
         if extension.is_repeated:

@@ -5,16 +5,21 @@ the wire format's message indexes (as confluent-kafka's serializer computes them
 from __future__ import annotations
 
 import base64
+import contextlib
+from pathlib import Path
 
 import pytest
 from google.protobuf import descriptor_pool, timestamp_pb2
 from google.protobuf.descriptor import Descriptor
+from google.protobuf.descriptor_pb2 import FieldDescriptorProto as Field
+from google.protobuf.descriptor_pb2 import FileDescriptorProto
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafkalog.schemas import protobuf as pb
 from kafkalog.schemas.errors import InvalidSchemaError
-from kafkalog.schemas.model import ParsedSchema, SchemaReference, SchemaType
+from kafkalog.schemas.model import MAX_REFERENCES, MAX_SCHEMA_LENGTH, ParsedSchema, SchemaReference, SchemaType
+from tests.kafkalog.schemas.refusals import refused
 
 EVENT = """
 syntax = "proto3";
@@ -305,8 +310,6 @@ def test_imports_serializers_leave_unregistered_resolve_and_custom_options_survi
 
 
 def test_a_base64_descriptor_that_does_not_build_is_refused() -> None:
-    from google.protobuf.descriptor_pb2 import FileDescriptorProto
-
     schema = pb.parse(EVENT)
     broken = FileDescriptorProto()
     broken.CopyFrom(schema.file)
@@ -319,3 +322,115 @@ def test_a_base64_descriptor_that_does_not_build_is_refused() -> None:
     broken.message_type[1].field[0].type = broken.message_type[1].field[0].TYPE_MESSAGE
     with pytest.raises(InvalidSchemaError, match=r'"\.demo\.v1\.Nope" is not defined|Nope'):
         pb.parse(base64.b64encode(broken.SerializeToString()).decode())
+
+
+# --- hostile input: refused with InvalidSchemaError, quickly, nothing written outside the compiler's directory
+
+
+def _b64(fdp: FileDescriptorProto) -> str:
+    return base64.b64encode(fdp.SerializeToString()).decode()
+
+
+def _one_message(name: str) -> FileDescriptorProto:
+    fdp = FileDescriptorProto(name=name, package="p", syntax="proto3")
+    message = fdp.message_type.add(name="M")
+    message.field.add(name="a", number=1, type=Field.TYPE_STRING, label=Field.LABEL_OPTIONAL)
+    return fdp
+
+
+@pytest.mark.parametrize(
+    "name", ["/tmp/abs.proto", "../../escape.proto", "a/../../b.proto", "a\x00b.proto", "dir/", "a", "x.txt"]
+)
+def test_a_descriptor_whose_file_name_leaves_the_compilers_directory_is_refused(tmp_path: Path, name: str) -> None:
+    target = tmp_path / "escape.proto"
+    fdp = _one_message(name.replace("/tmp/abs.proto", str(target)))
+    refused(lambda: pb.parse(_b64(fdp)), "invalid file name of the descriptor")
+    assert not target.exists()
+
+
+def test_references_whose_paths_clash_are_refused() -> None:
+    refs = {"a.proto": 'syntax = "proto3";', "a.proto/b.proto": 'syntax = "proto3";'}
+    refused(lambda: pb.parse('syntax = "proto3"; import "a.proto/b.proto"; message M {}', refs), "clashes")
+
+
+def test_descriptors_that_cannot_be_printed_are_refused() -> None:
+    no_fields = FileDescriptorProto(name="x.proto", package="p", syntax="proto3")
+    message = no_fields.message_type.add(name="M")
+    message.nested_type.add(name="AEntry").options.map_entry = True
+    message.field.add(name="a", number=1, type=Field.TYPE_MESSAGE, type_name=".p.M.AEntry", label=Field.LABEL_REPEATED)
+    refused(lambda: pb.parse(_b64(no_fields)), "map entry AEntry of field a has 0 fields")
+
+    group = FileDescriptorProto(name="y.proto", package="p")
+    group.message_type.add(name="M").field.add(
+        name="g", number=1, type=Field.TYPE_GROUP, type_name=".p.M.Nope", label=Field.LABEL_OPTIONAL
+    )
+    refused(lambda: pb.parse(_b64(group)), "group field g names .p.M.Nope")
+
+
+def _varint(n: int) -> bytes:
+    out = b""
+    while True:
+        low, n = n & 0x7F, n >> 7
+        if not n:
+            return out + bytes([low])
+        out += bytes([low | 0x80])
+
+
+@pytest.mark.parametrize(
+    ("option", "cause"),
+    [
+        (_varint((1088 << 3) | 2) + _varint(3) + b"\x0a\xff\xff", "does not decode"),  # corrupt confluent.Meta
+        (_varint((1088 << 3) | 0) + _varint(7), "has wire type 0"),  # a varint for a message
+    ],
+)
+def test_a_custom_option_whose_bytes_are_not_its_type_is_refused(option: bytes, cause: str) -> None:
+    fdp = FileDescriptorProto(name="z.proto", package="p", syntax="proto3", dependency=["confluent/meta.proto"])
+    field = fdp.message_type.add(name="M").field.add(name="a", number=1, type=Field.TYPE_STRING)
+    field.options.MergeFromString(option)
+    refused(lambda: pb.parse(_b64(fdp)), rf"custom option \(confluent.field_meta\) {cause}")
+
+
+def test_text_that_is_not_unicode_and_texts_beyond_the_bounds_are_refused() -> None:
+    refused(lambda: pb.parse('syntax = "proto3"; message A { string s = 1 [json_name="\ud800"]; }'), "lone surrogate")
+    refused(lambda: pb.parse("//" + "x" * MAX_SCHEMA_LENGTH), "characters long: at most")
+    many = {f"r{i}.proto": 'syntax = "proto3";' for i in range(MAX_REFERENCES + 1)}
+    refused(lambda: pb.parse('syntax = "proto3";', many), "references: at most")
+
+
+_FIELD_TYPES = st.sampled_from(sorted(Field.Type.values()))
+
+
+@st.composite
+def _hostile_descriptors(draw: st.DrawFn) -> str:
+    """A FileDescriptorProto of random names, types, labels and type names (most are not valid)."""
+    names = st.text(st.sampled_from("ab._/\x00é.proto"), max_size=12)
+    fdp = FileDescriptorProto(
+        name=draw(names), package=draw(names), syntax=draw(st.sampled_from(["", "proto2", "proto3", "x"]))
+    )
+    for _ in range(draw(st.integers(0, 3))):
+        message = fdp.message_type.add(name=draw(names))
+        if draw(st.booleans()):
+            message.options.map_entry = True
+        for number in range(draw(st.integers(0, 3))):
+            message.field.add(
+                name=draw(names),
+                number=draw(st.integers(-1, 3)) or number,
+                type=draw(_FIELD_TYPES),
+                label=draw(st.sampled_from([1, 2, 3])),
+                type_name=draw(names),
+                json_name=draw(names),
+            )
+        for _ in range(draw(st.integers(0, 1))):
+            message.nested_type.add(name=draw(names)).options.map_entry = draw(st.booleans())
+    return _b64(fdp)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.one_of(
+        _hostile_descriptors(), st.binary(max_size=64).map(lambda b: base64.b64encode(b).decode()), st.text(max_size=64)
+    )
+)
+def test_hostile_input_is_refused_with_invalid_schema_error_only(text: str) -> None:
+    with contextlib.suppress(InvalidSchemaError):  # anything else fails the test
+        pb.parse(text)
