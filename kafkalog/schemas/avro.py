@@ -13,7 +13,10 @@ unknown type name, a redefined name, an invalid name or namespace, a duplicate f
 a default that is not a value of its type (judged as Avro's Java library judges it, so that what
 Confluent's registry accepts is accepted), a union nested in a union or holding one type twice, a
 bad fixed size, and a decimal whose precision or scale break the rules (precision > 0, 0 <= scale
-<= precision, and a fixed decimal's precision within its size). Other logical types on a type they
+<= precision, and a fixed decimal's precision within its size), a type graph nested deeper than
+:data:`MAX_SCHEMA_DEPTH` counting the named types it uses by name, and JSON that cannot be stored
+as JSON again (NaN, infinities, lone surrogates). Defaults are judged in time linear in their
+size. Other logical types on a type they
 do not apply to are ignored, as the specification says (the attribute stays in the text).
 
 Three texts of a schema:
@@ -36,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, TypeAlias
 
 from kafkalog.schemas.errors import InvalidSchemaError
-from kafkalog.schemas.model import SchemaReference, SchemaType
+from kafkalog.schemas.model import SchemaReference, SchemaType, check_input, check_unicode
 
 PRIMITIVES: Final = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes", "string"})
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -196,13 +199,15 @@ NamedType: TypeAlias = Fixed | Enum | Record
 @dataclass(frozen=True, eq=False)
 class AvroSchema:
     """A parsed Avro schema: ``root`` and the named types it and its references define
-    (``named``, full name -> type). Implements :class:`kafkalog.schemas.model.ParsedSchema`."""
+    (``named``, full name -> type; ``referenced`` the names the references define).
+    Implements :class:`kafkalog.schemas.model.ParsedSchema`."""
 
     root: AvroType
     named: Mapping[str, NamedType]
     text: str = field(repr=False)
     references: Sequence[SchemaReference] = ()
     schema_type: SchemaType = SchemaType.AVRO
+    referenced: frozenset[str] = frozenset()
 
     @property
     def name(self) -> str | None:
@@ -212,8 +217,10 @@ class AvroSchema:
         return self.text
 
     def normalized(self) -> AvroSchema:
-        text = _compact(_to_json(self.root, set()))
-        return AvroSchema(self.root, self.named, text, self.references)
+        # the references' types are written by name, as the schema uses them: the text parses
+        # again with the same references (inlined, they would be defined twice)
+        text = _compact(_to_json(self.root, set(self.referenced)))
+        return AvroSchema(self.root, self.named, text, self.references, referenced=self.referenced)
 
     def parsing_canonical_form(self) -> str:
         return _compact(_pcf(self.root, set()))
@@ -241,6 +248,7 @@ def parse(
     each parsed first, those another uses before it, whatever their order) where it uses them;
     ``declared`` are the references as the registry keeps them. Raises :class:`InvalidSchemaError`
     naming the first cause."""
+    check_input(text, references)
     parser = _Parser()
     pending = dict(references or {})
     while pending:
@@ -258,16 +266,80 @@ def parse(
             ref_name, (_, error) = next(iter(failed.items()))
             raise InvalidSchemaError(f"reference {ref_name!r}: {error}")
         pending = {name: ref_text for name, (ref_text, _) in failed.items()}
+    referenced = frozenset(parser.named)
     root = parser.parse_text(text)
+    _check_depth(root)
     given = _load(text)
-    return AvroSchema(root, dict(parser.named), _compact(given), tuple(declared))
+    return AvroSchema(root, dict(parser.named), _compact(given), tuple(declared), referenced=referenced)
 
 
 def _load(text: str) -> Any:
     try:
-        return json.loads(text)
+        value = json.loads(text, parse_constant=_not_a_number, parse_float=_finite)
     except (ValueError, RecursionError) as e:
         raise InvalidSchemaError(f"not JSON: {e}") from None
+    check_unicode(_compact(value), "schema")  # a JSON escape may give a lone surrogate
+    return value
+
+
+def _not_a_number(constant: str) -> float:
+    raise ValueError(f"{constant} is not a JSON number")
+
+
+def _finite(literal: str) -> float:
+    value = float(literal)
+    if not math.isfinite(value):
+        raise ValueError(f"{literal[:40]} is beyond the range of a double")
+    return value
+
+
+def _check_depth(root: AvroType) -> None:
+    """Refuse a type graph deeper than :data:`MAX_SCHEMA_DEPTH`, counting the named types it uses by
+    name (a chain of definitions, each using the one before, nests as deep as it is long, and the
+    walks over the graph recurse that deep). A use of a named type inside its own definition (a
+    recursive record) counts nothing. Walked with a stack of its own, each node's depth once."""
+    depth_of: dict[int, int] = {}
+    deepest_below: dict[int, int] = {id(root): 0}
+    stack: list[tuple[AvroType, Iterator[AvroType]]] = [(root, iter(_children(root)))]
+    on_path = {id(root)}
+    while stack:
+        node, children = stack[-1]
+        child = next(children, None)
+        if child is not None:
+            if id(child) in on_path:
+                continue
+            known = depth_of.get(id(child))
+            if known is None:
+                known = 1
+                on_path.add(id(child))
+                deepest_below[id(child)] = 0
+                stack.append((child, iter(_children(child))))
+            else:
+                deepest_below[id(node)] = max(deepest_below[id(node)], known)
+            if len(stack) + known - 1 > MAX_SCHEMA_DEPTH:
+                where = child.fullname if isinstance(child, Record | Enum | Fixed) else child.type
+                raise InvalidSchemaError(
+                    f"schema nested deeper than {MAX_SCHEMA_DEPTH}, counting the named types it uses (at {where})"
+                )
+            continue
+        stack.pop()
+        on_path.discard(id(node))
+        depth_of[id(node)] = 1 + deepest_below.pop(id(node))
+        if stack:
+            parent = id(stack[-1][0])
+            deepest_below[parent] = max(deepest_below[parent], depth_of[id(node)])
+
+
+def _children(node: AvroType) -> list[AvroType]:
+    if isinstance(node, Record):
+        return [f.type for f in node.fields]
+    if isinstance(node, Array):
+        return [node.items]
+    if isinstance(node, Map):
+        return [node.values]
+    if isinstance(node, Union):
+        return list(node.branches)
+    return []
 
 
 def _compact(value: Any) -> str:
@@ -415,8 +487,14 @@ class _Parser:
         for symbol in symbols:
             if not isinstance(symbol, str) or not _NAME.match(symbol):
                 raise InvalidSchemaError(f"invalid symbol {symbol!r} in enum {fullname!r}, at {where or '/'}")
-        if len(set(symbols)) != len(symbols):
-            duplicate = next(s for s in symbols if symbols.count(s) > 1)
+        seen: set[str] = set()
+        duplicate = None
+        for symbol in symbols:
+            if symbol in seen:
+                duplicate = symbol
+                break
+            seen.add(symbol)
+        if duplicate is not None:
             raise InvalidSchemaError(f"duplicate symbol {duplicate!r} in enum {fullname!r}, at {where or '/'}")
         default = value.get("default")
         if default is not None and default not in symbols:
@@ -432,7 +510,7 @@ class _Parser:
     def fixed(self, value: dict[str, Any], namespace: str, where: str) -> Fixed:
         fullname, _, aliases = self.define(value, namespace, where)
         size = value.get("size")
-        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        if not isinstance(size, int) or isinstance(size, bool) or not 0 <= size <= _INT_RANGE[1]:
             raise InvalidSchemaError(f"fixed {fullname!r} has an invalid size {size!r}, at {where or '/'}")
         props = _props(value, {"type", "name", "namespace", "size", "aliases"})
         node = Fixed(fullname, size, aliases, _logical("fixed", props, size, where), props)
@@ -479,8 +557,8 @@ def _logical(kind: str, props: Mapping[str, Any], size: int | None, where: str) 
                 f"decimal scale {scale} is greater than its precision {precision}, at {where or '/'}"
             )
         if size is not None:
-            most = math.floor(math.log10(2 ** (8 * size - 1) - 1)) if size > 0 else 0
-            if precision > most:
+            most = _most_digits(size)
+            if most is not None and precision > most:
                 raise InvalidSchemaError(
                     f"fixed({size}) cannot store {precision} digits of precision (at most {most}), at {where or '/'}"
                 )
@@ -494,13 +572,35 @@ def _logical(kind: str, props: Mapping[str, Any], size: int | None, where: str) 
     return None
 
 
-def _valid_default(node: AvroType, value: Any, depth: int) -> bool:
+def _most_digits(size: int) -> int | None:
+    """The decimal digits a fixed of ``size`` bytes holds, floor(log10(2^(8*size-1) - 1)) (the
+    number's digits, less one); None past 128 bytes, where Java's double overflows to infinity and
+    so bounds nothing."""
+    if size <= 0:
+        return 0
+    if size > 128:
+        return None
+    return len(str(2 ** (8 * size - 1) - 1)) - 1
+
+
+def _valid_default(node: AvroType, value: Any, depth: int, memo: dict[tuple[int, int], bool] | None = None) -> bool:
     """Whether ``value`` (JSON) is a default of ``node``, judged as Avro's Java library (1.12) judges
     it, which is what Confluent's registry accepts: a string for string, bytes, enum and fixed
     (their content is not checked there), an integral number in range for int and long, any number
-    for float and double, a value of any branch for a union."""
+    for float and double, a value of any branch for a union. Each (type, part of the value) pair is
+    judged once (``memo``): unions of recursive records would otherwise try their branches
+    exponentially often."""
     if depth > MAX_SCHEMA_DEPTH:
         return True  # a recursive default this deep is taken on trust rather than walked forever
+    memo = {} if memo is None else memo
+    key = (id(node), id(value))
+    known = memo.get(key)
+    if known is None:
+        known = memo[key] = _judge_default(node, value, depth, memo)
+    return known
+
+
+def _judge_default(node: AvroType, value: Any, depth: int, memo: dict[tuple[int, int], bool]) -> bool:
     match node:
         case Primitive(type="null"):
             return value is None
@@ -515,14 +615,14 @@ def _valid_default(node: AvroType, value: Any, depth: int) -> bool:
         case Primitive(type="string" | "bytes") | Fixed() | Enum():
             return isinstance(value, str)
         case Array(items=items):
-            return isinstance(value, list) and all(_valid_default(items, v, depth + 1) for v in value)
+            return isinstance(value, list) and all(_valid_default(items, v, depth + 1, memo) for v in value)
         case Map(values=values):
-            return isinstance(value, dict) and all(_valid_default(values, v, depth + 1) for v in value.values())
+            return isinstance(value, dict) and all(_valid_default(values, v, depth + 1, memo) for v in value.values())
         case Union(branches=branches):
-            return any(_valid_default(b, value, depth + 1) for b in branches)
+            return any(_valid_default(b, value, depth + 1, memo) for b in branches)
         case Record(fields=fields):
             return isinstance(value, dict) and all(
-                (f.name in value and _valid_default(f.type, value[f.name], depth + 1))
+                (f.name in value and _valid_default(f.type, value[f.name], depth + 1, memo))
                 or (f.name not in value and f.has_default)
                 for f in fields
             )

@@ -21,6 +21,10 @@ locations. A writer union read by a reader of another type reports each branch a
 path of the root there (``/``). Apart from that path, the findings and their order were checked
 equal to Confluent 7.5.3's checker on 608 generated pairs at BACKWARD, FORWARD and FULL.
 
+At most :data:`MAX_FINDINGS` findings are kept for a pair of nodes (and so reported): records
+shared along many paths (a diamond of records, each holding the next twice) have exponentially many
+paths to one incompatibility, and Java's checker, listing them all, answers with megabytes.
+
 Messages carry ``%s`` placeholders where Confluent writes which schema is meant: :func:`incompatibilities`
 fills them in (the reader is "new" and the writer "old" unless told otherwise).
 """
@@ -31,6 +35,9 @@ from dataclasses import dataclass
 from typing import Final
 
 from kafkalog.schemas.avro import Array, AvroSchema, AvroType, Enum, Fixed, Map, Primitive, Record, Union
+from kafkalog.schemas.errors import InvalidSchemaError
+
+MAX_FINDINGS: Final = 100
 
 _PROMOTIONS: Final = {
     "long": frozenset({"int"}),
@@ -75,8 +82,12 @@ class Incompatibility:
 
 
 def check(reader: AvroSchema, writer: AvroSchema) -> list[Incompatibility]:
-    """Every reason ``reader`` cannot read data written with ``writer`` (empty: it can)."""
-    return _Checker().compatibility(reader.root, writer.root, [])
+    """Every reason ``reader`` cannot read data written with ``writer`` (empty: it can), the first
+    :data:`MAX_FINDINGS` of them."""
+    try:
+        return _Checker().compatibility(reader.root, writer.root, [])
+    except RecursionError:  # parse bounds the depth of each schema; this is the last line, not the rule
+        raise InvalidSchemaError("the schemas are nested too deeply to be compared") from None
 
 
 def incompatibilities(
@@ -111,7 +122,7 @@ class _Checker:
             return found
         self.memo[key] = _IN_PROGRESS
         self.keep += (reader, writer)
-        result = self.calculate(reader, writer, location)
+        result = self.calculate(reader, writer, location)[:MAX_FINDINGS]
         self.memo[key] = result
         return result
 

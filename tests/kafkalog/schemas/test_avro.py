@@ -4,6 +4,7 @@ fastavro's)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
@@ -14,7 +15,8 @@ from hypothesis import strategies as st
 
 from kafkalog.schemas import avro
 from kafkalog.schemas.errors import InvalidSchemaError, SchemaError
-from kafkalog.schemas.model import ParsedSchema, SchemaReference, SchemaType
+from kafkalog.schemas.model import MAX_SCHEMA_LENGTH, ParsedSchema, SchemaReference, SchemaType
+from tests.kafkalog.schemas.refusals import quick, refused
 
 
 def _text(value: Any) -> str:
@@ -308,3 +310,89 @@ def test_generated_schemas_agree_with_fastavro_on_the_canonical_form(schema: Any
     ours = avro.parse(_text(schema))
     assert ours.parsing_canonical_form() == fastavro.schema.to_parsing_canonical_form(schema)
     assert avro.parse(ours.normalized().canonical()).parsing_canonical_form() == ours.parsing_canonical_form()
+
+
+# --- hostile input: refused with InvalidSchemaError, quickly
+
+
+@pytest.mark.parametrize(
+    ("text", "cause"),
+    [
+        ('{"type":"record","name":"R","fields":[{"name":"a","type":"double","default":NaN}]}', "NaN is not a JSON"),
+        ('{"type":"string","x":1e400}', "beyond the range of a double"),
+        ('{"type":"record","name":"R","doc":"\\ud800","fields":[]}', "lone surrogate"),
+        ('{"type":"fixed","name":"F","size":4294967296}', "invalid size"),
+        ("/" * (MAX_SCHEMA_LENGTH + 1), "characters long: at most"),
+    ],
+)
+def test_text_that_cannot_be_stored_as_json_or_is_beyond_the_bounds_is_refused(text: str, cause: str) -> None:
+    refused(lambda: avro.parse(text), cause)
+
+
+def test_a_default_is_judged_in_time_linear_in_its_size_not_exponential() -> None:
+    nested: Any = 5
+    for _ in range(40):
+        nested = {"a": nested}
+    schema = {"type": "record", "name": "R", "fields": [
+        {"name": "h", "type": {"type": "record", "name": "A", "fields": [{"name": "a", "type": ["null", "A", {
+            "type": "record", "name": "B", "fields": [{"name": "a", "type": ["null", "A", "B"]}]}]}]}},
+        {"name": "x", "type": "A", "default": nested},
+    ]}  # fmt: skip
+    refused(lambda: avro.parse(_text(schema)), "invalid default for field 'x'")
+
+
+def test_many_enum_symbols_and_a_huge_fixed_decimal_parse_quickly() -> None:
+    symbols = [f"S{i}" for i in range(50_000)]
+    refused(
+        lambda: avro.parse(_text({"type": "enum", "name": "E", "symbols": [*symbols, "S7"]})), "duplicate symbol 'S7'"
+    )
+    huge = {"type": "fixed", "name": "F", "size": 2**31 - 1, "logicalType": "decimal", "precision": 10**6}
+    assert quick(lambda: avro.parse(_text(huge))).root.logical == avro.LogicalType("decimal", 10**6, 0)
+    small = {"type": "fixed", "name": "F", "size": 4, "logicalType": "decimal", "precision": 10}
+    refused(lambda: avro.parse(_text(small)), r"fixed\(4\) cannot store 10 digits of precision \(at most 9\)")
+
+
+def _chain(n: int) -> list[Any]:
+    """Records T0..T(n-1), each holding the one before by name: nested n deep though written flat."""
+    defs: list[Any] = [{"type": "record", "name": "T0", "fields": [{"name": "x", "type": "string"}]}]
+    defs += [{"type": "record", "name": f"T{i}", "fields": [{"name": "x", "type": f"T{i - 1}"}]} for i in range(1, n)]
+    return defs
+
+
+def test_a_chain_of_named_types_deeper_than_the_limit_is_refused() -> None:
+    flat = {"type": "record", "name": "Root", "fields": [
+        {"name": "defs", "type": ["null", *_chain(1000)], "default": None}, {"name": "main", "type": "T999"},
+    ]}  # fmt: skip
+    refused(lambda: avro.parse(_text(flat)), "nested deeper than 200, counting the named types it uses")
+    main = _text({"type": "record", "name": "M", "fields": [{"name": "m", "type": "T999"}]})
+    refused(lambda: avro.parse(main, {"defs": _text(_chain(1000))}), "nested deeper than 200")
+    within = _text({"type": "record", "name": "M", "fields": [{"name": "m", "type": "T150"}]})
+    schema = quick(lambda: avro.parse(within, {"defs": _text(_chain(151))}))
+    assert schema.parsing_canonical_form().count('"name":"T') == 151
+
+
+def test_normalized_writes_the_references_types_by_name_so_that_it_parses_again_with_them() -> None:
+    ref = '{"type":"record","name":"com.x.Addr","fields":[{"name":"s","type":"string"}]}'
+    schema = avro.parse('{"type":"record","name":"com.x.P","fields":[{"name":"a","type":"Addr"}]}', {"addr": ref})
+    normal = schema.normalized().canonical()
+    assert normal == '{"type":"record","name":"com.x.P","fields":[{"name":"a","type":"com.x.Addr"}]}'
+    assert avro.parse(normal, {"addr": ref}).normalized().canonical() == normal
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+    | st.sampled_from(["record", "enum", "fixed", "array", "map", "int", "null", "R", "a.R", "decimal", "\ud800"]),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+        st.sampled_from(["type", "name", "namespace", "fields", "symbols", "items", "values", "size", "default",
+                         "aliases", "logicalType", "precision", "scale", "order", "doc"]), inner, max_size=6),
+    max_leaves=25,
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(_json)
+def test_hostile_json_is_refused_with_invalid_schema_error_only(value: Any) -> None:
+    with contextlib.suppress(InvalidSchemaError):  # anything else fails the test
+        schema = avro.parse(json.dumps(value))
+        schema.normalized()
+        schema.parsing_canonical_form()

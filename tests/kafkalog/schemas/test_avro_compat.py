@@ -14,7 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafkalog.schemas import avro as ours
-from kafkalog.schemas.avro_compat import check, incompatibilities
+from kafkalog.schemas.avro_compat import MAX_FINDINGS, check, incompatibilities
+from tests.kafkalog.schemas.refusals import quick
 
 from .test_avro import named_by_path
 
@@ -214,3 +215,24 @@ def test_compatible_exactly_when_the_apache_avro_checker_says_so(reader: Any, wr
 )  # fmt: skip
 def test_chosen_pairs_agree_with_the_apache_avro_checker(reader: Any, writer: Any) -> None:
     assert (check(_parse(reader), _parse(writer)) == []) == _oracle_compatible(reader, writer)
+
+
+def _diamond(n: int, leaf: str) -> ours.AvroSchema:
+    """L0 holds L1 twice, L1 holds L2 twice, ...: 2^n paths to the leaf."""
+    inner: Any = {"type": "record", "name": f"L{n}", "fields": [{"name": "x", "type": leaf}]}
+    for i in range(n - 1, -1, -1):
+        inner = {
+            "type": "record",
+            "name": f"L{i}",
+            "fields": [{"name": "a", "type": inner}, {"name": "b", "type": f"L{i + 1}"}],
+        }
+    return _parse(inner)
+
+
+def test_records_shared_along_exponentially_many_paths_report_at_most_max_findings() -> None:
+    reader, writer = _diamond(18, "string"), _diamond(18, "int")
+    found = quick(lambda: check(reader, writer))
+    assert len(found) == MAX_FINDINGS
+    assert found[0].location == "/" + "/".join(["fields", "0", "type"] * 18) + "/fields/0/type"
+    assert {f.kind for f in found} == {"TYPE_MISMATCH"}
+    assert quick(lambda: check(reader, reader)) == []
