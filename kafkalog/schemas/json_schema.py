@@ -6,7 +6,14 @@ the schema against that draft's meta-schema with :mod:`jsonschema`; a failure is
 :class:`InvalidSchemaError` naming the keyword and where. Every ``$ref`` must resolve: within the
 schema (``#/definitions/...``, ``#/$defs/...``), or to one of the references, each another JSON
 Schema named as the ``$ref`` names it (``address.json``, ``address.json#/definitions/City``); a
-``$ref`` to anything else (a remote URL) is refused, as nothing is fetched.
+``$ref`` to anything else (a remote URL) is refused, as nothing is fetched. What a ``$ref`` names
+is checked against the meta-schema too (it may sit where the meta-schema looks at nothing, under an
+unknown keyword), and its own ``$ref``s must resolve. The keys of ``patternProperties`` are
+compiled with RE2, whose matching time is linear (a backtracking engine, given ``^(a+)+$``, takes
+exponential time on the property names a compatibility check matches against it): a pattern RE2
+cannot compile (a backreference, a lookaround) is refused. NaN, infinities and lone surrogates,
+which cannot be stored as JSON again, are refused, as is input past the bounds of
+:func:`kafkalog.schemas.model.check_input`.
 
 :meth:`JsonSchema.canonical` is the compact JSON of the schema as given (key order kept), what the
 registry stores and returns; :meth:`JsonSchema.normalized` sorts the keys.
@@ -15,6 +22,7 @@ registry stores and returns; :meth:`JsonSchema.normalized` sorts the keys.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -23,9 +31,10 @@ from urllib.parse import unquote
 import jsonschema
 import jsonschema.exceptions
 import jsonschema.validators
+import re2
 
 from kafkalog.schemas.errors import InvalidSchemaError
-from kafkalog.schemas.model import SchemaReference, SchemaType
+from kafkalog.schemas.model import SchemaReference, SchemaType, check_input, check_unicode
 
 MAX_SCHEMA_DEPTH: Final = 200
 
@@ -119,6 +128,7 @@ def parse(
 ) -> JsonSchema:
     """The JSON Schema ``text``, its ``$ref``s to other schemas found in ``references`` (name ->
     schema text). Raises :class:`InvalidSchemaError` naming the first cause."""
+    check_input(text, references)
     documents: dict[str, Any] = {}
     for name, ref_text in (references or {}).items():
         try:
@@ -130,19 +140,59 @@ def parse(
         root, draft, documents, json.dumps(root, separators=(",", ":"), ensure_ascii=False), tuple(declared)
     )
     for document in (root, *documents.values()):
-        for ref, where in _refs(document, "#", 0):
+        _check_refs(schema, document, draft)
+    return schema
+
+
+def _check_refs(schema: JsonSchema, document: Any, draft: str) -> None:
+    """Every ``$ref`` in ``document`` resolves, and so do those of what it names, each target passing
+    the meta-schema; every ``patternProperties`` key compiles with RE2."""
+    pending = [(document, document, "#")]
+    seen: set[int] = set()
+    while pending:
+        value, holder, at = pending.pop()  # holder: the document where value's $refs resolve
+        if id(value) in seen:
+            continue
+        seen.add(id(value))
+        for ref, where in _refs(value, at, 0):
             try:
-                schema.resolve(ref, document)
+                target, target_holder = schema.resolve(ref, holder)
             except LookupError as e:
                 raise InvalidSchemaError(f"{e}, at {where}") from None
-    return schema
+            if id(target) not in seen:
+                try:
+                    _VALIDATORS[draft].check_schema(target)
+                except jsonschema.exceptions.SchemaError as e:
+                    raise InvalidSchemaError(
+                        f"$ref {ref!r} at {where} names an invalid {draft} JSON Schema: {e.message}"
+                    ) from None
+                pending.append((target, target_holder, f"{where} -> {ref}"))
+        for pattern, where in _patterns(value, at):
+            pattern_regex(pattern, where)
+
+
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # a refusal is an answer, not a line on the process's stderr
+
+
+def pattern_regex(pattern: str, where: str = "#") -> Any:
+    """``pattern`` compiled with RE2 (linear-time matching); :class:`InvalidSchemaError` if RE2 cannot."""
+    try:
+        return re2.compile(pattern, _RE2_OPTIONS)
+    except re2.error as e:
+        reason = e.args[0].decode(errors="replace") if e.args and isinstance(e.args[0], bytes) else str(e)
+        raise InvalidSchemaError(
+            f"patternProperties key {pattern[:100]!r} at {where} is not a regular expression RE2 accepts"
+            f" ({reason}): backreferences and lookarounds are not supported"
+        ) from None
 
 
 def _load(text: str) -> Any:
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=_not_a_number, parse_float=_finite)
     except (ValueError, RecursionError) as e:
         raise InvalidSchemaError(f"not JSON: {e}") from None
+    check_unicode(json.dumps(value, ensure_ascii=False), "schema")  # a JSON escape may give a lone surrogate
     if not isinstance(value, dict | bool):
         raise InvalidSchemaError(f"a JSON Schema is an object or a boolean, not {type(value).__name__}")
     return value
@@ -177,15 +227,59 @@ def _depth(value: Any, depth: int) -> None:
             _depth(item, depth + 1)
 
 
+def _not_a_number(constant: str) -> float:
+    raise ValueError(f"{constant} is not a JSON number")
+
+
+def _finite(literal: str) -> float:
+    value = float(literal)
+    if not math.isfinite(value):
+        raise ValueError(f"{literal[:40]} is beyond the range of a double")
+    return value
+
+
+#: keywords whose value maps names (of properties, of definitions) to schemas: a key there is a
+#: name, never a keyword, so ``{"properties": {"enum": {...}}}`` holds a schema under "enum"
+_NAMED_SCHEMAS: Final = frozenset(
+    {"properties", "patternProperties", "definitions", "$defs", "dependentSchemas", "dependencies"}
+)
+#: keywords whose value is data, not a schema (a ``$ref`` there is a value like any other)
+_DATA: Final = frozenset({"enum", "const", "default", "examples"})
+
+
 def _refs(value: Any, where: str, depth: int) -> Iterator[tuple[str, str]]:
-    """Every ``$ref`` (a string) in ``value`` and where it is; ``enum``/``const`` values are data."""
-    if isinstance(value, dict):
-        ref = value.get("$ref")
+    """Every ``$ref`` (a string) in the schema ``value`` and where it is."""
+    for node, at in _schemas(value, where):
+        ref = node.get("$ref")
         if isinstance(ref, str):
-            yield ref, where
-        for key, item in value.items():
-            if key not in ("enum", "const", "default", "examples"):
-                yield from _refs(item, f"{where}/{key}", depth + 1)
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            yield from _refs(item, f"{where}/{i}", depth + 1)
+            yield ref, at
+
+
+def _patterns(value: Any, where: str) -> Iterator[tuple[str, str]]:
+    """Every ``patternProperties`` key in the schema ``value`` and where it is."""
+    for node, at in _schemas(value, where):
+        patterns = node.get("patternProperties")
+        if isinstance(patterns, dict):
+            yield from ((pattern, f"{at}/patternProperties") for pattern in patterns)
+
+
+def _schemas(value: Any, where: str) -> Iterator[tuple[dict[str, Any], str]]:
+    """Every schema object in ``value`` (itself included) and where it is, data left out (a stack
+    of its own: nesting is bounded by :data:`MAX_SCHEMA_DEPTH`, but no recursion is needed), in
+    the document's order (the first cause is the first met)."""
+    stack: list[tuple[Any, str, bool]] = [(value, where, False)]
+    while stack:
+        node, at, names = stack.pop()
+        if names:  # a map of names to schemas
+            if isinstance(node, dict):
+                stack.extend(reversed([(item, f"{at}/{key}", False) for key, item in node.items()]))
+            continue
+        if isinstance(node, list):
+            stack.extend(reversed([(item, f"{at}/{i}", False) for i, item in enumerate(node)]))
+        elif isinstance(node, dict):
+            yield node, at
+            stack.extend(
+                reversed(
+                    [(item, f"{at}/{key}", key in _NAMED_SCHEMAS) for key, item in node.items() if key not in _DATA]
+                )
+            )

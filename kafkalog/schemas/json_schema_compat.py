@@ -15,6 +15,14 @@ The content-model trap: an object schema without ``additionalProperties`` (or wi
 under that name), removing one is compatible; with ``"additionalProperties": false`` (closed) it is
 the other way round.
 
+Each pair of schema nodes is compared once (a pair met again, along another path, gives the first
+result again under its own path), and at most :data:`MAX_FINDINGS` incompatible findings are kept
+for a pair: schemas that share definitions along many paths would otherwise cost exponential time
+and answer with megabytes. A keyword whose value is not of its type (one the schema's draft does not
+know, so its meta-schema did not check it) is read as absent. ``patternProperties`` keys are
+matched with RE2 (linear time; :func:`kafkalog.schemas.json_schema.parse` refused any it cannot
+compile).
+
 Each finding is worded ``{errorType:"<TYPE>", description:"<text>'}`` (sic: Confluent closes the
 description with a single quote), "new" and "old" filled in by the roles given.
 """
@@ -22,13 +30,15 @@ description with a single quote), "new" and "old" filled in by the roles given.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any, Final
 
-from kafkalog.schemas.json_schema import JsonSchema
+from kafkalog.schemas.errors import InvalidSchemaError
+from kafkalog.schemas.json_schema import JsonSchema, pattern_regex
+
+MAX_FINDINGS: Final = 100
 
 COMPATIBLE_STRICT: Final = frozenset(
     [
@@ -234,9 +244,12 @@ def _description(kind: str, path: str, a: str, b: str) -> str:
 
 def check(reader: JsonSchema, writer: JsonSchema) -> list[Difference]:
     """The incompatible differences between ``writer`` (the original) and ``reader`` (the update)."""
-    context = _Context(_Reader(writer), _Reader(reader), [], set())
-    context.compare(_Ref(writer.root, writer.root), _Ref(reader.root, reader.root))
-    return [d for d in context.found if not d.compatible]
+    context = _Context(_Reader(writer), _Reader(reader), [], set(), {})
+    try:
+        context.compare(_Ref(writer.root, writer.root), _Ref(reader.root, reader.root))
+    except RecursionError:  # chains of $refs nest as deep as they are long: the last line, not the rule
+        raise InvalidSchemaError("the schemas are nested too deeply (through their $refs) to be compared") from None
+    return [d for d in context.found if not d.compatible][:MAX_FINDINGS]
 
 
 def incompatibilities(
@@ -294,6 +307,8 @@ class _Reader:
             value, document = self.schema.resolve(value["$ref"], document)
             depth += 1
         identity = id(value)
+        if isinstance(value, dict):
+            value = _sane(value)
         if value is True or value == {}:
             return _Node("empty", {}, document, identity=identity)
         if value is False:
@@ -322,6 +337,50 @@ class _Reader:
             node = _Node("combined", value, document, criterion="allOf", subs=[_Part(p) for p in parts])
         node.identity = identity
         return node
+
+
+#: what each keyword's value must be for the diff to read it
+_NUMBER: Final = ("minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+                  "multipleOf", "minProperties", "maxProperties", "minItems", "maxItems", "minContains",
+                  "maxContains")  # fmt: skip
+_OBJECT: Final = ("properties", "patternProperties", "dependencies", "dependentRequired", "dependentSchemas")
+_SCHEMA: Final = ("additionalProperties", "unevaluatedProperties", "additionalItems", "unevaluatedItems",
+                  "not", "contains")  # fmt: skip
+_LIST: Final = ("prefixItems", "enum", "allOf", "anyOf", "oneOf")
+
+
+def _sane(value: dict[str, Any]) -> dict[str, Any]:
+    """``value`` without the keywords whose value is not of the keyword's type."""
+    out = dict(value)
+    for key, item in value.items():
+        if key in _NUMBER:
+            keep = isinstance(item, int | float)  # a boolean among them (draft 4's exclusive bounds) is read as one
+        elif key in _OBJECT:
+            keep = isinstance(item, dict)
+        elif key in _SCHEMA:
+            keep = isinstance(item, dict | bool)
+        elif key in _LIST:
+            keep = isinstance(item, list)
+        elif key == "items":
+            keep = isinstance(item, dict | bool | list)
+        elif key == "required":
+            keep = isinstance(item, list)
+            if keep:
+                out[key] = [name for name in item if isinstance(name, str)]
+        elif key == "pattern":
+            keep = isinstance(item, str)
+        else:
+            continue
+        if not keep:
+            del out[key]
+    for key in ("dependencies", "dependentRequired"):
+        if key in out:  # a list of property names (others are schemas, or nothing)
+            out[key] = {
+                name: [n for n in item if isinstance(n, str)] if isinstance(item, list) else item
+                for name, item in out[key].items()
+                if isinstance(item, list | dict | bool)
+            }
+    return out
 
 
 class _Part(_Ref):
@@ -358,15 +417,23 @@ def _typed(value: dict[str, Any], kind: str, document: Any) -> _Node:
 
 
 class _Context:
-    def __init__(self, original: _Reader, update: _Reader, path: list[str], in_progress: set[tuple[int, int]]) -> None:
+    def __init__(
+        self,
+        original: _Reader,
+        update: _Reader,
+        path: list[str],
+        in_progress: set[tuple[int, int]],
+        memo: dict[tuple[int, int, int], list[tuple[str, str]]],
+    ) -> None:
         self.original = original
         self.update = update
         self.path = path
         self.in_progress = in_progress
+        self.memo = memo  # (direction, old, new) -> findings as (kind, path below the pair)
         self.found: list[Difference] = []
 
     def sub(self) -> _Context:
-        return _Context(self.original, self.update, list(self.path), self.in_progress)
+        return _Context(self.original, self.update, list(self.path), self.in_progress, self.memo)
 
     @property
     def compatible(self) -> bool:
@@ -392,11 +459,27 @@ class _Context:
         key = (old.identity, new.identity)
         if key in self.in_progress and old.identity and new.identity:
             return  # a recursive schema: compatible unless shown otherwise elsewhere
+        memo_key = (id(self.original), *key) if old.identity and new.identity else None
+        base = "/".join(self.path)
+        if memo_key is not None and memo_key in self.memo:
+            self.found += [Difference(kind, "#/" + (base + below if base else below.lstrip("/")))
+                           for kind, below in self.memo[memo_key]]  # fmt: skip
+            return
+        start = len(self.found)
         self.in_progress.add(key)
         try:
             self.types(old, new)
         finally:
             self.in_progress.discard(key)
+        added = self.found[start:]
+        if len(added) > MAX_FINDINGS:  # keep the first of each sort: what is judged, and what is told
+            bad = [d for d in added if not d.compatible][:MAX_FINDINGS]
+            good = [d for d in added if d.compatible][:MAX_FINDINGS]
+            kept = {id(d) for d in (*bad, *good)}
+            self.found[start:] = added = [d for d in added if id(d) in kept]
+        if memo_key is not None:
+            prefix = len("#/" + base)
+            self.memo[memo_key] = [(d.kind, ("" if base else "/") + d.path[prefix:]) for d in added]
 
     def types(self, old: _Node, new: _Node) -> None:
         if old.kind != "combined" and new.kind == "combined":
@@ -533,7 +616,7 @@ def _not(ctx: _Context, old: _Node, new: _Node) -> None:
     with ctx.at("not"):
         sub = ctx.sub()
         # the negated schemas compare the other way round: the update's against the original's
-        reversed_ctx = _Context(ctx.update, ctx.original, sub.path, ctx.in_progress)
+        reversed_ctx = _Context(ctx.update, ctx.original, sub.path, ctx.in_progress, ctx.memo)
         reversed_ctx.compare(new.subs[0], old.subs[0])
         ctx.add("NOT_TYPE_NARROWED" if reversed_ctx.compatible else "NOT_TYPE_EXTENDED")
 
@@ -631,10 +714,10 @@ def _object_open(node: _Node) -> bool:
 def _partial_property(node: _Node, name: str) -> _Ref | None:
     for pattern, schema in (node.get("patternProperties") or {}).items():
         try:
-            if re.search(pattern, name):
+            if pattern_regex(pattern).search(name):
                 return node.ref(schema)
-        except re.error:
-            continue
+        except InvalidSchemaError:
+            continue  # refused by parse; not met here
     additional = _schema_or_none(node, "additionalProperties")
     if additional is not None:
         return node.ref(additional)

@@ -3,14 +3,18 @@ name, the text kept as given."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kafkalog.schemas import json_schema as js
 from kafkalog.schemas.errors import InvalidSchemaError
-from kafkalog.schemas.model import ParsedSchema, SchemaReference, SchemaType
+from kafkalog.schemas.model import MAX_SCHEMA_LENGTH, ParsedSchema, SchemaReference, SchemaType
+from tests.kafkalog.schemas.refusals import refused
 
 EVENT = {
     "title": "Event",
@@ -106,3 +110,52 @@ def test_boolean_schemas_and_deep_nesting() -> None:
         deep = {"items": deep}
     with pytest.raises(InvalidSchemaError, match="nested deeper than"):
         js.parse(json.dumps(deep))
+
+
+# --- hostile input: refused with InvalidSchemaError, quickly
+
+
+@pytest.mark.parametrize(
+    ("text", "cause"),
+    [
+        ('{"default": NaN}', "NaN is not a JSON number"),
+        ('{"maximum": 1e400}', "beyond the range of a double"),
+        ('{"title": "\\ud800"}', "lone surrogate"),
+        (
+            '{"properties": {"enum": {"$ref": "#/nope"}}}',
+            r"'#/nope' does not resolve \(no 'nope'\), at #/properties/enum",
+        ),
+        ('{"$ref": "#/x", "x": {"type": "string", "maxLength": "a"}}', "names an invalid draft-07 JSON Schema"),
+        ('{"$ref": "#/x", "x": {"$ref": "#/y"}}', r"'#/y' does not resolve"),
+        ('{"patternProperties": {"(a)\\\\1": {}}}', "not a regular expression RE2 accepts"),
+        ('{"patternProperties": {"(?=a)": {}}}', "lookarounds are not supported"),
+        ('{"$ref": "file:///etc/passwd"}', "names no reference of the schema"),
+        (" " * (MAX_SCHEMA_LENGTH + 1), "characters long: at most"),
+    ],
+)
+def test_hostile_schemas_are_refused_naming_the_cause(text: str, cause: str) -> None:
+    refused(lambda: js.parse(text), cause)
+
+
+def test_data_keywords_are_data_but_a_property_named_like_one_is_a_schema() -> None:
+    assert js.parse('{"const": {"$ref": "#/nope"}, "default": {"$ref": "x"}}').root["const"] == {"$ref": "#/nope"}
+    assert js.parse('{"properties": {"default": {"$ref": "#/definitions/d"}}, "definitions": {"d": {}}}')
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+    | st.sampled_from(["object", "array", "string", "integer", "#", "#/definitions/a", "#/x", "^(a+)+$", "(?=a)"])
+    | st.just("\ud800"),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+        st.sampled_from(["type", "properties", "items", "$ref", "definitions", "a", "enum", "required", "not",
+                         "anyOf", "patternProperties", "additionalProperties", "maxLength", "dependentRequired",
+                         "$schema"]), inner, max_size=6),
+    max_leaves=25,
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(_json)
+def test_hostile_json_is_refused_with_invalid_schema_error_only(value: Any) -> None:
+    with contextlib.suppress(InvalidSchemaError):  # anything else fails the test
+        js.parse(json.dumps(value)).normalized()

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from kafkalog.schemas import json_schema as js
-from kafkalog.schemas.json_schema_compat import check, incompatibilities
+from kafkalog.schemas.json_schema_compat import MAX_FINDINGS, Difference, check, incompatibilities
+from tests.kafkalog.schemas.refusals import quick, refused
 
 
 def _p(value: Any, references: dict[str, Any] | None = None) -> js.JsonSchema:
@@ -161,3 +162,59 @@ def test_additional_and_unevaluated_items() -> None:
         ("TYPE_CHANGED", "#/items/1"),
         ("ITEM_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL", "#/items/1"),
     ]
+
+
+def _chain(n: int, leaf: str) -> js.JsonSchema:
+    defs: dict[str, Any] = {
+        f"d{i}": {"type": "object", "properties": {"x": {"$ref": f"#/definitions/d{i + 1}"}}} for i in range(n)
+    }
+    defs[f"d{n}"] = {"type": leaf}
+    return _p({"$ref": "#/definitions/d0", "definitions": defs})
+
+
+def _diamond(n: int, leaf: str) -> js.JsonSchema:
+    defs: dict[str, Any] = {
+        f"d{i}": {
+            "type": "object",
+            "properties": {"a": {"$ref": f"#/definitions/d{i + 1}"}, "b": {"$ref": f"#/definitions/d{i + 1}"}},
+        }
+        for i in range(n)
+    }
+    defs[f"d{n}"] = {"type": leaf}
+    return _p({"$ref": "#/definitions/d0", "definitions": defs})
+
+
+def test_definitions_shared_along_exponentially_many_paths_are_compared_once_each() -> None:
+    assert quick(lambda: check(_diamond(20, "string"), _diamond(20, "string"))) == []
+    found = quick(lambda: check(_diamond(20, "integer"), _diamond(20, "string")))
+    assert len(found) == MAX_FINDINGS
+    assert found[0] == Difference("TYPE_CHANGED", "#/" + "/".join(["properties", "a"] * 20))
+    assert found[1] == Difference("TYPE_CHANGED", "#/" + "/".join(["properties", "a"] * 19 + ["properties", "b"]))
+
+
+def test_a_chain_of_refs_too_deep_to_compare_is_refused_not_a_recursion_error() -> None:
+    assert [d.kind for d in quick(lambda: check(_chain(100, "integer"), _chain(100, "string")))] == ["TYPE_CHANGED"]
+    refused(lambda: check(_chain(400, "integer"), _chain(400, "string")), "nested too deeply")
+
+
+def test_a_backtracking_pattern_is_matched_in_linear_time() -> None:
+    old = _p({"type": "object", "properties": {"a" * 40 + "!": {"type": "string"}}, "additionalProperties": False})
+    new = _p({"type": "object", "patternProperties": {"^(a+)+$": {"type": "string"}}, "additionalProperties": False})
+    assert [d.kind for d in quick(lambda: check(new, old))] == [
+        "PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL"  # the name does not match: no partially open model
+    ]
+
+
+@pytest.mark.parametrize(
+    ("new", "old"),
+    [
+        ({"type": "object", "dependentRequired": 5}, {"type": "object"}),  # draft 7 does not know the keyword
+        ({"type": "array", "maxContains": "x"}, {"type": "array", "maxContains": 3}),
+        (
+            {"type": "object", "dependentRequired": {"a": [{}], "b": 3}},
+            {"type": "object", "dependentRequired": {"a": ["c"]}},
+        ),
+    ],
+)
+def test_keywords_the_draft_does_not_check_are_read_as_absent_when_not_of_their_type(new: Any, old: Any) -> None:
+    assert isinstance(check(_p(new), _p(old)), list)
