@@ -20,6 +20,12 @@ nothing); they are:
   FIELD_MOVED_TO_EXISTING_ONEOF: fields that were independent made mutually exclusive.
 Paths are Confluent's: ``#/`` then the message names, a oneof's name, a field's number.
 
+A message of a referenced schema is compared once per pair of descriptors (met again along another
+path, it gives the first result again), and at most :data:`MAX_FINDINGS` findings are kept for it
+and reported: messages that hold the next one twice, a chain of them, would otherwise cost
+exponential time. A chain of message types through references too deep to compare is refused with
+:class:`~kafkalog.schemas.errors.InvalidSchemaError`.
+
 Each finding is worded ``{errorType:"<TYPE>", description:"<text>"}`` with Confluent's text, "new"
 and "old" filled in by the roles given.
 """
@@ -36,7 +42,10 @@ from google.protobuf.descriptor_pb2 import (
     FieldDescriptorProto,
 )
 
+from kafkalog.schemas.errors import InvalidSchemaError
 from kafkalog.schemas.protobuf import ProtobufSchema
+
+MAX_FINDINGS: Final = 100
 
 _GROUPS: Final = {
     FieldDescriptorProto.TYPE_INT32: "GENERAL_NUMBER",
@@ -96,11 +105,14 @@ class Difference:
 
 def check(reader: ProtobufSchema, writer: ProtobufSchema) -> list[Difference]:
     """The incompatible differences between ``writer`` (the original) and ``reader`` (the update)."""
-    context = _Context(_Types(writer), _Types(reader))
+    context = _Context(_Types(writer), _Types(reader), {})
     if writer.package != reader.package:
         context.add("PACKAGE_CHANGED", [])
-    context.types(writer.file.message_type, reader.file.message_type, [])
-    return context.found
+    try:
+        context.types(writer.file.message_type, reader.file.message_type, [])
+    except RecursionError:  # message types through references nest as deep as the chain is long
+        raise InvalidSchemaError("the schemas' message types are nested too deeply to be compared") from None
+    return context.found[:MAX_FINDINGS]
 
 
 def incompatibilities(
@@ -157,11 +169,18 @@ def _messages(messages: Sequence[DescriptorProto]) -> Iterator[DescriptorProto]:
 
 
 class _Context:
-    def __init__(self, original: _Types, update: _Types, in_scope: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self,
+        original: _Types,
+        update: _Types,
+        memo: dict[tuple[int, int], list[Difference]],
+        in_scope: frozenset[str] = frozenset(),
+    ) -> None:
         self.original = original
         self.update = update
         self.found: list[Difference] = []
         self.in_scope = set(in_scope)  # original messages being compared (recursion guard)
+        self.memo = memo  # (original, update) message descriptors -> their findings
 
     def add(self, kind: str, path: Sequence[str]) -> None:
         self.found.append(Difference(kind, "#/" + "/".join(path)))
@@ -291,10 +310,14 @@ class _Context:
             return
         if old.origin is not None and new.origin is not None and old.origin == new.origin:
             return  # the schema's own message (compared where it is declared), or one referenced version
-        sub = _Context(self.original, self.update, frozenset(self.in_scope))
-        sub.message(old.message, new.message, old_local.split("."))
-        self.found += sub.found
-        if sub.found:
+        key = (id(old.message), id(new.message))
+        found = self.memo.get(key)
+        if found is None:
+            sub = _Context(self.original, self.update, self.memo, frozenset(self.in_scope))
+            sub.message(old.message, new.message, old_local.split("."))
+            found = self.memo[key] = sub.found[:MAX_FINDINGS]
+        self.found += found
+        if found:
             self.add("FIELD_NAMED_TYPE_CHANGED", path)
 
 

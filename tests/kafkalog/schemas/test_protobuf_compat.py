@@ -7,7 +7,8 @@ import pytest
 
 from kafkalog.schemas import protobuf as pb
 from kafkalog.schemas.model import SchemaReference
-from kafkalog.schemas.protobuf_compat import check, incompatibilities
+from kafkalog.schemas.protobuf_compat import MAX_FINDINGS, Difference, check, incompatibilities
+from tests.kafkalog.schemas.refusals import quick, refused
 
 
 def _schema(body: str, syntax: str = "proto3", package: str = "demo") -> pb.ProtobufSchema:
@@ -148,3 +149,32 @@ def test_a_referenced_message_of_another_version_is_compared_through_the_field()
         ("FIELD_SCALAR_KIND_CHANGED", "#/Address/1"),
         ("FIELD_NAMED_TYPE_CHANGED", "#/Order/1"),
     ]
+
+
+_MAIN = 'syntax = "proto3"; package m; import "dep.proto"; message Top { d.M0 t = 1; }'
+
+
+def _diamond(n: int, leaf: str) -> str:
+    messages = [f"message M{i} {{ M{i + 1} a = 1; M{i + 1} b = 2; }}" for i in range(n)]
+    return "\n".join(['syntax = "proto3";', "package d;", *messages, f"message M{n} {{ {leaf} x = 1; }}"])
+
+
+def _chain(n: int) -> str:
+    messages = [f"message M{i} {{ M{i + 1} a = 1; }}" for i in range(n)]
+    return "\n".join(['syntax = "proto3";', "package d;", *messages, f"message M{n} {{ string x = 1; }}"])
+
+
+def test_referenced_messages_shared_along_exponentially_many_paths_are_compared_once_each() -> None:
+    old = pb.parse(_MAIN, {"dep.proto": _diamond(16, "string")}, declared=[SchemaReference("dep.proto", "dep", 1)])
+    new = pb.parse(_MAIN, {"dep.proto": _diamond(16, "int32")}, declared=[SchemaReference("dep.proto", "dep", 2)])
+    found = quick(lambda: check(new, old))
+    assert len(found) == MAX_FINDINGS
+    assert found[0] == Difference("FIELD_SCALAR_KIND_CHANGED", "#/M16/1")
+    undeclared = pb.parse(_MAIN, {"dep.proto": _diamond(16, "string")})
+    assert quick(lambda: check(undeclared, pb.parse(_MAIN, {"dep.proto": _diamond(16, "string")}))) == []
+
+
+def test_a_chain_of_referenced_messages_too_deep_to_compare_is_refused_not_a_recursion_error() -> None:
+    old = pb.parse(_MAIN, {"dep.proto": _chain(300)}, declared=[SchemaReference("dep.proto", "dep", 1)])
+    new = pb.parse(_MAIN, {"dep.proto": _chain(300)}, declared=[SchemaReference("dep.proto", "dep", 2)])
+    refused(lambda: check(new, old), "nested too deeply to be compared")
