@@ -20,8 +20,19 @@ size. Other logical types on a type they
 do not apply to are ignored, as the specification says (the attribute stays in the text).
 
 Three texts of a schema:
-- :meth:`AvroSchema.canonical` is the compact JSON of the schema as given (key order and all
-  attributes kept): what the registry stores and returns;
+- :meth:`AvroSchema.canonical` is the schema as Avro's Java library writes it
+  (``Schema.toString()``, which is what Confluent's registry stores and returns, so two key orders
+  of one schema are one text and get one id): keys in Java's order (``type``, ``name``,
+  ``namespace``, ``doc``, then ``fields`` (each ``name``, ``type``, ``doc``, ``default``, ``order``,
+  ``aliases``, its other attributes), ``symbols`` and ``default``, ``items``, ``values`` or
+  ``size``, the other attributes (``logicalType`` among them) in the order given, ``aliases``), a
+  named type defined at its first use and named after (short within its namespace), ``namespace``
+  written where it changes, attributes Java reserves dropped where a type does not use them (a
+  ``doc`` on an array), doubles in Java's notation (``1.0E7``). The references' named types are
+  written by name, every one of them (Confluent's registry names only each reference's top-level
+  type so, and writes a nested one in full again). Doubles are the shortest digits that read back,
+  as Java 19 and later print them; Java 17 prints a few with more digits (2^60 as
+  ``1.15292150460684698E18``);
 - :meth:`AvroSchema.normalized` is a schema in normal form (full names, a fixed key order,
   references written by full name), what Confluent's ``normalize=true`` stands for;
 - :meth:`AvroSchema.parsing_canonical_form` is the specification's Parsing Canonical Form, and
@@ -31,6 +42,7 @@ Three texts of a schema:
 
 from __future__ import annotations
 
+import decimal
 import json
 import math
 import re
@@ -269,8 +281,8 @@ def parse(
     referenced = frozenset(parser.named)
     root = parser.parse_text(text)
     _check_depth(root)
-    given = _load(text)
-    return AvroSchema(root, dict(parser.named), _compact(given), tuple(declared), referenced=referenced)
+    canonical = _java_text(_java_json(root, set(referenced), ""))
+    return AvroSchema(root, dict(parser.named), canonical, tuple(declared), referenced=referenced)
 
 
 def _load(text: str) -> Any:
@@ -344,6 +356,40 @@ def _children(node: AvroType) -> list[AvroType]:
 
 def _compact(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+#: a JSON string, or a number with a fraction or an exponent (Python writes every float so)
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?')
+_CONTROL_ESCAPE = re.compile(r"(\\+)u00([0-9a-f]{2})")
+
+
+def _java_text(value: Any) -> str:
+    """``value`` as compact JSON written as Jackson writes it for Java's Avro library: a double in
+    Java's notation (``1.0E7``, ``1.0E-4``; the digits are the shortest that read back, as Java 19
+    and later print them), a control character escaped with upper-case hex digits (``\\u001F``)."""
+    return _JSON_TOKEN.sub(_java_token, _compact(value))
+
+
+def _java_token(match: re.Match[str]) -> str:
+    token = match.group()
+    if token.startswith('"'):
+        # an odd run of backslashes before u00xx is an escape; an even run is escaped backslashes
+        return _CONTROL_ESCAPE.sub(
+            lambda m: m.group() if len(m.group(1)) % 2 == 0 else f"{m.group(1)}u00{m.group(2).upper()}", token
+        )
+    if "." not in token and "e" not in token and "E" not in token:
+        return token  # an integer: written as given
+    return _java_double(float(token))
+
+
+def _java_double(value: float) -> str:
+    """Java's ``Double.toString``: plain from 10^-3 up to 10^7, else ``d.dddE[-]n``."""
+    if value == 0 or 1e-3 <= abs(value) < 1e7:
+        return repr(value)  # Python writes these plainly too, with a fraction ("100.0", "-0.0")
+    digits = decimal.Decimal(repr(abs(value))).normalize().as_tuple()
+    text = "".join(str(d) for d in digits.digits)
+    exponent = len(text) - 1 + int(digits.exponent)
+    return f"{'-' if value < 0 else ''}{text[0]}.{text[1:] or '0'}E{exponent}"
 
 
 class _Parser:
@@ -710,6 +756,79 @@ def _field_json(f: Field, seen: set[str]) -> dict[str, Any]:
         out["aliases"] = list(f.aliases)
     out.update(sorted(f.props.items()))
     return out
+
+
+#: attributes Java's Avro parser takes as the schema's own, never as properties (and so never writes
+#: as properties): an attribute of these a type does not use (a "doc" on an array) is dropped
+_RESERVED: Final = frozenset(
+    {"doc", "fields", "items", "name", "namespace", "size", "symbols", "values", "type", "aliases"}
+)
+#: Avro's type names: a named type called so is always written by its full name
+_TYPE_NAMES: Final = PRIMITIVES | {"record", "enum", "array", "map", "union", "fixed"}
+
+
+def _java_json(node: AvroType, known: set[str], space: str) -> Any:
+    """``node`` as Avro's Java library (1.11, 1.12) writes it (``Schema.toString()``), which is the
+    text Confluent's registry stores: keys in Java's order, a named type defined at its first use
+    and named after (by its short name within its namespace), a namespace written where it changes,
+    attributes in the order given; ``known`` are the names already defined (the references'),
+    ``space`` the enclosing namespace."""
+    if isinstance(node, Primitive):
+        props = _java_props(node.props)
+        return {"type": node.type, **props} if props else node.type
+    if isinstance(node, Array):
+        return {"type": "array", "items": _java_json(node.items, known, space), **_java_props(node.props)}
+    if isinstance(node, Map):
+        return {"type": "map", "values": _java_json(node.values, known, space), **_java_props(node.props)}
+    if isinstance(node, Union):
+        return [_java_json(b, known, space) for b in node.branches]
+    if node.fullname in known:
+        return _qualified(node.fullname, space)
+    known.add(node.fullname)
+    out: dict[str, Any] = {"type": "error" if isinstance(node, Record) and node.is_error else node.type}
+    out["name"] = node.name
+    if node.namespace != space:
+        out["namespace"] = node.namespace
+    doc = node.doc if isinstance(node, Record | Enum) else node.props.get("doc")
+    if isinstance(doc, str):
+        out["doc"] = doc
+    if isinstance(node, Record):
+        out["fields"] = [_java_field(f, known, node.namespace) for f in node.fields]
+    elif isinstance(node, Enum):
+        out["symbols"] = list(node.symbols)
+        if node.default is not None:
+            out["default"] = node.default
+    else:
+        out["size"] = node.size
+    out.update(_java_props(node.props))
+    if node.aliases:
+        out["aliases"] = [_qualified(alias, node.namespace) for alias in node.aliases]
+    return out
+
+
+def _java_field(f: Field, known: set[str], space: str) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": f.name, "type": _java_json(f.type, known, space)}
+    if f.doc is not None:
+        out["doc"] = f.doc
+    if f.has_default:
+        out["default"] = f.default
+    if f.order != "ascending":
+        out["order"] = f.order
+    if f.aliases:
+        out["aliases"] = list(f.aliases)
+    out.update(f.props)
+    return out
+
+
+def _java_props(props: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in props.items() if k not in _RESERVED}
+
+
+def _qualified(fullname: str, space: str) -> str:
+    """A name as Java writes a use of it within ``space``: short when its namespace is that one
+    (unless the short name is a type's name), else full."""
+    namespace, _, name = fullname.rpartition(".")
+    return name if namespace and namespace == space and name not in _TYPE_NAMES else fullname
 
 
 def _pcf(node: AvroType, seen: set[str]) -> Any:
