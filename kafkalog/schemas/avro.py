@@ -767,6 +767,11 @@ _RESERVED: Final = frozenset(
 _TYPE_NAMES: Final = PRIMITIVES | {"record", "enum", "array", "map", "union", "fixed"}
 
 
+def java_text(node: AvroType) -> str:
+    """``node`` as Avro's Java library writes it on its own (``Schema.toString()``)."""
+    return _java_text(_java_json(node, set(), ""))
+
+
 def _java_json(node: AvroType, known: set[str], space: str) -> Any:
     """``node`` as Avro's Java library (1.11, 1.12) writes it (``Schema.toString()``), which is the
     text Confluent's registry stores: keys in Java's order, a named type defined at its first use

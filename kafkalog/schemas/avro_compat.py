@@ -21,6 +21,13 @@ locations. A writer union read by a reader of another type reports each branch a
 path of the root there (``/``). Apart from that path, the findings and their order were checked
 equal to Confluent 7.5.3's checker on 608 generated pairs at BACKWARD, FORWARD and FULL.
 
+A reader field whose name and aliases find several writer fields makes Java's checker throw, and
+Confluent's registry answers with the exception's message as the one finding
+(``Unexpected exception during compatibility check: ...``); so does this check. After
+:data:`MAX_PAIRS` pairs of nodes it gives up with :class:`InvalidSchemaError` (two unions of
+thousands of records each would otherwise cost millions of comparisons), as it does when the
+schemas nest too deeply for it.
+
 At most :data:`MAX_FINDINGS` findings are kept for a pair of nodes (and so reported): records
 shared along many paths (a diamond of records, each holding the next twice) have exponentially many
 paths to one incompatibility, and Java's checker, listing them all, answers with megabytes.
@@ -34,10 +41,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from kafkalog.schemas.avro import Array, AvroSchema, AvroType, Enum, Fixed, Map, Primitive, Record, Union
+from kafkalog.schemas.avro import (
+    Array,
+    AvroSchema,
+    AvroType,
+    Enum,
+    Field,
+    Fixed,
+    Map,
+    Primitive,
+    Record,
+    Union,
+    java_text,
+)
 from kafkalog.schemas.errors import InvalidSchemaError
 
 MAX_FINDINGS: Final = 100
+MAX_PAIRS: Final = 50_000  # pairs of nodes one check compares at most
+UNEXPECTED: Final = "Unexpected exception during compatibility check: "
 
 _PROMOTIONS: Final = {
     "long": frozenset({"int"}),
@@ -60,6 +81,8 @@ class Incompatibility:
     def describe(self, reader: str = "new", writer: str = "old") -> str:
         """Confluent's wording, ``reader``/``writer`` naming the two schemas."""
         path, info = self.location, self.message
+        if self.kind == "UNEXPECTED":  # the check gave up: the message is the whole finding
+            return UNEXPECTED + info
         if self.kind == "FIXED_SIZE_MISMATCH":
             text = (
                 f"The size of FIXED type field at path '{path}' in the {reader} schema"
@@ -86,6 +109,8 @@ def check(reader: AvroSchema, writer: AvroSchema) -> list[Incompatibility]:
     :data:`MAX_FINDINGS` of them."""
     try:
         return _Checker().compatibility(reader.root, writer.root, [])
+    except _Abandoned as e:
+        return [Incompatibility("UNEXPECTED", "/", str(e))]
     except RecursionError:  # parse bounds the depth of each schema; this is the last line, not the rule
         raise InvalidSchemaError("the schemas are nested too deeply to be compared") from None
 
@@ -108,6 +133,10 @@ def _pointer(location: list[str]) -> str:
     return "/" + "/".join(p.replace("~", "~0").replace("/", "~1") for p in location)
 
 
+class _Abandoned(Exception):
+    """The check gives up; the message says why (as Java's exception would)."""
+
+
 class _Checker:
     def __init__(self) -> None:
         self.memo: dict[tuple[int, int], list[Incompatibility]] = {}
@@ -120,6 +149,8 @@ class _Checker:
             return []  # a recursive schema: compatible unless shown otherwise elsewhere
         if found is not None:
             return found
+        if len(self.memo) >= MAX_PAIRS:
+            raise InvalidSchemaError(f"the schemas are too large to compare (more than {MAX_PAIRS} pairs of types)")
         self.memo[key] = _IN_PROGRESS
         self.keep += (reader, writer)
         result = self.calculate(reader, writer, location)[:MAX_FINDINGS]
@@ -170,9 +201,7 @@ class _Checker:
         found: list[Incompatibility] = []
         for i, field in enumerate(reader.fields):
             at = [*location, "fields", str(i)]
-            source = writer.field_named(field.name)
-            for alias in field.aliases:
-                source = source or writer.field_named(alias)
+            source = _writer_field(field, i, writer)
             if source is not None:
                 found += self.compatibility(field.type, source.type, [*at, "type"])
             elif field.has_default:
@@ -184,6 +213,18 @@ class _Checker:
             else:
                 found.append(Incompatibility("READER_FIELD_MISSING_DEFAULT_VALUE", _pointer(at), field.name))
         return found
+
+
+def _writer_field(field: Field, position: int, writer: Record) -> Field | None:
+    """The writer's field the reader's ``field`` reads: the one its name or an alias names; several
+    abandon the check, as Java's ``lookupWriterField`` throws."""
+    found = [f for f in (writer.field_named(n) for n in (field.name, *field.aliases)) if f is not None]
+    if len(found) > 1:
+        raise _Abandoned(
+            f"Reader record field {field.name} type:{field.type.type.upper()} pos:{position} matches multiple"
+            f" fields in writer record schema {java_text(writer)}"
+        )
+    return found[0] if found else None
 
 
 def _names(reader: Record | Enum | Fixed, writer: Record | Enum | Fixed, location: list[str]) -> list[Incompatibility]:

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from kafkalog.schemas import avro as ours
 from kafkalog.schemas.avro_compat import MAX_FINDINGS, check, incompatibilities
-from tests.kafkalog.schemas.refusals import quick
+from tests.kafkalog.schemas.refusals import quick, refused
 
 from .test_avro import named_by_path
 
@@ -236,3 +236,24 @@ def test_records_shared_along_exponentially_many_paths_report_at_most_max_findin
     assert found[0].location == "/" + "/".join(["fields", "0", "type"] * 18) + "/fields/0/type"
     assert {f.kind for f in found} == {"TYPE_MISMATCH"}
     assert quick(lambda: check(reader, reader)) == []
+
+
+def test_a_reader_field_finding_several_writer_fields_gives_javas_exception_as_the_one_finding() -> None:
+    reader = _record({"name": "a", "type": "int", "aliases": ["b"]}, name="R")
+    writer = _record({"name": "a", "type": "int"}, {"name": "b", "type": "int"}, name="R")
+    # Avro 1.12.1's SchemaCompatibility throws this AvroRuntimeException; Confluent's registry reports its message
+    assert incompatibilities(reader, writer) == [
+        "Unexpected exception during compatibility check: Reader record field a type:INT pos:0 matches multiple"
+        ' fields in writer record schema {"type":"record","name":"R","fields":[{"name":"a","type":"int"},'
+        '{"name":"b","type":"int"}]}'
+    ]
+
+
+def test_unions_too_large_to_compare_are_refused_quickly() -> None:
+    def union(kind: str) -> ours.AvroSchema:
+        return _parse(
+            [{"type": "record", "name": f"R{i}", "fields": [{"name": "a", "type": kind}]} for i in range(500)]
+        )
+
+    reader, writer = union("int"), union("string")
+    refused(lambda: check(reader, writer), "too large to compare")
