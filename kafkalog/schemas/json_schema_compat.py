@@ -18,10 +18,12 @@ the other way round.
 Each pair of schema nodes is compared once (a pair met again, along another path, gives the first
 result again under its own path), and at most :data:`MAX_FINDINGS` incompatible findings are kept
 for a pair: schemas that share definitions along many paths would otherwise cost exponential time
-and answer with megabytes. A keyword whose value is not of its type (one the schema's draft does not
-know, so its meta-schema did not check it) is read as absent. ``patternProperties`` keys are
-matched with RE2 (linear time; :func:`kafkalog.schemas.json_schema.parse` refused any it cannot
-compile).
+and answer with megabytes. After :data:`MAX_COMPARISONS` comparisons the check gives up with
+:class:`~kafkalog.schemas.errors.InvalidSchemaError` (two ``anyOf`` of thousands of schemas each
+would cost millions), as it does when ``$ref`` chains nest too deeply for it. A keyword whose
+value is not of its type (one the schema's draft does not know, so its meta-schema did not check
+it) is read as absent. ``patternProperties`` keys are matched with RE2 (linear time;
+:func:`kafkalog.schemas.json_schema.parse` refused any it cannot compile).
 
 Each finding is worded ``{errorType:"<TYPE>", description:"<text>'}`` (sic: Confluent closes the
 description with a single quote), "new" and "old" filled in by the roles given.
@@ -39,6 +41,7 @@ from kafkalog.schemas.errors import InvalidSchemaError
 from kafkalog.schemas.json_schema import JsonSchema, pattern_regex
 
 MAX_FINDINGS: Final = 100
+MAX_COMPARISONS: Final = 20_000  # comparisons of two schema nodes one check makes at most
 
 COMPATIBLE_STRICT: Final = frozenset(
     [
@@ -244,7 +247,7 @@ def _description(kind: str, path: str, a: str, b: str) -> str:
 
 def check(reader: JsonSchema, writer: JsonSchema) -> list[Difference]:
     """The incompatible differences between ``writer`` (the original) and ``reader`` (the update)."""
-    context = _Context(_Reader(writer), _Reader(reader), [], set(), {})
+    context = _Context(_Reader(writer), _Reader(reader), [], set(), _Memo())
     try:
         context.compare(_Ref(writer.root, writer.root), _Ref(reader.root, reader.root))
     except RecursionError:  # chains of $refs nest as deep as they are long: the last line, not the rule
@@ -416,6 +419,15 @@ def _typed(value: dict[str, Any], kind: str, document: Any) -> _Node:
 # --- the diff -----------------------------------------------------------------------------------
 
 
+@dataclass
+class _Memo:
+    """What one check's comparisons share: each pair's findings, as (kind, path below the pair), by
+    (direction, old node, new node); and how many comparisons it made."""
+
+    found: dict[tuple[int, int, int], list[tuple[str, str]]] = field(default_factory=dict)
+    comparisons: int = 0
+
+
 class _Context:
     def __init__(
         self,
@@ -423,13 +435,13 @@ class _Context:
         update: _Reader,
         path: list[str],
         in_progress: set[tuple[int, int]],
-        memo: dict[tuple[int, int, int], list[tuple[str, str]]],
+        memo: _Memo,
     ) -> None:
         self.original = original
         self.update = update
         self.path = path
         self.in_progress = in_progress
-        self.memo = memo  # (direction, old, new) -> findings as (kind, path below the pair)
+        self.memo = memo
         self.found: list[Difference] = []
 
     def sub(self) -> _Context:
@@ -459,11 +471,14 @@ class _Context:
         key = (old.identity, new.identity)
         if key in self.in_progress and old.identity and new.identity:
             return  # a recursive schema: compatible unless shown otherwise elsewhere
+        self.memo.comparisons += 1
+        if self.memo.comparisons > MAX_COMPARISONS:
+            raise InvalidSchemaError(f"the schemas are too large to compare (more than {MAX_COMPARISONS} comparisons)")
         memo_key = (id(self.original), *key) if old.identity and new.identity else None
         base = "/".join(self.path)
-        if memo_key is not None and memo_key in self.memo:
+        if memo_key is not None and memo_key in self.memo.found:
             self.found += [Difference(kind, "#/" + (base + below if base else below.lstrip("/")))
-                           for kind, below in self.memo[memo_key]]  # fmt: skip
+                           for kind, below in self.memo.found[memo_key]]  # fmt: skip
             return
         start = len(self.found)
         self.in_progress.add(key)
@@ -479,7 +494,7 @@ class _Context:
             self.found[start:] = added = [d for d in added if id(d) in kept]
         if memo_key is not None:
             prefix = len("#/" + base)
-            self.memo[memo_key] = [(d.kind, ("" if base else "/") + d.path[prefix:]) for d in added]
+            self.memo.found[memo_key] = [(d.kind, ("" if base else "/") + d.path[prefix:]) for d in added]
 
     def types(self, old: _Node, new: _Node) -> None:
         if old.kind != "combined" and new.kind == "combined":

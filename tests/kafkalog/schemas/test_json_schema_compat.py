@@ -218,3 +218,9 @@ def test_a_backtracking_pattern_is_matched_in_linear_time() -> None:
 )
 def test_keywords_the_draft_does_not_check_are_read_as_absent_when_not_of_their_type(new: Any, old: Any) -> None:
     assert isinstance(check(_p(new), _p(old)), list)
+
+
+def test_combinations_too_large_to_compare_are_refused_quickly() -> None:
+    subs = [{"type": "object", "properties": {f"p{i}": {"type": "string"}}} for i in range(300)]
+    new, old = _p({"anyOf": subs}), _p({"anyOf": subs[::-1]})
+    refused(lambda: check(new, old), "too large to compare")
