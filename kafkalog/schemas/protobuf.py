@@ -276,8 +276,13 @@ def _as_text(text: str, what: str) -> tuple[FileDescriptorProto | None, str]:
         return None, text
     try:
         raw = base64.b64decode(stripped, validate=False)
+    except (binascii.Error, ValueError):
+        return None, text  # words, not base64 ("hello world"): protoc says what is wrong with them as .proto text
+    try:
         fdp = FileDescriptorProto.FromString(raw)
-    except (binascii.Error, ValueError, DecodeError) as e:
+    except DecodeError as e:
+        if len(stripped.split()) > 1 and not all(len(line) % 4 == 0 for line in stripped.split()[:-1]):
+            return None, text  # words that happen to decode, not base64 written in lines
         raise InvalidSchemaError(f"{what}: neither .proto text nor a base64 FileDescriptorProto ({e})") from None
     if not fdp.name and not fdp.message_type and not fdp.enum_type:
         raise InvalidSchemaError(f"{what}: neither .proto text nor a base64 FileDescriptorProto")
@@ -316,8 +321,11 @@ def _compile(name: str, files: Mapping[str, str]) -> list[FileDescriptorProto]:
     from grpc_tools import _protoc_compiler  # noqa: PLC0415
 
     with tempfile.TemporaryDirectory(prefix="kafkalog-proto-") as tmp:
+        root = Path(tmp).resolve()
         for file_name, source in files.items():
             path = Path(tmp, file_name)
+            if not path.resolve().is_relative_to(root):  # names are checked before; this is the last line
+                raise InvalidSchemaError(f"file {file_name!r} would be written outside the compiler's directory")
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(source, encoding="utf-8")

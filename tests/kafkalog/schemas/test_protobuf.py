@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -434,3 +435,17 @@ def _hostile_descriptors(draw: st.DrawFn) -> str:
 def test_hostile_input_is_refused_with_invalid_schema_error_only(text: str) -> None:
     with contextlib.suppress(InvalidSchemaError):  # anything else fails the test
         pb.parse(text)
+
+
+def test_words_that_are_no_base64_are_compiled_as_proto_text_and_protoc_names_the_error() -> None:
+    refused(lambda: pb.parse("hello world"), r'schema.proto:1:1: Expected top-level statement \(e.g. "message"\)')
+    refused(lambda: pb.parse("AAAA"), "neither .proto text nor a base64 FileDescriptorProto")
+
+
+def test_schemas_compile_side_by_side_in_threads() -> None:
+    texts = [f'syntax = "proto3"; package p{i}; message M{i} {{ string s = 1; int64 n = {i + 2}; }}' for i in range(16)]
+    with ThreadPoolExecutor(8) as pool:
+        parsed = list(pool.map(pb.parse, texts))
+    assert [s.name for s in parsed] == [f"p{i}.M{i}" for i in range(16)]
+    assert [s.file.message_type[0].field[1].number for s in parsed] == [i + 2 for i in range(16)]
+    assert [pb.parse(t).canonical() for t in texts] == [s.canonical() for s in parsed]
