@@ -3,14 +3,18 @@ and closed content models above all."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
 
 from kafkalog.schemas import json_schema as js
+from kafkalog.schemas.errors import InvalidSchemaError
 from kafkalog.schemas.json_schema_compat import MAX_FINDINGS, Difference, check, incompatibilities
 from tests.kafkalog.schemas.refusals import quick, refused
+from tests.kafkalog.schemas.test_json_schema import _json
 
 
 def _p(value: Any, references: dict[str, Any] | None = None) -> js.JsonSchema:
@@ -224,3 +228,15 @@ def test_combinations_too_large_to_compare_are_refused_quickly() -> None:
     subs = [{"type": "object", "properties": {f"p{i}": {"type": "string"}}} for i in range(300)]
     new, old = _p({"anyOf": subs}), _p({"anyOf": subs[::-1]})
     refused(lambda: check(new, old), "too large to compare")
+
+
+@settings(max_examples=200, deadline=None)
+@given(_json, _json)
+def test_any_two_schemas_that_parse_compare_without_an_exception_but_invalid_schema_error(a: Any, b: Any) -> None:
+    try:
+        new, old = js.parse(json.dumps(a)), js.parse(json.dumps(b))
+    except InvalidSchemaError:
+        return
+    with contextlib.suppress(InvalidSchemaError):  # anything else fails the test
+        assert isinstance(check(new, old), list)
+        assert isinstance(check(old, new), list)
