@@ -41,6 +41,7 @@ PROVIDED_BY = {
     "google": "protobuf",
     "grpc_tools": "grpcio-tools",
     "jsonschema": "jsonschema",
+    "re2": "google-re2",
 }
 SCHEMAS = "kafkalog/schemas/"
 """The package whose imports the ``schemas`` extra declares."""
