@@ -139,14 +139,45 @@ def parse(
     schema = JsonSchema(
         root, draft, documents, json.dumps(root, separators=(",", ":"), ensure_ascii=False), tuple(declared)
     )
+    checked: set[int] = set()  # the schemas the meta-schema checked where they stand
     for document in (root, *documents.values()):
-        _check_refs(schema, document, draft)
+        checked |= _checked_in_place(document)
+    for document in (root, *documents.values()):
+        _check_refs(schema, document, draft, checked)
     return schema
 
 
-def _check_refs(schema: JsonSchema, document: Any, draft: str) -> None:
+#: keywords whose schemas every draft's meta-schema checks (a map of names to schemas, one schema,
+#: or a list of them)
+_CHECKED_MAPS: Final = ("properties", "patternProperties", "definitions")
+_CHECKED_ONE: Final = ("additionalProperties", "additionalItems", "items", "not")
+_CHECKED_LISTS: Final = ("allOf", "anyOf", "oneOf", "items")
+
+
+def _checked_in_place(document: Any) -> set[int]:
+    """The ids of the schema objects in ``document`` that its meta-schema checked where they stand
+    (a ``$ref`` to one of them needs no check of its own)."""
+    out: set[int] = set()
+    stack = [document]
+    while stack:
+        node = stack.pop()
+        if not isinstance(node, dict) or id(node) in out:
+            continue
+        out.add(id(node))
+        for key in _CHECKED_MAPS:
+            if isinstance(node.get(key), dict):
+                stack.extend(node[key].values())
+        stack.extend(node.get(key) for key in _CHECKED_ONE)
+        for key in _CHECKED_LISTS:
+            if isinstance(node.get(key), list):
+                stack.extend(node[key])
+    return out
+
+
+def _check_refs(schema: JsonSchema, document: Any, draft: str, checked: set[int]) -> None:
     """Every ``$ref`` in ``document`` resolves, and so do those of what it names, each target passing
-    the meta-schema; every ``patternProperties`` key compiles with RE2."""
+    the meta-schema (unless it did where it stands, in ``checked``); every ``patternProperties``
+    key compiles with RE2."""
     pending = [(document, document, "#")]
     seen: set[int] = set()
     while pending:
@@ -154,12 +185,12 @@ def _check_refs(schema: JsonSchema, document: Any, draft: str) -> None:
         if id(value) in seen:
             continue
         seen.add(id(value))
-        for ref, where in _refs(value, at, 0):
+        for ref, where in _refs(value, at):
             try:
                 target, target_holder = schema.resolve(ref, holder)
             except LookupError as e:
                 raise InvalidSchemaError(f"{e}, at {where}") from None
-            if id(target) not in seen:
+            if id(target) not in seen and id(target) not in checked:
                 try:
                     _VALIDATORS[draft].check_schema(target)
                 except jsonschema.exceptions.SchemaError as e:
@@ -247,7 +278,7 @@ _NAMED_SCHEMAS: Final = frozenset(
 _DATA: Final = frozenset({"enum", "const", "default", "examples"})
 
 
-def _refs(value: Any, where: str, depth: int) -> Iterator[tuple[str, str]]:
+def _refs(value: Any, where: str) -> Iterator[tuple[str, str]]:
     """Every ``$ref`` (a string) in the schema ``value`` and where it is."""
     for node, at in _schemas(value, where):
         ref = node.get("$ref")
