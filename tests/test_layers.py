@@ -33,6 +33,7 @@ FORBIDDEN_IMPORT = {
         "kafkalog/record/batch_format.py",
         "import kafkalog.record.legacy_format",
     ),
+    "kafkalog.schemas is pure data": ("kafkalog/schemas/forbidden.py", "import kafkalog.client"),
     "kafkalog.client speaks the protocol": ("kafkalog/client/forbidden.py", "import kafkalog.log"),
     "the producer's accumulator, encoder and batches send nothing": (
         "kafkalog/client/accumulator.py",

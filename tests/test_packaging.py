@@ -1,7 +1,8 @@
 """Packaging: the broker installs without Spark, and every third-party import is declared.
 
 The base dependencies of pyproject.toml are the broker side's (kafkalog); the job framework's are the
-``pipelines`` extra. Every module's imports are read (ast, not a guess) and matched to the
+``pipelines`` extra; the schema formats' (``kafkalog.schemas``: Avro, Protobuf, JSON Schema) are the
+``schemas`` extra. Every module's imports are read (ast, not a guess) and matched to the
 distribution that provides them.
 """
 
@@ -36,7 +37,14 @@ PROVIDED_BY = {
     "jinja2": "jinja2",
     "markupsafe": "markupsafe",
     "sqlglot": "sqlglot",
+    "fastavro": "fastavro",
+    "google": "protobuf",
+    "grpc_tools": "grpcio-tools",
+    "jsonschema": "jsonschema",
+    "re2": "google-re2",
 }
+SCHEMAS = "kafkalog/schemas/"
+"""The package whose imports the ``schemas`` extra declares."""
 HOSTED = {"airflow"}
 """Imported only inside the host that runs the module (pipelines.app.airflow runs in Airflow)."""
 
@@ -47,10 +55,12 @@ def declared(group: str | None) -> set[str]:
     return {re.split(r"[\[<>=!~ ;]", entry, maxsplit=1)[0].lower() for entry in entries}
 
 
-def third_party_imports(package: str) -> dict[str, str]:
-    """Top-level module → the first file of ``package`` that imports it."""
+def third_party_imports(package: str, *, leaving_out: str | None = None) -> dict[str, str]:
+    """Top-level module → the first file of ``package`` (but those under ``leaving_out``) that imports it."""
     found: dict[str, str] = {}
     for path in sorted((REPO / package).rglob("*.py")):
+        if leaving_out is not None and path.is_relative_to(REPO / leaving_out):
+            continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             names = []
             if isinstance(node, ast.Import):
@@ -68,9 +78,13 @@ def third_party_imports(package: str) -> dict[str, str]:
 def test_the_broker_side_installs_without_the_job_frameworks_dependencies() -> None:
     base = declared(None)
     assert not base & {"pyspark", "great-expectations", "pyarrow", "pandas", "hdfs", "jinja2", "apache-airflow"}
-    for module, where in third_party_imports("kafkalog").items():
+    assert not base & declared("schemas"), "the schema formats' libraries are an extra, not the broker's"
+    for module, where in third_party_imports("kafkalog", leaving_out=SCHEMAS).items():
         assert module in PROVIDED_BY, f"{where} imports {module}: which distribution provides it?"
         assert PROVIDED_BY[module] in base, f"{where} imports {module}, not in the base dependencies"
+    for module, where in third_party_imports(SCHEMAS).items():
+        assert module in PROVIDED_BY, f"{where} imports {module}: which distribution provides it?"
+        assert PROVIDED_BY[module] in base | declared("schemas"), f"{where} imports {module}, not in the schemas extra"
 
 
 @pytest.mark.unit
