@@ -40,7 +40,7 @@ zookeeper:
 PEERS_DONE := .cache/peers/maven.done
 peers: $(PEERS_DONE)
 
-$(PEERS_DONE): peers/pom.xml peers/kafka4/pom.xml peers/hadoop/pom.xml peers/spark-kafka/pom.xml peers/metastore/pom.xml peers/MiniClusters.java peers/fetch.sh
+$(PEERS_DONE): peers/pom.xml peers/kafka4/pom.xml peers/hadoop/pom.xml peers/spark-kafka/pom.xml peers/metastore/pom.xml peers/schemas/pom.xml peers/MiniClusters.java peers/fetch.sh
 	@bash peers/fetch.sh
 
 $(KAFKA09):
