@@ -95,7 +95,7 @@ class KafkalogSource(DataSource):
             return STAGED_FILE_DDL
         if emit == "skipped":
             return SKIPPED_DDL
-        return spark_ddl(Decoder(**_decoder_options(json.loads(self.options["spec"])["decoder"])))
+        return spark_ddl(Decoder.from_settings(json.loads(self.options["spec"])["decoder"]))
 
     def reader(self, schema: Any) -> DataSourceReader:
         return SplitReader(dict(self.options))
@@ -130,7 +130,7 @@ class SplitReader(DataSourceReader):
         fault = _TaskFault(self.options.get("faults", ""))
         task = SplitTask(
             source_of(settings["source"], self.options),
-            Decoder(**_decoder_options(settings["decoder"])),
+            Decoder.from_settings(settings["decoder"]),
             EventTime(**settings["event_time"]),
             BadRecords(**settings["bad_records"]),
             split,
@@ -213,12 +213,6 @@ def _log_kernels() -> None:
         log.info("executor %s", describe_kernels())
     else:
         log.warning("executor %s; ship them with the archive of `python -m pipelines.app.ship`", describe_kernels())
-
-
-def _decoder_options(data: dict[str, Any]) -> dict[str, Any]:
-    from pipelines.config.pipeline import CsvOptions  # noqa: PLC0415 - keeps the top of the module light
-
-    return {**data, "required": tuple(data.get("required", ())), "csv": CsvOptions(**data.get("csv", {}))}
 
 
 def quarantine_batch(split: Split, bad: list[BadRecord]) -> pa.RecordBatch:

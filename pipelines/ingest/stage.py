@@ -100,7 +100,7 @@ class SparkStager:
         secrets = {key: source["security"].pop(key) or "" for key in ("password", "key_password")}
         settings = {
             "source": source,
-            "decoder": asdict(spec.decoder),
+            "decoder": spec.decoder.settings(),  # without the registry's credentials
             "event_time": asdict(spec.event_time),
             "bad_records": asdict(spec.bad_records),
             "brokers": self.brokers(),  # tasks connect through these (see pipelines.executor.source)
