@@ -36,6 +36,7 @@ PROVIDED_BY = {
     "jinja2": "jinja2",
     "markupsafe": "markupsafe",
     "sqlglot": "sqlglot",
+    "fastavro": "fastavro",
 }
 HOSTED = {"airflow"}
 """Imported only inside the host that runs the module (pipelines.app.airflow runs in Airflow)."""

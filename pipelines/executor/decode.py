@@ -30,18 +30,33 @@ from pipelines.executor.arrow_types import TIMESTAMP
 from pipelines.executor.event_time import EventTimeResolver, message_times_only
 from pipelines.executor.payloads import payload_decoder
 from pipelines.executor.rows import TOMBSTONE, BadRecord, Message, headers_column, row_schema, timestamp_types
+from pipelines.schemas.resolved import RunSchemas
+from pipelines.schemas.resolved import field_kind as resolved_field_kind
 
 
 class ChunkDecoder:
     """Decodes the chunks of one split into Arrow tables of rows (see the module doc)."""
 
-    def __init__(self, decoder: Decoder, event_time: EventTime, topic: str, partition: int) -> None:
+    def __init__(
+        self,
+        decoder: Decoder,
+        event_time: EventTime,
+        topic: str,
+        partition: int,
+        schemas: RunSchemas | None = None,
+    ) -> None:
         self.decoder = decoder
-        self.schema = row_schema(decoder)
+        self.schema = row_schema(decoder, schemas)
         self.topic = topic
         self.partition = partition
-        self.values = payload_decoder(decoder)
-        field_kind = decoder.schema.get(event_time.field) if event_time.field else None
+        self.values = payload_decoder(decoder, None if schemas is None else schemas.values.get(topic))
+        field_kind = None
+        if event_time.field is not None:
+            field_kind = (
+                decoder.schema.get(event_time.field)
+                if decoder.declares_columns
+                else resolved_field_kind(self.values.schema, event_time.field)
+            )
         self.event_time_field = event_time.field
         self.times = EventTimeResolver(event_time, field_kind)
 

@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 from pipelines.config.pipeline import Decoder
 from pipelines.executor.arrow_types import ARROW_TYPES, SPARK_TYPES, TIMESTAMP
 from pipelines.executor.payloads import payload_schema
+from pipelines.schemas.resolved import RunSchemas
 
 HEADER = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
 HEADERS = pa.list_(HEADER)
@@ -70,12 +71,13 @@ class BadRecord:
     headers: tuple[Header, ...] = ()
 
 
-def row_schema(decoder: Decoder) -> pa.Schema:
+def row_schema(decoder: Decoder, schemas: RunSchemas | None = None) -> pa.Schema:
     """The Arrow schema of raw rows: metadata columns (spec.METADATA_COLUMNS), decoded fields, then
     dt and hour. ``timestamp_type`` is null where ``timestamp`` is (the message has none).
     ``tombstone`` is true for a message without a value (a delete, on a compacted topic), whose
     decoded fields are then all null; false for every other row; null only in rows loaded before
-    the column existed (TOMBSTONE)."""
+    the column existed (TOMBSTONE). ``schemas``: the run's, for a decoder whose columns come from
+    them (pipelines.schemas.resolved)."""
     fields = [
         pa.field("topic", pa.string()),
         pa.field("partition", pa.int32()),
@@ -88,21 +90,21 @@ def row_schema(decoder: Decoder) -> pa.Schema:
         pa.field("headers", HEADERS),
         pa.field("tombstone", pa.bool_()),
     ]
-    fields.extend(payload_schema(decoder))
+    fields.extend(payload_schema(decoder, schemas))
     fields += [pa.field("dt", pa.string()), pa.field("hour", pa.string())]
     return pa.schema(fields)
 
 
-def spark_ddl(decoder: Decoder) -> str:
+def spark_ddl(decoder: Decoder, schemas: RunSchemas | None = None) -> str:
     """The same schema as Spark DDL: what the Spark source declares, and what readers of a raw
     layer read it with (a layer with files from before a column existed then has nulls there)."""
-    return ddl_of(row_schema(decoder))
+    return ddl_of(row_schema(decoder, schemas))
 
 
-def spark_columns(decoder: Decoder) -> list[tuple[str, str]]:
+def spark_columns(decoder: Decoder, schemas: RunSchemas | None = None) -> list[tuple[str, str]]:
     """(name, Spark type) of every raw column but the dt/hour partition columns, in order: the raw
     layer's table in a metastore (pipelines.catalog)."""
-    return [(f.name, _spark_type(f.type)) for f in row_schema(decoder) if f.name not in ("dt", "hour")]
+    return [(f.name, _spark_type(f.type)) for f in row_schema(decoder, schemas) if f.name not in ("dt", "hour")]
 
 
 def ddl_of(schema: pa.Schema) -> str:
@@ -113,12 +115,28 @@ def ddl_of(schema: pa.Schema) -> str:
 _SPARK_OF_ARROW = {ARROW_TYPES[kind]: spark for kind, spark in SPARK_TYPES.items()}
 
 
+_SPARK_OF_MORE_ARROW = {
+    pa.int8(): "TINYINT",
+    pa.int16(): "SMALLINT",
+    pa.date32(): "DATE",
+    pa.timestamp("us"): "TIMESTAMP_NTZ",
+}
+"""Types of the columns schema'd payloads bring (pipelines.schemas.columns) besides the field kinds."""
+
+
 def _spark_type(kind: pa.DataType) -> str:
-    """The Spark type of an Arrow type: a field type's, or a list/struct of them (headers)."""
+    """The Spark type of an Arrow type: a field type's, or a list/struct/map of them (headers, and
+    the columns of schema'd payloads)."""
     if pa.types.is_list(kind):
         return f"ARRAY<{_spark_type(kind.value_type)}>"
     if pa.types.is_struct(kind):
         return "STRUCT<" + ", ".join(f"`{f.name}`: {_spark_type(f.type)}" for f in kind) + ">"
+    if pa.types.is_map(kind):
+        return f"MAP<{_spark_type(kind.key_type)}, {_spark_type(kind.item_type)}>"
+    if pa.types.is_decimal(kind):
+        return f"DECIMAL({kind.precision},{kind.scale})"
+    if kind in _SPARK_OF_MORE_ARROW:
+        return _SPARK_OF_MORE_ARROW[kind]
     if kind not in _SPARK_OF_ARROW:
         raise TypeError(f"no Spark type for the Arrow type {kind}")
     return _SPARK_OF_ARROW[kind]
