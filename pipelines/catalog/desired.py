@@ -24,6 +24,7 @@ from pipelines.layout import Partition, generation_dir, partition_of, partition_
 from pipelines.ledger.partitions import existing_partitions
 from pipelines.ledger.records import Manifest
 from pipelines.ledger.state import PipelineState
+from pipelines.schemas.resolved import spec_schemas
 from pipelines.storage import Storage
 
 Column = tuple[str, str]
@@ -138,7 +139,7 @@ def raw_table(spec: PipelineSpec, latest: Manifest, manifests: list[Manifest]) -
         name=spec.raw_table,
         generation=latest.generation,
         location=location,
-        columns=tuple(spark_columns(spec.decoder)),
+        columns=tuple(spark_columns(spec.decoder, spec_schemas(spec, {s.topic for s in latest.splits}))),
         partition_columns=("dt", "hour"),
         partitions=partitions,
         row_filter=visible_rows(latest.end_offsets()),

@@ -23,6 +23,7 @@ from pipelines.ledger import paths
 from pipelines.ledger.records import Manifest
 from pipelines.ledger.state import PipelineState
 from pipelines.progress import Reporter
+from pipelines.schemas.resolved import spec_schemas
 
 
 class Transforms:
@@ -50,7 +51,8 @@ class Transforms:
         # single footer, so over a layer whose older files predate a column (headers and
         # timestamp_type came later) the column would vanish or not depending on the file picked.
         # Declared, every row has every column; files without one give nulls there.
-        schema = spark_ddl(self.spec.decoder)
+        loaded = self.state.generation_manifests() if manifests is None else manifests
+        schema = spark_ddl(self.spec.decoder, spec_schemas(self.spec, {s.topic for m in loaded for s in m.splits}))
         if files:
             frame = self.spark.read.schema(schema).option("basePath", self.state.root).parquet(*files)
         else:  # nothing in scope (a run of only quarantined records): an empty view of the raw schema

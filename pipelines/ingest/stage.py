@@ -38,6 +38,7 @@ from pipelines.ingest.reconcile import FileFacts, OffsetCoverage, inspect_local,
 from pipelines.java_errors import first_cause, java_line, lines_of
 from pipelines.ledger.records import Plan
 from pipelines.progress import Reporter
+from pipelines.schemas.resolved import RunSchemas, resolve_schemas
 from pipelines.storage import Storage
 from pipelines.storage.local import local_path
 
@@ -82,12 +83,19 @@ class SparkStager:
         if task_faults:  # refused here, before any task runs, rather than as a failed task
             parse_target(task_faults, TASK_FAULTS, "task_faults")
         self.task_faults = task_faults
+        self.schemas: RunSchemas | None = None
+        """The schemas of the plan being staged (pipelines.schemas.resolved), None for a decoder without."""
         spark.dataSource.register(KafkalogSource)
 
     def stage(self, plan: Plan, staging: str, progress_dir: str) -> Staged:
         """Load the splits of ``plan`` that have messages into ``staging`` (tasks report progress
-        into ``progress_dir``); the facts of the staged files."""
+        into ``progress_dir``); the facts of the staged files. The run's schemas (a decoder whose
+        columns come from a registry or a schema file) are read here, on the driver, before any
+        task starts, and shipped to the tasks in their options."""
         splits = [s for s in plan.splits if s.size > 0]
+        self.schemas = resolve_schemas(
+            self.spec.decoder, sorted({s.topic for s in plan.splits}), event_time=self.spec.event_time
+        )
         if self.spec.raw.tasks_write:
             return self._stage_by_tasks(plan, splits, staging, progress_dir)
         return self._stage_by_spark(plan, splits, staging, progress_dir)
@@ -107,6 +115,7 @@ class SparkStager:
         }
         options = {
             "spec": json.dumps(settings, default=str),  # (paths as text)
+            "schemas": "" if self.schemas is None else self.schemas.to_json(),
             "splits": json.dumps([asdict(s) for s in splits]),
             "emit": emit,
             "faults": self.task_faults,

@@ -217,7 +217,7 @@ class _Avro:
         if kind == "int" and logical == "date":
             return pa.date32(), pa.date32(), Plan(SAME, pa.date32())
         if kind == "int" and logical == "time-millis":
-            return pa.time32("ms"), pa.int64(), Plan("cast", pa.int64())
+            return pa.int32(), pa.int64(), Plan("millis", pa.int64())
         if kind == "long" and logical == "time-micros":
             return pa.int64(), pa.int64(), Plan(SAME, pa.int64())
         if kind == "long" and logical in ("timestamp-millis", "local-timestamp-millis"):
@@ -289,8 +289,8 @@ def convert(array: pa.Array, plan: Plan) -> pa.Array:
         return array.cast(plan.final)
     if plan.kind == "decimal":
         return _decimals(array, plan)
-    if plan.kind == "millis":  # Connect's Time and Timestamp: milliseconds, to microseconds
-        return pc.multiply_checked(array, 1000).cast(plan.final)
+    if plan.kind == "millis":  # Avro's time-millis, Connect's Time and Timestamp: milliseconds, to microseconds
+        return pc.multiply_checked(array.cast(pa.int64()), 1000).cast(plan.final)
     if plan.kind in ("base64", "base64-decimal"):
         raw = _base64(array)
         return raw if plan.kind == "base64" else _decimals(raw, plan)

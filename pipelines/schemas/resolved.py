@@ -17,14 +17,14 @@ to columns (pipelines.schemas.columns), give every topic the same columns (one r
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
-from pipelines.config.pipeline import Decoder, EventTime, Registry
+from pipelines.config.pipeline import Decoder, EventTime, PipelineSpec, Registry
 from pipelines.errors import PayloadSchemaError
 from pipelines.schemas.columns import (
     UTC_MICROS,
@@ -152,6 +152,15 @@ def resolve_schemas(
     for topic, key in keys.items():
         avro_columns(key.reader, where=f"the key schema of {topic} ({key.describe()})")
     return schemas
+
+
+def spec_schemas(spec: PipelineSpec, topics: Iterable[str]) -> RunSchemas | None:
+    """The schemas of ``spec``'s topics (its ``topics``, or for a ``topic_pattern`` the ``topics``
+    its runs loaded) for the readers of a raw layer: the transforms' view and the metastore's
+    table. They read the subjects' schemas as they are now (a run does not record its own yet)."""
+    if not needs_schemas(spec.decoder):
+        return None
+    return resolve_schemas(spec.decoder, sorted(set(spec.topics) or set(topics)), event_time=spec.event_time)
 
 
 def _read_file(path: Path) -> str:

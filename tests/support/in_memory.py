@@ -33,6 +33,7 @@ from pipelines.config.pipeline import PipelineSpec
 from pipelines.executor.source import SplitTask, write_split
 from pipelines.ingest.stage import Staged, staged_from_reports
 from pipelines.ledger.records import Plan
+from pipelines.schemas.resolved import resolve_schemas
 from pipelines.storage.local import local_path
 
 
@@ -186,10 +187,17 @@ class InProcessStager:
 
     def stage(self, plan: Plan, staging: str, progress_dir: str) -> Staged:
         reported: list[Any] = []
+        spec = self.spec
+        schemas = resolve_schemas(spec.decoder, sorted({s.topic for s in plan.splits}), event_time=spec.event_time)
         for index, split in enumerate(s for s in plan.splits if s.size > 0):
-            spec = self.spec
             task = SplitTask(
-                spec.source, spec.decoder, spec.event_time, spec.bad_records, split, consumer=self.cluster.consumer
+                spec.source,
+                spec.decoder,
+                spec.event_time,
+                spec.bad_records,
+                split,
+                consumer=self.cluster.consumer,
+                schemas=schemas,
             )
             batch = write_split(task, local_path(staging), spec.raw.compression, index)
             reported.extend(batch.to_pylist())
