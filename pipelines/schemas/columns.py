@@ -16,7 +16,7 @@ spark-avro's ``SchemaConverters`` where Spark can read the result, with fallback
 - JSON Schema: an object's ``properties`` with a ``type`` each (``["null", X]`` nullable): string
   (``format: date-time`` as timestamp), integer as bigint, number as double, boolean, objects with
   properties as structs, arrays with ``items`` as arrays; ``$ref`` to ``#/definitions`` or ``#/$defs``.
-- Connect (JsonConverter's ``schema``): int8..int64, float32/64, boolean, string, bytes (base64),
+- Connect (JsonConverter's ``schema``): int8..int64, float and double, boolean, string, bytes (base64),
   arrays, structs; Decimal as decimal(p, scale) (p: ``connect.decimal.precision``, else 38), Date,
   Time (as Avro's time: bigint microseconds of the day), Timestamp. Not maps yet.
 
@@ -459,8 +459,8 @@ _CONNECT_PRIMITIVES: dict[str, pa.DataType] = {
     "int16": pa.int16(),
     "int32": pa.int32(),
     "int64": pa.int64(),
-    "float32": pa.float32(),
-    "float64": pa.float64(),
+    "float": pa.float32(),  # JsonConverter's names of Connect's FLOAT32 and FLOAT64
+    "double": pa.float64(),
     "boolean": pa.bool_(),
     "string": pa.string(),
     "bytes": pa.binary(),
@@ -494,8 +494,8 @@ _DECLARED_CONNECT = {
     "string": {"type": "string"},
     "long": {"type": "int64"},
     "int": {"type": "int32"},
-    "double": {"type": "float64"},
-    "float": {"type": "float32"},
+    "double": {"type": "double"},
+    "float": {"type": "float"},
     "boolean": {"type": "boolean"},
     "timestamp": {"type": "int64", "name": CONNECT_TIMESTAMP},
     "binary": {"type": "bytes"},
