@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 from pipelines.config.pipeline import Decoder, EventTime
 from pipelines.executor.arrow_types import TIMESTAMP
 from pipelines.executor.event_time import EventTimeResolver, message_times_only
+from pipelines.executor.keys import KEY_COLUMN, KeyColumn
 from pipelines.executor.payloads import payload_decoder
 from pipelines.executor.rows import TOMBSTONE, BadRecord, Message, headers_column, row_schema, timestamp_types
 from pipelines.schemas.resolved import RunSchemas
@@ -59,10 +60,31 @@ class ChunkDecoder:
             )
         self.event_time_field = event_time.field
         self.times = EventTimeResolver(event_time, field_kind)
+        self.keys = (
+            None
+            if decoder.key_decoder.format == "raw"
+            else KeyColumn(decoder, None if schemas is None else schemas.key_for(topic))
+        )
 
     def decode(self, messages: Sequence[Message], broker: int) -> tuple[pa.Table, list[BadRecord]]:
         """Rows for the good messages and the tombstones (in offset order) and the bad ones with
-        their reasons."""
+        their reasons; with a key decoder, a message whose key does not decode is bad too."""
+        if self.keys is None:
+            return self._decode_values(messages, broker)
+        column, key_bad = self.keys.decode(list(map(itemgetter(3), messages)))
+        bad_keys = [_bad_record(messages[i], reason) for i, reason in sorted(key_bad.items())]
+        if key_bad:
+            keep = [i for i in range(len(messages)) if i not in key_bad]
+            messages = [messages[i] for i in keep]
+            column = column.take(pa.array(keep, pa.int64()))
+        table, bad = self._decode_values(messages, broker)
+        offsets = pa.array(list(map(itemgetter(0), messages)), pa.int64())
+        positions = pc.index_in(table.column("offset"), value_set=offsets)
+        index = self.schema.get_field_index(KEY_COLUMN)
+        table = table.set_column(index, self.schema.field(index), column.take(positions))
+        return table, sorted([*bad, *bad_keys], key=lambda b: b.offset)
+
+    def _decode_values(self, messages: Sequence[Message], broker: int) -> tuple[pa.Table, list[BadRecord]]:
         values = list(map(itemgetter(4), messages))
         if None not in values:  # the common case: no tombstone
             return self._decode(messages, values, broker)
@@ -93,6 +115,8 @@ class ChunkDecoder:
             "event_time": event,
             TOMBSTONE: pa.repeat(pa.scalar(True), count),
         }
+        if self.keys is not None:
+            columns[KEY_COLUMN] = pa.nulls(count, self.keys.type)  # filled in by ``decode``
         for field in self.values.schema:
             columns[field.name] = pa.nulls(count, field.type)
         columns["dt"] = dt
@@ -164,6 +188,8 @@ class ChunkDecoder:
             "headers": all_headers if row_indexes is None else all_headers.take(row_indexes),
             TOMBSTONE: pa.repeat(pa.scalar(False), count),
         }
+        if self.keys is not None:
+            columns[KEY_COLUMN] = pa.nulls(count, self.keys.type)  # filled in by ``decode``
         for name in fields.column_names:
             columns[name] = fields.column(name)
         columns["dt"] = dt

@@ -19,8 +19,9 @@ import pyarrow.compute as pc
 
 from pipelines.config.pipeline import Decoder
 from pipelines.executor.arrow_types import ARROW_TYPES, SPARK_TYPES, TIMESTAMP
+from pipelines.executor.keys import KEY_COLUMN, key_type
 from pipelines.executor.payloads import payload_schema
-from pipelines.schemas.resolved import RunSchemas
+from pipelines.schemas.resolved import RunSchemas, SubjectSchemas
 
 HEADER = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
 HEADERS = pa.list_(HEADER)
@@ -72,12 +73,12 @@ class BadRecord:
 
 
 def row_schema(decoder: Decoder, schemas: RunSchemas | None = None) -> pa.Schema:
-    """The Arrow schema of raw rows: metadata columns (spec.METADATA_COLUMNS), decoded fields, then
-    dt and hour. ``timestamp_type`` is null where ``timestamp`` is (the message has none).
-    ``tombstone`` is true for a message without a value (a delete, on a compacted topic), whose
-    decoded fields are then all null; false for every other row; null only in rows loaded before
-    the column existed (TOMBSTONE). ``schemas``: the run's, for a decoder whose columns come from
-    them (pipelines.schemas.resolved)."""
+    """The Arrow schema of raw rows: metadata columns (spec.METADATA_COLUMNS), the decoded key
+    (``key_decoded``, with a key decoder), decoded fields, then dt and hour. ``timestamp_type`` is
+    null where ``timestamp`` is (the message has none). ``tombstone`` is true for a message
+    without a value (a delete, on a compacted topic), whose decoded fields are then all null;
+    false for every other row; null only in rows loaded before the column existed (TOMBSTONE).
+    ``schemas``: the run's, for a decoder whose columns come from them (pipelines.schemas.resolved)."""
     fields = [
         pa.field("topic", pa.string()),
         pa.field("partition", pa.int32()),
@@ -90,9 +91,17 @@ def row_schema(decoder: Decoder, schemas: RunSchemas | None = None) -> pa.Schema
         pa.field("headers", HEADERS),
         pa.field("tombstone", pa.bool_()),
     ]
+    keys = key_type(decoder, None if schemas is None else _first_key_schema(schemas))
+    if keys is not None:  # decoder.key_decoder: the key decoded, beside its bytes
+        fields.append(pa.field(KEY_COLUMN, keys))
     fields.extend(payload_schema(decoder, schemas))
     fields += [pa.field("dt", pa.string()), pa.field("hour", pa.string())]
     return pa.schema(fields)
+
+
+def _first_key_schema(schemas: RunSchemas) -> SubjectSchemas | None:
+    """A topic's key schema: every topic's gives the same column (pipelines.schemas.resolved checks)."""
+    return schemas.keys[min(schemas.keys)] if schemas.keys else None
 
 
 def spark_ddl(decoder: Decoder, schemas: RunSchemas | None = None) -> str:

@@ -149,8 +149,13 @@ def resolve_schemas(
     schemas = RunSchemas(values, keys)
     if values:
         check_columns(decoder, schemas, event_time)
-    for topic, key in keys.items():
-        avro_columns(key.reader, where=f"the key schema of {topic} ({key.describe()})")
+    found: tuple[str, pa.Schema] | None = None
+    for topic in sorted(keys):
+        key = keys[topic]
+        columns = avro_columns(key.reader, where=f"the key schema of {topic} ({key.describe()})").schema
+        if found is not None and not columns.equals(found[1]):
+            raise PayloadSchemaError(f"topics {found[0]} and {topic} have keys of different schemas ({key.describe()})")
+        found = found or (topic, columns)
     return schemas
 
 

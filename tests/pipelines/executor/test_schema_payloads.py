@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafkalog.schemas.wire import frame
-from pipelines.config.pipeline import Decoder, EventTime, Registry
+from pipelines.config.pipeline import Decoder, EventTime, KeyDecoder, Registry
 from pipelines.executor.decode import ChunkDecoder
 from pipelines.executor.payloads import payload_decoder
 from pipelines.executor.payloads.avro_values import AvroValues
@@ -378,3 +378,42 @@ def test_columns_types_match_the_row_schema() -> None:
     chunk = ChunkDecoder(decoder, EventTime(), "t", 0, schemas)
     assert isinstance(chunk.values, AvroValues)
     assert chunk.schema.field("amount").type == pa.decimal128(12, 2)
+
+
+def test_string_keys_decoded_beside_their_bytes_a_bad_one_makes_its_message_bad() -> None:
+    decoder = Decoder(format="raw", key_decoder=KeyDecoder(format="string"))
+    chunk = ChunkDecoder(decoder, EventTime(), "t", 0)
+    messages = [
+        Message(0, 1000, 0, b"user-1", b"v"),
+        Message(1, 1000, 0, None, b"v"),
+        Message(2, 1000, 0, b"\xff\xfe", b"v"),
+        Message(3, 1000, 0, b"user-3", None),  # a tombstone keeps its key: it deletes that key
+    ]
+    table, bad = chunk.decode(messages, broker=1)
+    assert table.column("offset").to_pylist() == [0, 1, 3]
+    assert table.column("key_decoded").to_pylist() == ["user-1", None, "user-3"]
+    assert table.column("key").to_pylist() == [b"user-1", None, b"user-3"]
+    assert [(b.offset, b.reason) for b in bad] == [(2, "key: not UTF-8 text (invalid start byte at byte 0)")]
+    assert table.schema.names.index("key_decoded") == table.schema.names.index("tombstone") + 1
+
+
+def test_json_and_avro_keys() -> None:
+    decoder = Decoder(format="raw", key_decoder=KeyDecoder(format="json", schema={"id": "long", "region": "string"}))
+    table, bad = ChunkDecoder(decoder, EventTime(), "t", 0).decode(
+        [Message(0, 1, 0, b'{"id": 7, "region": "eu"}', b"v"), Message(1, 1, 0, b"[]", b"v")], broker=1
+    )
+    assert table.column("key_decoded").to_pylist() == [{"id": 7, "region": "eu"}]
+    assert [(b.offset, b.reason) for b in bad] == [(1, "key: the value is not a JSON object")]
+
+    key_schema = {"type": "record", "name": "K", "fields": [{"name": "id", "type": "long"}]}
+    registry = Registry(urls=("http://sr:8081",))
+    avro_keys = Decoder(format="avro", registry=registry, key_decoder=KeyDecoder(format="avro"))
+    schemas = RunSchemas({"t": subject(V2, {2: V2}, 2)}, {"t": subject(key_schema, {9: key_schema}, 9)})
+    value = frame(2, avro(V2, {"id": "y", "n": 1, "added": None, "k": "B"}))
+    table, bad = ChunkDecoder(avro_keys, EventTime(), "t", 0, schemas).decode(
+        [Message(0, 1, 0, frame(9, avro(key_schema, {"id": 5})), value), Message(1, 1, 0, frame(8, b"\x02"), value)],
+        broker=1,
+    )
+    assert table.column("key_decoded").to_pylist() == [{"id": 5}]
+    assert table.column("id").to_pylist() == ["y"]
+    assert [(b.offset, b.reason) for b in bad] == [(1, "key: unknown schema id 8")]
