@@ -244,9 +244,9 @@ class _Avro:
             return pa.string(), pa.string(), Plan(SAME, pa.string())
         if len(others) == 1:
             return self.type(others[0], namespace, path)
-        if set(others) <= {"int", "long"}:
+        if numeric_union(others, ("int", "long")):
             return pa.int64(), pa.int64(), Plan(SAME, pa.int64())
-        if set(others) <= {"float", "double"}:
+        if numeric_union(others, ("float", "double")):
             return pa.float64(), pa.float64(), Plan(SAME, pa.float64())
         self.tagged = True
         plain, final, plans = [], [], []
@@ -258,6 +258,11 @@ class _Avro:
         plain_struct, final_struct = pa.struct(plain), pa.struct(final)
         same = all(p.kind == SAME for p in plans) and plain_struct == final_struct
         return plain_struct, final_struct, Plan(SAME if same else "struct", final_struct, tuple(plans))
+
+
+def numeric_union(branches: list[Any], kinds: tuple[str, str]) -> bool:
+    """The non-null ``branches`` of a union are all of ``kinds`` (``[int, long]``: one bigint column)."""
+    return all(isinstance(b, str) and b in kinds for b in branches)
 
 
 def _nullable(node: Any) -> bool:

@@ -30,7 +30,7 @@ import pyarrow as pa
 from kafkalog.schemas.wire import HEADER_SIZE, schema_ids
 from pipelines.config.pipeline import Decoder
 from pipelines.executor.halving import Parsed, first_line
-from pipelines.schemas.columns import _strip_logical, avro_columns, convert
+from pipelines.schemas.columns import _strip_logical, avro_columns, convert, numeric_union
 from pipelines.schemas.resolved import SubjectSchemas
 
 _NO_ID = -2
@@ -200,7 +200,7 @@ def _retag(value: Any, node: Any, names: dict[str, Any]) -> Any:
         others = [b for b in node if b != "null"]
         if len(others) == 1:
             return _retag(value, others[0], names)
-        if set(others) <= {"int", "long"} or set(others) <= {"float", "double"}:
+        if numeric_union(others, ("int", "long")) or numeric_union(others, ("float", "double")):
             return value
         branch, inner = _branch(value, others, names)
         return {f"member{branch}": _retag(inner, others[branch], names)}

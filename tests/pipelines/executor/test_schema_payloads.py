@@ -417,3 +417,54 @@ def test_json_and_avro_keys() -> None:
     assert table.column("key_decoded").to_pylist() == [{"id": 5}]
     assert table.column("id").to_pylist() == ["y"]
     assert [(b.offset, b.reason) for b in bad] == [(1, "key: unknown schema id 8")]
+
+
+NESTED = {
+    "type": "record",
+    "name": "R",
+    "fields": [
+        {"name": "m", "type": ["null", {"type": "map", "values": {"type": "long", "logicalType": "timestamp-millis"}}]},
+        {"name": "days", "type": ["null", {"type": "array", "items": {"type": "int", "logicalType": "date"}}]},
+        {
+            "name": "r",
+            "type": [
+                "null",
+                {
+                    "type": "record",
+                    "name": "In",
+                    "fields": [
+                        {"name": "d", "type": {"type": "bytes", "logicalType": "decimal", "precision": 5, "scale": 1}}
+                    ],
+                },
+            ],
+        },
+        {
+            "name": "u",
+            "type": [
+                "null",
+                "int",
+                {"type": "record", "name": "A", "fields": [{"name": "x", "type": "int"}]},
+                {"type": "record", "name": "B", "fields": [{"name": "x", "type": "int"}]},
+                {"type": "enum", "name": "E", "symbols": ["P"]},
+            ],
+        },
+    ],
+}
+
+
+def test_logical_types_inside_nested_types_and_unions_of_several_records() -> None:
+    decoder = AvroValues(Decoder(format="avro", schema_file="x"), subject(NESTED, {1: NESTED}, 1))  # type: ignore[arg-type]
+    day = dt.datetime(2020, 1, 1, tzinfo=UTC)
+    written = [
+        {"m": None, "days": None, "r": None, "u": None},
+        {"m": {"a": day}, "days": [dt.date(2020, 1, 2)], "r": {"d": decimal.Decimal("12.5")}, "u": ("B", {"x": 3})},
+        {"m": {}, "days": [], "r": None, "u": 5},
+        {"m": None, "days": None, "r": None, "u": ("A", {"x": 1})},
+        {"m": None, "days": None, "r": None, "u": "P"},
+    ]
+    got, bad = rows(decoder, [frame(1, avro(NESTED, r)) for r in written])
+    assert bad == []
+    members = [None if r["u"] is None else {k: v for k, v in r["u"].items() if v is not None} for _, r in got]
+    assert members == [None, {"member2": {"x": 3}}, {"member0": 5}, {"member1": {"x": 1}}, {"member3": "P"}]
+    assert got[1][1]["m"] == [("a", day)] and got[1][1]["days"] == [dt.date(2020, 1, 2)]
+    assert got[1][1]["r"] == {"d": decimal.Decimal("12.5")} and got[0][1]["m"] is None and got[2][1]["m"] == []
