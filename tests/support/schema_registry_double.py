@@ -10,13 +10,15 @@ reader's side.
 Served: ``GET /subjects/{s}/versions[?deleted=true]``, ``GET /subjects/{s}/versions/{v|latest}``,
 ``GET /schemas/ids/{id}[?subject=s]``, with Confluent's error bodies (``{"error_code": 40401,
 "message": "Subject 's' not found."}``); optional basic auth (401 otherwise) and a switch that
-makes every request answer 503 (a registry that is down but listening).
+makes every request answer 503 (a registry that is down but listening); https:// with a given
+server-side TLS context.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import ssl
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -45,6 +47,8 @@ class RegistryDouble:
     """Answer every request 503 (the process is up, the registry is not)."""
     requests: list[str] = field(default_factory=list)
     """Every path asked, in order."""
+    tls: ssl.SSLContext | None = None
+    """Serve https:// with this server-side context (its certificate; a client one if it requires)."""
 
     def register(self, subject: str, schema: str | dict[str, Any], schema_type: str = "AVRO") -> int:
         """Add ``schema`` as the subject's next version (the same text keeps its global id); its id."""
@@ -78,6 +82,8 @@ class RegistryDouble:
                 self.wfile.write(data)
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        if self.tls is not None:
+            self._server.socket = self.tls.wrap_socket(self._server.socket, server_side=True)
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,), daemon=True)
         self._thread.start()
         return self
@@ -89,7 +95,8 @@ class RegistryDouble:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        scheme = "http" if self.tls is None else "https"
+        return f"{scheme}://127.0.0.1:{self._server.server_address[1]}"
 
     def answer(self, path: str, authorization: str | None) -> tuple[int, Any]:
         if self.unavailable:

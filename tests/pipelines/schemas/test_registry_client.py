@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import json
 import socket
+import ssl
 from pathlib import Path
 
 import pytest
 
-from pipelines.config.pipeline import Decoder, EventTime, KeyDecoder, Registry
+from pipelines.config.pipeline import Decoder, EventTime, KeyDecoder, Registry, RegistryTls
 from pipelines.errors import PayloadSchemaError, SchemaRegistryError
 from pipelines.schemas.registry_client import RegistryClient
 from pipelines.schemas.resolved import RunSchemas, SubjectSchemas, resolve_schemas
+from tests.support.certificates import authority, person
 from tests.support.schema_registry_double import RegistryDouble
 
 pytestmark = pytest.mark.integration
@@ -162,3 +164,30 @@ def test_a_schema_file_is_read_on_the_driver(tmp_path: Path) -> None:
     assert schemas == RunSchemas({"t": SubjectSchemas("AVRO", json.dumps(V1), any_id=True)})
     with pytest.raises(PayloadSchemaError, match="cannot read the schema file"):
         resolve_schemas(Decoder(format="avro", schema_file=tmp_path / "gone.avsc"), ["t"])
+
+
+def test_https_with_the_registry_s_authority_a_client_certificate_or_no_check(tmp_path: Path) -> None:
+    ca = authority(tmp_path / "ca")
+    server = ca.issue("registry", person("registry"), server=True)
+    client_cert = ca.issue("loader", person("loader"))
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(server.certificate, server.key)
+    context.load_verify_locations(ca.certificate)
+    context.verify_mode = ssl.CERT_REQUIRED  # the registry asks for a client certificate
+    with RegistryDouble(tls=context) as sr:
+        sr.register("t-value", V1)
+        tls = RegistryTls(ca_file=ca.certificate, certificate=client_cert.certificate, key=client_cert.key)
+        assert RegistryClient(Registry(urls=(sr.url,), tls=tls)).versions("t-value") == [1]
+        unchecked = RegistryTls(verify=False, certificate=client_cert.certificate, key=client_cert.key)
+        assert RegistryClient(Registry(urls=(sr.url,), tls=unchecked)).versions("t-value") == [1]
+        untrusted = RegistryTls(certificate=client_cert.certificate, key=client_cert.key)  # the system's authorities
+        with pytest.raises(
+            SchemaRegistryError, match=f"schema registry {sr.url} did not answer .*CERTIFICATE_VERIFY_FAILED"
+        ):
+            RegistryClient(Registry(urls=(sr.url,), tls=untrusted)).versions("t-value")
+
+
+def test_tls_settings_that_cannot_be_used_name_the_files(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.pem"
+    with pytest.raises(SchemaRegistryError, match=f"TLS settings cannot be used \\({missing}, None\\)"):
+        RegistryClient(Registry(urls=("https://sr:8081",), tls=RegistryTls(ca_file=missing)))
