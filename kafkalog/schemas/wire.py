@@ -14,7 +14,8 @@ Layout of a framed value (what every Confluent-compatible serializer writes by d
 Not supported, refused with a reason that says so: magic byte 0x01, which 8.x serializers write
 before a 16-byte schema GUID instead of an id; and ids carried in the ``__value_schema_id`` /
 ``__key_schema_id`` headers instead of a prefix (such a value has no frame at all, so it reads as
-a wrong magic byte). Both are options of those serializers, off by default.
+a wrong magic byte here; the loader, which sees the headers, says which). Both are options of those
+serializers, off by default.
 
 Every value is untrusted input: nothing here reads past its end, and every malformed value is a
 ``WireFormatError`` whose message is the reason (what quarantine records).

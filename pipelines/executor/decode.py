@@ -72,7 +72,9 @@ class ChunkDecoder:
         if self.keys is None:
             return self._decode_values(messages, broker)
         column, key_bad = self.keys.decode(list(map(itemgetter(3), messages)))
-        bad_keys = [_bad_record(messages[i], reason) for i, reason in sorted(key_bad.items())]
+        bad_keys = [
+            _bad_record(messages[i], _header_framed(messages[i], reason)) for i, reason in sorted(key_bad.items())
+        ]
         if key_bad:
             keep = [i for i in range(len(messages)) if i not in key_bad]
             messages = [messages[i] for i in keep]
@@ -195,8 +197,26 @@ class ChunkDecoder:
         columns["dt"] = dt
         columns["hour"] = hour
         table = pa.table(columns, schema=self.schema)
-        bad_records = [_bad_record(messages[i], reason) for i, reason in sorted(bad_at.items())]
+        bad_records = [
+            _bad_record(messages[i], _header_framed(messages[i], reason)) for i, reason in sorted(bad_at.items())
+        ]
         return table, bad_records
+
+
+_ID_HEADERS = {"value": "__value_schema_id", "key: ": "__key_schema_id"}
+
+
+def _header_framed(message: Message, reason: str) -> str:
+    """``reason``, said plainly for a value (or key) without a frame whose schema id a serializer
+    put in a header instead (Confluent 8.x's ``__value_schema_id`` / ``__key_schema_id``): not
+    supported, so the value is bad, but not for the reason its first byte would suggest."""
+    if "wrong magic byte" not in reason or not message.headers:
+        return reason
+    header = _ID_HEADERS["key: "] if reason.startswith("key: ") else _ID_HEADERS["value"]
+    if any(key == header for key, _ in message.headers):
+        prefix = "key: " if reason.startswith("key: ") else ""
+        return f"{prefix}the schema id is in the {header} header, not before the value: not supported ({reason})"
+    return reason
 
 
 def _bad_record(message: Message, reason: str) -> BadRecord:

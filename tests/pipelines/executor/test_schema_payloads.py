@@ -468,3 +468,19 @@ def test_logical_types_inside_nested_types_and_unions_of_several_records() -> No
     assert members == [None, {"member2": {"x": 3}}, {"member0": 5}, {"member1": {"x": 1}}, {"member3": "P"}]
     assert got[1][1]["m"] == [("a", day)] and got[1][1]["days"] == [dt.date(2020, 1, 2)]
     assert got[1][1]["r"] == {"d": decimal.Decimal("12.5")} and got[0][1]["m"] is None and got[2][1]["m"] == []
+
+
+def test_a_schema_id_carried_in_a_header_is_refused_for_what_it_is() -> None:
+    schemas = RunSchemas({"t": subject(V2, {2: V2}, 2)})
+    chunk = ChunkDecoder(Decoder(format="avro", schema_file="x"), EventTime(), "t", 0, schemas)  # type: ignore[arg-type]
+    value = avro(V2, {"id": "y", "n": 1, "added": None, "k": "B"})
+    headers = (("__value_schema_id", b"\x01" + bytes(16)),)
+    _, bad = chunk.decode([Message(0, 1, 0, None, value, headers), Message(1, 1, 0, None, value)], broker=1)
+    assert [(b.offset, b.reason) for b in bad] == [
+        (
+            0,
+            "the schema id is in the __value_schema_id header, not before the value: not supported "
+            "(wrong magic byte 0x02)",
+        ),
+        (1, "wrong magic byte 0x02"),
+    ]
