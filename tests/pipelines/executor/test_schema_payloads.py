@@ -484,3 +484,15 @@ def test_a_schema_id_carried_in_a_header_is_refused_for_what_it_is() -> None:
         ),
         (1, "wrong magic byte 0x02"),
     ]
+
+
+def test_the_spark_source_declares_the_columns_of_the_schemas_the_driver_sent() -> None:
+    from pipelines.executor.source import KafkalogSource, schemas_of
+
+    schemas = RunSchemas({"t": subject(V2, {1: V1, 2: V2}, 2)})
+    decoder = Decoder(format="avro", registry=Registry(urls=("http://sr:8081",), username="u", password="p"))
+    options = {"spec": json.dumps({"decoder": decoder.settings()}), "schemas": schemas.to_json()}
+    assert schemas_of(options) == schemas
+    ddl = KafkalogSource(options).schema()
+    assert "`tombstone` BOOLEAN, `id` STRING, `n` BIGINT, `added` STRING, `k` STRING, `dt` STRING" in ddl
+    assert '"p"' not in options["spec"] and '"u"' not in options["spec"]  # no task needs the credentials
