@@ -36,6 +36,9 @@ from pipelines.schemas.columns import (
 from pipelines.schemas.registry_client import RegisteredSchema, RegistryClient
 
 _TYPE_OF_FORMAT = {"avro": "AVRO", "json_schema": "JSON", "protobuf": "PROTOBUF"}
+MAX_VERSIONS = 10_000
+"""More versions than a subject has in practice: each is one request, so a registry answering more
+is refused rather than asked that many times."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,6 +192,11 @@ class _SubjectReader:
         if (subject, version) in self.read_subjects:
             return self.read_subjects[(subject, version)]
         numbers = self.client.versions(subject, deleted=True)
+        if len(numbers) > MAX_VERSIONS:
+            raise PayloadSchemaError(
+                f"subject {subject} of schema registry {self.client.name} has {len(numbers)} versions, "
+                f"more than the {MAX_VERSIONS} a run reads"
+            )
         if not numbers:
             raise PayloadSchemaError(f"subject {subject} of schema registry {self.client.name} has no version")
         versions = [self.client.version(subject, n) for n in numbers]
