@@ -119,8 +119,6 @@ class AvroValues:
         decimal wider than its precision) or lack a required field are bad alone."""
         if not records:
             return [], []
-        if self.columns.tagged_unions:
-            records = [_retag(r, self.columns.plain_reader, {}) for r in records]
         try:
             table = self._table(records)
         except (pa.ArrowException, ValueError, TypeError, OverflowError):
@@ -147,6 +145,8 @@ class AvroValues:
 
     def _table(self, records: list[Any]) -> pa.Table:
         columns = self.columns
+        if columns.tagged_unions:
+            records = [_retag(r, columns.plain_reader, {}) for r in records]
         if columns.top_record:
             plain = pa.Table.from_pylist(records, schema=columns.plain)
         else:
