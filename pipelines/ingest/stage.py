@@ -38,7 +38,7 @@ from pipelines.ingest.reconcile import FileFacts, OffsetCoverage, inspect_local,
 from pipelines.java_errors import first_cause, java_line, lines_of
 from pipelines.ledger.records import Plan
 from pipelines.progress import Reporter
-from pipelines.schemas.resolved import RunSchemas, resolve_schemas
+from pipelines.schemas.resolved import RunSchemas
 from pipelines.storage import Storage
 from pipelines.storage.local import local_path
 
@@ -87,15 +87,12 @@ class SparkStager:
         """The schemas of the plan being staged (pipelines.schemas.resolved), None for a decoder without."""
         spark.dataSource.register(KafkalogSource)
 
-    def stage(self, plan: Plan, staging: str, progress_dir: str) -> Staged:
+    def stage(self, plan: Plan, staging: str, progress_dir: str, schemas: RunSchemas | None = None) -> Staged:
         """Load the splits of ``plan`` that have messages into ``staging`` (tasks report progress
-        into ``progress_dir``); the facts of the staged files. The run's schemas (a decoder whose
-        columns come from a registry or a schema file) are read here, on the driver, before any
-        task starts, and shipped to the tasks in their options."""
+        into ``progress_dir``); the facts of the staged files. ``schemas``: the run's, read by the
+        driver (pipelines.schemas.resolved), shipped to the tasks in their options."""
         splits = [s for s in plan.splits if s.size > 0]
-        self.schemas = resolve_schemas(
-            self.spec.decoder, sorted({s.topic for s in plan.splits}), event_time=self.spec.event_time
-        )
+        self.schemas = schemas
         if self.spec.raw.tasks_write:
             return self._stage_by_tasks(plan, splits, staging, progress_dir)
         return self._stage_by_spark(plan, splits, staging, progress_dir)

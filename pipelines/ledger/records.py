@@ -138,6 +138,10 @@ class Manifest:
     manifest's is the current one (see generation_dir)."""
     rewind: dict[str, int] = field(default_factory=dict)
     """A replay: "topic:partition" → the offset it reloaded from."""
+    schemas: dict[str, Any] = field(default_factory=dict)
+    """The reader schemas the run read values (and keys) into, when they came from a schema
+    registry: ``{"values": {topic: {"subject", "version", "id"}}, "keys": {...}}`` (empty for a
+    decoder without; pipelines.schemas.resolved)."""
 
     def end_offsets(self) -> dict[SplitKey, int]:
         out = {}
@@ -173,6 +177,7 @@ class Manifest:
                 kind=data.get("kind", "load"),
                 generation=int(data.get("generation", 0)),
                 rewind=data.get("rewind", {}),
+                schemas=data.get("schemas", {}),
             )
         except (ValueError, KeyError, TypeError, PlanError) as exc:
             raise CommitError(f"{where}: the manifest is unreadable: {exc}") from exc

@@ -82,6 +82,20 @@ class RunSchemas:
     def key_for(self, topic: str) -> SubjectSchemas | None:
         return self.keys.get(topic)
 
+    def readers(self) -> dict[str, dict[str, dict[str, Any]]]:
+        """What a manifest records of the run's schemas: for values and keys, topic → the reader
+        schema's subject, version and id (topics read with a schema file or a declared schema are
+        left out: nothing in a registry to name)."""
+
+        def of(side: Mapping[str, SubjectSchemas]) -> dict[str, dict[str, Any]]:
+            return {
+                topic: {"subject": s.subject, "version": s.reader_version, "id": s.reader_id}
+                for topic, s in side.items()
+                if s.subject is not None
+            }
+
+        return {"values": of(self.values), "keys": of(self.keys)}
+
     def to_json(self) -> str:
         def one(s: SubjectSchemas) -> dict[str, Any]:
             return {
@@ -160,6 +174,21 @@ def resolve_schemas(
             raise PayloadSchemaError(f"topics {found[0]} and {topic} have keys of different schemas ({key.describe()})")
         found = found or (topic, columns)
     return schemas
+
+
+def recorded_versions(readers: Mapping[str, Any]) -> dict[str, int]:
+    """Subject → reader version, from what a manifest recorded (``RunSchemas.readers``): the
+    versions a replay pins, to read with the schemas of the runs it replaces."""
+    pins: dict[str, int] = {}
+    for side in ("values", "keys"):
+        for entry in (readers.get(side) or {}).values():
+            if (
+                isinstance(entry, dict)
+                and isinstance(entry.get("subject"), str)
+                and isinstance(entry.get("version"), int)
+            ):
+                pins[entry["subject"]] = entry["version"]
+    return pins
 
 
 def spec_schemas(spec: PipelineSpec, topics: Iterable[str]) -> RunSchemas | None:

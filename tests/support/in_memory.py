@@ -33,7 +33,7 @@ from pipelines.config.pipeline import PipelineSpec
 from pipelines.executor.source import SplitTask, write_split
 from pipelines.ingest.stage import Staged, staged_from_reports
 from pipelines.ledger.records import Plan
-from pipelines.schemas.resolved import resolve_schemas
+from pipelines.schemas.resolved import RunSchemas
 from pipelines.storage.local import local_path
 
 
@@ -185,10 +185,9 @@ class InProcessStager:
         self.cluster = cluster
         self.during = during
 
-    def stage(self, plan: Plan, staging: str, progress_dir: str) -> Staged:
+    def stage(self, plan: Plan, staging: str, progress_dir: str, schemas: RunSchemas | None = None) -> Staged:
         reported: list[Any] = []
         spec = self.spec
-        schemas = resolve_schemas(spec.decoder, sorted({s.topic for s in plan.splits}), event_time=spec.event_time)
         for index, split in enumerate(s for s in plan.splits if s.size > 0):
             task = SplitTask(
                 spec.source,
