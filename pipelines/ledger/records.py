@@ -12,7 +12,7 @@ of another ``FORMAT_VERSION`` is refused. The fields' types are not checked: the
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -181,3 +181,14 @@ class Manifest:
             )
         except (ValueError, KeyError, TypeError, PlanError) as exc:
             raise CommitError(f"{where}: the manifest is unreadable: {exc}") from exc
+
+
+def topics_of(manifests: Iterable[Manifest]) -> set[str]:
+    """The topics ``manifests``' runs loaded."""
+    return {s.topic for m in manifests for s in m.splits}
+
+
+def newest_schemas(manifests: Iterable[Manifest]) -> dict[str, Any]:
+    """The reader schemas the newest of ``manifests`` recorded (empty for none)."""
+    newest = max(manifests, key=lambda m: m.seq, default=None)
+    return {} if newest is None else newest.schemas

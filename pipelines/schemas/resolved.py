@@ -191,13 +191,15 @@ def recorded_versions(readers: Mapping[str, Any]) -> dict[str, int]:
     return pins
 
 
-def spec_schemas(spec: PipelineSpec, topics: Iterable[str]) -> RunSchemas | None:
-    """The schemas of ``spec``'s topics (its ``topics``, or for a ``topic_pattern`` the ``topics``
-    its runs loaded) for the readers of a raw layer: the transforms' view and the metastore's
-    table. They read the subjects' schemas as they are now (a run does not record its own yet)."""
+def spec_schemas(spec: PipelineSpec, topics: Iterable[str], recorded: Mapping[str, Any]) -> RunSchemas | None:
+    """The schemas the readers of a raw layer read it with (the transforms' view, the metastore's
+    table): the versions the newest run recorded (``recorded``: its manifest's ``schemas``), for
+    ``topics`` (those its runs loaded, for a ``topic_pattern``); files of earlier runs, written with
+    fewer columns, read as nulls there."""
     if not needs_schemas(spec.decoder):
         return None
-    return resolve_schemas(spec.decoder, sorted(set(spec.topics) or set(topics)), event_time=spec.event_time)
+    wanted = sorted(set(spec.topics) or set(topics))
+    return resolve_schemas(spec.decoder, wanted, event_time=spec.event_time, pinned=recorded_versions(recorded))
 
 
 def _read_file(path: Path) -> str:
