@@ -15,6 +15,7 @@ request and says the first cause in one line, never the password.
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import ssl
 import urllib.error
@@ -141,8 +142,8 @@ class RegistryClient:
             raise _Unanswered(_first_line(exc.reason)) from None
         except TimeoutError:
             raise _Unanswered(f"no answer within {self.registry.timeout_ms} ms") from None
-        except (ConnectionError, ssl.SSLError, OSError) as exc:
-            raise _Unanswered(_first_line(exc)) from None
+        except (OSError, http.client.HTTPException) as exc:  # a reset, TLS, or a server that speaks no HTTP
+            raise _Unanswered(_first_line(exc) if str(exc).strip() else type(exc).__name__) from None
         try:
             return json.loads(body)
         except (ValueError, UnicodeDecodeError) as exc:

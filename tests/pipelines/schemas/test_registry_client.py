@@ -191,3 +191,25 @@ def test_tls_settings_that_cannot_be_used_name_the_files(tmp_path: Path) -> None
     missing = tmp_path / "nope.pem"
     with pytest.raises(SchemaRegistryError, match=f"TLS settings cannot be used \\({missing}, None\\)"):
         RegistryClient(Registry(urls=("https://sr:8081",), tls=RegistryTls(ca_file=missing)))
+
+
+def test_a_server_that_speaks_no_http_is_an_address_that_did_not_answer() -> None:
+    import threading
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+
+        def garbage() -> None:
+            connection, _ = server.accept()
+            with connection:
+                connection.recv(1024)
+                connection.sendall(b"\x00\x01 not http\r\n\r\n")
+
+        thread = threading.Thread(target=garbage, daemon=True)
+        thread.start()
+        url = f"http://127.0.0.1:{server.getsockname()[1]}"
+        with pytest.raises(SchemaRegistryError) as caught:
+            RegistryClient(Registry(urls=(url,), timeout_ms=5000)).versions("t-value")
+        thread.join(timeout=5)
+    assert str(caught.value).startswith(f"schema registry {url} did not answer GET /subjects/t-value/versions")
