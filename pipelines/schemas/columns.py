@@ -116,6 +116,9 @@ def avro_columns(schema_text: str, *, where: str = "the Avro schema") -> AvroCol
     names = _Names()
     mapped = _Avro(names, where)
     plain_type, final_type, plan = mapped.type(reader, None, "")
+    endless = endless_array(reader)
+    if endless is not None:
+        raise PayloadSchemaError(f"{where}: {endless}: an array of items that take no bytes cannot be read safely")
     if isinstance(reader, dict) and reader.get("type") == "record":
         fields = list(zip(plain_type, final_type, plan.children, strict=True))
         for field, _, _ in fields:
@@ -263,6 +266,55 @@ class _Avro:
 def numeric_union(branches: list[Any], kinds: tuple[str, str]) -> bool:
     """The non-null ``branches`` of a union are all of ``kinds`` (``[int, long]``: one bigint column)."""
     return all(isinstance(b, str) and b in kinds for b in branches)
+
+
+def endless_array(schema: Any) -> str | None:
+    """The path of an array whose items take no bytes (null, an empty record, fixed of size 0), or
+    None. Such an array is refused: its count is all that says how long it is, so a corrupt count
+    (a few bytes of a bad value) would have a decoder build billions of items, never reaching the
+    end of the value that stops any other type."""
+    known: dict[str, Any] = {}
+
+    def empty(node: Any, seen: frozenset[str]) -> bool:
+        if isinstance(node, str):
+            if node == "null":
+                return True
+            target = known.get(node) or next((v for k, v in known.items() if k.rpartition(".")[2] == node), None)
+            return target is not None and node not in seen and empty(target, seen | {node})
+        if isinstance(node, list) or not isinstance(node, dict):
+            return False  # a union takes its branch index: at least a byte
+        kind = node.get("type")
+        if isinstance(kind, dict | list):
+            return empty(kind, seen)
+        if kind in ("record", "error"):
+            return all(empty(f.get("type"), seen) for f in node.get("fields", []))
+        if kind == "fixed":
+            return node.get("size") == 0
+        return kind == "null"
+
+    def walk(node: Any, path: str) -> str | None:
+        if isinstance(node, list):
+            return next((found for i, b in enumerate(node) if (found := walk(b, f"{path}/{i}")) is not None), None)
+        if not isinstance(node, dict):
+            return None
+        if "name" in node and node.get("type") in ("record", "error", "enum", "fixed"):
+            known[_full_name(node, None)[0]] = node
+        kind = node.get("type")
+        if kind == "array":
+            if empty(node.get("items"), frozenset()):
+                return path or "the top level"
+            return walk(node.get("items"), f"{path}[]")
+        if kind == "map":
+            return walk(node.get("values"), f"{path}{{}}")
+        if kind in ("record", "error"):
+            for field in node.get("fields", []):
+                found = walk(field.get("type"), f"{path}/{field.get('name')}")
+                if found is not None:
+                    return found
+            return None
+        return walk(kind, path) if isinstance(kind, dict | list) else None
+
+    return walk(schema, "")
 
 
 def _nullable(node: Any) -> bool:

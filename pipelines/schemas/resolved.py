@@ -31,6 +31,7 @@ from pipelines.schemas.columns import (
     avro_columns,
     connect_columns,
     declared_connect_schema,
+    endless_array,
     json_schema_columns,
 )
 from pipelines.schemas.registry_client import RegisteredSchema, RegistryClient
@@ -267,9 +268,15 @@ class _SubjectReader:
             import fastavro  # noqa: PLC0415 - only for Avro
 
             try:
-                fastavro.parse_schema(json.loads(registered.schema))
-            except Exception as exc:
+                data = json.loads(registered.schema)
+                fastavro.parse_schema(data)
+            except Exception as exc:  # fastavro raises several kinds; its first line says what
                 raise PayloadSchemaError(f"{where} is not an Avro schema fastavro reads: {exc}") from None
+            endless = endless_array(data)  # values are decoded by the writer schema's layout
+            if endless is not None:
+                raise PayloadSchemaError(
+                    f"{where}: {endless}: an array of items that take no bytes cannot be read safely"
+                )
 
 
 def columns_of(subject: SubjectSchemas, where: str) -> pa.Schema:

@@ -97,6 +97,19 @@ def test_named_types_are_found_by_name_and_namespace() -> None:
     assert [f.type for f in columns] == [money, money, money, money]
 
 
+def test_arrays_of_items_that_take_bytes_are_read() -> None:
+    # (the refusal above is for items of no bytes only: any other array ends with its value's bytes)
+    nested = {
+        "type": "array",
+        "items": {
+            "type": "record",
+            "name": "P",
+            "fields": [{"name": "x", "type": "null"}, {"name": "y", "type": "int"}],
+        },
+    }
+    assert avro_columns(record(nested)).schema.field("f").type.value_type.num_fields == 2
+
+
 def test_a_schema_that_is_not_a_record_is_one_value_column() -> None:
     assert avro_columns('"string"').schema == pa.schema([pa.field("value", pa.string())])
 
@@ -114,6 +127,17 @@ def test_a_schema_that_is_not_a_record_is_one_value_column() -> None:
             "decimal precision",
         ),
         (json.loads(record("Nope")), "unknown type 'Nope'"),
+        (json.loads(record({"type": "array", "items": "null"})), "/f: an array of items that take no bytes"),
+        (
+            json.loads(record({"type": "array", "items": {"type": "record", "name": "E", "fields": []}})),
+            "/f: an array of items that take no bytes",
+        ),
+        (
+            json.loads(
+                record({"type": "map", "values": {"type": "array", "items": {"type": "fixed", "name": "Z", "size": 0}}})
+            ),
+            "/f{}: an array of items that take no bytes",
+        ),
     ],
 )
 def test_schemas_that_cannot_be_columns(schema: Any, message: str) -> None:

@@ -213,3 +213,15 @@ def test_a_server_that_speaks_no_http_is_an_address_that_did_not_answer() -> Non
             RegistryClient(Registry(urls=(url,), timeout_ms=5000)).versions("t-value")
         thread.join(timeout=5)
     assert str(caught.value).startswith(f"schema registry {url} did not answer GET /subjects/t-value/versions")
+
+
+def test_a_writer_schema_with_an_array_of_items_of_no_bytes_is_refused() -> None:
+    # its values are decoded by its layout: a corrupt count would build items without end
+    gone = {**V1, "fields": [*V1["fields"], {"name": "pings", "type": {"type": "array", "items": "null"}}]}
+    with RegistryDouble() as sr:
+        sr.register("t-value", gone)
+        sr.register("t-value", V1)
+        with pytest.raises(
+            PayloadSchemaError, match=r"version 1 \(id 1\): /pings: an array of items that take no bytes"
+        ):
+            resolve_schemas(avro_decoder(sr.url), ["t"])
