@@ -12,6 +12,7 @@ import datetime as dt
 import decimal
 import io
 import json
+from pathlib import Path
 from typing import Any
 
 import fastavro
@@ -32,6 +33,9 @@ from pipelines.schemas.columns import declared_connect_schema
 from pipelines.schemas.resolved import RunSchemas, SubjectSchemas
 
 pytestmark = pytest.mark.unit
+
+AVSC = Path("order.avsc")
+"""A schema file's name: the decoders get its text, never read it."""
 
 UTC = dt.UTC
 RICH = {
@@ -142,7 +146,7 @@ def expected_row(record: dict[str, Any]) -> dict[str, Any]:
 @settings(max_examples=60, deadline=None)
 @given(st.lists(records, min_size=1, max_size=5))
 def test_avro_values_read_as_fastavro_reads_them(batch: list[dict[str, Any]]) -> None:
-    decoder = AvroValues(Decoder(format="avro", schema_file="x"), subject(RICH, {3: RICH}, 3))  # type: ignore[arg-type]
+    decoder = AvroValues(Decoder(format="avro", schema_file=AVSC), subject(RICH, {3: RICH}, 3))
     got, bad = rows(decoder, [frame(3, avro(RICH, r)) for r in batch])
     assert bad == []
     assert [row for _, row in got] == [expected_row(r) for r in batch]
@@ -171,7 +175,7 @@ V2 = {
 
 
 def test_values_written_with_older_schemas_are_read_into_the_reader_schema() -> None:
-    decoder = AvroValues(Decoder(format="avro", schema_file="x"), subject(V2, {1: V1, 2: V2}, 2))  # type: ignore[arg-type]
+    decoder = AvroValues(Decoder(format="avro", schema_file=AVSC), subject(V2, {1: V1, 2: V2}, 2))
     old = frame(1, avro(V1, {"id": "x", "n": 5, "gone": "g", "k": "C"}))
     new = frame(2, avro(V2, {"id": "y", "n": 2**40, "added": "a", "k": "B"}))
     got, bad = rows(decoder, [old, new])
@@ -184,7 +188,7 @@ def test_values_written_with_older_schemas_are_read_into_the_reader_schema() -> 
 
 
 def test_bad_avro_values_each_with_its_reason() -> None:
-    decoder = AvroValues(Decoder(format="avro", schema_file="x"), subject(V2, {1: V1, 2: V2}, 2))  # type: ignore[arg-type]
+    decoder = AvroValues(Decoder(format="avro", schema_file=AVSC), subject(V2, {1: V1, 2: V2}, 2))
     good = avro(V2, {"id": "y", "n": 1, "added": None, "k": "B"})
     values: list[bytes | None] = [
         frame(2, good),
@@ -224,7 +228,7 @@ def test_a_schema_file_reads_plain_or_framed_values(tmp_path: Any) -> None:
 
 def test_required_avro_fields() -> None:
     decoder = AvroValues(
-        Decoder(format="avro", schema_file="x", required=("added",)),  # type: ignore[arg-type]
+        Decoder(format="avro", schema_file=AVSC, required=("added",)),
         subject(V2, {2: V2}, 2),
     )
     values = [frame(2, avro(V2, {"id": "a", "n": 1, "added": a, "k": "A"})) for a in ("x", None, "y")]
@@ -239,7 +243,7 @@ def test_a_record_a_column_cannot_hold_is_bad_alone() -> None:
         "name": "M",
         "fields": [{"name": "m", "type": {"type": "bytes", "logicalType": "decimal", "precision": 4, "scale": 0}}],
     }
-    decoder = AvroValues(Decoder(format="avro", schema_file="x"), subject(schema, {1: schema}, 1))  # type: ignore[arg-type]
+    decoder = AvroValues(Decoder(format="avro", schema_file=AVSC), subject(schema, {1: schema}, 1))
     fits = frame(1, avro(schema, {"m": decimal.Decimal(1234)}))
     wide = frame(1, avro({**schema, "fields": [{"name": "m", "type": "bytes"}]}, {"m": (10**6).to_bytes(4, "big")}))
     got, bad = rows(decoder, [fits, wide])
@@ -257,7 +261,7 @@ def test_rows_of_avro_values_tombstones_and_an_event_time_from_the_payload() -> 
         ],
     }
     schemas = RunSchemas({"t": subject(schema, {4: schema}, 4)})
-    decoder = Decoder(format="avro", schema_file="x")  # type: ignore[arg-type]
+    decoder = Decoder(format="avro", schema_file=AVSC)
     chunk = ChunkDecoder(decoder, EventTime(field="at"), "t", 0, schemas)
     at = dt.datetime(2026, 11, 28, 13, 5, tzinfo=UTC)
     messages = [
@@ -277,7 +281,7 @@ def test_payload_decoder_needs_the_runs_schemas_for_a_schemad_format() -> None:
     from pipelines.errors import PayloadSchemaError
 
     with pytest.raises(PayloadSchemaError, match="needs the run's schemas"):
-        payload_decoder(Decoder(format="avro", schema_file="x"))  # type: ignore[arg-type]
+        payload_decoder(Decoder(format="avro", schema_file=AVSC))
 
 
 JSON_SCHEMA = {
@@ -343,7 +347,7 @@ ENVELOPE = (
 
 def test_connect_json_envelopes() -> None:
     schemas = SubjectSchemas("CONNECT", json.dumps(CONNECT_SCHEMA))
-    decoder = ConnectJsonValues(Decoder(format="connect_json", schema_file="s.json"), schemas)  # type: ignore[arg-type]
+    decoder = ConnectJsonValues(Decoder(format="connect_json", schema_file=Path("s.json")), schemas)
     bad_base64 = ENVELOPE.replace(b'"BNI="', b'"B!I="')
     no_payload = b'{"schema": null, "payload": null}'
     got, bad = rows(decoder, [ENVELOPE, bad_base64, no_payload, b"[1]", ENVELOPE])
@@ -374,7 +378,7 @@ def test_connect_json_with_declared_columns() -> None:
 
 def test_columns_types_match_the_row_schema() -> None:
     schemas = RunSchemas({"t": subject(RICH, {1: RICH}, 1)})
-    decoder = Decoder(format="avro", schema_file="x")  # type: ignore[arg-type]
+    decoder = Decoder(format="avro", schema_file=AVSC)
     chunk = ChunkDecoder(decoder, EventTime(), "t", 0, schemas)
     assert isinstance(chunk.values, AvroValues)
     assert chunk.schema.field("amount").type == pa.decimal128(12, 2)
@@ -453,7 +457,7 @@ NESTED = {
 
 
 def test_logical_types_inside_nested_types_and_unions_of_several_records() -> None:
-    decoder = AvroValues(Decoder(format="avro", schema_file="x"), subject(NESTED, {1: NESTED}, 1))  # type: ignore[arg-type]
+    decoder = AvroValues(Decoder(format="avro", schema_file=AVSC), subject(NESTED, {1: NESTED}, 1))
     day = dt.datetime(2020, 1, 1, tzinfo=UTC)
     written = [
         {"m": None, "days": None, "r": None, "u": None},
@@ -472,7 +476,7 @@ def test_logical_types_inside_nested_types_and_unions_of_several_records() -> No
 
 def test_a_schema_id_carried_in_a_header_is_refused_for_what_it_is() -> None:
     schemas = RunSchemas({"t": subject(V2, {2: V2}, 2)})
-    chunk = ChunkDecoder(Decoder(format="avro", schema_file="x"), EventTime(), "t", 0, schemas)  # type: ignore[arg-type]
+    chunk = ChunkDecoder(Decoder(format="avro", schema_file=AVSC), EventTime(), "t", 0, schemas)
     value = avro(V2, {"id": "y", "n": 1, "added": None, "k": "B"})
     headers = (("__value_schema_id", b"\x01" + bytes(16)),)
     _, bad = chunk.decode([Message(0, 1, 0, None, value, headers), Message(1, 1, 0, None, value)], broker=1)

@@ -4,6 +4,7 @@ tables, as Arrow and as the Spark types of the tables over the raw layer; and th
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -16,6 +17,9 @@ from pipelines.schemas.columns import avro_columns, connect_columns, declared_co
 from pipelines.schemas.resolved import RunSchemas, SubjectSchemas
 
 pytestmark = pytest.mark.unit
+
+AVSC = Path("order.avsc")
+"""A schema file's name: the decoders get its text, never read it."""
 
 AVRO_TYPES: list[tuple[Any, pa.DataType, str]] = [
     ("boolean", pa.bool_(), "BOOLEAN"),
@@ -75,7 +79,7 @@ def record(field_type: Any, name: str = "f") -> str:
 def test_avro_types(avro: Any, arrow: pa.DataType, spark: str) -> None:
     columns = avro_columns(record(avro))
     assert columns.schema == pa.schema([pa.field("f", arrow)])
-    decoder = Decoder(format="avro", schema_file="x.avsc")  # type: ignore[arg-type]
+    decoder = Decoder(format="avro", schema_file=AVSC)
     schemas = RunSchemas({"t": SubjectSchemas("AVRO", record(avro), any_id=True)})
     assert spark_columns(decoder, schemas)[-1] == ("f", spark)
 
