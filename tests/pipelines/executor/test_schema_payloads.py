@@ -500,3 +500,53 @@ def test_the_spark_source_declares_the_columns_of_the_schemas_the_driver_sent() 
     ddl = KafkalogSource(options).schema()
     assert "`tombstone` BOOLEAN, `id` STRING, `n` BIGINT, `added` STRING, `k` STRING, `dt` STRING" in ddl
     assert '"p"' not in options["spec"] and '"u"' not in options["spec"]  # no task needs the credentials
+
+
+def test_connect_logical_types_inside_structs_and_arrays() -> None:
+    schema = {
+        "type": "struct",
+        "fields": [
+            {
+                "type": "struct",
+                "optional": True,
+                "field": "inner",
+                "fields": [
+                    {"type": "bytes", "optional": True, "field": "b"},
+                    {
+                        "type": "int64",
+                        "name": "org.apache.kafka.connect.data.Timestamp",
+                        "optional": True,
+                        "field": "at",
+                    },
+                ],
+            },
+            {
+                "type": "array",
+                "optional": True,
+                "field": "prices",
+                "items": {
+                    "type": "bytes",
+                    "name": "org.apache.kafka.connect.data.Decimal",
+                    "parameters": {"scale": "1", "connect.decimal.precision": "6"},
+                },
+            },
+        ],
+    }
+    decoder = ConnectJsonValues(
+        Decoder(format="connect_json", schema_file=Path("s.json")), SubjectSchemas("CONNECT", json.dumps(schema))
+    )
+    assert str(decoder.schema.field("prices").type) == "list<item: decimal128(6, 1)>"
+    envelope = {"payload": {"inner": {"b": "AAE=", "at": 86_400_000}, "prices": ["AHs=", None]}}  # 0x007b = 123
+    nulls = {"payload": {"inner": None, "prices": None}}
+    got, bad = rows(decoder, [json.dumps(envelope).encode(), json.dumps(nulls).encode()])
+    assert bad == []
+    assert got == [
+        (
+            0,
+            {
+                "inner": {"b": b"\x00\x01", "at": dt.datetime(1970, 1, 2, tzinfo=UTC)},
+                "prices": [decimal.Decimal("12.3"), None],
+            },
+        ),
+        (1, {"inner": None, "prices": None}),
+    ]
