@@ -117,7 +117,7 @@ def test_an_avro_topic_written_with_two_schema_versions_loads_into_the_latest(
         assert result.status == "committed" and result.manifest is not None
         totals = oracle(tmp_path / "raw", bootstrap)
         assert (totals["rows"], totals["quarantined"]) == (300, 2)
-        schemas = spec_schemas(spec, [topic])
+        schemas = spec_schemas(spec, [topic], result.manifest.schemas)
         assert schemas is not None
         frame_ = spark.read.schema(spark_ddl(spec.decoder, schemas)).parquet(
             *[str(tmp_path / "raw" / f.path) for f in result.manifest.files if f.kind == "data"]
