@@ -128,7 +128,6 @@ _SPARK_OF_MORE_ARROW = {
     pa.int8(): "TINYINT",
     pa.int16(): "SMALLINT",
     pa.date32(): "DATE",
-    pa.timestamp("us"): "TIMESTAMP_NTZ",
 }
 """Types of the columns schema'd payloads bring (pipelines.schemas.columns) besides the field kinds."""
 

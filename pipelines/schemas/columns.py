@@ -6,7 +6,8 @@ spark-avro's ``SchemaConverters`` where Spark can read the result, with fallback
 
 - Avro: primitives as themselves; ``decimal`` (bytes or fixed) as decimal(p, s), or as its text
   when p > 38 (Spark's limit); ``date`` as date; ``timestamp-millis``/``-micros`` as timestamp
-  (UTC), ``local-timestamp-*`` as timestamp_ntz; ``timestamp-nanos`` and ``local-timestamp-nanos``
+  (UTC), ``local-timestamp-*`` as a timestamp at their wall-clock time in UTC (not Spark's
+  timestamp_ntz: a Hive metastore has no such column); ``timestamp-nanos`` and ``local-timestamp-nanos``
   as bigint nanoseconds (Spark reads no nanosecond Parquet timestamp); ``time-millis``/``-micros``
   as bigint microseconds of the day (Spark reads Parquet TIME only behind a flag); ``uuid`` and
   enums as strings; fixed (and ``duration``) as binary; records as structs; arrays; maps
@@ -42,7 +43,6 @@ from pipelines.errors import PayloadSchemaError
 MAX_DECIMAL_PRECISION = 38
 """Spark's (and decimal128's) largest precision; a wider decimal is loaded as its text."""
 UTC_MICROS = pa.timestamp("us", tz="UTC")
-LOCAL_MICROS = pa.timestamp("us")
 
 _PRIMITIVES: dict[str, pa.DataType] = {
     "null": pa.string(),  # a field that is always null: a column of nulls (Parquet has no null type Spark reads)
@@ -223,12 +223,12 @@ class _Avro:
             return pa.int32(), pa.int64(), Plan("millis", pa.int64())
         if kind == "long" and logical == "time-micros":
             return pa.int64(), pa.int64(), Plan(SAME, pa.int64())
+        # the local-timestamp types too: a Hive metastore has no TIMESTAMP_NTZ column, so their
+        # wall-clock time is held as a timestamp at that time in UTC
         if kind == "long" and logical in ("timestamp-millis", "local-timestamp-millis"):
-            final = UTC_MICROS if logical == "timestamp-millis" else LOCAL_MICROS
-            return pa.timestamp("ms", tz=final.tz), final, Plan("cast", final)
+            return pa.timestamp("ms", tz="UTC"), UTC_MICROS, Plan("cast", UTC_MICROS)
         if kind == "long" and logical in ("timestamp-micros", "local-timestamp-micros"):
-            final = UTC_MICROS if logical == "timestamp-micros" else LOCAL_MICROS
-            return final, final, Plan(SAME, final)
+            return UTC_MICROS, UTC_MICROS, Plan(SAME, UTC_MICROS)
         # uuid on string, the nanosecond timestamps on long, and logical types Avro does not know
         # (which its spec says to read as the underlying type): the primitive itself
         base = _PRIMITIVES[kind]

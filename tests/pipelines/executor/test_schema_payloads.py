@@ -131,7 +131,7 @@ def expected_row(record: dict[str, Any]) -> dict[str, Any]:
     return {
         **read,
         "wide": format(wide, "f"),
-        "local": read["local"].replace(tzinfo=None),
+        "local": read["local"].replace(tzinfo=UTC),  # its wall-clock time, in UTC
         "tm": ((tm.hour * 60 + tm.minute) * 60 + tm.second) * 1_000_000 + tm.microsecond,
         "u": str(read["u"]),
         "tags": list(read["tags"].items()),
