@@ -148,8 +148,8 @@ def check_source(spec: PipelineSpec) -> None:
 def check_schemas(spec: PipelineSpec, topics: list[str]) -> None:
     """Before a load starts Spark: the schemas of ``topics`` can be read (the registry answers, a
     schema file reads) and give columns (pipelines.schemas.resolved). The run reads them again
-    when it stages, for the topics it planned; this is the check. PipelineError in one line naming
-    the registry (or the subject, version and field) and the cause."""
+    before it loads a plan, for the topics planned (PipelineRun.run_schemas); this is the check.
+    PipelineError in one line naming the registry (or the subject, version and field) and the cause."""
     from pipelines.schemas.resolved import needs_schemas, resolve_schemas  # noqa: PLC0415 - a schema'd decoder only
 
     if not needs_schemas(spec.decoder):
