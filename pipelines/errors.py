@@ -85,3 +85,14 @@ class ReplayError(PipelineError):
 class CatalogError(PipelineError):
     """The metastore cannot be reached, refused a change, or holds something under a pipeline's
     table name that is not the pipeline's (the message names the metastore, the table and why)."""
+
+
+class SchemaRegistryError(PipelineError):
+    """The schema registry did not answer, or refused a request the run needs (the message names
+    the registry's address, the request and the first cause). Raised on the driver, before Spark
+    starts: no task asks the registry."""
+
+
+class PayloadSchemaError(PipelineError):
+    """A schema the values are read with cannot become the raw layer's columns, or is not the kind
+    the decoder reads (the message names the subject, the version and the field)."""

@@ -133,13 +133,31 @@ def check_source(spec: PipelineSpec) -> None:
     finally:
         kazoo.setLevel(level)
     if spec.topic_pattern is not None:
-        if not any(re.fullmatch(spec.topic_pattern, topic) for topic in topics):
+        loaded = sorted(topic for topic in topics if re.fullmatch(spec.topic_pattern, topic))
+        if not loaded:
             raise PipelineError(f"no topic on {source.cluster} matches {spec.topic_pattern!r} ({after})")
+    else:
+        missing = [topic for topic in spec.topics if topic not in topics]
+        if missing:
+            known = ", ".join(sorted(topics)[:10]) or "none"
+            raise PipelineError(f"topic {missing[0]!r} does not exist on {source.cluster} (it has: {known}; {after})")
+        loaded = list(spec.topics)
+    check_schemas(spec, loaded)
+
+
+def check_schemas(spec: PipelineSpec, topics: list[str]) -> None:
+    """Before a load starts Spark: the schemas of ``topics`` can be read (the registry answers, a
+    schema file reads) and give columns (pipelines.schemas.resolved). The run reads them again
+    before it loads a plan, for the topics planned (PipelineRun.run_schemas); this is the check.
+    PipelineError in one line naming the registry (or the subject, version and field) and the cause."""
+    from pipelines.schemas.resolved import needs_schemas, resolve_schemas  # noqa: PLC0415 - a schema'd decoder only
+
+    if not needs_schemas(spec.decoder):
         return
-    missing = [topic for topic in spec.topics if topic not in topics]
-    if missing:
-        known = ", ".join(sorted(topics)[:10]) or "none"
-        raise PipelineError(f"topic {missing[0]!r} does not exist on {source.cluster} (it has: {known}; {after})")
+    try:
+        resolve_schemas(spec.decoder, topics, event_time=spec.event_time)
+    except PipelineError as exc:
+        raise type(exc)(f"{exc} (checked before Spark started: nothing was loaded)") from exc
 
 
 def state_of(spec: PipelineSpec) -> PipelineState:

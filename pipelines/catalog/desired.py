@@ -22,8 +22,9 @@ from pipelines.config.steps import Output
 from pipelines.executor.rows import spark_columns
 from pipelines.layout import Partition, generation_dir, partition_of, partition_path
 from pipelines.ledger.partitions import existing_partitions
-from pipelines.ledger.records import Manifest
+from pipelines.ledger.records import Manifest, topics_of
 from pipelines.ledger.state import PipelineState
+from pipelines.schemas.resolved import spec_schemas
 from pipelines.storage import Storage
 
 Column = tuple[str, str]
@@ -126,6 +127,7 @@ def raw_table(spec: PipelineSpec, latest: Manifest, manifests: list[Manifest]) -
     """The raw layer's table at ``latest`` (the newest committed manifest, published in full), from
     the ``manifests`` of its generation."""
     location = absolute_location(generation_dir(spec.raw.path, latest.generation))
+    schemas = spec_schemas(spec, topics_of([*manifests, latest]), latest.schemas)  # the newest run's columns
     partitions: dict[Partition, str] = {}
     for manifest in manifests:
         for item in manifest.files:
@@ -138,7 +140,7 @@ def raw_table(spec: PipelineSpec, latest: Manifest, manifests: list[Manifest]) -
         name=spec.raw_table,
         generation=latest.generation,
         location=location,
-        columns=tuple(spark_columns(spec.decoder)),
+        columns=tuple(spark_columns(spec.decoder, schemas)),
         partition_columns=("dt", "hour"),
         partitions=partitions,
         row_filter=visible_rows(latest.end_offsets()),

@@ -13,7 +13,7 @@ import json
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from kafkalog.client.security import PLAINTEXT, ClientSecurity
@@ -204,41 +204,242 @@ class CsvOptions:
                 raise _fail(key, f"must be an ASCII character, not {value!r}")
 
 
+REGISTRY_FORMATS = ("avro", "protobuf", "json_schema")
+"""Formats whose values are framed with a schema registry's schema id (kafkalog.schemas.wire)."""
+_FULL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+
+
+@dataclass(frozen=True, slots=True)
+class RegistryTls:
+    """How the schema registry's https:// addresses are checked, and the client certificate shown."""
+
+    ca_file: Path | None = None
+    """The authorities the registry's certificate must come from (None: the system's)."""
+    certificate: Path | None = None
+    """A client certificate (PEM), for a registry that asks for one."""
+    key: Path | None = None
+    """The client certificate's key (PEM, not encrypted)."""
+    verify: bool = True
+    """Check the registry's certificate and name (turn off only for a test registry)."""
+
+    def __post_init__(self) -> None:
+        if (self.certificate is None) != (self.key is None):
+            raise _fail("certificate", "a client certificate and its key go together")
+
+
+@dataclass(frozen=True, slots=True)
+class Registry:
+    """The schema registry a value's schema id is looked up in (Confluent's REST API: kafkalog's,
+    Confluent's, Karapace, Redpanda's), asked by the driver once per run, never by a task."""
+
+    urls: tuple[str, ...]
+    """One or more http(s)://host:port addresses of the same registry, tried in order: the next
+    when one does not answer or answers 5xx."""
+    username: str | None = None
+    """A basic-auth user."""
+    password: str | None = field(default=None, repr=False)
+    """Its password: only as ``${env:NAME}`` (the loader refuses one written in the file)."""
+    tls: RegistryTls = field(default_factory=RegistryTls)
+    """For https:// addresses: the authorities, a client certificate, whether to check."""
+    subject_strategy: Literal["topic", "record", "topic_record"] = "topic"
+    """Which subject holds a topic's value schemas, as the producers' serializers named it: topic
+    (``<topic>-value``), record (``<record>``), topic_record (``<topic>-<record>``)."""
+    record: str | None = None
+    """The record's (Avro) or message's (Protobuf) full name, such as ``shop.Order``: required by
+    the record and topic_record strategies."""
+    version: int | Literal["latest"] = "latest"
+    """The subject version whose schema is the reader schema (the raw layer's columns): latest,
+    or a version number to pin it. Values written with any version of the subject are read into
+    it."""
+    timeout_ms: int = 10_000
+    """How long one request to the registry may take."""
+
+    def __post_init__(self) -> None:
+        if not self.urls:
+            raise _fail("urls", "at least one http(s)://host:port address of the registry is needed")
+        for i, url in enumerate(self.urls):
+            if not is_http_address(url):
+                shown = url.rpartition("@")[2]  # never a user's credentials in an error
+                raise _fail(f"urls[{i}]", f"{shown!r} is not an http:// or https:// address (http://host:8081)")
+        if (self.username is None) != (self.password is None):
+            raise _fail("username", "basic auth needs a username and a password (the password from the environment)")
+        if self.subject_strategy in ("record", "topic_record") and self.record is None:
+            raise _fail("record", f"the {self.subject_strategy} strategy needs the record's full name (shop.Order)")
+        if self.record is not None and not _FULL_NAME.match(self.record):
+            raise _fail("record", f"{self.record!r} is not a full name (letters, digits, _ and dots: shop.Order)")
+        if self.version != "latest" and (isinstance(self.version, bool) or self.version < 1):
+            raise _fail("version", f"must be latest or a version number (1 or more), not {self.version!r}")
+        if self.timeout_ms <= 0:
+            raise _fail("timeout_ms", "must be positive")
+
+    def subject(self, topic: str, *, key: bool = False) -> str:
+        """The subject of ``topic``'s value (or key) schemas under the strategy."""
+        if self.subject_strategy == "topic" or key:
+            return f"{topic}-{'key' if key else 'value'}"
+        if self.subject_strategy == "record":
+            return str(self.record)
+        return f"{topic}-{self.record}"
+
+
+@dataclass(frozen=True, slots=True)
+class KeyDecoder:
+    """How a message key becomes a column besides the raw ``key`` bytes (which every row keeps)."""
+
+    format: Literal["raw", "string", "json", "avro"] = "raw"
+    """raw (the default: only the ``key`` bytes), string (UTF-8 text), json (an object: ``schema``
+    gives its fields), avro (framed with a schema id of the subject ``<topic>-key``, in the value
+    decoder's registry unless ``registry`` names another)."""
+    schema: dict[str, str] = field(default_factory=dict)
+    """json: field name → type, as the value decoder's schema."""
+    registry: Registry | None = None
+    """avro: the registry of the key schemas (default: the value decoder's)."""
+
+    def __post_init__(self) -> None:
+        if self.format == "json":
+            if not self.schema:
+                raise _fail("schema", "the json key decoder needs a schema (field: type)")
+            _check_fields(self.schema, reserved=frozenset())
+        elif self.schema:
+            raise _fail("schema", f"the {self.format} key decoder takes no schema")
+        if self.registry is not None and self.format != "avro":
+            raise _fail("registry", f"the {self.format} key decoder reads no registry")
+
+    @property
+    def column(self) -> str | None:
+        """The decoded key's column (None for raw keys)."""
+        return None if self.format == "raw" else "key_decoded"
+
+
+def _check_fields(schema: dict[str, str], reserved: frozenset[str]) -> None:
+    """Field names and kinds of a declared schema."""
+    lowered: set[str] = set()
+    for name, kind in schema.items():
+        if name.lower() in lowered:
+            raise _fail(f"schema.{name}", "differs from another field only in case (Spark treats them as one)")
+        lowered.add(name.lower())
+        if not _NAME.match(name):
+            raise _fail(f"schema.{name}", "a field name must be letters, digits and _ (not starting with a digit)")
+        if name.lower() in reserved:
+            raise _fail(f"schema.{name}", "clashes with a column every raw row has; rename it")
+        if kind not in FIELD_TYPES:
+            raise _fail(f"schema.{name}", f"type must be one of {', '.join(FIELD_TYPES)}, not {kind!r}")
+
+
+RESERVED_COLUMNS = frozenset(c.lower() for c in (*METADATA_COLUMNS, *PARTITION_COLUMNS, "value", "key_decoded"))
+"""Names no decoded field may take: the raw row's own columns."""
+
+
 @dataclass(frozen=True, slots=True)
 class Decoder:
-    """How a message value becomes columns. json and csv need a schema (field: type, in order)."""
+    """How a message value becomes columns. json and csv need a schema (field: type, in order);
+    avro, protobuf and json_schema take their columns from the schema the values were written
+    with (a schema registry's, or for avro a schema file); connect_json from a declared schema."""
 
-    format: Literal["json", "csv", "raw"]
-    """json (one object per message), csv (one record per message) or raw (the value as bytes)."""
+    format: Literal["json", "csv", "raw", "avro", "protobuf", "json_schema", "connect_json"]
+    """json (one object per message), csv (one record per message), raw (the value as bytes),
+    avro / protobuf / json_schema (framed with a registry's schema id, as Confluent's serializers
+    write them; avro also from a ``schema_file``), connect_json (Kafka Connect's JsonConverter
+    envelope ``{"schema": ..., "payload": ...}``). docs/pipelines.md, "Schema'd payloads"."""
     schema: dict[str, str] = field(default_factory=dict)
-    """json/csv: field name → type (string, long, int, double, float, boolean, timestamp, binary), in column order."""
+    """json/csv (and connect_json, or its ``schema_file``): field name → type (string, long, int,
+    double, float, boolean, timestamp, binary), in column order."""
     required: tuple[str, ...] = ()
     """Fields that may not be null or absent: a message without one is a bad record (a tombstone, a
     message without a value, is a row with every field null: docs/pipelines.md)."""
     csv: CsvOptions = field(default_factory=CsvOptions)
     """csv only: how records are split into fields."""
+    registry: Registry | None = None
+    """avro, protobuf, json_schema: the schema registry the values' schema ids are looked up in."""
+    schema_file: Path | None = None
+    """avro without a registry: an .avsc file, the schema every value was written with and is
+    read with (values are then plain Avro binary, unless ``framed``). connect_json: a file holding
+    the Connect schema (the ``schema`` of an envelope), instead of ``schema``."""
+    framed: bool = False
+    """avro with a ``schema_file``: the values carry the 5-byte schema-id frame anyway (the id is
+    not looked up: the file's schema reads them all)."""
+    key_decoder: KeyDecoder = field(default_factory=KeyDecoder)
+    """How keys are decoded into a ``key_decoded`` column (default: not at all; ``key`` holds the bytes)."""
 
     def __post_init__(self) -> None:
-        if self.format == "raw":
+        fmt = self.format
+        if fmt == "raw":
             if self.schema:
                 raise _fail("schema", "the raw decoder keeps the value as bytes: it takes no schema")
-        elif not self.schema:
-            raise _fail("schema", f"the {self.format} decoder needs a schema (field: type)")
-        reserved = {c.lower() for c in (*METADATA_COLUMNS, *PARTITION_COLUMNS, "value")}
-        lowered: set[str] = set()
-        for name, kind in self.schema.items():
-            if name.lower() in lowered:
-                raise _fail(f"schema.{name}", "differs from another field only in case (Spark treats them as one)")
-            lowered.add(name.lower())
-            if not _NAME.match(name):
-                raise _fail(f"schema.{name}", "a field name must be letters, digits and _ (not starting with a digit)")
-            if name.lower() in reserved:
-                raise _fail(f"schema.{name}", "clashes with a column every raw row has; rename it")
-            if kind not in FIELD_TYPES:
-                raise _fail(f"schema.{name}", f"type must be one of {', '.join(FIELD_TYPES)}, not {kind!r}")
-        for i, name in enumerate(self.required):
-            if name not in self.schema:
-                raise _fail(f"required[{i}]", f"{name!r} is not a field of the schema")
+        elif fmt in ("json", "csv"):
+            if not self.schema:
+                raise _fail("schema", f"the {fmt} decoder needs a schema (field: type)")
+        elif fmt == "connect_json":
+            if bool(self.schema) == (self.schema_file is not None):
+                raise _fail(
+                    "schema",
+                    "the connect_json decoder needs the columns: a schema (field: type) or a schema_file "
+                    "holding the Connect schema, exactly one",
+                )
+        elif self.schema:
+            raise _fail("schema", f"the {fmt} decoder takes its columns from the values' schema, not from schema")
+        if fmt == "protobuf":
+            raise _fail("format", "protobuf values are not decoded yet (avro, json_schema and connect_json are)")
+        if fmt == "avro" and (self.registry is None) == (self.schema_file is None):
+            raise _fail("registry", "the avro decoder needs a registry or a schema_file (exactly one)")
+        if fmt == "json_schema" and self.registry is None:
+            raise _fail("registry", "the json_schema decoder needs the schema registry (registry: urls: ...)")
+        if self.registry is not None and fmt not in REGISTRY_FORMATS:
+            raise _fail("registry", f"the {fmt} decoder reads no registry")
+        if self.schema_file is not None and fmt not in ("avro", "connect_json"):
+            raise _fail("schema_file", f"the {fmt} decoder reads no schema file")
+        if self.framed and not (fmt == "avro" and self.schema_file is not None):
+            raise _fail("framed", "only for avro with a schema_file (registry values are always framed)")
+        if self.key_decoder.format == "avro" and self.key_decoder.registry is None and self.registry is None:
+            raise _fail("key_decoder.registry", "avro keys need a registry (here, or the value decoder's)")
+        _check_fields(self.schema, RESERVED_COLUMNS)
+        if self.declares_columns:
+            for i, name in enumerate(self.required):
+                if name not in self.schema:
+                    raise _fail(f"required[{i}]", f"{name!r} is not a field of the schema")
+
+    @property
+    def declares_columns(self) -> bool:
+        """The columns are the file's ``schema`` (json, csv, connect_json with ``schema``), known
+        without reading any schema; otherwise they come from the values' schema, resolved per run
+        (pipelines.schemas)."""
+        return self.format in ("json", "csv", "raw") or (self.format == "connect_json" and bool(self.schema))
+
+    @property
+    def key_registry(self) -> Registry | None:
+        """The registry of the key schemas (avro keys)."""
+        if self.key_decoder.format != "avro":
+            return None
+        return self.key_decoder.registry or self.registry
+
+    def settings(self) -> dict[str, Any]:
+        """The decoder as JSON-ready data for the tasks (``from_settings`` reads it back), without the
+        registry's credentials: no task asks the registry."""
+        data = asdict(self)
+        for registry in (data["registry"], data["key_decoder"]["registry"]):
+            if registry is not None:
+                registry.update(username=None, password=None)
+        return json.loads(json.dumps(data, default=str))  # type: ignore[no-any-return]
+
+    @classmethod
+    def from_settings(cls, data: dict[str, Any]) -> Decoder:
+        """The Decoder ``settings`` made data of."""
+
+        def registry(given: dict[str, Any] | None) -> Registry | None:
+            if given is None:
+                return None
+            tls = given["tls"]
+            paths = {k: None if tls[k] is None else Path(tls[k]) for k in ("ca_file", "certificate", "key")}
+            return Registry(**{**given, "urls": tuple(given["urls"]), "tls": RegistryTls(**{**tls, **paths})})
+
+        key = data.get("key_decoder") or {}
+        return cls(**{
+            **data,
+            "required": tuple(data.get("required", ())),
+            "csv": CsvOptions(**data.get("csv", {})),
+            "registry": registry(data.get("registry")),
+            "schema_file": None if data.get("schema_file") is None else Path(data["schema_file"]),
+            "key_decoder": KeyDecoder(**{**key, "registry": registry(key.get("registry"))}),
+        })  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -392,7 +593,7 @@ class PipelineSpec:
             except re.error as exc:
                 raise _fail("topic_pattern", f"not a valid regular expression: {exc}") from exc
         field_name = self.event_time.field
-        if field_name is not None:
+        if field_name is not None and self.decoder.declares_columns:  # else checked once the schema is read
             kind = self.decoder.schema.get(field_name)
             if kind is None:
                 raise _fail("event_time.field", f"{field_name!r} is not a field of decoder.schema")
@@ -476,9 +677,18 @@ class PipelineSpec:
         different spec is reported, since its rows would have another shape)."""
         decoder = asdict(self.decoder)
         decoder["schema"] = list(self.decoder.schema.items())  # order matters: keep it out of sort_keys
+        for key, default in (("registry", None), ("schema_file", None), ("framed", False)):
+            if decoder[key] == default:  # left out unless set: the fingerprints of earlier files stay
+                del decoder[key]
+        if decoder["key_decoder"]["format"] == "raw":
+            del decoder["key_decoder"]
+        for registry in (decoder.get("registry"), decoder.get("key_decoder", {}).get("registry")):
+            if registry is not None:  # where the registry is and how it is reached shape no row
+                for key in ("urls", "username", "password", "tls", "timeout_ms"):
+                    del registry[key]
         raw = {"path": self.raw.path, "format": self.raw.format, "compression": self.raw.compression}
         shaping = {"decoder": decoder, "event_time": asdict(self.event_time), "raw": raw}
-        return hashlib.sha256(json.dumps(shaping, sort_keys=True).encode()).hexdigest()[:16]
+        return hashlib.sha256(json.dumps(shaping, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def load_spec(path: str | Path) -> PipelineSpec:

@@ -28,26 +28,65 @@ import pyarrow.compute as pc
 from pipelines.config.pipeline import Decoder, EventTime
 from pipelines.executor.arrow_types import TIMESTAMP
 from pipelines.executor.event_time import EventTimeResolver, message_times_only
+from pipelines.executor.keys import KEY_COLUMN, KeyColumn
 from pipelines.executor.payloads import payload_decoder
 from pipelines.executor.rows import TOMBSTONE, BadRecord, Message, headers_column, row_schema, timestamp_types
+from pipelines.schemas.resolved import RunSchemas
+from pipelines.schemas.resolved import field_kind as resolved_field_kind
 
 
 class ChunkDecoder:
     """Decodes the chunks of one split into Arrow tables of rows (see the module doc)."""
 
-    def __init__(self, decoder: Decoder, event_time: EventTime, topic: str, partition: int) -> None:
+    def __init__(
+        self,
+        decoder: Decoder,
+        event_time: EventTime,
+        topic: str,
+        partition: int,
+        schemas: RunSchemas | None = None,
+    ) -> None:
         self.decoder = decoder
-        self.schema = row_schema(decoder)
+        self.schema = row_schema(decoder, schemas)
         self.topic = topic
         self.partition = partition
-        self.values = payload_decoder(decoder)
-        field_kind = decoder.schema.get(event_time.field) if event_time.field else None
+        self.values = payload_decoder(decoder, None if schemas is None else schemas.values.get(topic))
+        field_kind = None
+        if event_time.field is not None:
+            field_kind = (
+                decoder.schema.get(event_time.field)
+                if decoder.declares_columns
+                else resolved_field_kind(self.values.schema, event_time.field)
+            )
         self.event_time_field = event_time.field
         self.times = EventTimeResolver(event_time, field_kind)
+        self.keys = (
+            None
+            if decoder.key_decoder.format == "raw"
+            else KeyColumn(decoder, None if schemas is None else schemas.key_for(topic))
+        )
 
     def decode(self, messages: Sequence[Message], broker: int) -> tuple[pa.Table, list[BadRecord]]:
         """Rows for the good messages and the tombstones (in offset order) and the bad ones with
-        their reasons."""
+        their reasons; with a key decoder, a message whose key does not decode is bad too."""
+        if self.keys is None:
+            return self._decode_values(messages, broker)
+        column, key_bad = self.keys.decode(list(map(itemgetter(3), messages)))
+        bad_keys = [
+            _bad_record(messages[i], _header_framed(messages[i], reason)) for i, reason in sorted(key_bad.items())
+        ]
+        if key_bad:
+            keep = [i for i in range(len(messages)) if i not in key_bad]
+            messages = [messages[i] for i in keep]
+            column = column.take(pa.array(keep, pa.int64()))
+        table, bad = self._decode_values(messages, broker)
+        offsets = pa.array(list(map(itemgetter(0), messages)), pa.int64())
+        positions = pc.index_in(table.column("offset"), value_set=offsets)
+        index = self.schema.get_field_index(KEY_COLUMN)
+        table = table.set_column(index, self.schema.field(index), column.take(positions))
+        return table, sorted([*bad, *bad_keys], key=lambda b: b.offset)
+
+    def _decode_values(self, messages: Sequence[Message], broker: int) -> tuple[pa.Table, list[BadRecord]]:
         values = list(map(itemgetter(4), messages))
         if None not in values:  # the common case: no tombstone
             return self._decode(messages, values, broker)
@@ -78,6 +117,8 @@ class ChunkDecoder:
             "event_time": event,
             TOMBSTONE: pa.repeat(pa.scalar(True), count),
         }
+        if self.keys is not None:
+            columns[KEY_COLUMN] = pa.nulls(count, self.keys.type)  # filled in by ``decode``
         for field in self.values.schema:
             columns[field.name] = pa.nulls(count, field.type)
         columns["dt"] = dt
@@ -149,13 +190,33 @@ class ChunkDecoder:
             "headers": all_headers if row_indexes is None else all_headers.take(row_indexes),
             TOMBSTONE: pa.repeat(pa.scalar(False), count),
         }
+        if self.keys is not None:
+            columns[KEY_COLUMN] = pa.nulls(count, self.keys.type)  # filled in by ``decode``
         for name in fields.column_names:
             columns[name] = fields.column(name)
         columns["dt"] = dt
         columns["hour"] = hour
         table = pa.table(columns, schema=self.schema)
-        bad_records = [_bad_record(messages[i], reason) for i, reason in sorted(bad_at.items())]
+        bad_records = [
+            _bad_record(messages[i], _header_framed(messages[i], reason)) for i, reason in sorted(bad_at.items())
+        ]
         return table, bad_records
+
+
+_ID_HEADERS = {"value": "__value_schema_id", "key: ": "__key_schema_id"}
+
+
+def _header_framed(message: Message, reason: str) -> str:
+    """``reason``, said plainly for a value (or key) without a frame whose schema id a serializer
+    put in a header instead (Confluent 8.x's ``__value_schema_id`` / ``__key_schema_id``): not
+    supported, so the value is bad, but not for the reason its first byte would suggest."""
+    if "wrong magic byte" not in reason or not message.headers:
+        return reason
+    header = _ID_HEADERS["key: "] if reason.startswith("key: ") else _ID_HEADERS["value"]
+    if any(key == header for key, _ in message.headers):
+        prefix = "key: " if reason.startswith("key: ") else ""
+        return f"{prefix}the schema id is in the {header} header, not before the value: not supported ({reason})"
+    return reason
 
 
 def _bad_record(message: Message, reason: str) -> BadRecord:

@@ -19,7 +19,9 @@ import pyarrow.compute as pc
 
 from pipelines.config.pipeline import Decoder
 from pipelines.executor.arrow_types import ARROW_TYPES, SPARK_TYPES, TIMESTAMP
+from pipelines.executor.keys import KEY_COLUMN, key_type
 from pipelines.executor.payloads import payload_schema
+from pipelines.schemas.resolved import RunSchemas, SubjectSchemas
 
 HEADER = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
 HEADERS = pa.list_(HEADER)
@@ -70,12 +72,13 @@ class BadRecord:
     headers: tuple[Header, ...] = ()
 
 
-def row_schema(decoder: Decoder) -> pa.Schema:
-    """The Arrow schema of raw rows: metadata columns (spec.METADATA_COLUMNS), decoded fields, then
-    dt and hour. ``timestamp_type`` is null where ``timestamp`` is (the message has none).
-    ``tombstone`` is true for a message without a value (a delete, on a compacted topic), whose
-    decoded fields are then all null; false for every other row; null only in rows loaded before
-    the column existed (TOMBSTONE)."""
+def row_schema(decoder: Decoder, schemas: RunSchemas | None = None) -> pa.Schema:
+    """The Arrow schema of raw rows: metadata columns (spec.METADATA_COLUMNS), the decoded key
+    (``key_decoded``, with a key decoder), decoded fields, then dt and hour. ``timestamp_type`` is
+    null where ``timestamp`` is (the message has none). ``tombstone`` is true for a message
+    without a value (a delete, on a compacted topic), whose decoded fields are then all null;
+    false for every other row; null only in rows loaded before the column existed (TOMBSTONE).
+    ``schemas``: the run's, for a decoder whose columns come from them (pipelines.schemas.resolved)."""
     fields = [
         pa.field("topic", pa.string()),
         pa.field("partition", pa.int32()),
@@ -88,21 +91,29 @@ def row_schema(decoder: Decoder) -> pa.Schema:
         pa.field("headers", HEADERS),
         pa.field("tombstone", pa.bool_()),
     ]
-    fields.extend(payload_schema(decoder))
+    keys = key_type(decoder, None if schemas is None else _first_key_schema(schemas))
+    if keys is not None:  # decoder.key_decoder: the key decoded, beside its bytes
+        fields.append(pa.field(KEY_COLUMN, keys))
+    fields.extend(payload_schema(decoder, schemas))
     fields += [pa.field("dt", pa.string()), pa.field("hour", pa.string())]
     return pa.schema(fields)
 
 
-def spark_ddl(decoder: Decoder) -> str:
+def _first_key_schema(schemas: RunSchemas) -> SubjectSchemas | None:
+    """A topic's key schema: every topic's gives the same column (pipelines.schemas.resolved checks)."""
+    return schemas.keys[min(schemas.keys)] if schemas.keys else None
+
+
+def spark_ddl(decoder: Decoder, schemas: RunSchemas | None = None) -> str:
     """The same schema as Spark DDL: what the Spark source declares, and what readers of a raw
     layer read it with (a layer with files from before a column existed then has nulls there)."""
-    return ddl_of(row_schema(decoder))
+    return ddl_of(row_schema(decoder, schemas))
 
 
-def spark_columns(decoder: Decoder) -> list[tuple[str, str]]:
+def spark_columns(decoder: Decoder, schemas: RunSchemas | None = None) -> list[tuple[str, str]]:
     """(name, Spark type) of every raw column but the dt/hour partition columns, in order: the raw
     layer's table in a metastore (pipelines.catalog)."""
-    return [(f.name, _spark_type(f.type)) for f in row_schema(decoder) if f.name not in ("dt", "hour")]
+    return [(f.name, _spark_type(f.type)) for f in row_schema(decoder, schemas) if f.name not in ("dt", "hour")]
 
 
 def ddl_of(schema: pa.Schema) -> str:
@@ -113,12 +124,27 @@ def ddl_of(schema: pa.Schema) -> str:
 _SPARK_OF_ARROW = {ARROW_TYPES[kind]: spark for kind, spark in SPARK_TYPES.items()}
 
 
+_SPARK_OF_MORE_ARROW = {
+    pa.int8(): "TINYINT",
+    pa.int16(): "SMALLINT",
+    pa.date32(): "DATE",
+}
+"""Types of the columns schema'd payloads bring (pipelines.schemas.columns) besides the field kinds."""
+
+
 def _spark_type(kind: pa.DataType) -> str:
-    """The Spark type of an Arrow type: a field type's, or a list/struct of them (headers)."""
+    """The Spark type of an Arrow type: a field type's, or a list/struct/map of them (headers, and
+    the columns of schema'd payloads)."""
     if pa.types.is_list(kind):
         return f"ARRAY<{_spark_type(kind.value_type)}>"
     if pa.types.is_struct(kind):
         return "STRUCT<" + ", ".join(f"`{f.name}`: {_spark_type(f.type)}" for f in kind) + ">"
+    if pa.types.is_map(kind):
+        return f"MAP<{_spark_type(kind.key_type)}, {_spark_type(kind.item_type)}>"
+    if pa.types.is_decimal(kind):
+        return f"DECIMAL({kind.precision},{kind.scale})"
+    if kind in _SPARK_OF_MORE_ARROW:
+        return _SPARK_OF_MORE_ARROW[kind]
     if kind not in _SPARK_OF_ARROW:
         raise TypeError(f"no Spark type for the Arrow type {kind}")
     return _SPARK_OF_ARROW[kind]

@@ -26,7 +26,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from operator import itemgetter
 from pathlib import Path
@@ -47,6 +47,7 @@ from pipelines.executor.offsets import SKIPPED_DDL, SKIPPED_REASONS, OffsetRange
 from pipelines.executor.rows import HEADERS, BadRecord, Message, ddl_of, headers_column, spark_ddl, timestamp_types
 from pipelines.executor.sink import STAGED_FILE_DDL, StagingWriter, staged_files_batch
 from pipelines.executor.splits import Split, open_consumer
+from pipelines.schemas.resolved import RunSchemas
 
 log = logging.getLogger(__name__)
 
@@ -95,10 +96,16 @@ class KafkalogSource(DataSource):
             return STAGED_FILE_DDL
         if emit == "skipped":
             return SKIPPED_DDL
-        return spark_ddl(Decoder(**_decoder_options(json.loads(self.options["spec"])["decoder"])))
+        return spark_ddl(Decoder.from_settings(json.loads(self.options["spec"])["decoder"]), schemas_of(self.options))
 
     def reader(self, schema: Any) -> DataSourceReader:
         return SplitReader(dict(self.options))
+
+
+def schemas_of(options: Mapping[str, str]) -> RunSchemas | None:
+    """The run's schemas the driver sent (pipelines.schemas.resolved), for a decoder that reads them."""
+    text = options.get("schemas")
+    return None if not text else RunSchemas.from_json(text)
 
 
 def source_of(source: dict[str, Any], options: dict[str, str]) -> Source:
@@ -130,11 +137,12 @@ class SplitReader(DataSourceReader):
         fault = _TaskFault(self.options.get("faults", ""))
         task = SplitTask(
             source_of(settings["source"], self.options),
-            Decoder(**_decoder_options(settings["decoder"])),
+            Decoder.from_settings(settings["decoder"]),
             EventTime(**settings["event_time"]),
             BadRecords(**settings["bad_records"]),
             split,
             brokers=settings["brokers"],
+            schemas=schemas_of(self.options),
         )
         if emit == "files":
             yield write_split(
@@ -215,12 +223,6 @@ def _log_kernels() -> None:
         log.warning("executor %s; ship them with the archive of `python -m pipelines.app.ship`", describe_kernels())
 
 
-def _decoder_options(data: dict[str, Any]) -> dict[str, Any]:
-    from pipelines.config.pipeline import CsvOptions  # noqa: PLC0415 - keeps the top of the module light
-
-    return {**data, "required": tuple(data.get("required", ())), "csv": CsvOptions(**data.get("csv", {}))}
-
-
 def quarantine_batch(split: Split, bad: list[BadRecord]) -> pa.RecordBatch:
     """The quarantine rows (QUARANTINE_SCHEMA) of a split's bad records."""
     stamps = pa.array([b.timestamp for b in bad], pa.int64())
@@ -259,7 +261,8 @@ class Chunk(NamedTuple):
 class SplitTask:
     """Reads one split: fetch, account for every offset (rows, bad records, skipped, compacted),
     decode, apply the bad-record policy. Connects through ``brokers`` (what the driver resolved;
-    default: the source's bootstrap list, or its ZooKeeper)."""
+    default: the source's bootstrap list, or its ZooKeeper). ``schemas``: the run's, for a decoder
+    whose columns come from them (the driver read them; the task never asks a registry)."""
 
     def __init__(
         self,
@@ -271,12 +274,13 @@ class SplitTask:
         *,
         brokers: Sequence[str] | None = None,
         consumer: Callable[[], SimpleConsumer] | None = None,
+        schemas: RunSchemas | None = None,
     ) -> None:
         self.source = source
         self.split = split
         self.brokers = list(brokers or source.bootstrap or ())
         self.bad_policy = bad
-        self.decoder = ChunkDecoder(decoder, event_time, split.topic, split.partition)
+        self.decoder = ChunkDecoder(decoder, event_time, split.topic, split.partition, schemas)
         self.loaded = 0
         self.quarantined = 0
         self.skipped = 0

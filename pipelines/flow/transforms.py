@@ -20,9 +20,10 @@ from pipelines.errors import FlowError
 from pipelines.executor.rows import spark_ddl
 from pipelines.layout import Scope, partition_of
 from pipelines.ledger import paths
-from pipelines.ledger.records import Manifest
+from pipelines.ledger.records import Manifest, newest_schemas, topics_of
 from pipelines.ledger.state import PipelineState
 from pipelines.progress import Reporter
+from pipelines.schemas.resolved import needs_schemas, spec_schemas
 
 
 class Transforms:
@@ -50,7 +51,11 @@ class Transforms:
         # single footer, so over a layer whose older files predate a column (headers and
         # timestamp_type came later) the column would vanish or not depending on the file picked.
         # Declared, every row has every column; files without one give nulls there.
-        schema = spark_ddl(self.spec.decoder)
+        schemas = None
+        if needs_schemas(self.spec.decoder):  # the columns of the schemas the newest run read with
+            loaded = self.state.generation_manifests() if manifests is None else manifests
+            schemas = spec_schemas(self.spec, topics_of(loaded), newest_schemas(loaded))
+        schema = spark_ddl(self.spec.decoder, schemas)
         if files:
             frame = self.spark.read.schema(schema).option("basePath", self.state.root).parquet(*files)
         else:  # nothing in scope (a run of only quarantined records): an empty view of the raw schema

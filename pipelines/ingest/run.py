@@ -6,7 +6,9 @@ The driver's side of exactly-once (the tasks' side is pipelines.executor; the st
 2. plan: a stored, uncommitted plan is executed as it is (a retry after a crash loads exactly the
    same ranges); otherwise a new plan is made from the committed offsets and stored first.
 3. load: Spark reads the splits (one task each) and writes Parquet, time-partitioned, into this
-   attempt's staging directory (Spark's own commit keeps failed task attempts out of it).
+   attempt's staging directory (Spark's own commit keeps failed task attempts out of it). A
+   schema'd decoder's schemas are read first, here on the driver, and shipped to the tasks; the
+   manifest records the reader versions (a replay reads with those of the runs it replaces).
 4. reconcile: per split, rows + quarantined + the offsets that hold no row (aborted records,
    markers, offsets compaction removed) = end - start, every offset in [start, end) exactly once
    (read back from the staged files); anything else fails the run before it can commit.
@@ -40,6 +42,7 @@ from pipelines.ledger import paths
 from pipelines.ledger.records import Manifest, OutputFile, Plan
 from pipelines.ledger.state import PipelineState, Recovered, lost_race
 from pipelines.progress import Reporter, read_progress
+from pipelines.schemas.resolved import RunSchemas, needs_schemas, recorded_versions, resolve_schemas
 from pipelines.storage import Storage
 
 log = logging.getLogger(__name__)
@@ -60,7 +63,7 @@ class Stager(Protocol):
     """The load stage: stages a plan's splits under a staging directory (SparkStager on a cluster;
     the unit tier runs the same task code in-process)."""
 
-    def stage(self, plan: Plan, staging: str, progress_dir: str) -> Staged: ...
+    def stage(self, plan: Plan, staging: str, progress_dir: str, schemas: RunSchemas | None = None) -> Staged: ...
 
 
 class PipelineRun:
@@ -201,8 +204,9 @@ class PipelineRun:
         splits = [s for s in plan.splits if s.size > 0]
         started = datetime.now(UTC)
         # the tasks' progress files (local runs): the live view while loading, the split timings after
+        schemas = self.run_schemas(plan)
         with tempfile.TemporaryDirectory(prefix="pipelines-progress-") as progress_dir:
-            staged = self.stager.stage(plan, staging, progress_dir)
+            staged = self.stager.stage(plan, staging, progress_dir, schemas)
             data, quarantine = staged.data, staged.quarantine
             split_seconds = {
                 f"{splits[index].topic}:{splits[index].partition}": round(item["seconds"], 3)
@@ -243,7 +247,19 @@ class PipelineRun:
             stats=stats,
             kind=plan.kind,
             generation=generation,
+            schemas={} if schemas is None else schemas.readers(),
         )
+
+    def run_schemas(self, plan: Plan) -> RunSchemas | None:
+        """The schemas ``plan`` is read with, read now, on the driver (None for a decoder that
+        declares its columns). A replay reads with the reader versions the newest committed run
+        recorded, the schemas of the runs it replaces, not the subjects' latest."""
+        pinned: dict[str, int] = {}
+        if plan.kind == "replay" and needs_schemas(self.spec.decoder):
+            latest = self.state.latest()
+            pinned = {} if latest is None else recorded_versions(latest.schemas)
+        topics = sorted({s.topic for s in plan.splits})
+        return resolve_schemas(self.spec.decoder, topics, event_time=self.spec.event_time, pinned=pinned)
 
     def _check_kernels(self, staged: Staged) -> None:
         """Say which record kernels the tasks ran; warn when they ran the pure-Python ones."""

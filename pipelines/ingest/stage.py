@@ -38,6 +38,7 @@ from pipelines.ingest.reconcile import FileFacts, OffsetCoverage, inspect_local,
 from pipelines.java_errors import first_cause, java_line, lines_of
 from pipelines.ledger.records import Plan
 from pipelines.progress import Reporter
+from pipelines.schemas.resolved import RunSchemas
 from pipelines.storage import Storage
 from pipelines.storage.local import local_path
 
@@ -82,12 +83,16 @@ class SparkStager:
         if task_faults:  # refused here, before any task runs, rather than as a failed task
             parse_target(task_faults, TASK_FAULTS, "task_faults")
         self.task_faults = task_faults
+        self.schemas: RunSchemas | None = None
+        """The schemas of the plan being staged (pipelines.schemas.resolved), None for a decoder without."""
         spark.dataSource.register(KafkalogSource)
 
-    def stage(self, plan: Plan, staging: str, progress_dir: str) -> Staged:
+    def stage(self, plan: Plan, staging: str, progress_dir: str, schemas: RunSchemas | None = None) -> Staged:
         """Load the splits of ``plan`` that have messages into ``staging`` (tasks report progress
-        into ``progress_dir``); the facts of the staged files."""
+        into ``progress_dir``); the facts of the staged files. ``schemas``: the run's, read by the
+        driver (pipelines.schemas.resolved), shipped to the tasks in their options."""
         splits = [s for s in plan.splits if s.size > 0]
+        self.schemas = schemas
         if self.spec.raw.tasks_write:
             return self._stage_by_tasks(plan, splits, staging, progress_dir)
         return self._stage_by_spark(plan, splits, staging, progress_dir)
@@ -100,13 +105,14 @@ class SparkStager:
         secrets = {key: source["security"].pop(key) or "" for key in ("password", "key_password")}
         settings = {
             "source": source,
-            "decoder": asdict(spec.decoder),
+            "decoder": spec.decoder.settings(),  # without the registry's credentials
             "event_time": asdict(spec.event_time),
             "bad_records": asdict(spec.bad_records),
             "brokers": self.brokers(),  # tasks connect through these (see pipelines.executor.source)
         }
         options = {
             "spec": json.dumps(settings, default=str),  # (paths as text)
+            "schemas": "" if self.schemas is None else self.schemas.to_json(),
             "splits": json.dumps([asdict(s) for s in splits]),
             "emit": emit,
             "faults": self.task_faults,

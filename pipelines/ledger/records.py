@@ -12,7 +12,7 @@ of another ``FORMAT_VERSION`` is refused. The fields' types are not checked: the
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -138,6 +138,10 @@ class Manifest:
     manifest's is the current one (see generation_dir)."""
     rewind: dict[str, int] = field(default_factory=dict)
     """A replay: "topic:partition" → the offset it reloaded from."""
+    schemas: dict[str, Any] = field(default_factory=dict)
+    """The reader schemas the run read values (and keys) into, when they came from a schema
+    registry: ``{"values": {topic: {"subject", "version", "id"}}, "keys": {...}}`` (empty for a
+    decoder without; pipelines.schemas.resolved)."""
 
     def end_offsets(self) -> dict[SplitKey, int]:
         out = {}
@@ -173,6 +177,18 @@ class Manifest:
                 kind=data.get("kind", "load"),
                 generation=int(data.get("generation", 0)),
                 rewind=data.get("rewind", {}),
+                schemas=data.get("schemas", {}),
             )
         except (ValueError, KeyError, TypeError, PlanError) as exc:
             raise CommitError(f"{where}: the manifest is unreadable: {exc}") from exc
+
+
+def topics_of(manifests: Iterable[Manifest]) -> set[str]:
+    """The topics ``manifests``' runs loaded."""
+    return {s.topic for m in manifests for s in m.splits}
+
+
+def newest_schemas(manifests: Iterable[Manifest]) -> dict[str, Any]:
+    """The reader schemas the newest of ``manifests`` recorded (empty for none)."""
+    newest = max(manifests, key=lambda m: m.seq, default=None)
+    return {} if newest is None else newest.schemas

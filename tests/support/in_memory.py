@@ -33,6 +33,7 @@ from pipelines.config.pipeline import PipelineSpec
 from pipelines.executor.source import SplitTask, write_split
 from pipelines.ingest.stage import Staged, staged_from_reports
 from pipelines.ledger.records import Plan
+from pipelines.schemas.resolved import RunSchemas
 from pipelines.storage.local import local_path
 
 
@@ -184,12 +185,18 @@ class InProcessStager:
         self.cluster = cluster
         self.during = during
 
-    def stage(self, plan: Plan, staging: str, progress_dir: str) -> Staged:
+    def stage(self, plan: Plan, staging: str, progress_dir: str, schemas: RunSchemas | None = None) -> Staged:
         reported: list[Any] = []
+        spec = self.spec
         for index, split in enumerate(s for s in plan.splits if s.size > 0):
-            spec = self.spec
             task = SplitTask(
-                spec.source, spec.decoder, spec.event_time, spec.bad_records, split, consumer=self.cluster.consumer
+                spec.source,
+                spec.decoder,
+                spec.event_time,
+                spec.bad_records,
+                split,
+                consumer=self.cluster.consumer,
+                schemas=schemas,
             )
             batch = write_split(task, local_path(staging), spec.raw.compression, index)
             reported.extend(batch.to_pylist())

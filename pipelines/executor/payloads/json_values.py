@@ -17,8 +17,8 @@ class JsonValues(LineValues):
 
     json_object = True
 
-    def __init__(self, decoder: Decoder) -> None:
-        super().__init__(decoder)
+    def __init__(self, decoder: Decoder, schema: pa.Schema | None = None) -> None:
+        super().__init__(decoder, schema)
         self._chunk_options = pa_json.ParseOptions(explicit_schema=self.schema, unexpected_field_behavior="ignore")
         self._single_options = pa_json.ParseOptions(
             explicit_schema=self.schema, unexpected_field_behavior="ignore", newlines_in_values=True

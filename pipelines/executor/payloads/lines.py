@@ -77,9 +77,11 @@ class LineValues(ABC):
     json_object = False
     """Values are JSON objects: one line from '{' to '}' is plain, anything else is refused alone."""
 
-    def __init__(self, decoder: Decoder) -> None:
+    def __init__(self, decoder: Decoder, schema: pa.Schema | None = None) -> None:
         self.decoder = decoder
-        self.schema = self.schema_of(decoder)
+        self.schema = self.schema_of(decoder) if schema is None else schema
+        """The decoded columns: the decoder schema's, or ``schema`` (a format whose columns come
+        from the values' schema)."""
         self.required = decoder.required
 
     @staticmethod

@@ -391,10 +391,13 @@ def test_unknown_key_names_its_path(tmp_path: Path, path: str, key_path: str) ->
 
 def test_unknown_key_suggests_the_closest_and_lists_the_known_ones(tmp_path: Path) -> None:
     message = error(tmp_path, put(base(), "decoder.shema", {"a": "long"}))
-    expected = "decoder.shema: unknown key (did you mean 'schema'? known: csv, format, required, schema)"
+    known = "csv, format, framed, key_decoder, registry, required, schema, schema_file"
+    expected = f"decoder.shema: unknown key (did you mean 'schema'? known: {known})"
     assert message.startswith(expected), message
     message = error(tmp_path, put(base(), "decoder.zzz", 1))
-    assert message.startswith("decoder.zzz: unknown key (known: csv, format, required, schema)"), message
+    assert message.startswith(
+        "decoder.zzz: unknown key (known: csv, format, framed, key_decoder, registry, required, schema, schema_file)"
+    ), message
 
 
 def test_non_string_keys_are_refused(tmp_path: Path) -> None:
@@ -461,7 +464,7 @@ def test_missing_required_key(tmp_path: Path, path: str) -> None:
     [
         ("on_offset_out_of_range", "sometimes", "fail, earliest, latest"),
         ("new_split_start", "middle", "earliest, latest"),
-        ("decoder.format", "xml", "json, csv, raw"),
+        ("decoder.format", "xml", "json, csv, raw, avro, protobuf, json_schema, connect_json"),
         ("bad_records.policy", "drop", "fail, quarantine"),
         ("raw.compression", "lz4", "snappy, zstd, gzip, none"),
         ("raw.format", "orc", "parquet"),

@@ -1,0 +1,348 @@
+"""A run's schemas: read once on the driver, shipped to every task as data.
+
+Role: for each topic of a run, the schema its values are read into (the reader schema: the
+subject's latest version, or the pinned ``decoder.registry.version``, or the version a replayed run
+used) and every schema its values may have been written with (every version of the subject, soft-
+deleted ones too, by global id), plus the same for keys with an avro ``key_decoder``. A schema
+file's (avro without a registry, connect_json's ``schema_file``) is read here too, so executors
+need no access to the file. The whole is a frozen value that serialises to JSON: the tasks get it
+in their options (pipelines.ingest.stage) and never ask the registry; a value written with an id
+that is not here is quarantined as ``unknown schema id N``.
+
+Also checked here, once, before anything loads: the schemas are of the decoder's type, parse, map
+to columns (pipelines.schemas.columns), give every topic the same columns (one raw table), hold the
+``required`` fields and an ``event_time.field`` that can carry a time.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from pipelines.config.pipeline import Decoder, EventTime, PipelineSpec, Registry
+from pipelines.errors import PayloadSchemaError
+from pipelines.schemas.columns import (
+    UTC_MICROS,
+    avro_columns,
+    connect_columns,
+    declared_connect_schema,
+    endless_array,
+    json_schema_columns,
+)
+from pipelines.schemas.registry_client import RegisteredSchema, RegistryClient
+
+_TYPE_OF_FORMAT = {"avro": "AVRO", "json_schema": "JSON", "protobuf": "PROTOBUF"}
+MAX_VERSIONS = 10_000
+"""More versions than a subject has in practice: each is one request, so a registry answering more
+is refused rather than asked that many times."""
+
+
+@dataclass(frozen=True, slots=True)
+class SubjectSchemas:
+    """The schemas one topic's values (or keys) are read with."""
+
+    schema_type: str
+    """AVRO, JSON (JSON Schema) or CONNECT (a Connect schema)."""
+    reader: str
+    """The reader schema's text: the raw layer's columns come from it."""
+    subject: str | None = None
+    """The registry subject (None: a schema file's, or a declared one)."""
+    reader_version: int | None = None
+    reader_id: int | None = None
+    writers: Mapping[int, str] = field(default_factory=dict)
+    """Every schema id of the subject → the schema text values framed with it were written with."""
+    any_id: bool = False
+    """A schema file's: every value is read with ``reader`` (a frame's id, if any, is not looked up)."""
+
+    def describe(self) -> str:
+        """How errors and reports name it: ``subject orders-value version 3 (id 12)`` or ``the schema file``."""
+        if self.subject is None:
+            return "the schema file" if self.any_id else "the declared schema"
+        return f"subject {self.subject} version {self.reader_version} (id {self.reader_id})"
+
+
+@dataclass(frozen=True, slots=True)
+class RunSchemas:
+    """The schemas of a run, by topic (see the module doc)."""
+
+    values: Mapping[str, SubjectSchemas]
+    keys: Mapping[str, SubjectSchemas] = field(default_factory=dict)
+
+    def value_for(self, topic: str) -> SubjectSchemas:
+        """The value schemas of ``topic`` (a topic the run did not resolve is an error, not a guess)."""
+        try:
+            return self.values[topic]
+        except KeyError:
+            raise PayloadSchemaError(f"no schema was resolved for topic {topic!r} in this run") from None
+
+    def key_for(self, topic: str) -> SubjectSchemas | None:
+        return self.keys.get(topic)
+
+    def readers(self) -> dict[str, dict[str, dict[str, Any]]]:
+        """What a manifest records of the run's schemas: for values and keys, topic → the reader
+        schema's subject, version and id (topics read with a schema file or a declared schema are
+        left out: nothing in a registry to name)."""
+
+        def of(side: Mapping[str, SubjectSchemas]) -> dict[str, dict[str, Any]]:
+            return {
+                topic: {"subject": s.subject, "version": s.reader_version, "id": s.reader_id}
+                for topic, s in side.items()
+                if s.subject is not None
+            }
+
+        return {"values": of(self.values), "keys": of(self.keys)}
+
+    def to_json(self) -> str:
+        def one(s: SubjectSchemas) -> dict[str, Any]:
+            return {
+                "schema_type": s.schema_type,
+                "reader": s.reader,
+                "subject": s.subject,
+                "reader_version": s.reader_version,
+                "reader_id": s.reader_id,
+                "writers": {str(k): v for k, v in s.writers.items()},
+                "any_id": s.any_id,
+            }
+
+        return json.dumps({
+            "values": {t: one(s) for t, s in self.values.items()},
+            "keys": {t: one(s) for t, s in self.keys.items()},
+        })  # fmt: skip
+
+    @classmethod
+    def from_json(cls, text: str) -> RunSchemas:
+        data = json.loads(text)
+
+        def one(s: dict[str, Any]) -> SubjectSchemas:
+            return SubjectSchemas(**{**s, "writers": {int(k): v for k, v in s["writers"].items()}})
+
+        return cls({t: one(s) for t, s in data["values"].items()}, {t: one(s) for t, s in data["keys"].items()})
+
+
+Clients = Callable[[Registry], RegistryClient]
+
+
+def needs_schemas(decoder: Decoder) -> bool:
+    """The decoder's columns (or its keys') come from a schema read per run."""
+    return not decoder.declares_columns or decoder.format == "connect_json" or decoder.key_decoder.format == "avro"
+
+
+def resolve_schemas(
+    decoder: Decoder,
+    topics: Sequence[str],
+    *,
+    event_time: EventTime | None = None,
+    pinned: Mapping[str, int] | None = None,
+    client: Clients = RegistryClient,
+) -> RunSchemas | None:
+    """The run's schemas for ``topics`` (None for a decoder that declares its columns and reads no
+    key schema). ``pinned``: subject → the version to read into instead of the decoder's (a replay
+    reads with what the replaced runs used). Every registry is asked here and only here;
+    SchemaRegistryError if one does not answer, PayloadSchemaError for a schema that cannot be read."""
+    if not needs_schemas(decoder):
+        return None
+    values: dict[str, SubjectSchemas] = {}
+    if decoder.format == "connect_json":
+        if decoder.schema_file is not None:
+            text = _read_file(decoder.schema_file)
+        else:
+            text = json.dumps(declared_connect_schema(decoder.schema))
+        values = dict.fromkeys(topics, SubjectSchemas("CONNECT", text))
+    elif decoder.format == "avro" and decoder.schema_file is not None:
+        values = dict.fromkeys(topics, SubjectSchemas("AVRO", _read_file(decoder.schema_file), any_id=True))
+    elif not decoder.declares_columns:
+        assert decoder.registry is not None  # checked with the pipeline file
+        reader = _SubjectReader(client(decoder.registry), _TYPE_OF_FORMAT[decoder.format], pinned or {})
+        values = {topic: reader.read(decoder.registry.subject(topic), decoder.registry.version) for topic in topics}
+    keys: dict[str, SubjectSchemas] = {}
+    key_registry = decoder.key_registry
+    if key_registry is not None:
+        reader = _SubjectReader(client(key_registry), "AVRO", pinned or {})
+        keys = {topic: reader.read(key_registry.subject(topic, key=True), key_registry.version) for topic in topics}
+    schemas = RunSchemas(values, keys)
+    if values:
+        check_columns(decoder, schemas, event_time)
+    found: tuple[str, pa.Schema] | None = None
+    for topic in sorted(keys):
+        key = keys[topic]
+        columns = avro_columns(key.reader, where=f"the key schema of {topic} ({key.describe()})").schema
+        if found is not None and not columns.equals(found[1]):
+            raise PayloadSchemaError(f"topics {found[0]} and {topic} have keys of different schemas ({key.describe()})")
+        found = found or (topic, columns)
+    return schemas
+
+
+def recorded_versions(readers: Mapping[str, Any]) -> dict[str, int]:
+    """Subject → reader version, from what a manifest recorded (``RunSchemas.readers``): the
+    versions a replay pins, to read with the schemas of the runs it replaces."""
+    pins: dict[str, int] = {}
+    for side in ("values", "keys"):
+        for entry in (readers.get(side) or {}).values():
+            if (
+                isinstance(entry, dict)
+                and isinstance(entry.get("subject"), str)
+                and isinstance(entry.get("version"), int)
+            ):
+                pins[entry["subject"]] = entry["version"]
+    return pins
+
+
+def spec_schemas(spec: PipelineSpec, topics: Iterable[str], recorded: Mapping[str, Any]) -> RunSchemas | None:
+    """The schemas the readers of a raw layer read it with (the transforms' view, the metastore's
+    table): the versions the newest run recorded (``recorded``: its manifest's ``schemas``), for
+    ``topics`` (those its runs loaded, for a ``topic_pattern``); files of earlier runs, written with
+    fewer columns, read as nulls there."""
+    if not needs_schemas(spec.decoder):
+        return None
+    wanted = sorted(set(spec.topics) or set(topics))
+    return resolve_schemas(spec.decoder, wanted, event_time=spec.event_time, pinned=recorded_versions(recorded))
+
+
+def _read_file(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PayloadSchemaError(f"cannot read the schema file {path}: {exc}") from None
+
+
+class _SubjectReader:
+    """Reads subjects of one registry, each schema id fetched once."""
+
+    def __init__(self, client: RegistryClient, schema_type: str, pinned: Mapping[str, int]) -> None:
+        self.client = client
+        self.schema_type = schema_type
+        self.pinned = pinned
+        self.read_subjects: dict[tuple[str, int | str], SubjectSchemas] = {}
+
+    def read(self, subject: str, version: int | str) -> SubjectSchemas:
+        version = self.pinned.get(subject, version)
+        if (subject, version) in self.read_subjects:
+            return self.read_subjects[(subject, version)]
+        numbers = self.client.versions(subject, deleted=True)
+        if len(numbers) > MAX_VERSIONS:
+            raise PayloadSchemaError(
+                f"subject {subject} of schema registry {self.client.name} has {len(numbers)} versions, "
+                f"more than the {MAX_VERSIONS} a run reads"
+            )
+        if not numbers:
+            raise PayloadSchemaError(f"subject {subject} of schema registry {self.client.name} has no version")
+        versions = [self.client.version(subject, n) for n in numbers]
+        for registered in versions:
+            self._check(registered)
+        if version == "latest":
+            live = self.client.versions(subject, deleted=False)
+            if not live:
+                raise PayloadSchemaError(f"every version of subject {subject} is deleted: no schema to read into")
+            version = max(live)
+        chosen = [v for v in versions if v.version == version]
+        if not chosen:
+            raise PayloadSchemaError(
+                f"subject {subject} has no version {version} (it has {', '.join(map(str, numbers))})"
+            )
+        reader = chosen[0]
+        found = SubjectSchemas(
+            self.schema_type,
+            reader.schema,
+            subject,
+            reader.version,
+            reader.id,
+            {v.id: v.schema for v in versions},
+        )
+        self.read_subjects[(subject, version)] = found
+        return found
+
+    def _check(self, registered: RegisteredSchema) -> None:
+        where = f"subject {registered.subject} version {registered.version} (id {registered.id})"
+        if registered.schema_type != self.schema_type:
+            raise PayloadSchemaError(
+                f"{where} is a {registered.schema_type} schema; this decoder reads {self.schema_type} (decoder.format)"
+            )
+        if registered.references:
+            raise PayloadSchemaError(f"{where} refers to other schemas (references): not supported yet")
+        if self.schema_type == "AVRO":
+            import fastavro  # noqa: PLC0415 - only for Avro
+
+            try:
+                data = json.loads(registered.schema)
+                fastavro.parse_schema(data)
+            except Exception as exc:  # fastavro raises several kinds; its first line says what
+                raise PayloadSchemaError(f"{where} is not an Avro schema fastavro reads: {exc}") from None
+            endless = endless_array(data)  # values are decoded by the writer schema's layout
+            if endless is not None:
+                raise PayloadSchemaError(
+                    f"{where}: {endless}: an array of items that take no bytes cannot be read safely"
+                )
+
+
+def columns_of(subject: SubjectSchemas, where: str) -> pa.Schema:
+    """The decoded columns ``subject``'s reader schema gives."""
+    if subject.schema_type == "AVRO":
+        return avro_columns(subject.reader, where=where).schema
+    if subject.schema_type == "JSON":
+        return json_schema_columns(subject.reader, where=where)
+    if subject.schema_type == "CONNECT":
+        try:
+            data = json.loads(subject.reader)
+        except ValueError as exc:
+            raise PayloadSchemaError(f"{where} is not JSON: {exc}") from None
+        return connect_columns(data, where=where).schema
+    raise PayloadSchemaError(f"{where}: {subject.schema_type} schemas are not decoded yet")
+
+
+def run_columns(schemas: RunSchemas) -> pa.Schema:
+    """The decoded columns of the run: one raw table, so every topic's reader schema must give the
+    same ones (PayloadSchemaError naming two that differ)."""
+    found: tuple[str, pa.Schema] | None = None
+    for topic in sorted(schemas.values):
+        subject = schemas.values[topic]
+        columns = columns_of(subject, f"{subject.describe()} (topic {topic})")
+        if found is None:
+            found = (topic, columns)
+        elif not columns.equals(found[1]):
+            raise PayloadSchemaError(
+                f"topics {found[0]} and {topic} are read into different columns ({subject.describe()}): "
+                "one pipeline loads one raw table; give them a pipeline each"
+            )
+    if found is None:
+        raise PayloadSchemaError("the run has no topic to read a schema for")
+    return found[1]
+
+
+def check_columns(decoder: Decoder, schemas: RunSchemas, event_time: EventTime | None) -> pa.Schema:
+    """The run's columns, with the file's ``required`` fields and ``event_time.field`` checked against them."""
+    columns = run_columns(schemas)
+    for i, name in enumerate(decoder.required):
+        if name not in columns.names:
+            raise PayloadSchemaError(f"decoder.required[{i}]: {name!r} is not a field of the values' schema")
+    if event_time is not None and event_time.field is not None:
+        kind = field_kind(columns, event_time.field)
+        if kind is None:
+            raise PayloadSchemaError(
+                f"event_time.field: {event_time.field!r} is not a field of the values' schema that holds a time "
+                "(a timestamp, a long or int of epoch time, a double, or a string)"
+            )
+        numeric = event_time.format in ("epoch_millis", "epoch_seconds")
+        if kind in ("long", "int", "double") and not numeric:
+            raise PayloadSchemaError(
+                f"event_time.format: {event_time.field!r} is a number: use epoch_millis or epoch_seconds"
+            )
+        if kind == "string" and numeric:
+            raise PayloadSchemaError(
+                f"event_time.format: {event_time.field!r} is a string: use iso8601 or a strptime pattern"
+            )
+    return columns
+
+
+_KINDS = {pa.string(): "string", pa.int64(): "long", pa.int32(): "int", pa.float64(): "double", UTC_MICROS: "timestamp"}
+
+
+def field_kind(columns: pa.Schema, name: str) -> str | None:
+    """The ``decoder.schema`` kind of a decoded column that can hold an event time (None if it cannot)."""
+    if name not in columns.names:
+        return None
+    return _KINDS.get(columns.field(name).type)
