@@ -20,6 +20,7 @@ from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
+from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from kafkalog.schema_registry.api import Api
@@ -31,6 +32,7 @@ from kafkalog.schema_registry.registry import Registry
 from kafkalog.schema_registry.server import HttpLimits, RegistryServer
 from kafkalog.schema_registry.store import MemoryStore
 from tests.support.certificates import authority
+from tests.support.schema_registry import PROTO, protobuf_class, schema_id_of
 
 pytestmark = pytest.mark.unit  # servers in this process only: no process, no peer
 
@@ -72,12 +74,6 @@ def request(
     answer = connection.getresponse()
     content = answer.read()
     return answer.status, json.loads(content) if content else None
-
-
-def schema_id_of(value: bytes) -> int:
-    """The id of a value framed in Confluent's wire format (a zero byte, then the id)."""
-    assert value[0] == 0
-    return int.from_bytes(value[1:5], "big")
 
 
 def test_requests_share_one_kept_alive_connection() -> None:
@@ -219,6 +215,17 @@ def test_confluent_kafkas_client_and_serializers_against_the_registry() -> None:
         json_out = JSONSerializer(json.dumps(json_schema), fresh)({"id": "j"}, json_context)
         assert json_out is not None and schema_id_of(json_out) == 2
         assert JSONDeserializer(json.dumps(json_schema))(json_out, json_context) == {"id": "j"}
+        # Python's ProtobufSerializer registers a base64 descriptor, its well-known imports unregistered
+        event = protobuf_class(PROTO, "demo.Ev")
+        pb_context = SerializationContext("pb", MessageField.VALUE)
+        message = event(id="p", n=5)
+        message.at.seconds = 100
+        pb_out = ProtobufSerializer(event, fresh, {"use.deprecated.format": False})(message, pb_context)
+        assert pb_out is not None and schema_id_of(pb_out) == 3
+        assert pb_out[5:6] == b"\x02", "message indexes [1]: Ev is the second message"
+        assert ProtobufDeserializer(event, {"use.deprecated.format": False})(pb_out, pb_context) == message
+        stored = client.get_latest_version("pb-value").schema
+        assert stored.schema_type == "PROTOBUF" and 'import "google/protobuf/timestamp.proto";' in stored.schema_str
         assert client.delete_subject("t-value") == [1]
         assert client.delete_subject("t-value", permanent=True) == [1]
 
