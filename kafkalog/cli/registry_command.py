@@ -49,12 +49,15 @@ def registry(
         "bootstrap": bootstrap, "host": host, "port": port, "advertised_url": advertised_url, "topic": topic,
         "group": group, "leader_eligibility": leader_eligibility,
     }  # fmt: skip
+    try:
+        config = load_registry_config(config_file, overrides)
+        app = RegistryApp(config)
+    except KafkalogError as exc:
+        raise click.ClickException(str(exc)) from exc
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     try:
-        config = load_registry_config(config_file, overrides)
-        app = RegistryApp(config)
         app.start()
     except KafkalogError as exc:
         raise click.ClickException(str(exc)) from exc

@@ -83,7 +83,7 @@ class Response:
 
     @classmethod
     def of_json(cls, value: Any, status: int = 200) -> Response:
-        return cls(status, json.dumps(value, ensure_ascii=False).encode())
+        return cls(status, json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
 
     @classmethod
     def of_error(cls, error: errors.ApiError) -> Response:

@@ -54,7 +54,7 @@ class Forwarder:
                     f"Error while forwarding the request to the leader: an answer over {_MAX_ANSWER} bytes"
                 )
             return Forwarded(answer.status, content, answer.getheader("Content-Type") or "application/json")
-        except (OSError, http.client.HTTPException) as e:
+        except (OSError, http.client.HTTPException, ValueError) as e:  # ValueError: a target http.client refuses
             raise errors.forward_error(
                 f"Error while forwarding the request to the leader {primary_url}: {e or type(e).__name__}"
             ) from None

@@ -453,10 +453,11 @@ class Registry:
                     raise errors.ApiError(422, 42207, "The ID of an imported schema does not match the existing ID")
                 schema_id = request.schema_id
             else:
+                schema_id = known_id if known_id is not None else next_id
+            if not importing:  # an import takes schemas as another registry accepted them
                 found = self._findings(subject, self.level(subject), parsed, live)
                 if found:
                     raise errors.incompatible_schema(subject, found, self.rules.incompatible_error_code)
-                schema_id = known_id if known_id is not None else next_id
             version = (every[-1].version + 1) if every else 1
             if importing and request.version is not None:
                 if any(v.version == request.version for v in every):
