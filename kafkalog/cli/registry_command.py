@@ -52,14 +52,14 @@ def registry(
     try:
         config = load_registry_config(config_file, overrides)
         app = RegistryApp(config)
-    except KafkalogError as exc:
+    except (KafkalogError, OSError) as exc:  # OSError: the port cannot be bound
         raise click.ClickException(str(exc)) from exc
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     try:
         app.start()
-    except KafkalogError as exc:
+    except (KafkalogError, OSError) as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(f"kafkalog registry listening on {app.url} (topic {config.topic} at {config.bootstrap})", err=True)
     try:
