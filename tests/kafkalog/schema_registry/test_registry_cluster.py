@@ -25,6 +25,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 
 from kafkalog.client import Admin, SimpleConsumer
 from kafkalog.server import Broker, BrokerConfig
+from kafkalog.server.groups.settings import GroupSettings
 from tests.support.certificates import authority
 from tests.support.schema_registry import (
     KAFKALOG,
@@ -46,7 +47,11 @@ V2_BAD = {**V1, "fields": [{"name": "id", "type": "int"}]}
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[Broker]:
-    with Broker(BrokerConfig(port=0, data_dirs=(tmp_path / "data",))) as running:
+    """A broker whose group coordinator takes short sessions and rebalances at once (Kafka's
+    group.min.session.timeout.ms and group.initial.rebalance.delay.ms), so an election settles, and a
+    dead primary is replaced, in seconds."""
+    groups = GroupSettings(min_session_timeout_ms=1000, initial_rebalance_delay_ms=0)
+    with Broker(BrokerConfig(port=0, data_dirs=(tmp_path / "data",), groups=groups)) as running:
         yield running
 
 
