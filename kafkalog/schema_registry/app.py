@@ -2,7 +2,8 @@
 
 Start order: the listener is bound first (its port is part of the registry's identity, port 0
 included), then the topic is read to its end (the state rebuilt), then the registry joins the
-election, and only then are requests served. Stop runs the other way round: the group is left
+election and waits for its first assignment (up to three session timeouts), and only then are
+requests served. Stop runs the other way round: the group is left
 first, so another registry can take over at once instead of after a session timeout.
 """
 
@@ -59,6 +60,11 @@ class RegistryApp:
             )  # fmt: skip
             self.server.primary = self.election
             self.election.start()
+            # serving before the first assignment would answer every write 50004: wait for it a while
+            if not self.election.wait_for_assignment(self.config.session_timeout_ms * 3 / 1000):
+                log.warning(
+                    "no assignment from group %s yet: serving reads; writes wait for a primary", self.config.group
+                )
             self.server.start()
         except BaseException:
             self.stop()

@@ -152,6 +152,8 @@ class GroupElection:
         self.generation_id = -1
         self._primary: tuple[str, str] | None = None
         """(member id, URL) of the primary the last assignment named."""
+        self._assignments = 0
+        """How many assignments this member received."""
         self._acknowledged_at = -1e9
         self._connection: BrokerConnection | None = None
         self._closed = threading.Event()
@@ -169,16 +171,16 @@ class GroupElection:
         primary = self._primary
         return primary[1] if primary is not None else None
 
-    def wait_for_primary(self, timeout_s: float) -> str | None:
-        """The primary's URL once one is known (None if none was within ``timeout_s``)."""
+    def wait_for_assignment(self, timeout_s: float) -> bool:
+        """Whether the group gave this member an assignment (a primary, or none) within ``timeout_s``."""
         deadline = time.monotonic() + timeout_s
         with self._changed:
-            while self._primary is None and not self._closed.is_set():
+            while not self._assignments and not self._closed.is_set():
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    break
+                    return False
                 self._changed.wait(remaining)
-        return self.primary_url()
+        return self._assignments > 0
 
     # ------------------------------------------------------------------ the member
 
@@ -229,7 +231,7 @@ class GroupElection:
                     return
                 joined = self._heartbeat()
             except KafkalogError as e:
-                log.info("registry election in group %s: %s", self.group, e)
+                log.warning("registry election in group %s: %s", self.group, e)
                 self._drop_connection()
                 joined = False
                 self._closed.wait(min(1.0, self.heartbeat_interval_s))
@@ -313,6 +315,7 @@ class GroupElection:
             log.info("group %s generation %d: primary %s%s", self.group, self.generation_id, shown, mine)
         with self._changed:
             self._primary = primary
+            self._assignments += 1
             self._changed.notify_all()
 
     def _heartbeat(self) -> bool:
