@@ -41,8 +41,13 @@ def registry(
     import signal  # noqa: PLC0415
     import threading  # noqa: PLC0415
 
-    from kafkalog.schema_registry.app import RegistryApp  # noqa: PLC0415 - only this command runs it
-    from kafkalog.schema_registry.config import load_registry_config  # noqa: PLC0415
+    try:
+        from kafkalog.schema_registry.app import RegistryApp  # noqa: PLC0415 - only this command runs it
+        from kafkalog.schema_registry.config import load_registry_config  # noqa: PLC0415
+    except ImportError as exc:  # the schema formats' libraries are an extra
+        raise click.ClickException(
+            f"kafkalog registry needs the schemas extra: pip install 'kafkalog-pipelines[schemas]' ({exc})"
+        ) from exc
 
     logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     overrides = {
