@@ -469,6 +469,13 @@ class Registry:
                 raise errors.store_error("no version or id left under 2^31")
             value = SchemaValue(subject, version, schema_id, identity[1], parsed.schema_type, references)
             self._write([(records.schema_key(subject, version), value.encode())])
+            with self.state.lock:
+                landed = self.state.versions.get(subject, {}).get(version)
+            if landed != value:  # another writer (a primary that had not yet learnt it was replaced) won
+                raise errors.store_error(
+                    f"Register schema operation failed: subject {subject!r} version {version} was written "
+                    "by another registry at the same time; try again"
+                )
             return {"id": schema_id}
 
     def delete_version(self, subject: str, version_text: str, *, permanent: bool = False) -> int:

@@ -8,8 +8,10 @@ from typing import Any
 
 import pytest
 
+from kafkalog.schema_registry import records
 from kafkalog.schema_registry.api import Api, Request, Response
 from kafkalog.schema_registry.errors import ApiError
+from kafkalog.schema_registry.records import SchemaValue
 from kafkalog.schema_registry.registry import Registry, Rules
 from kafkalog.schema_registry.store import MemoryStore
 from kafkalog.schemas.compatibility import CompatibilityLevel
@@ -384,3 +386,28 @@ def test_every_write_goes_to_the_store_in_confluents_record_format() -> None:
         b'{"subject":"s","version":1}',
         None,
     ]
+
+
+class RacingStore(MemoryStore):
+    """A store another registry writes to just before this one's first write lands."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.raced = False
+
+    def write(self, records_: Any) -> None:
+        if not self.raced:
+            self.raced = True
+            other = SchemaValue("t", 1, 1, json.dumps({"type": "fixed", "name": "F", "size": 2}))
+            super().write([(records.schema_key("t", 1), other.encode())])
+        super().write(records_)
+
+
+def test_a_registration_that_lost_a_race_with_another_writer_is_not_acknowledged() -> None:
+    store = RacingStore()
+    api = Api(Registry(store))
+    answer = api.handle(Request.of("POST", "/subjects/s/versions", json.dumps({"schema": json.dumps(V1)}).encode()))
+    assert answer.status == 500 and json.loads(answer.body)["error_code"] == 50001
+    assert json.loads(store.state.schemas[1].text)["type"] == "fixed", "the first record for id 1 holds it"
+    again = api.handle(Request.of("POST", "/subjects/s/versions", json.dumps({"schema": json.dumps(V1)}).encode()))
+    assert json.loads(again.body) == {"id": 2}, "tried again, it gets the next id"
