@@ -142,7 +142,10 @@ class GroupElection:
         self.identity = identity
         self.group = group
         self.session_timeout_s = session_timeout_s
-        self.rebalance_timeout_s = session_timeout_s * 3
+        # a registry has nothing to finish before it joins again, and a live one learns of a
+        # rebalance within a heartbeat: a session is long enough to wait for every member (a dead
+        # one holds a rebalance up this long)
+        self.rebalance_timeout_s = session_timeout_s
         self.heartbeat_interval_s = session_timeout_s / 3
         self.client_id = client_id
         self.security = security

@@ -58,6 +58,9 @@ class TopicStore:
         self._reader_error: str | None = None
         self._producer: Producer | None = None
         self._consumer: SimpleConsumer | None = None
+        """The reader thread's: its fetches wait for new records (long polls)."""
+        self._offsets: SimpleConsumer | None = None
+        """The topic's end for ``catch_up``: a connection of its own, never queued behind a long poll."""
         self._thread = threading.Thread(target=self._read, name=f"{client_id}-reader", daemon=True)
 
     @property
@@ -72,6 +75,7 @@ class TopicStore:
         try:
             self._ensure_topic()
             self._consumer = SimpleConsumer(self.bootstrap, security=self.security, max_wait_ms=500)
+            self._offsets = SimpleConsumer(self.bootstrap, security=self.security)
             self._producer = Producer(
                 self.bootstrap, security=self.security, acks=-1, linger_ms=0,
                 request_timeout_ms=int(self.timeout_s * 1000), max_block_ms=int(self.timeout_s * 1000),
@@ -110,7 +114,7 @@ class TopicStore:
             self._progress.notify_all()
         if self._thread.is_alive():
             self._thread.join(5)
-        for client in (self._producer, self._consumer):
+        for client in (self._producer, self._consumer, self._offsets):
             if client is not None:
                 try:
                     client.close()
@@ -134,7 +138,7 @@ class TopicStore:
         self._wait_for(self._end_offset(), self.timeout_s, "catching up with the topic")
 
     def _end_offset(self) -> int:
-        consumer = self._consumer
+        consumer = self._offsets
         if consumer is None:
             raise StoreError("the store is not started")
         try:

@@ -127,7 +127,8 @@ def test_serializers_round_trip_through_kafkalog_and_the_topic_holds_confluents_
 
 
 def test_a_registry_killed_and_started_again_serves_the_same_state(broker: Broker, tmp_path: Path) -> None:
-    registry = RegistryProcess(tmp_path, "registry", bootstrap=bootstrap_of(broker)).start()
+    # a short session: the restarted registry waits for the killed one's membership to expire
+    registry = RegistryProcess(tmp_path, "registry", bootstrap=bootstrap_of(broker), session_timeout_ms=2000).start()
     try:
         url = registry.url
         assert register(url, "a", V1) == (200, {"id": 1})
