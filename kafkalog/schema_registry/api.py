@@ -16,6 +16,7 @@ a served path with another method 405.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -30,6 +31,7 @@ MEDIA_TYPES: Final = frozenset(
 )
 SCHEMA_TYPES: Final = ["JSON", "PROTOBUF", "AVRO"]
 _MAX_QUERY_FIELDS: Final = 50
+_INTEGER = re.compile(r"-?[0-9]{1,10}\Z")
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +60,17 @@ class Request:
 
     def flag(self, name: str) -> bool:
         return self.query.get(name, "").strip().lower() == "true"
+
+    def page(self, items: list[Any]) -> list[Any]:
+        """``items`` from ``offset`` (default 0), at most ``limit`` of them (default, or -1: all)."""
+        bounds = []
+        for name, default in (("offset", 0), ("limit", -1)):
+            text = self.query.get(name, "").strip() or str(default)
+            if not _INTEGER.match(text):
+                raise errors.unprocessable(f"{name} must be an integer, not {text[:20]!r}")
+            bounds.append(int(text))
+        offset, limit = max(bounds[0], 0), bounds[1]
+        return items[offset:] if limit < 0 else items[offset : offset + limit]
 
     def json(self) -> Any:
         """The body as JSON (None when there is none); 415 or 422 when it cannot be read."""
@@ -134,6 +147,15 @@ class Api:
         if n == 0:
             return {"GET": lambda q: {}, "POST": lambda q: {}}
         head = s[0]
+        if head == "schemas" and n == 1:
+            return {
+                "GET": lambda q: q.page(
+                    r.schemas(
+                        prefix=q.query.get("subjectPrefix", ""), deleted=q.flag("deleted"),
+                        latest_only=q.flag("latestOnly"),
+                    )
+                )
+            }  # fmt: skip
         if head == "schemas" and n >= 2:
             if s[1] == "types" and n == 2:
                 return {"GET": lambda q: SCHEMA_TYPES}
@@ -144,9 +166,9 @@ class Api:
             if s[1] == "ids" and n == 4 and s[3] == "schema":
                 return {"GET": lambda q: _raw(r.schema_by_id(s[2], fmt=q.query.get("format"))["schema"])}
             if s[1] == "ids" and n == 4 and s[3] == "subjects":
-                return {"GET": lambda q: r.subjects_of_id(s[2], deleted=q.flag("deleted"))}
+                return {"GET": lambda q: q.page(r.subjects_of_id(s[2], deleted=q.flag("deleted")))}
             if s[1] == "ids" and n == 4 and s[3] == "versions":
-                return {"GET": lambda q: r.versions_of_id(s[2], deleted=q.flag("deleted"))}
+                return {"GET": lambda q: q.page(r.versions_of_id(s[2], deleted=q.flag("deleted")))}
             return None
         if head == "subjects":
             return self._subject_routes(s)
@@ -182,10 +204,12 @@ class Api:
         n = len(s)
         if n == 1:
             return {
-                "GET": lambda q: r.subjects(
-                    prefix=q.query.get("subjectPrefix", ""),
-                    deleted=q.flag("deleted"),
-                    deleted_only=q.flag("deletedOnly"),
+                "GET": lambda q: q.page(
+                    r.subjects(
+                        prefix=q.query.get("subjectPrefix", ""),
+                        deleted=q.flag("deleted"),
+                        deleted_only=q.flag("deletedOnly"),
+                    )
                 )
             }
         subject = s[1]
@@ -198,7 +222,9 @@ class Api:
             return None
         if n == 3:
             return {
-                "GET": lambda q: r.versions(subject, deleted=q.flag("deleted"), deleted_only=q.flag("deletedOnly")),
+                "GET": lambda q: q.page(
+                    r.versions(subject, deleted=q.flag("deleted"), deleted_only=q.flag("deletedOnly"))
+                ),
                 "POST": lambda q: r.register(subject, q.json(), normalize=q.flag("normalize")),
             }
         version = s[3]

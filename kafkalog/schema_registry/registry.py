@@ -178,6 +178,16 @@ class Registry:
                     found.append(subject)
             return sorted(found)
 
+    def schemas(self, *, prefix: str = "", deleted: bool = False, latest_only: bool = False) -> list[dict[str, Any]]:
+        """Every version of every subject starting with ``prefix`` (``GET /schemas``), by subject
+        then version; ``latest_only``: each subject's latest."""
+        with self.state.lock:
+            found = []
+            for subject in sorted(s for s in self.state.versions if s.startswith(prefix)):
+                versions = self.state.every(subject) if deleted else self.state.live(subject)
+                found.extend(versions[-1:] if latest_only else versions)
+        return [version_json(v) for v in found]
+
     def versions(self, subject: str, *, deleted: bool = False, deleted_only: bool = False) -> list[int]:
         with self.state.lock:
             every = self.state.every(subject)

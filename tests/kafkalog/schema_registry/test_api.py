@@ -411,3 +411,21 @@ def test_a_registration_that_lost_a_race_with_another_writer_is_not_acknowledged
     assert json.loads(store.state.schemas[1].text)["type"] == "fixed", "the first record for id 1 holds it"
     again = api.handle(Request.of("POST", "/subjects/s/versions", json.dumps({"schema": json.dumps(V1)}).encode()))
     assert json.loads(again.body) == {"id": 2}, "tried again, it gets the next id"
+
+
+def test_schemas_listed_and_lists_paged() -> None:
+    c = Client()
+    for subject in ("a", "b", "c"):
+        c.register(subject, {**V1, "name": subject.upper()})
+    c.register("a", {**V1, "name": "A", "fields": [*V1["fields"], {"name": "n", "type": "int", "default": 0}]})
+    status, listed = c.call("GET", "/schemas")
+    assert status == 200 and [(s["subject"], s["version"], s["id"]) for s in listed] == [
+        ("a", 1, 1), ("a", 2, 4), ("b", 1, 2), ("c", 1, 3),
+    ]  # fmt: skip
+    assert [s["version"] for s in c.call("GET", "/schemas?subjectPrefix=a&latestOnly=true")[1]] == [2]
+    assert c.call("GET", "/subjects?offset=1&limit=1") == (200, ["b"])
+    assert c.call("GET", "/subjects?offset=2") == (200, ["c"])
+    assert c.call("GET", "/subjects?limit=-1") == (200, ["a", "b", "c"])
+    assert c.call("GET", "/subjects/a/versions?limit=1") == (200, [1])
+    assert error(c.call("GET", "/subjects?offset=x")) == (422, 422)
+    assert error(c.call("GET", "/subjects?limit=99999999999999")) == (422, 422)
