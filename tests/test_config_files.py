@@ -1,5 +1,5 @@
-"""The broker's, the mirror-maker's and a pipeline's file are read by one loader (kafkalog.configfile):
-the same mistake in any of the three is refused in the same words, the file and the key path first.
+"""The broker's, the mirror-maker's, the schema registry's and a pipeline's file are read by one loader
+(kafkalog.configfile): the same mistake in any of them is refused in the same words, the file and the key path first.
 Real files, each read by its own public loader."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from kafkalog.mirror.config import load_mirror_config
+from kafkalog.schema_registry.config import load_registry_config
 from kafkalog.server.config import load_config
 from pipelines.config.pipeline import load_spec
 
@@ -66,6 +67,15 @@ KINDS = [
         "streams",
         "group",
         "whitelist",
+    ),
+    Kind(
+        "registry",
+        lambda path: load_registry_config(path, {}),
+        {"bootstrap": "h1:9092"},
+        ("topci", "topic"),
+        "port",
+        "host",
+        "advertised_url",
     ),
     Kind(
         "pipeline",
@@ -163,6 +173,7 @@ def test_a_password_written_into_a_url_is_refused(kind: Kind, tmp_path: Path) ->
         ("broker", {"log.segment_bytes": 10}, "log.segment_bytes: must be in [64, 2147483647], not 10"),
         ("mirror", {"sources": ["h1:9092", {"zookeeper": "zk:x"}]}, "sources[1].zookeeper: "),
         ("mirror", {"target": {"name": "agg"}}, "target.bootstrap: give bootstrap or zookeeper (one of them) for"),
+        ("registry", {"tls": {"certificate": "c", "key": "k", "client_auth": True}}, "tls.client_auth: needs ca_file"),
         ("pipeline", {"source.retry_ms": 0}, "source.retry_ms: must be positive"),
     ],
 )

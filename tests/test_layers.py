@@ -40,6 +40,10 @@ FORBIDDEN_IMPORT = {
         "import kafkalog.client.connection",
     ),
     "kafkalog.mirror is a consumer and a producer": ("kafkalog/mirror/forbidden.py", "import kafkalog.protocol"),
+    "kafkalog.schema_registry is a client of any cluster": (
+        "kafkalog/schema_registry/forbidden.py",
+        "import kafkalog.log",
+    ),
     "the broker's layers": ("kafkalog/server/fetch.py", "import kafkalog.server.handlers"),
     "the transaction coordinator decides": ("kafkalog/server/transactions/coordinator.py", "import kafkalog.log"),
     "the group coordinator is group state": ("kafkalog/server/groups/forbidden.py", "import kafkalog.server.network"),

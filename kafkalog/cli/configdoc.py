@@ -1,16 +1,17 @@
-"""The broker and mirror-maker configuration reference (docs/config-reference.md), generated.
+"""The broker, mirror-maker and schema registry configuration reference (docs/config-reference.md), generated.
 
     python -m kafkalog.cli.configdoc > docs/config-reference.md
 
 Role: one source of truth for the YAML of ``kafkalog broker --config FILE`` (BrokerConfig and what
-it nests) and ``kafkalog mirror --config FILE`` (MirrorConfig and ClusterSpec). Both loaders take
+it nests), ``kafkalog mirror --config FILE`` (MirrorConfig and ClusterSpec) and ``kafkalog registry
+--config FILE`` (RegistryConfig and what it nests). The loaders take
 exactly the dataclass fields as keys, so keys, types and defaults come from the classes and the
 descriptions from their docstrings (kafkalog.configfile.reference), and the rules every file obeys
 from the loader that reads it (kafkalog.configfile.typed); what only a loader knows (a default it fills
 in that the class cannot state) is listed here, and must name a real key. A test checks the file is
 up to date, every key is described, and the broker's loader accepts every key listed.
 
-Like the command line, this module sits above the server and the mirror: nothing imports it.
+Like the command line, this module sits above the server, the mirror and the registry: nothing imports it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import sys
 
 from kafkalog.configfile.reference import Section, render, rules, sections, with_defaults
 from kafkalog.mirror.config import MirrorConfig
+from kafkalog.schema_registry.config import RegistryConfig
 from kafkalog.server.config import BrokerConfig
 
 REGENERATE = "python -m kafkalog.cli.configdoc > docs/config-reference.md"
@@ -41,9 +43,14 @@ def mirror_sections() -> list[Section]:
     return with_defaults(sections(MirrorConfig), _MIRROR_LOADER_DEFAULTS)
 
 
+def registry_sections() -> list[Section]:
+    """The keys of ``kafkalog registry --config FILE``."""
+    return sections(RegistryConfig)
+
+
 def reference() -> str:
     out = [
-        "# Configuration reference: broker and mirror-maker",
+        "# Configuration reference: broker, mirror-maker and schema registry",
         "",
         f"Generated from the config classes by `{REGENERATE}`; do not edit by hand.",
         "",
@@ -63,6 +70,12 @@ def reference() -> str:
         "instead (`--source`, `--target`; `kafkalog mirror --help`). Guide: docs/mirror.md.",
         "",
         *render(mirror_sections(), level=3),
+        "## Schema registry: `kafkalog registry --config FILE`",
+        "",
+        "One registry process; example: conf/registry.yaml. Flags override the top-level keys",
+        "(`kafkalog registry --help`). Guide: docs/schema-registry.md.",
+        "",
+        *render(registry_sections(), level=3),
     ]
     return "\n".join(out).rstrip() + "\n"
 

@@ -1,4 +1,4 @@
-"""docs/config-reference.md: generated from the broker's and the mirror's config classes, up to date,
+"""docs/config-reference.md: generated from the broker's, the mirror's and the registry's config classes, up to date,
 every key described, and every key it lists accepted by the loader of its file."""
 
 from __future__ import annotations
@@ -12,11 +12,12 @@ from typing import Any
 import pytest
 import yaml
 
-from kafkalog.cli.configdoc import REGENERATE, broker_sections, mirror_sections, reference
+from kafkalog.cli.configdoc import REGENERATE, broker_sections, mirror_sections, reference, registry_sections
 from kafkalog.client.security import ClientSecurity
 from kafkalog.configfile.reference import Section, missing_docs, sections, with_defaults
 from kafkalog.log import LogConfig
 from kafkalog.mirror.config import ClusterSpec, MirrorConfig, load_mirror_config
+from kafkalog.schema_registry.config import RegistryConfig, RegistryTls, load_registry_config
 from kafkalog.server.config import (
     AuthorizationSettings,
     BrokerAddress,
@@ -37,7 +38,9 @@ def test_the_committed_reference_is_the_generated_one() -> None:
     assert committed == reference(), f"docs/config-reference.md is stale: {REGENERATE}"
 
 
-@pytest.mark.parametrize("parts", [broker_sections, mirror_sections], ids=["broker", "mirror"])
+@pytest.mark.parametrize(
+    "parts", [broker_sections, mirror_sections, registry_sections], ids=["broker", "mirror", "registry"]
+)
 def test_every_mapping_and_key_is_described(parts: Callable[[], list[Section]]) -> None:
     assert missing_docs(parts()) == [], "every config class needs a docstring, and every field one under it"
 
@@ -147,6 +150,20 @@ MIRROR = MirrorConfig(
 )
 
 
+REGISTRY = RegistryConfig(
+    bootstrap="10.0.0.1:9092,10.0.0.2:9092",
+    security=ClientSecurity("SSL", ca_file=Path("ca.pem")),
+    host="0.0.0.0",
+    port=8082,
+    advertised_url="https://registry-1.example.com:8082",
+    topic="_schemas_b",
+    leader_eligibility=False,
+    incompatible_error_code=40901,
+    tls=RegistryTls(Path("registry.pem"), Path("registry.key"), ca_file=Path("ca.pem"), client_auth=True),
+    users_file=Path("registry-users"),
+)
+
+
 def _write(tmp_path: Path, document: dict[str, Any]) -> Path:
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(document), encoding="utf-8")
@@ -176,6 +193,12 @@ def test_the_mirror_loader_reads_every_listed_key(tmp_path: Path) -> None:
     assert load_mirror_config(_write(tmp_path, document), {}) == MIRROR
 
 
+def test_the_registry_loader_reads_every_listed_key(tmp_path: Path) -> None:
+    document = _document(registry_sections(), REGISTRY)
+    assert set(document["tls"]) == {"certificate", "key", "key_password", "ca_file", "client_auth"}
+    assert load_registry_config(_write(tmp_path, document), {}) == REGISTRY
+
+
 def test_the_mirror_loader_names_clusters_as_the_reference_says(tmp_path: Path) -> None:
     path = _write(tmp_path, {"sources": [{"bootstrap": "h1:9092"}, "zk:zk:2181/west"], "target": "h9:9092"})
     config = load_mirror_config(path, {})
@@ -191,6 +214,8 @@ def test_the_commented_examples_load() -> None:
     assert broker.default_partitions == 3
     mirror = load_mirror_config(REPO / "conf" / "mirror.yaml", {})
     assert [s.name for s in mirror.sources] == ["east", "west"]
+    registry = load_registry_config(REPO / "conf" / "registry.yaml", {})
+    assert (registry.topic, registry.port) == ("_schemas", 8081)
 
 
 def test_the_shared_config_machinery_imports_nothing_of_ours() -> None:

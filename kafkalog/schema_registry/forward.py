@@ -1,0 +1,62 @@
+"""A write sent on to the primary registry over HTTP(S), and its answer brought back as it is.
+
+Only the primary writes to the topic; a registry that is not primary forwards every request that
+changes the state, with the caller's body, media type and credentials (every registry of a group
+reads the same users file), and answers what the primary answered. A forwarded request carries
+``FORWARDED_HEADER``: a registry that receives one while it is not primary (the election moved
+meanwhile) answers 50003 rather than forwarding it again, so a request never goes round in circles.
+"""
+
+from __future__ import annotations
+
+import http.client
+import ssl
+from dataclasses import dataclass
+from typing import Final
+from urllib.parse import urlsplit
+
+from kafkalog.schema_registry import errors
+
+FORWARDED_HEADER: Final = "X-Kafkalog-Registry-Forwarded"
+_MAX_ANSWER: Final = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Forwarded:
+    status: int
+    body: bytes
+    content_type: str
+
+
+class Forwarder:
+    """Sends requests to a primary's URL. Thread-safe (a connection per request)."""
+
+    def __init__(self, *, timeout_s: float, tls: ssl.SSLContext | None = None) -> None:
+        self.timeout_s = timeout_s
+        self.tls = tls
+
+    def forward(self, primary_url: str, method: str, target: str, body: bytes, headers: dict[str, str]) -> Forwarded:
+        """``method target`` (``/path?query``) at the primary; 50003 naming the cause if it fails."""
+        parts = urlsplit(primary_url)
+        host, port = parts.hostname or "", parts.port
+        connection: http.client.HTTPConnection
+        if parts.scheme == "https":
+            context = self.tls or ssl.create_default_context()
+            connection = http.client.HTTPSConnection(host, port, timeout=self.timeout_s, context=context)
+        else:
+            connection = http.client.HTTPConnection(host, port, timeout=self.timeout_s)
+        try:
+            connection.request(method, target, body=body, headers={**headers, FORWARDED_HEADER: "1"})
+            answer = connection.getresponse()
+            content = answer.read(_MAX_ANSWER + 1)
+            if len(content) > _MAX_ANSWER:
+                raise errors.forward_error(
+                    f"Error while forwarding the request to the leader: an answer over {_MAX_ANSWER} bytes"
+                )
+            return Forwarded(answer.status, content, answer.getheader("Content-Type") or "application/json")
+        except (OSError, http.client.HTTPException, ValueError) as e:  # ValueError: a target http.client refuses
+            raise errors.forward_error(
+                f"Error while forwarding the request to the leader {primary_url}: {e or type(e).__name__}"
+            ) from None
+        finally:
+            connection.close()

@@ -1,0 +1,247 @@
+"""The registry's HTTP server: the standard library's threading server, with the bounds an open port needs.
+
+Role: reads requests off connections (HTTP/1.1, kept alive), checks who is asking (TLS, HTTP basic
+authentication), answers them from the REST API (kafkalog.schema_registry.api), or, for a write on a
+registry that is not primary, forwards it (kafkalog.schema_registry.forward).
+
+Every connection is untrusted:
+- the TLS handshake runs in the connection's own thread, so a client that stalls it stalls nobody;
+- a connection idle or stalled for ``socket_timeout_s`` is closed; at most ``max_connections`` are
+  served at once (more are answered 503 and closed);
+- a body is read only when its ``Content-Length`` is at most ``max_body_bytes`` (413 past it, and
+  411 for a chunked body: clients send a length); a request line and headers are bounded by
+  ``http.server`` itself (64 KiB a line, 100 headers: 414 and 431);
+- with basic authentication every request must log in (401 otherwise), forwarded ones too.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import ssl
+import threading
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Final
+
+from kafkalog.errors import KafkalogError
+from kafkalog.schema_registry import errors
+from kafkalog.schema_registry.api import CONTENT_TYPE, Api, Request, Response
+from kafkalog.schema_registry.auth import BasicAuth
+from kafkalog.schema_registry.election import Primary
+from kafkalog.schema_registry.forward import FORWARDED_HEADER, Forwarder
+from kafkalog.schema_registry.store import Store
+
+log = logging.getLogger(__name__)
+
+_FORWARDED_HEADERS: Final = ("Content-Type", "Authorization", "Accept")
+
+
+@dataclass(frozen=True, slots=True)
+class HttpLimits:
+    max_body_bytes: int = 16 * 1024 * 1024
+    max_connections: int = 256
+    socket_timeout_s: float = 30.0
+
+
+class RegistryServer:
+    """Serves the API on ``host:port`` in background threads; ``port`` is the one bound."""
+
+    def __init__(
+        self,
+        api: Api,
+        store: Store,
+        primary: Primary,
+        forwarder: Forwarder,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 8081,
+        limits: HttpLimits = HttpLimits(),
+        tls: ssl.SSLContext | None = None,
+        auth: BasicAuth | None = None,
+    ) -> None:
+        self.api = api
+        self.store = store
+        self.primary = primary
+        self.forwarder = forwarder
+        self.limits = limits
+        self.tls = tls
+        self.auth = auth
+        self._slots = threading.BoundedSemaphore(limits.max_connections)
+        registry = self
+
+        class Handler(_Handler):
+            server_of = registry
+            timeout = limits.socket_timeout_s
+
+        self.server = _Server((host, port), Handler, self)
+        self.port: int = self.server.server_address[1]
+        self._thread = threading.Thread(target=self.server.serve_forever, name="kafkalog-registry-http", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        if self._thread.is_alive():  # shutdown() waits for serve_forever, which must be running
+            self.server.shutdown()
+        self.server.server_close()
+
+    # ------------------------------------------------------------------ one request
+
+    def answer(self, method: str, target: str, body: bytes, headers: dict[str, str]) -> Response:
+        """The answer to one request read off a connection (its headers by lower-case name)."""
+        if self.auth is not None and self.auth.user(headers.get("authorization")) is None:
+            return Response.of_error(errors.unauthorized())
+        try:
+            request = Request.of(method, target, body, headers.get("content-type"))
+        except errors.ApiError as e:
+            return Response.of_error(e)
+        try:
+            if self.api.is_write(request) and not self.primary.is_primary():
+                return self._forward(request, target, headers)
+            return self.api.handle(request)
+        except errors.ApiError as e:
+            return Response.of_error(e)
+        except KafkalogError as e:  # the store: StoreError, or a client error under it
+            log.warning("%s %s: %s", method, target[:200], e)
+            timeout = getattr(e, "timeout", False)
+            error = errors.operation_timeout(str(e)) if timeout else errors.store_error(str(e))
+            return Response.of_error(error)
+
+    def _forward(self, request: Request, target: str, headers: dict[str, str]) -> Response:
+        if headers.get(FORWARDED_HEADER.lower()):
+            raise errors.forward_error(
+                "Error while forwarding the request to the leader: this registry is not the leader"
+            )
+        url = self.primary.primary_url()
+        if url is None:
+            raise errors.leader_not_known()
+        sent = {name: headers[name.lower()] for name in _FORWARDED_HEADERS if name.lower() in headers}
+        answer = self.forwarder.forward(url, request.method, target, request.body, sent)
+        if 200 <= answer.status < 300:
+            try:  # the caller's next read here sees its write, as on the primary
+                self.store.catch_up()
+            except KafkalogError as e:
+                log.warning("catching up after a forwarded write: %s", e)
+        return Response(answer.status, answer.body, answer.content_type)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 128
+
+    def __init__(self, address: tuple[str, int], handler: type[_Handler], registry: RegistryServer) -> None:
+        self.registry = registry
+        super().__init__(address, handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.registry._slots.acquire(blocking=False):
+            _refuse(request)
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.registry._slots.release()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        log.debug("connection from %s ended with an error", client_address, exc_info=True)
+
+
+def _refuse(sock: socket.socket) -> None:
+    body = json.dumps({"error_code": 503, "message": "too many connections"}).encode()
+    head = (
+        "HTTP/1.1 503 Service Unavailable\r\n"
+        f"Content-Type: {CONTENT_TYPE}\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    )
+    try:
+        sock.settimeout(1.0)
+        sock.sendall(head.encode() + body)
+    except OSError:
+        pass
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "kafkalog-registry"
+    sys_version = ""
+    server_of: RegistryServer
+
+    def setup(self) -> None:
+        self.request.settimeout(self.timeout)
+        tls = self.server_of.tls
+        if tls is not None:
+            self.request = tls.wrap_socket(self.request, server_side=True)  # the handshake, in this thread
+        super().setup()
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            if self.server_of.tls is not None:
+                self.connection.close()
+
+    def do_GET(self) -> None:
+        self._serve()
+
+    def do_POST(self) -> None:
+        self._serve()
+
+    def do_PUT(self) -> None:
+        self._serve()
+
+    def do_DELETE(self) -> None:
+        self._serve()
+
+    def do_PATCH(self) -> None:
+        self._serve()
+
+    def do_HEAD(self) -> None:
+        self._send(Response.of_error(errors.method_not_allowed("HEAD")), head=True)
+
+    def _serve(self) -> None:
+        limit = self.server_of.limits.max_body_bytes
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            self.close_connection = True
+            self._send(Response.of_error(errors.ApiError(411, 411, "a request body needs a Content-Length")))
+            return
+        length_text = self.headers.get("Content-Length", "0").strip() or "0"
+        if not length_text.isdigit() or len(length_text) > 12:
+            self.close_connection = True
+            self._send(Response.of_error(errors.ApiError(400, 400, "invalid Content-Length")))
+            return
+        length = int(length_text)
+        if length > limit:
+            self.close_connection = True  # the body is never read: the connection cannot go on
+            self._send(Response.of_error(errors.request_too_large(limit)))
+            return
+        body = self.rfile.read(length) if length else b""
+        if len(body) < length:
+            self.close_connection = True
+            return
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        try:
+            response = self.server_of.answer(self.command, self.path, body, headers)
+        except Exception:
+            log.exception("%s %s", self.command, self.path[:200])
+            response = Response.of_error(errors.ApiError(500, 500, "Internal Server Error"))
+        self._send(response)
+
+    def _send(self, response: Response, *, head: bool = False) -> None:
+        self.send_response(response.status)
+        self.send_header("Content-Type", response.content_type)
+        self.send_header("Content-Length", str(len(response.body)))
+        if response.status == 401:
+            self.send_header("WWW-Authenticate", 'Basic realm="kafkalog-registry"')
+        if self.close_connection:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        if not head:
+            self.wfile.write(response.body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        log.debug("%s - %s", self.address_string(), format % args)

@@ -1,0 +1,66 @@
+"""The basic-authentication users file: written by ``kafkalog registry-user``, read at start with
+errors naming the line, passwords checked in constant time (and remembered once found right)."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+import pytest
+
+from kafkalog.schema_registry.auth import BasicAuth, PasswordHash, hash_password, read_users, set_user
+from kafkalog.schema_registry.errors import RegistryConfigError
+
+
+def basic(text: str) -> str:
+    return "Basic " + base64.b64encode(text.encode()).decode()
+
+
+def test_users_written_and_read_back(tmp_path: Path) -> None:
+    path = tmp_path / "users"
+    assert set_user(path, "alice", hash_password("one", iterations=1000)) is False
+    assert set_user(path, "bob", hash_password("two", iterations=1000)) is False
+    assert set_user(path, "alice", hash_password("three", iterations=1000)) is True
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert "one" not in path.read_text() and "three" not in path.read_text()
+    users = read_users(path)
+    assert sorted(users) == ["alice", "bob"]
+    auth = BasicAuth(users)
+    assert auth.user(basic("alice:three")) == "alice"
+    assert auth.user(basic("alice:one")) is None, "the old password is gone"
+    assert auth.user(basic("bob:two")) == "bob"
+    assert auth.user(basic("bob:two")) == "bob", "remembered"
+    assert auth.user(basic("bob:tw")) is None
+    assert auth.user(basic("carol:two")) is None
+    for header in (None, "", "Basic", "Basic !!!", "Bearer abc", basic("no-colon"), "Basic " + "A" * 5000):
+        assert auth.user(header) is None, header
+    with pytest.raises(RegistryConfigError, match="user 'a:b'"):
+        set_user(path, "a:b", hash_password("x", iterations=1000))
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("alice\n", ":1: expected user:hash"),
+        ("alice:md5$abc\n", ":1: expected pbkdf2-sha256"),
+        ("alice:pbkdf2-sha256$0$AAAAAAAAAAA=$" + "A" * 44 + "\n", ":1: iterations"),
+        ("alice:pbkdf2-sha256$10$!!$" + "A" * 44 + "\n", ":1: salt and key must be base64"),
+        ("# only a comment\n\n", "lists no user"),
+    ],
+)
+def test_a_wrong_users_file_names_its_line(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "users"
+    path.write_text(text)
+    with pytest.raises(RegistryConfigError, match=message.replace("$", r"\$")):
+        read_users(path)
+    with pytest.raises(RegistryConfigError, match="cannot read"):
+        read_users(tmp_path / "missing")
+
+
+def test_a_user_given_twice_is_refused(tmp_path: Path) -> None:
+    line = f"alice:{hash_password('x', iterations=1000)}\n"
+    path = tmp_path / "users"
+    path.write_text(line + line)
+    with pytest.raises(RegistryConfigError, match=":2: user 'alice' given twice"):
+        read_users(path)
+    assert PasswordHash.of(line.split(":", 1)[1]).matches("x")
