@@ -267,16 +267,16 @@ static int utf8_valid(const uint8_t *s, size_t n) {
 }
 
 /* a block's item count (0: the end), its byte size (-1: not given), the position of its items */
-static int read_block(Decoder *d, size_t *pos, int64_t min_bytes, uint64_t *count, int64_t *size) {
+static int read_block(Decoder *d, size_t *pos, int64_t min_bytes, uint64_t *count, int64_t *size, size_t *size_at) {
     size_t at = *pos;
     int64_t n = 0;
     if (read_long(d, pos, &n) != OK) return BAD;
     *size = -1;
     if (n < 0) {
         *count = (uint64_t)(-(n + 1)) + 1;
-        size_t size_at = *pos;
+        *size_at = *pos;
         if (read_long(d, pos, size) != OK) return BAD;
-        if (*size < 0) return bad(d, "negative length %lld at byte %zu", (long long)*size, size_at);
+        if (*size < 0) return bad(d, "negative length %lld at byte %zu", (long long)*size, *size_at);
     } else {
         *count = (uint64_t)n;
     }
@@ -318,11 +318,12 @@ static int collection(Decoder *d, int pc, size_t *pos) {
     for (;;) {
         uint64_t count = 0;
         int64_t size = -1;
-        if ((rc = read_block(d, pos, min_bytes, &count, &size)) != OK) return rc;
+        size_t size_at = 0;
+        if ((rc = read_block(d, pos, min_bytes, &count, &size, &size_at)) != OK) return rc;
         if (count == 0) break;
         if (!writes && size >= 0) {
             if ((uint64_t)size > d->end - *pos)
-                return bad(d, "length %lld at byte %zu exceeds the %zu bytes left", (long long)size, *pos,
+                return bad(d, "length %lld at byte %zu exceeds the %zu bytes left", (long long)size, size_at,
                            d->end - *pos);
             *pos += (size_t)size;
             continue;

@@ -151,10 +151,11 @@ class _Runner:
             raise _Bad(f"length {n} at byte {pos} exceeds the {self.end - after} bytes left")
         return n, after
 
-    def block(self, pos: int, min_bytes: int) -> tuple[int, int, int]:
-        """A block's item count (0 at the end), its byte size (-1 unknown) and where its items begin."""
+    def block(self, pos: int, min_bytes: int) -> tuple[int, int, int, int]:
+        """A block's item count (0 at the end), its byte size (-1 unknown) and where that was, and
+        where its items begin."""
         count, after = self.read_long(pos)
-        size = -1
+        size, size_at = -1, after
         if count < 0:
             count = -count
             size_at = after
@@ -169,7 +170,7 @@ class _Runner:
             if count > self.budget:
                 raise _Bad(f"block of {count} items at byte {pos} exceeds {MAX_EMPTY_ITEMS} items of no bytes")
             self.budget -= count
-        return count, size, after
+        return count, size, size_at, after
 
     # -- writing --------------------------------------------------------------------------------
 
@@ -329,12 +330,12 @@ class _Runner:
         min_bytes, item = code[head], head + 1
         key = self.columns[code[pc + 3]] if op == Op.MAP else None
         while True:
-            count, size, pos = self.block(pos, min_bytes)
+            count, size, size_at, pos = self.block(pos, min_bytes)
             if count == 0:
                 break
             if not writes and size >= 0:
                 if size > self.end - pos:
-                    raise _Bad(f"length {size} at byte {pos} exceeds the {self.end - pos} bytes left")
+                    raise _Bad(f"length {size} at byte {size_at} exceeds the {self.end - pos} bytes left")
                 pos += size
                 continue
             for _ in range(count):

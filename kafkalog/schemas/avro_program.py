@@ -18,8 +18,8 @@ null where the null branch is; an enum an int32 column of the reader's symbol in
 fixed-width binary; a decimal (bytes or fixed) a 16-byte (precision up to 38) or 32-byte
 little-endian two's complement, what Arrow's decimal128/decimal256 hold. Logical types are column
 annotations (:attr:`Column.logical`) for the Arrow side to cast. A reader field the writer lacks is
-a :attr:`Kind.CONST` column: the kernel writes nothing to it (or below it), and the Arrow side fills
-it with the field's default, one value for every row.
+a constant column (:attr:`Column.constant`): the kernel writes nothing to it (or below it), and the
+Arrow side fills it with the field's default, one value for every row.
 
 **Code** is a tuple of ints: nodes in pre-order, each ``(op, size, operands..., children...)`` where
 ``size`` counts the node's ints with its children's, so a node not taken (a union's other branches)
@@ -112,7 +112,7 @@ class Kind(enum.IntEnum):
     STRUCT = 8  # validity only; children hold the values
     LIST = 9  # int32 offsets; one child
     MAP = 10  # int32 offsets; a key and a value child
-    CONST = 11  # a reader field the writer lacks: nothing written, filled with its default after
+    CONST = 11  # (in the kernel's layout only) a constant column: nothing written, filled with its default after
 
 
 @dataclass(frozen=True)
@@ -121,8 +121,9 @@ class Column:
     is: long, bytes, ...), ``string``, ``enum`` (the index of one of ``symbols``), ``union`` (the
     struct of a union's members), ``decimal`` (``precision``, ``scale``), ``fixed``, ``uuid``,
     ``date``, ``time-millis``, ``time-micros``, ``timestamp-millis`` / ``-micros`` / ``-nanos`` and
-    their ``local-`` forms. ``nullable``: the reader's type can be null here. A :attr:`Kind.CONST`
-    column carries its ``default`` (JSON, as the reader's field gives it)."""
+    their ``local-`` forms. ``nullable``: the reader's type can be null here. A ``constant`` column
+    is a reader field the writer lacks: it carries its ``default`` (JSON, as the reader's field gives
+    it), and the kernel writes nothing to it or its children."""
 
     name: str
     kind: Kind
@@ -133,6 +134,7 @@ class Column:
     precision: int = 0
     scale: int = 0
     symbols: tuple[str, ...] = ()
+    constant: bool = False
     default: Any = None
 
     def to_json(self) -> list[Any]:
@@ -146,13 +148,16 @@ class Column:
             self.precision,
             self.scale,
             list(self.symbols),
+            self.constant,
             self.default,
         ]
 
     @classmethod
     def from_json(cls, value: Sequence[Any]) -> Column:
-        name, kind, parent, width, logical, nullable, precision, scale, symbols, default = value
-        return cls(name, Kind(kind), parent, width, logical, nullable, precision, scale, tuple(symbols), default)
+        name, kind, parent, width, logical, nullable, precision, scale, symbols, constant, default = value
+        return cls(
+            name, Kind(kind), parent, width, logical, nullable, precision, scale, tuple(symbols), constant, default
+        )
 
 
 @dataclass(frozen=True)
@@ -164,8 +169,9 @@ class Program:
 
     @property
     def layout(self) -> tuple[tuple[int, int, int], ...]:
-        """What the kernel needs of each column: (kind, parent, width)."""
-        return tuple((int(c.kind), c.parent, c.width) for c in self.columns)
+        """What the kernel needs of each column: (kind, parent, width); a constant column is
+        :attr:`Kind.CONST` there (the kernel writes nothing to it or below it)."""
+        return tuple((int(Kind.CONST if c.constant else c.kind), c.parent, c.width) for c in self.columns)
 
     def children(self, index: int) -> list[int]:
         return [i for i, c in enumerate(self.columns) if c.parent == index]
@@ -412,7 +418,7 @@ class _Compiler:
         )
 
     def make_const(self, col: int, default: Any) -> None:
-        self.out[col] = replace(self.out[col], kind=Kind.CONST, default=default)
+        self.out[col] = replace(self.out[col], constant=True, default=default)
 
     def skip(self, writer: AvroType, path: tuple[str, ...]) -> list[int]:
         """The node stepping over a value of ``writer`` (a field the reader lacks)."""

@@ -97,7 +97,7 @@ def to_arrow(buffers: Sequence[ColumnBuffers], columns: Sequence[Column]) -> pa.
     children = _children(columns)
     root = _array(buffers, columns, children, 0, buffers[0][0])
     if columns[0].kind == Kind.STRUCT and columns[0].logical != "union":
-        return pa.Table.from_arrays(root.flatten(), schema=arrow_schema(columns))
+        return pa.Table.from_struct_array(root)  # keeps the row count when the record has no fields
     return pa.Table.from_arrays([root], schema=arrow_schema(columns))
 
 
@@ -141,6 +141,8 @@ def _array(
 def _constant(
     columns: Sequence[Column], children: list[list[int]], index: int, arrow: pa.DataType, length: int
 ) -> pa.Array:
+    if length == 0:
+        return pa.array([], arrow)
     value = _default(columns, children, index, columns[index].default)
     return pa.repeat(pa.scalar(value, arrow), length)
 
