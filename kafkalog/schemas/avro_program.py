@@ -55,6 +55,7 @@ from kafkalog.schemas.avro_compat import check
 from kafkalog.schemas.errors import SchemaResolutionError
 
 MAX_PROGRAM_LENGTH: Final = 1 << 20  # ints of code; records shared along many paths are inlined at each
+MAX_COLUMNS: Final = 100_000  # columns of one reader schema (its records are columns at each use)
 MAX_EMPTY_ITEMS: Final = 1 << 20  # items of zero bytes (null, an empty record) one value may hold in all
 PROGRAM_VERSION: Final = 1
 
@@ -173,9 +174,6 @@ class Program:
         :attr:`Kind.CONST` there (the kernel writes nothing to it or below it)."""
         return tuple((int(Kind.CONST if c.constant else c.kind), c.parent, c.width) for c in self.columns)
 
-    def children(self, index: int) -> list[int]:
-        return [i for i, c in enumerate(self.columns) if c.parent == index]
-
     def to_json(self) -> str:
         return json.dumps(
             {"version": PROGRAM_VERSION, "code": list(self.code), "columns": [c.to_json() for c in self.columns]},
@@ -263,23 +261,15 @@ def _decimal_width(precision: int) -> int:
     return 16 if precision <= _DECIMAL128_DIGITS else 32
 
 
-def _min_bytes(node: AvroType) -> int:
-    """The fewest bytes a value of the writer's ``node`` takes (0 for null or an empty record)."""
-    if isinstance(node, Primitive):
-        return {"null": 0, "float": 4, "double": 8}.get(node.type, 1)
-    if isinstance(node, Fixed):
-        return node.size
-    if isinstance(node, Record):
-        return min(sum(_min_bytes(f.type) for f in node.fields), 1 << 30)
-    return 1  # array, map (a block count), enum, union (an index)
-
-
 class _Compiler:
     def __init__(self) -> None:
         self.out: list[Column] = []
         self.children: dict[int, list[int]] = {}
+        self.sizes: dict[int, int] = {}  # id of a writer record -> its fewest bytes (shared records: once)
 
     def add(self, column: Column) -> int:
+        if len(self.out) >= MAX_COLUMNS:
+            raise SchemaResolutionError(f"the reader schema would make more than {MAX_COLUMNS} columns")
         self.out.append(column)
         index = len(self.out) - 1
         self.children[index] = []
@@ -329,6 +319,20 @@ class _Compiler:
         kind = _STORAGE[node.type]
         annotation = logical.name if logical is not None else ("string" if node.type == "string" else "")
         return self.add(Column(name, kind, parent, logical=annotation, nullable=nullable))
+
+    def min_bytes(self, node: AvroType) -> int:
+        """The fewest bytes a value of the writer's ``node`` takes (0 for null or an empty record):
+        bounds a block's item count by the bytes left."""
+        if isinstance(node, Primitive):
+            return {"null": 0, "float": 4, "double": 8}.get(node.type, 1)
+        if isinstance(node, Fixed):
+            return node.size
+        if isinstance(node, Record):
+            known = self.sizes.get(id(node))
+            if known is None:
+                known = self.sizes[id(node)] = min(sum(self.min_bytes(f.type) for f in node.fields), 1 << 30)
+            return known
+        return 1  # array, map (a block count), enum, union (an index)
 
     def emit(self, code: list[int]) -> list[int]:
         if len(code) > MAX_PROGRAM_LENGTH:
@@ -386,11 +390,11 @@ class _Compiler:
             return _node(Op.RECORD, col, children=body)
         if isinstance(writer, Array) and isinstance(reader, Array):
             item = self.read(writer.items, reader.items, self.children[col][0], path)
-            return _node(Op.ARRAY, col, _min_bytes(writer.items), children=item)
+            return _node(Op.ARRAY, col, self.min_bytes(writer.items), children=item)
         if isinstance(writer, Map) and isinstance(reader, Map):
             key, value_col = self.children[col]
             value = self.read(writer.values, reader.values, value_col, path)
-            return _node(Op.MAP, col, key, 1 + _min_bytes(writer.values), children=value)
+            return _node(Op.MAP, col, key, 1 + self.min_bytes(writer.values), children=value)
         if isinstance(writer, Enum) and isinstance(reader, Enum):
             default = reader.symbols.index(reader.default) if reader.default in reader.symbols else -1
             mapping = [reader.symbols.index(s) if s in reader.symbols else default for s in writer.symbols]
@@ -430,9 +434,11 @@ class _Compiler:
             body = [i for f in writer.fields for i in self.skip(f.type, (*path, writer.fullname))]
             return self.emit(_node(Op.SKIP_RECORD, children=body))
         if isinstance(writer, Array):
-            return self.emit(_node(Op.SKIP_ARRAY, _min_bytes(writer.items), children=self.skip(writer.items, path)))
+            return self.emit(_node(Op.SKIP_ARRAY, self.min_bytes(writer.items), children=self.skip(writer.items, path)))
         if isinstance(writer, Map):
-            return self.emit(_node(Op.SKIP_MAP, 1 + _min_bytes(writer.values), children=self.skip(writer.values, path)))
+            return self.emit(
+                _node(Op.SKIP_MAP, 1 + self.min_bytes(writer.values), children=self.skip(writer.values, path))
+            )
         if isinstance(writer, Enum):
             return _node(Op.SKIP_VARINT)
         if isinstance(writer, Fixed):

@@ -592,3 +592,14 @@ def test_the_c_kernel_takes_any_buffer() -> None:
     assert _avro_columns.decode(as_views, 5, program.code, program.layout) == _avro_columns_py.decode(
         values * 2, 5, program.code, program.layout
     )
+
+
+def test_records_shared_along_many_paths_are_refused_before_they_grow() -> None:
+    # R0 holds R1 twice, R1 holds R2 twice, ...: 2^30 paths to R30, a column at each
+    types: list[Any] = [{"type": "record", "name": "R30", "fields": [{"name": "v", "type": "int"}]}]
+    for level in range(29, -1, -1):
+        fields = [{"name": "a", "type": types[-1]}, {"name": "b", "type": f"R{level + 1}"}]
+        types.append({"type": "record", "name": f"R{level}", "fields": fields})
+    diamond = avro.parse(json.dumps(types[-1]))
+    with pytest.raises(SchemaResolutionError, match="more than 100000 columns"):
+        compile_program(diamond, diamond)
