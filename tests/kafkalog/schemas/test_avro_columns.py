@@ -5,6 +5,7 @@ its pure-Python twin byte for byte (columns and bad reasons), on good values and
 
 from __future__ import annotations
 
+import concurrent.futures
 import datetime
 import decimal
 import io
@@ -603,3 +604,15 @@ def test_records_shared_along_many_paths_are_refused_before_they_grow() -> None:
     diamond = avro.parse(json.dumps(types[-1]))
     with pytest.raises(SchemaResolutionError, match="more than 100000 columns"):
         compile_program(diamond, diamond)
+
+
+@needs_c
+def test_the_c_kernel_decodes_chunks_in_threads_at_once() -> None:
+    # it lets go of the GIL while it decodes: chunks in threads share nothing but their program
+    assert _avro_columns is not None
+    program = program_of(EVENT, EVENT)
+    chunks = [encode(EVENT, [{**ONE, "id": i, "tags": list(range(i % 7))}] * 2000) for i in range(8)]
+    alone = [_avro_columns.decode(chunk, 5, program.code, program.layout) for chunk in chunks]
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        together = list(pool.map(lambda chunk: _avro_columns.decode(chunk, 5, program.code, program.layout), chunks))
+    assert together == alone
