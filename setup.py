@@ -1,5 +1,5 @@
-"""Builds the optional C kernels of kafkalog.record and kafkalog.protocol; everything else is declared in
-pyproject.toml."""
+"""Builds the optional C kernels of kafkalog.record, kafkalog.protocol and kafkalog.schemas; everything else
+is declared in pyproject.toml."""
 
 from setuptools import Extension, setup
 
@@ -28,6 +28,12 @@ setup(
             ["kafkalog/protocol/_wire.c"],
             extra_compile_args=["-O2"],
             optional=True,  # without it the protocol's reference codec runs alone
+        ),
+        Extension(
+            "kafkalog.schemas._avro_columns",
+            ["kafkalog/schemas/_avro_columns.c"],
+            extra_compile_args=["-O2"],
+            optional=True,  # without it the pure-Python twin (_avro_columns_py) decodes
         ),
     ]
 )

@@ -1,0 +1,618 @@
+"""Avro values into columns (kafkalog.schemas.avro_program, avro_columns and its two kernels): on
+generated writer schemas, readers derived from them by compatible evolution and records fastavro
+wrote, the columns read back to what fastavro's own resolving reader reads, and the C kernel equals
+its pure-Python twin byte for byte (columns and bad reasons), on good values and on corrupt ones."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import datetime
+import decimal
+import io
+import json
+import math
+import pickle
+import struct
+from collections.abc import Sequence
+from typing import Any
+
+import fastavro
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kafkalog.schemas import _avro_columns_py, avro, avro_columns
+from kafkalog.schemas.avro_program import MAX_EMPTY_ITEMS, Program, compile_program
+from kafkalog.schemas.errors import SchemaResolutionError
+from pipelines.executor.payloads.avro_arrow import arrow_schema, to_arrow
+
+FRAME = b"\x00\x00\x00\x00\x07"  # the Confluent frame: magic byte, schema id 7
+
+if avro_columns.NATIVE:
+    from kafkalog.schemas import _avro_columns
+else:  # pragma: no cover - a build without a compiler
+    _avro_columns = None
+
+needs_c = pytest.mark.skipif(_avro_columns is None, reason=f"the C kernel is not built: {avro_columns.WHY_PURE}")
+
+# -- generated schemas ----------------------------------------------------------------------------------
+
+PRIMITIVES = ["null", "boolean", "int", "long", "float", "double", "bytes", "string"]
+PROMOTIONS = {
+    "int": ["int", "long", "float", "double"],
+    "long": ["long", "float", "double"],
+    "float": ["float", "double"],
+    "string": ["string", "bytes"],
+    "bytes": ["bytes", "string"],
+}
+
+
+class Names:
+    """Unique names for the named types of one generated schema."""
+
+    def __init__(self) -> None:
+        self.next = 0
+
+    def __call__(self, prefix: str) -> str:
+        self.next += 1
+        return f"{prefix}{self.next}"
+
+
+@st.composite
+def avro_types(draw: st.DrawFn, names: Names, depth: int = 0, in_union: bool = False) -> Any:
+    """A writer type (JSON); each named type defined once."""
+    kinds = ["primitive", "fixed", "enum"]
+    if depth < 3:
+        kinds += ["record", "array", "map"] + ([] if in_union else ["union", "nullable"])
+    kind = draw(st.sampled_from(kinds))
+    if kind == "primitive":
+        return draw(st.sampled_from(PRIMITIVES))
+    if kind == "fixed":
+        return {"type": "fixed", "name": names("F"), "size": draw(st.integers(0, 4))}
+    if kind == "enum":
+        symbols = draw(st.lists(st.sampled_from("ABCDE"), min_size=1, max_size=5, unique=True))
+        return {"type": "enum", "name": names("E"), "symbols": symbols}
+    if kind == "record":
+        count = draw(st.integers(0, 4))
+        fields = [{"name": f"f{i}", "type": draw(avro_types(names, depth + 1))} for i in range(count)]
+        return {"type": "record", "name": names("R"), "fields": fields}
+    if kind == "array":
+        return {"type": "array", "items": draw(avro_types(names, depth + 1))}
+    if kind == "map":
+        return {"type": "map", "values": draw(avro_types(names, depth + 1))}
+    if kind == "nullable":
+        inner = draw(avro_types(names, depth + 1, in_union=True).filter(lambda t: t != "null"))
+        return draw(st.sampled_from([["null", inner], [inner, "null"]]))
+    # a union of several types: distinct primitives, at most one array and one map, named types
+    branches = draw(st.lists(avro_types(names, depth + 1, in_union=True), min_size=2, max_size=4, unique_by=_union_key))
+    return branches
+
+
+def _union_key(branch: Any) -> str:
+    if isinstance(branch, str):
+        return branch
+    return branch.get("name", branch["type"])
+
+
+@st.composite
+def values_of(draw: st.DrawFn, node: Any) -> Any:
+    if isinstance(node, list):
+        return draw(st.one_of([values_of(b) for b in node]))
+    kind = node if isinstance(node, str) else node["type"]
+    if kind == "null":
+        return None
+    if kind == "boolean":
+        return draw(st.booleans())
+    if kind == "int":
+        return draw(st.integers(-(2**31), 2**31 - 1))
+    if kind == "long":
+        return draw(st.integers(-(2**63), 2**63 - 1))
+    if kind == "float":
+        return draw(st.floats(width=32, allow_nan=False))
+    if kind == "double":
+        return draw(st.floats(allow_nan=False))
+    if kind == "bytes":
+        return draw(st.binary(max_size=6))
+    if kind == "string":
+        return draw(st.text(max_size=6))
+    if kind == "fixed":
+        return draw(st.binary(min_size=node["size"], max_size=node["size"]))
+    if kind == "enum":
+        return draw(st.sampled_from(node["symbols"]))
+    if kind == "array":
+        return draw(st.lists(values_of(node["items"]), max_size=3))
+    if kind == "map":
+        return draw(st.dictionaries(st.text(max_size=3), values_of(node["values"]), max_size=3))
+    return {f["name"]: draw(values_of(f["type"])) for f in node["fields"]}
+
+
+ADDED: list[tuple[Any, Any]] = [
+    ("int", 7),
+    ("long", -3),
+    ("double", 1.5),
+    ("float", 0.25),
+    ("boolean", True),
+    ("string", "dé"),
+    ("bytes", "\u00ff\u0001"),
+    (["null", "string"], None),
+    (["string", "null"], "s"),
+    ({"type": "array", "items": "long"}, [1, 2]),
+    ({"type": "map", "values": "int"}, {"a": 1}),
+    ({"type": "enum", "name": "@", "symbols": ["P", "Q"]}, "Q"),
+    ({"type": "fixed", "name": "@", "size": 2}, "ab"),
+    ({"type": "record", "name": "@", "fields": [{"name": "x", "type": "int"}]}, {"x": 3}),
+]
+
+
+@st.composite
+def evolved(draw: st.DrawFn, node: Any, names: Names) -> Any:
+    """A reader type that can read ``node``'s data: fields dropped, added with a default, reordered;
+    primitives promoted; a type made nullable; enum symbols added, or dropped with a default."""
+    if isinstance(node, list):
+        has_null = "null" in node
+        others = [b for b in node if b != "null"]
+        if len(others) == 1:
+            inner = draw(evolved(others[0], names))
+            if isinstance(inner, list):
+                return inner
+            return ["null", inner] if node[0] == "null" else [inner, "null"]
+        numeric = [b for b in node if b in ("int", "long", "float")]
+        if not has_null and len(numeric) == len(node) and draw(st.booleans()):
+            return "double"  # a writer union read by one type: every branch promotes to it
+        branches = draw(st.permutations(node))  # each writer branch finds its reader branch
+        if not has_null and draw(st.booleans()):
+            branches = [*branches, "null"]
+        return branches
+    kind = node if isinstance(node, str) else node["type"]
+    if kind in PROMOTIONS:
+        promoted = draw(st.sampled_from(PROMOTIONS[kind]))
+        other = draw(st.sampled_from([t for t in ("boolean", "string", "long", "bytes", "double") if t != promoted]))
+        # a writer type read by a reader union takes the first branch that reads it
+        several = draw(st.permutations([promoted, other, "null"]))
+        return draw(st.sampled_from([promoted, ["null", promoted], several]))
+    if kind == "enum":
+        symbols = list(node["symbols"])
+        choice = draw(st.sampled_from(["same", "more", "fewer"]))
+        if choice == "more":
+            symbols = draw(st.permutations([*symbols, "Z"]))
+            return {**node, "symbols": symbols}
+        if choice == "fewer" and len(symbols) > 1:
+            dropped = draw(st.sampled_from(symbols))
+            kept = [s for s in symbols if s != dropped]
+            return {**node, "symbols": kept, "default": draw(st.sampled_from(kept))}
+        return node
+    if kind == "array":
+        items = draw(evolved(node["items"], names))
+        return {"type": "array", "items": items}
+    if kind == "map":
+        return {"type": "map", "values": draw(evolved(node["values"], names))}
+    if kind == "record":
+        fields = []
+        for f in node["fields"]:
+            if draw(st.integers(0, 4)) == 0:
+                continue  # dropped: the reader skips it
+            fields.append({**f, "type": draw(evolved(f["type"], names))})
+        for i in range(draw(st.integers(0, 2))):
+            added_type, default = draw(st.sampled_from(ADDED))
+            if isinstance(added_type, dict) and added_type.get("name") == "@":
+                added_type = {**added_type, "name": names("N")}
+            fields.append({"name": f"n{i}", "type": added_type, "default": default})
+        return {**node, "fields": draw(st.permutations(fields))}
+    return node
+
+
+@st.composite
+def cases(draw: st.DrawFn) -> tuple[Any, Any, list[Any]]:
+    names = Names()
+    fields = draw(st.lists(avro_types(names, 1), min_size=1, max_size=5))
+    writer = {"type": "record", "name": "Root", "fields": [{"name": f"f{i}", "type": t} for i, t in enumerate(fields)]}
+    reader = draw(evolved(writer, names))
+    records = draw(st.lists(values_of(writer), min_size=1, max_size=6))
+    return writer, reader, records
+
+
+def encode(writer: Any, records: Sequence[Any]) -> list[bytes]:
+    parsed = fastavro.parse_schema(writer)
+    out = []
+    for record in records:
+        buffer = io.BytesIO()
+        buffer.write(FRAME)
+        fastavro.schemaless_writer(buffer, parsed, record)
+        out.append(buffer.getvalue())
+    return out
+
+
+def program_of(writer: Any, reader: Any) -> Program:
+    return compile_program(avro.parse(json.dumps(writer)), avro.parse(json.dumps(reader)))
+
+
+# -- columns back to Python values ----------------------------------------------------------------------
+
+
+def ours(node: Any, value: Any) -> Any:
+    """A value of Arrow's ``to_pylist`` of our table as fastavro gives it: maps as dicts, a union's
+    struct as its one member's value, fixed and bytes as bytes."""
+    if value is None:
+        return None
+    if isinstance(node, list):
+        others = [b for b in node if b != "null"]
+        if len(others) == 1:
+            return ours(others[0], value)
+        chosen = [i for i in range(len(others)) if value[f"member{i}"] is not None]
+        if not chosen:  # the member holds null itself: a member of type null cannot be (they are left out)
+            return None
+        return ours(others[chosen[0]], value[f"member{chosen[0]}"])
+    kind = node if isinstance(node, str) else node["type"]
+    if kind == "array":
+        return [ours(node["items"], v) for v in value]
+    if kind == "map":
+        return {k: ours(node["values"], v) for k, v in value}
+    if kind == "record":
+        return {f["name"]: ours(f["type"], value[f["name"]]) for f in node["fields"]}
+    return value
+
+
+def theirs(node: Any, value: Any) -> Any:
+    """fastavro's value, with bytes defaults as the bytes they stand for (fastavro gives the JSON
+    string of code points)."""
+    if value is None:
+        return None
+    if isinstance(node, list):
+        others = [b for b in node if b != "null"]
+        if len(others) == 1:
+            return theirs(others[0], value)
+        records = [
+            b
+            for b in others
+            if isinstance(b, dict) and b["type"] == "record" and isinstance(value, dict)
+            if {f["name"] for f in b["fields"]} == value.keys()
+        ]
+        # the record branch the value is, known by its fields (a bytes default is in an added field)
+        return theirs(records[0], value) if len(records) == 1 else value
+    kind = node if isinstance(node, str) else node["type"]
+    if kind in ("bytes", "fixed") and isinstance(value, str):
+        return value.encode("latin-1")
+    if kind == "array":
+        return [theirs(node["items"], v) for v in value]
+    if kind == "map":
+        return {k: theirs(node["values"], v) for k, v in value.items()}
+    if kind == "record":
+        return {f["name"]: theirs(f["type"], value[f["name"]]) for f in node["fields"]}
+    return value
+
+
+def _f32(x: float) -> float | None:
+    try:
+        return float(struct.unpack("<f", struct.pack("<f", x))[0])
+    except OverflowError:
+        return None
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equal, a float read into a float column as fastavro's double rounded to 32 bits."""
+    if isinstance(a, float) and isinstance(b, float):
+        return a == b or (math.isinf(a) and a == b) or (_f32(a) is not None and _f32(a) == _f32(b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+    return type(a) is type(b) and a == b
+
+
+def decode_all(values: list[bytes], program: Program) -> avro_columns.Decoded:
+    """The values decoded by the twin and, when built, by the C kernel: they must agree."""
+    py_columns, py_bad = _avro_columns_py.decode(values, 5, program.code, program.layout)
+    if _avro_columns is not None:
+        c_columns, c_bad = _avro_columns.decode(values, 5, program.code, program.layout)
+        assert c_bad == py_bad
+        assert c_columns == py_columns
+    return avro_columns.Decoded(py_columns, py_bad)
+
+
+# -- the tests ------------------------------------------------------------------------------------------
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases())
+def test_evolved_readers_read_what_fastavro_reads(case: tuple[Any, Any, list[Any]]) -> None:
+    writer, reader, records = case
+    values = encode(writer, records)
+    program = Program.from_json(program_of(writer, reader).to_json())  # as the driver ships it
+    decoded = decode_all(values, program)
+    w, r = fastavro.parse_schema(writer), fastavro.parse_schema(reader)
+    expected, not_utf8 = [], []
+    for i, value in enumerate(values):
+        try:
+            expected.append(theirs(reader, fastavro.schemaless_reader(io.BytesIO(value[5:]), w, r)))
+        except UnicodeDecodeError:  # bytes read as a string: not UTF-8
+            not_utf8.append(i)
+    assert [i for i, _ in decoded.bad] == not_utf8
+    assert all(reason.startswith("invalid UTF-8 in the string at byte") for _, reason in decoded.bad)
+    table = to_arrow(decoded.columns, program.columns)
+    assert table.schema == arrow_schema(program.columns)
+    got = [ours(reader, row) for row in table.to_pylist()]
+    assert same(got, expected), (got, expected)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases(), st.data())
+def test_corrupt_values_are_bad_alone_and_both_kernels_agree(
+    case: tuple[Any, Any, list[Any]], data: st.DataObject
+) -> None:
+    writer, reader, records = case
+    good = encode(writer, records)
+    program = program_of(writer, reader)
+    values = list(good)
+    for value in good:
+        mutated = bytearray(value)
+        for _ in range(data.draw(st.integers(1, 3))):
+            action = data.draw(st.sampled_from(["flip", "cut", "insert"]))
+            at = data.draw(st.integers(5, len(mutated)))
+            if action == "flip" and at < len(mutated):
+                mutated[at] = data.draw(st.integers(0, 255))
+            elif action == "cut":
+                del mutated[at:]
+            else:
+                mutated[at:at] = data.draw(st.binary(min_size=1, max_size=3))
+        values.append(bytes(mutated))
+    values.append(FRAME + data.draw(st.binary(max_size=40)))
+    decoded = decode_all(values, program)
+    bad = dict(decoded.bad)
+    assert decoded.rows + len(bad) == len(values)
+    # the good values fail alone as they fail among the others (bytes read as a string: not UTF-8)
+    assert set(range(len(good))) & set(bad) == {i for i, _ in decode_all(good, program).bad}
+    table = to_arrow(decoded.columns, program.columns)
+    assert table.num_rows == decoded.rows
+    # what is good decodes as the good values alone do: the bad ones left nothing behind
+    alone = decode_all([v for i, v in enumerate(values) if i not in bad], program)
+    assert alone.columns == decoded.columns
+
+
+EVENT = {
+    "type": "record",
+    "name": "Ev",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "name", "type": "string"},
+        {"name": "tags", "type": {"type": "array", "items": "int"}},
+        {"name": "kind", "type": {"type": "enum", "name": "K", "symbols": ["A", "B"]}},
+        {"name": "u", "type": ["null", "int", "string"]},
+    ],
+}
+ONE = {"id": 1, "name": "x", "tags": [5], "kind": "B", "u": "s"}
+
+
+def _bad(values: list[bytes], writer: Any = EVENT, reader: Any = EVENT) -> list[tuple[int, str]]:
+    return decode_all(values, program_of(writer, reader)).bad
+
+
+def test_each_kind_of_corruption_is_named() -> None:
+    (value,) = encode(EVENT, [ONE])
+    body = value[5:]
+    # id=1 (02), name len 1 (02) 'x', tags block 1 (02) 5 (0a) end (00), kind 1 (02), union 2 (04) len 1 (02) 's'
+    assert body == b"\x02\x02x\x02\x0a\x00\x02\x04\x02s"
+    cases = {
+        FRAME[:3]: "value shorter than 5 bytes",
+        FRAME: "truncated at byte 5",
+        value[:-1]: "length 1 at byte 13 exceeds the 0 bytes left",
+        value + b"\x00\x00": "2 bytes left after the record",
+        FRAME + b"\xff" * 11: "varint too long at byte 5",
+        FRAME + b"\x02\x03": "negative length -2 at byte 6",
+        FRAME + b"\x02\x02\xff": "invalid UTF-8 in the string at byte 7",
+        FRAME + body[:6] + b"\x04" + body[7:]: "enum index 2 out of range (2 symbols) at byte 11",
+        FRAME + body[:7] + b"\x06": "union branch 3 out of range (3 branches) at byte 12",
+        FRAME + body[:3] + b"\x7e": "block of 63 items at byte 8 exceeds the 0 bytes left",
+        FRAME + body[:3] + b"\x03\x7f": "negative length -64 at byte 9",
+        FRAME + body[:3] + b"\x02\x80\x80\x80\x80\x10": "int 2147483648 out of range at byte 9",
+    }
+    for bad_value, reason in cases.items():
+        assert _bad([value, bad_value, value]) == [(1, reason)], bad_value
+
+
+def test_a_block_with_a_negative_count_carries_its_size_and_both_are_read() -> None:
+    (value,) = encode(EVENT, [ONE])
+    body = value[5:]
+    blocked = FRAME + body[:3] + b"\x01\x02\x0a\x00" + body[6:]  # a block of -1 items, 1 byte: [5]
+    decoded = decode_all([blocked], program_of(EVENT, EVENT))
+    assert decoded.bad == []
+    assert to_arrow(decoded.columns, program_of(EVENT, EVENT).columns).to_pylist()[0]["tags"] == [5]
+    # a reader without the field skips the block by its size
+    skipping = {**EVENT, "fields": [f for f in EVENT["fields"] if f["name"] != "tags"]}
+    program = program_of(EVENT, skipping)
+    assert decode_all([blocked], program).bad == []
+    oversized = FRAME + body[:3] + b"\x01\x40\x0a\x00" + body[6:]
+    assert decode_all([oversized], program).bad == [(0, "length 32 at byte 9 exceeds the 6 bytes left")]
+
+
+def test_items_of_no_bytes_are_bounded() -> None:
+    writer = {"type": "record", "name": "R", "fields": [{"name": "a", "type": {"type": "array", "items": "null"}}]}
+    many = FRAME + _zigzag(MAX_EMPTY_ITEMS) + b"\x00"
+    too_many = FRAME + _zigzag(MAX_EMPTY_ITEMS) + _zigzag(1) + b"\x00"
+    decoded = decode_all([many, too_many], program_of(writer, writer))
+    assert decoded.bad == [(1, f"block of 1 items at byte 9 exceeds {MAX_EMPTY_ITEMS} items of no bytes")]
+    assert decoded.columns[1][3] == struct.pack("<ii", 0, MAX_EMPTY_ITEMS)
+
+
+def _zigzag(n: int) -> bytes:
+    n = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while n > 0x7F:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def test_logical_types_become_arrow_types() -> None:
+    schema = {
+        "type": "record",
+        "name": "L",
+        "fields": [
+            {"name": "d", "type": {"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 2}},
+            {
+                "name": "f",
+                "type": {"type": "fixed", "name": "D", "size": 3, "logicalType": "decimal", "precision": 6, "scale": 1},
+            },
+            {"name": "day", "type": {"type": "int", "logicalType": "date"}},
+            {"name": "ms", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+            {"name": "us", "type": {"type": "long", "logicalType": "local-timestamp-micros"}},
+            {"name": "id", "type": {"type": "string", "logicalType": "uuid"}},
+            {"name": "big", "type": {"type": "bytes", "logicalType": "decimal", "precision": 50, "scale": 0}},
+        ],
+    }
+    record = {
+        "d": decimal.Decimal("-1234567.89"),
+        "f": decimal.Decimal("-12.5"),
+        "day": datetime.date(2024, 2, 29),
+        "ms": datetime.datetime(2024, 1, 2, 3, 4, 5, 6000, tzinfo=datetime.UTC),
+        "us": datetime.datetime(2024, 1, 2, 3, 4, 5, 6),
+        "id": "0b9f8a36-8e71-4f2e-9a0c-5d3c1f7e2a10",
+        "big": decimal.Decimal(-(10**45)),
+    }
+    program = program_of(schema, schema)
+    decoded = decode_all(encode(schema, [record]), program)
+    table = to_arrow(decoded.columns, program.columns)
+    assert table.schema.types == [
+        pa.decimal128(9, 2),
+        pa.decimal128(6, 1),
+        pa.date32(),
+        pa.timestamp("ms", tz="UTC"),
+        pa.timestamp("us"),
+        pa.string(),
+        pa.decimal256(50, 0),
+    ]
+    assert table.to_pylist() == [record]
+
+
+def test_a_decimal_wider_than_its_column_is_bad_unless_it_is_sign_extension() -> None:
+    schema = {
+        "type": "record",
+        "name": "L",
+        "fields": [{"name": "d", "type": {"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 0}}],
+    }
+    padded = FRAME + _zigzag(18) + b"\xff" * 17 + b"\x85"  # -123 in 18 bytes
+    wide = FRAME + _zigzag(17) + b"\x01" + bytes(16)
+    decoded = decode_all([padded, wide], program_of(schema, schema))
+    assert decoded.bad == [(1, "decimal of 17 bytes at byte 6 does not fit 128 bits")]
+    assert to_arrow(decoded.columns, program_of(schema, schema).columns).to_pylist() == [{"d": -123}]
+
+
+def test_defaults_fill_the_fields_the_writer_lacks() -> None:
+    reader = {
+        **EVENT,
+        "fields": [
+            *EVENT["fields"],
+            {
+                "name": "n",
+                "type": {"type": "record", "name": "N", "fields": [{"name": "x", "type": "int"}]},
+                "default": {"x": 4},
+            },
+            {"name": "b", "type": "bytes", "default": "\u00ff"},
+            {"name": "o", "type": ["null", "long"], "default": None},
+        ],
+    }
+    values = encode(EVENT, [ONE, {**ONE, "u": None}])
+    program = program_of(EVENT, reader)
+    rows = to_arrow(decode_all(values, program).columns, program.columns).to_pylist()
+    assert [(r["n"], r["b"], r["o"]) for r in rows] == [({"x": 4}, b"\xff", None)] * 2
+    assert [r["u"] for r in rows] == [{"member0": None, "member1": "s"}, None]
+
+
+def test_a_program_is_plain_data() -> None:
+    program = program_of(EVENT, EVENT)
+    assert Program.from_json(program.to_json()) == program
+    assert pickle.loads(pickle.dumps(program)) == program
+    assert all(isinstance(i, int) for i in program.code)
+
+
+@pytest.mark.parametrize(
+    ("writer", "reader", "reason"),
+    [
+        ("string", "int", "cannot read the writer's data: {errorType:'TYPE_MISMATCH'"),
+        ("long", "int", "TYPE_MISMATCH"),
+        (
+            {"type": "enum", "name": "K", "symbols": ["A", "B"]},
+            {"type": "enum", "name": "K", "symbols": ["A"]},
+            "MISSING_ENUM_SYMBOLS",
+        ),
+        (["null", "string"], "string", "TYPE_MISMATCH"),
+        ({"type": "fixed", "name": "F", "size": 2}, {"type": "fixed", "name": "F", "size": 3}, "FIXED_SIZE_MISMATCH"),
+    ],
+)
+def test_incompatible_pairs_are_refused_when_compiled(writer: Any, reader: Any, reason: str) -> None:
+    def wrap(t: Any) -> Any:
+        return {"type": "record", "name": "R", "fields": [{"name": "a", "type": t}]}
+
+    with pytest.raises(SchemaResolutionError, match=reason.replace("{", r"\{").replace("(", r"\(")):
+        program_of(wrap(writer), wrap(reader))
+
+
+def test_a_reader_field_without_default_missing_from_the_writer_is_refused() -> None:
+    reader = {**EVENT, "fields": [*EVENT["fields"], {"name": "new", "type": "int"}]}
+    with pytest.raises(SchemaResolutionError, match="READER_FIELD_MISSING_DEFAULT_VALUE"):
+        program_of(EVENT, reader)
+
+
+def test_recursive_types_are_refused() -> None:
+    node = {
+        "type": "record",
+        "name": "Node",
+        "fields": [{"name": "next", "type": ["null", "Node"]}, {"name": "v", "type": "int"}],
+    }
+    with pytest.raises(SchemaResolutionError, match="recursive type Node"):
+        program_of(node, node)
+    other = {"type": "record", "name": "Node", "fields": [{"name": "v", "type": "int"}]}
+    with pytest.raises(SchemaResolutionError, match="recursive type Node"):
+        program_of(node, other)  # a recursive writer field the reader skips
+
+
+@needs_c
+def test_the_c_kernel_refuses_a_malformed_program() -> None:
+    assert _avro_columns is not None
+    program = program_of(EVENT, EVENT)
+    broken = list(program.code)
+    broken[1] += 1
+    for code, layout in [
+        (broken, program.layout),
+        (program.code[:-1], program.layout),
+        (program.code, program.layout[:3]),
+        ([22, 4, 1, 9], ((0, -1, 0),)),
+        (program.code, ((99, -1, 0),)),
+    ]:
+        with pytest.raises(ValueError, match=r"malformed decoding program|invalid layout"):
+            _avro_columns.decode([FRAME], 5, code, layout)
+
+
+@needs_c
+def test_the_c_kernel_takes_any_buffer() -> None:
+    assert _avro_columns is not None
+    values = encode(EVENT, [ONE])
+    program = program_of(EVENT, EVENT)
+    as_views = [memoryview(v) for v in values] + [bytearray(values[0])]
+    assert _avro_columns.decode(as_views, 5, program.code, program.layout) == _avro_columns_py.decode(
+        values * 2, 5, program.code, program.layout
+    )
+
+
+def test_records_shared_along_many_paths_are_refused_before_they_grow() -> None:
+    # R0 holds R1 twice, R1 holds R2 twice, ...: 2^30 paths to R30, a column at each
+    types: list[Any] = [{"type": "record", "name": "R30", "fields": [{"name": "v", "type": "int"}]}]
+    for level in range(29, -1, -1):
+        fields = [{"name": "a", "type": types[-1]}, {"name": "b", "type": f"R{level + 1}"}]
+        types.append({"type": "record", "name": f"R{level}", "fields": fields})
+    diamond = avro.parse(json.dumps(types[-1]))
+    with pytest.raises(SchemaResolutionError, match="more than 100000 columns"):
+        compile_program(diamond, diamond)
+
+
+@needs_c
+def test_the_c_kernel_decodes_chunks_in_threads_at_once() -> None:
+    # it lets go of the GIL while it decodes: chunks in threads share nothing but their program
+    assert _avro_columns is not None
+    program = program_of(EVENT, EVENT)
+    chunks = [encode(EVENT, [{**ONE, "id": i, "tags": list(range(i % 7))}] * 2000) for i in range(8)]
+    alone = [_avro_columns.decode(chunk, 5, program.code, program.layout) for chunk in chunks]
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        together = list(pool.map(lambda chunk: _avro_columns.decode(chunk, 5, program.code, program.layout), chunks))
+    assert together == alone
