@@ -397,9 +397,20 @@ def _decimals(array: pa.Array, plan: Plan) -> pa.Array:
         import decimal  # noqa: PLC0415 - only when a schema has decimals
 
         scale = plan.scale
-        values = [None if u is None else decimal.Decimal(u).scaleb(-scale) for u in unscaled]
+        # exact: an unscaled integer with its exponent (scaleb would round to the context's 28 digits)
+        values = [None if u is None else decimal.Decimal(u).scaleb(-scale, _EXACT) for u in unscaled]
         return pa.array(values, plan.final)
     return pa.array([None if u is None else _decimal_text(u, plan.scale) for u in unscaled], pa.string())
+
+
+def _exact_context() -> Any:
+    import decimal  # noqa: PLC0415
+
+    return decimal.Context(prec=decimal.MAX_PREC, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)
+
+
+_EXACT = _exact_context()
+"""A decimal context that never rounds: Avro's unscaled integers have as many digits as their bytes."""
 
 
 def _decimal_text(unscaled: int, scale: int) -> str:

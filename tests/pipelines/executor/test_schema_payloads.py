@@ -550,3 +550,18 @@ def test_connect_logical_types_inside_structs_and_arrays() -> None:
         ),
         (1, {"inner": None, "prices": None}),
     ]
+
+
+def test_decimals_of_38_digits_load_exactly() -> None:
+    """Not rounded to Python's default 28 significant digits on the way to decimal128."""
+    schema = {
+        "type": "record",
+        "name": "W",
+        "fields": [{"name": "m", "type": {"type": "bytes", "logicalType": "decimal", "precision": 38, "scale": 2}}],
+    }
+    decoder = AvroValues(Decoder(format="avro", schema_file=AVSC), subject(schema, {1: schema}, 1))
+    values = [decimal.Decimal("123456789012345678901234567890123456.78"), decimal.Decimal("-0.01")]
+    with decimal.localcontext(decimal.Context(prec=60)):
+        got, bad = rows(decoder, [frame(1, avro(schema, {"m": v})) for v in values])
+    assert bad == []
+    assert [row["m"] for _, row in got] == values
