@@ -49,6 +49,14 @@ class _Unanswered(Exception):
     """This address did not answer usefully (try the next one); the message is the cause."""
 
 
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """A 30x is answered as the error it is: a registry's answers are never redirects to follow
+    (following one would send the credentials to another origin)."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
 class RegistryClient:
     """Reads from one registry (its addresses are copies of it). Not thread-safe; one per run."""
 
@@ -57,6 +65,8 @@ class RegistryClient:
         self.max_response_bytes = max_response_bytes
         self._context = _tls_context(registry) if any(u.startswith("https:") for u in registry.urls) else None
         self._headers = {"Accept": ACCEPT}
+        # no redirects: urllib would carry the Authorization header to wherever a 30x points
+        self._opener = urllib.request.build_opener(_NoRedirects(), urllib.request.HTTPSHandler(context=self._context))
         if registry.username is not None and registry.password is not None:
             token = base64.b64encode(f"{registry.username}:{registry.password}".encode()).decode("ascii")
             self._headers["Authorization"] = f"Basic {token}"
@@ -128,7 +138,7 @@ class RegistryClient:
         request = urllib.request.Request(base + path, headers=self._headers, method="GET")
         timeout = self.registry.timeout_ms / 1000
         try:
-            with urllib.request.urlopen(request, timeout=timeout, context=self._context) as response:
+            with self._opener.open(request, timeout=timeout) as response:
                 body = self._read(response)
         except urllib.error.HTTPError as exc:
             with exc:
@@ -146,7 +156,7 @@ class RegistryClient:
             raise _Unanswered(_first_line(exc) if str(exc).strip() else type(exc).__name__) from None
         try:
             return json.loads(body)
-        except (ValueError, UnicodeDecodeError) as exc:
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             raise SchemaRegistryError(f"schema registry {base}: GET {path} answered no JSON ({exc})") from None
 
     def _read(self, response: Any) -> bytes:

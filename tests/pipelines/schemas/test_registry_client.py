@@ -225,3 +225,43 @@ def test_a_writer_schema_with_an_array_of_items_of_no_bytes_is_refused() -> None
             PayloadSchemaError, match=r"version 1 \(id 1\): /pings: an array of items that take no bytes"
         ):
             resolve_schemas(avro_decoder(sr.url), ["t"])
+
+
+def test_a_redirect_is_not_followed_so_credentials_stay_with_the_registry() -> None:
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen: list[str | None] = []
+
+    class Elsewhere(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            seen.append(self.headers.get("Authorization"))
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"[1]")
+
+    elsewhere = ThreadingHTTPServer(("127.0.0.1", 0), Elsewhere)
+
+    class Redirecting(Elsewhere):
+        def do_GET(self) -> None:
+            self.send_response(302)
+            self.send_header("Location", f"http://127.0.0.1:{elsewhere.server_address[1]}{self.path}")
+            self.end_headers()
+
+    registry = ThreadingHTTPServer(("127.0.0.1", 0), Redirecting)
+    threads = [threading.Thread(target=s.serve_forever, daemon=True) for s in (elsewhere, registry)]
+    for thread in threads:
+        thread.start()
+    try:
+        url = f"http://127.0.0.1:{registry.server_address[1]}"
+        client = RegistryClient(Registry(urls=(url,), username="loader", password="s3cret"))
+        with pytest.raises(SchemaRegistryError, match="answered HTTP 302"):
+            client.versions("t-value")
+        assert seen == []
+    finally:
+        for server in (elsewhere, registry):
+            server.shutdown()
+            server.server_close()
