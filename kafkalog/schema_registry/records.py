@@ -165,6 +165,8 @@ def decode(key: bytes | None, value: bytes | None) -> Record:
         v = None if value is None else json.loads(value)
     except (ValueError, UnicodeDecodeError) as e:
         return UnreadableRecord(f"not JSON: {e}")
+    except RecursionError:
+        return UnreadableRecord("not JSON: nested too deeply")
     if not isinstance(k, dict) or not isinstance(k.get("keytype"), str):
         return UnreadableRecord("a key without a keytype")
     keytype = k["keytype"]
@@ -174,11 +176,13 @@ def decode(key: bytes | None, value: bytes | None) -> Record:
         return _decode(keytype, k, v)
     except (KeyError, TypeError, ValueError) as e:
         return UnreadableRecord(f"a {keytype} record without a valid {e}")
+    except Exception as e:  # any record of the topic is untrusted: it must never stop the reader
+        return UnreadableRecord(f"a {keytype} record that cannot be read: {type(e).__name__}: {e}")
 
 
 def _decode(keytype: str, key: dict[str, Any], value: dict[str, Any] | None) -> Record:
     if keytype == SCHEMA:
-        subject, version = _str(key, "subject"), _int(key, "version")
+        subject, version = _str(key, "subject"), _number(key, "version")
         if value is None:
             return SchemaRecord(subject, version, None)
         schema_type = SchemaType.of(value.get("schemaType"))
@@ -187,7 +191,7 @@ def _decode(keytype: str, key: dict[str, Any], value: dict[str, Any] | None) -> 
             for r in _list(value.get("references"))
         )
         schema = SchemaValue(
-            _str(value, "subject"), _int(value, "version"), _int(value, "id"), _str(value, "schema"),
+            _str(value, "subject"), _number(value, "version"), _number(value, "id"), _str(value, "schema"),
             schema_type, references, value.get("deleted") is True,
         )  # fmt: skip
         return SchemaRecord(subject, version, schema)
@@ -220,6 +224,18 @@ def _int(d: dict[str, Any], name: str) -> int:
     value = d[name]
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(name)
+    return value
+
+
+MAX_NUMBER: Final = 2**31 - 1
+"""The largest schema id or version (a Java int, as Confluent's registry and the wire format's 4 bytes hold)."""
+
+
+def _number(d: dict[str, Any], name: str) -> int:
+    """A schema id or version: 1 to 2^31-1 (one past it would stop every later registration)."""
+    value = _int(d, name)
+    if not 1 <= value <= MAX_NUMBER:
+        raise ValueError(f"{name} (out of 1..{MAX_NUMBER}: {value})")
     return value
 
 

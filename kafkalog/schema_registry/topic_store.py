@@ -165,32 +165,57 @@ class TopicStore:
     # ------------------------------------------------------------------ the reader
 
     def _read(self) -> None:
-        consumer = self._consumer
-        assert consumer is not None
+        """The reader thread: it ends only when the store closes (an unexpected failure is logged, waited
+        out and retried from the same offset, since a reader that stopped would leave every write of this
+        registry unanswered and its reads stale)."""
         failures = 0
         while not self._closed.is_set():
-            position = self._state.applied
             try:
-                result = consumer.fetch(self.topic, PARTITION, position)
-            except OffsetOutOfRangeError as e:
-                # only a topic whose start was deleted (not one a registry made) gets here
-                if position >= e.log_start_offset:  # past the end: the topic was made again
-                    self._reader_error = f"the topic ends at {e.log_end_offset}, before {position}: was it deleted?"
-                    log.warning("%s topic: %s", self.topic, self._reader_error)
-                    self._closed.wait(5.0)
-                    continue
-                log.warning("the %s topic starts after %d: reading from %d", self.topic, position, e.log_start_offset)
-                self._state.advance(e.log_start_offset)
-                continue
-            except KafkalogError as e:
+                failures = self._read_once(failures)
+            except Exception as e:
                 failures += 1
-                self._reader_error = str(e)
-                log.warning("reading the %s topic at %d: %s", self.topic, position, e)
+                self._reader_error = f"{type(e).__name__}: {e}"
+                log.exception("reading the %s topic at %d", self.topic, self._state.applied)
                 self._closed.wait(min(0.1 * 2**failures, 5.0))
-                continue
-            failures, self._reader_error = 0, None
-            for message in result.messages:
-                self._state.apply(message.key, message.value, message.offset)
-            self._state.advance(result.next_offset(position))
-            with self._progress:
-                self._progress.notify_all()
+
+    def _read_once(self, failures: int) -> int:
+        """Fetch once from the state's offset and apply what came; the count of failures in a row after it."""
+        consumer = self._consumer
+        assert consumer is not None
+        position = self._state.applied
+        try:
+            result = consumer.fetch(self.topic, PARTITION, position)
+        except OffsetOutOfRangeError as e:
+            # only a topic whose start was deleted (not one a registry made) gets here
+            if position >= e.log_start_offset:  # past the end: the topic was made again
+                self._reader_error = f"the topic ends at {e.log_end_offset}, before {position}: was it deleted?"
+                log.warning("%s topic: %s", self.topic, self._reader_error)
+                self._closed.wait(5.0)
+                return failures
+            log.warning("the %s topic starts after %d: reading from %d", self.topic, position, e.log_start_offset)
+            self._state.advance(e.log_start_offset)
+            return failures
+        except KafkalogError as e:
+            failures += 1
+            self._reader_error = str(e)
+            log.warning("reading the %s topic at %d: %s", self.topic, position, e)
+            self._closed.wait(min(0.1 * 2**failures, 5.0))
+            return failures
+        failures, self._reader_error = 0, None
+        for message in result.messages:
+            self._apply(message.key, message.value, message.offset)
+        self._state.advance(result.next_offset(position))
+        with self._progress:
+            self._progress.notify_all()
+        return 0
+
+    def _apply(self, key: bytes | None, value: bytes | None, offset: int) -> None:
+        """Apply one record; one that fails in any way is skipped, never the end of the reader (a compacted
+        topic keeps it, so a reader that stopped on it would stop on it again at every start)."""
+        try:
+            self._state.apply(key, value, offset)
+        except Exception:  # the topic is untrusted: anyone allowed to produce to it wrote this record
+            with self._state.lock:
+                self._state.applied = max(self._state.applied, offset + 1)
+                self._state.skipped += 1
+            log.exception("%s topic: the record at offset %d skipped", self.topic, offset)

@@ -66,3 +66,34 @@ def test_other_writers_records_are_read_or_skipped_without_failing() -> None:
         (records.config_key(None), b'{"compatibilityLevel":7}'),
     ]:
         assert isinstance(records.decode(key, value), records.UnreadableRecord), (key, value)
+
+
+def test_hostile_records_are_unreadable_never_an_exception() -> None:
+    """Anyone who can produce to the topic can write these: a reader that raised on one would stop for
+    good (and a compacted topic keeps the record, so every restart would stop on it again)."""
+    value = b'{"subject":"a","version":1,"id":1,"schema":"x","schemaType":5}'
+    for key, value_ in [
+        (b"[" * 5000, None),  # json's RecursionError
+        (records.schema_key("a", 1), b"[" * 5000),
+        (records.schema_key("a", 1), b'{"subject":"a","version":1,"id":1,"schema":"x","references":' + b"[" * 5000),
+        (records.schema_key("a", 1), value),  # a schemaType that is not a string
+        (records.schema_key("a", 1), b'{"subject":"a","version":1,"id":1,"schema":"x","schemaType":["AVRO"]}'),
+        (records.schema_key("a", 1), b'{"subject":"a","version":1,"id":1,"schema":"x","references":[{"name":1}]}'),
+    ]:
+        assert isinstance(records.decode(key, value_), records.UnreadableRecord), (key[:40], value_[:80])
+
+
+def test_ids_and_versions_outside_a_java_int_are_unreadable() -> None:
+    """One record with id 2^31 would make every later registration find no id left."""
+
+    def value(version: int, schema_id: int) -> bytes:
+        return json.dumps({"subject": "a", "version": version, "id": schema_id, "schema": "x"}).encode()
+
+    top = 2**31 - 1
+    assert records.decode(records.schema_key("a", top), value(top, top)) == records.SchemaRecord(
+        "a", top, SchemaValue("a", top, top, "x")
+    )
+    for version, schema_id in [(1, 2**31), (1, 0), (1, -1), (2**31, 1), (0, 1), (1, 10**30)]:
+        decoded = records.decode(records.schema_key("a", version), value(version, schema_id))
+        assert isinstance(decoded, records.UnreadableRecord), (version, schema_id)
+    assert isinstance(records.decode(records.schema_key("a", 2**31), None), records.UnreadableRecord)
