@@ -104,7 +104,7 @@ class Identity:
                 str(value["host"]), int(value["port"]), value.get("master_eligibility") is True,
                 str(value.get("scheme", "http")), value.get("leader") is True,
             )  # fmt: skip
-        except (ValueError, TypeError, KeyError):
+        except Exception:  # any member's metadata is untrusted: Infinity (OverflowError), deep nesting ...
             return None
         return identity if identity.scheme in ("http", "https") and 0 < identity.port < 65536 else None
 
@@ -238,6 +238,16 @@ class GroupElection:
                 self._drop_connection()
                 joined = False
                 self._closed.wait(min(1.0, self.heartbeat_interval_s))
+            except Exception:
+                # a member that stopped would stop heartbeating and keep naming a stale primary until a
+                # restart: forget the primary (writes answer 50004 meanwhile), wait, join again
+                log.exception("registry election in group %s: an unexpected failure, joining again", self.group)
+                with self._changed:
+                    self._primary = None
+                    self._changed.notify_all()
+                self._drop_connection()
+                joined = False
+                self._closed.wait(min(1.0, self.heartbeat_interval_s))
 
     def _join_and_sync(self) -> bool:
         """One JoinGroup + SyncGroup round; False when the group must be joined again."""
@@ -310,7 +320,7 @@ class GroupElection:
                 chosen = Identity.decode(json.dumps(master_identity).encode())
                 if chosen is not None:
                     primary = (master, chosen.url)
-        except (ValueError, AttributeError):
+        except Exception:  # the group's leader is any member: its assignment is untrusted
             log.warning("group %s: an assignment that is not a registry's: %r", self.group, data[:200])
         if primary != self._primary:
             mine = " (this registry)" if primary and primary[0] == self.member_id else ""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from kafkalog.schema_registry.election import DUPLICATE_URLS, Identity, choose
+from kafkalog.schema_registry.election import DUPLICATE_URLS, GroupElection, Identity, choose
 
 
 def test_identity_is_confluents_json() -> None:
@@ -41,3 +41,59 @@ def test_the_smallest_eligible_url_is_chosen_unless_a_primary_stays() -> None:
     assert choose([("m-c", c)]) == {"version": 1, "error": 0, "master": None, "master_identity": None}
     twice = choose([("m-a", a), ("m-a2", Identity("a", 8081))])
     assert (twice["error"], twice["master"]) == (DUPLICATE_URLS, None)
+
+
+def test_hostile_metadata_is_no_identity() -> None:
+    """Any client can join the group with any metadata: none of it may raise out of the decoder (the
+    group leader's thread decodes every member's)."""
+    for hostile in (
+        b'{"host":"a","port":Infinity}',  # OverflowError in int()
+        b'{"host":"a","port":1e400}',
+        b'{"host":"a","port":-Infinity}',
+        b'{"host":"a","port":NaN}',
+        b"[" * 4096,  # RecursionError, under the metadata cap
+        b'{"host":"a","port":1,"scheme":' + b"[" * 4000,
+    ):
+        assert Identity.decode(hostile) is None, hostile[:40]
+
+
+def _election() -> GroupElection:
+    # nothing connects before start(): the bootstrap is never dialled here
+    return GroupElection("127.0.0.1:1", Identity("127.0.0.1", 8081, True, "http"), session_timeout_s=0.3)
+
+
+def test_a_hostile_assignment_names_no_primary() -> None:
+    """The group's leader is whichever member the coordinator picked: its assignment is untrusted."""
+    election = _election()
+    good = choose([("m-1", Identity("10.0.0.1", 8081, True, "http"))])
+    election._assigned(json.dumps(good).encode())
+    assert election.primary_url() == "http://10.0.0.1:8081"
+    for hostile in (
+        b'{"master":"m-2","master_identity":{"host":"evil","port":Infinity}}',
+        b'{"master":"m-2","master_identity":{"host":"evil","port":1e400}}',
+        b"[" * 4096,
+        b'{"master":"m-2","master_identity":' + b"[" * 4000,
+        b"[1]",
+        b'"text"',
+    ):
+        election._assigned(hostile)
+        assert election.primary_url() is None, hostile[:40]
+        election._assigned(json.dumps(good).encode())
+
+
+def test_the_member_survives_an_unexpected_failure_and_forgets_the_primary() -> None:
+    election = _election()
+    election._assigned(json.dumps(choose([("m-1", Identity("10.0.0.1", 8081, True, "http"))])).encode())
+    attempts: list[int] = []
+
+    def failing_join() -> bool:
+        attempts.append(1)
+        if len(attempts) >= 3:
+            election._closed.set()
+        raise RecursionError("maximum recursion depth exceeded")
+
+    election._join_and_sync = failing_join  # type: ignore[method-assign]
+    election._run()  # returns once closed: the failures were logged and retried, not raised
+    assert len(attempts) == 3
+    assert election.primary_url() is None
+    assert not election.is_primary()
