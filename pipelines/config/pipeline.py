@@ -261,6 +261,11 @@ class Registry:
             if not is_http_address(url):
                 shown = url.rpartition("@")[2]  # never a user's credentials in an error
                 raise _fail(f"urls[{i}]", f"{shown!r} is not an http:// or https:// address (http://host:8081)")
+            if "@" in url.partition("://")[2].partition("/")[0]:
+                # credentials in an address would be shown in errors and shipped to the tasks
+                raise _fail(
+                    f"urls[{i}]", "an address may not carry credentials (user:password@): use username and password"
+                )
         if (self.username is None) != (self.password is None):
             raise _fail("username", "basic auth needs a username and a password (the password from the environment)")
         if self.subject_strategy in ("record", "topic_record") and self.record is None:

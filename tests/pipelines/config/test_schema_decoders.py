@@ -193,3 +193,12 @@ def test_fingerprints_of_files_without_the_new_keys_stay(tmp_path: Path) -> None
     path = tmp_path / "p.yaml"
     path.write_text(yaml.safe_dump(spec_data({"format": "json", "schema": {"a": "long"}})), encoding="utf-8")
     assert load_spec(path).fingerprint() == "ea720e2488cf5cb5"  # what it was before the schema'd decoders
+
+
+def test_an_address_carrying_credentials_is_refused_without_showing_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SR_PASSWORD", "s3cret")
+    urls = ["https://loader:${env:SR_PASSWORD}@sr:8081"]
+    message = error(tmp_path, {"format": "avro", "registry": {"urls": urls}})
+    assert "may not carry credentials" in message and "s3cret" not in message, message
