@@ -38,7 +38,9 @@ class RegistryApp:
         )  # fmt: skip
         self.registry = Registry(self.store, config.rules)
         limits = HttpLimits(config.max_request_bytes, config.max_connections, config.socket_timeout_ms / 1000)
-        forwarder = Forwarder(timeout_s=config.forward_timeout_ms / 1000, tls=tls_client)
+        forwarder = Forwarder(
+            timeout_s=config.forward_timeout_ms / 1000, tls=tls_client, https_only=tls_server is not None
+        )
         self.election: GroupElection | None = None
         self.server = RegistryServer(
             Api(self.registry), self.store, _NotYet(), forwarder, host=config.host, port=config.port,

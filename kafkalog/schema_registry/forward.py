@@ -5,6 +5,8 @@ changes the state, with the caller's body, media type and credentials (every reg
 reads the same users file), and answers what the primary answered. A forwarded request carries
 ``FORWARDED_HEADER``: a registry that receives one while it is not primary (the election moved
 meanwhile) answers 50003 rather than forwarding it again, so a request never goes round in circles.
+A registry that serves HTTPS forwards to ``https://`` URLs only (50003 otherwise): any member of the
+group can become primary, and a downgrade would send the caller's credentials in the clear.
 """
 
 from __future__ import annotations
@@ -31,13 +33,23 @@ class Forwarded:
 class Forwarder:
     """Sends requests to a primary's URL. Thread-safe (a connection per request)."""
 
-    def __init__(self, *, timeout_s: float, tls: ssl.SSLContext | None = None) -> None:
+    def __init__(self, *, timeout_s: float, tls: ssl.SSLContext | None = None, https_only: bool = False) -> None:
+        """``https_only``: this registry serves HTTPS, so a write (and the caller's credentials) is never
+        sent on over plain HTTP, whatever URL a member of the group advertises."""
         self.timeout_s = timeout_s
         self.tls = tls
+        self.https_only = https_only
 
     def forward(self, primary_url: str, method: str, target: str, body: bytes, headers: dict[str, str]) -> Forwarded:
         """``method target`` (``/path?query``) at the primary; 50003 naming the cause if it fails."""
         parts = urlsplit(primary_url)
+        if parts.scheme not in ("http", "https") or (self.https_only and parts.scheme != "https"):
+            raise errors.forward_error(
+                f"Error while forwarding the request to the leader {primary_url}: this registry serves HTTPS"
+                " and sends no request (nor its credentials) to a leader without it"
+                if self.https_only
+                else f"Error while forwarding the request to the leader {primary_url}: not an http(s) URL"
+            )
         host, port = parts.hostname or "", parts.port
         connection: http.client.HTTPConnection
         if parts.scheme == "https":

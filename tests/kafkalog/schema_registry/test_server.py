@@ -27,6 +27,7 @@ from kafkalog.schema_registry.api import Api
 from kafkalog.schema_registry.auth import BasicAuth, PasswordHash, hash_password
 from kafkalog.schema_registry.config import RegistryTls
 from kafkalog.schema_registry.election import StaticPrimary
+from kafkalog.schema_registry.errors import ApiError
 from kafkalog.schema_registry.forward import Forwarder
 from kafkalog.schema_registry.registry import Registry
 from kafkalog.schema_registry.server import HttpLimits, RegistryServer
@@ -180,6 +181,29 @@ def test_a_registry_that_is_not_primary_forwards_writes_and_serves_reads(tmp_pat
         assert (status, answer["error_code"]) == (500, 50003)
         assert answer["message"].startswith("Error while forwarding the request to the leader")
         connection.close()
+
+
+def test_an_https_registry_never_forwards_to_an_http_primary() -> None:
+    """Any member of the group can advertise any URL and become primary: a registry that serves HTTPS
+    must not send a write, with the caller's credentials, over plain HTTP to it."""
+    shared = MemoryStore()
+    secret = {"Authorization": "Basic " + base64.b64encode(b"alice:secret").decode()}
+    with serving(shared) as plain_primary:
+        url = f"http://127.0.0.1:{plain_primary.port}"
+        for forwarder in (Forwarder(timeout_s=5, https_only=True), Forwarder(timeout_s=5)):
+            with serving(shared, primary=StaticPrimary(url, own=False), forwarder=forwarder) as secondary:
+                connection = http.client.HTTPConnection("127.0.0.1", secondary.port, timeout=5)
+                status, answer = request(connection, "PUT", "/config", {"compatibility": "NONE"}, secret)
+                connection.close()
+            if forwarder.https_only:
+                assert (status, answer["error_code"]) == (500, 50003)
+                assert "serves HTTPS" in answer["message"]
+                assert shared.log == [], "nothing reached the http primary"
+            else:
+                assert status == 200, "an http registry forwards to an http primary"
+                assert len(shared.log) == 1
+    with pytest.raises(ApiError, match="not an http"):
+        Forwarder(timeout_s=5).forward("ftp://127.0.0.1:1", "PUT", "/config", b"{}", {})
 
 
 def test_confluent_kafkas_client_and_serializers_against_the_registry() -> None:
