@@ -144,6 +144,11 @@ def avro_columns(schema_text: str, *, where: str = "the Avro schema") -> AvroCol
     )
 
 
+MAX_COLUMN_TYPES = 100_000
+"""The most types one schema's columns may hold, nested ones counted (as kafkalog.schemas.avro_program
+bounds its columns): a small schema can name a large tree."""
+
+
 class _Avro:
     """One walk of an Avro schema (see ``avro_columns``)."""
 
@@ -151,6 +156,9 @@ class _Avro:
         self.names = names
         self.where = where
         self.tagged = False
+        self.visited = 0
+        """Types walked: a named record is walked again wherever it is used, so a schema that uses
+        one record twice in each of its records has columns exponential in its size."""
 
     def fail(self, path: str, message: str) -> PayloadSchemaError:
         return PayloadSchemaError(f"{self.where}: {path or 'the top level'}: {message}")
@@ -158,6 +166,9 @@ class _Avro:
     def type(self, node: Any, namespace: str | None, path: str) -> tuple[Any, Any, Plan]:
         """(plain Arrow type, final Arrow type, plan) of an Avro type; for a record, the types are
         struct types whose fields are the record's."""
+        self.visited += 1
+        if self.visited > MAX_COLUMN_TYPES:
+            raise self.fail(path, f"the schema makes more than {MAX_COLUMN_TYPES:,} columns and types: too many")
         if isinstance(node, str):
             if node in _PRIMITIVES:
                 kind = _PRIMITIVES[node]

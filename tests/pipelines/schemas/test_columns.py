@@ -250,3 +250,18 @@ def test_connect_maps_are_refused_for_now() -> None:
 def test_a_declared_schema_is_read_as_connect_writes_it() -> None:
     columns = connect_columns(declared_connect_schema({"id": "string", "at": "timestamp", "b": "binary"}))
     assert columns.schema == pa.schema([("id", pa.string()), ("at", pa.timestamp("us", tz="UTC")), ("b", pa.binary())])
+
+
+def test_a_small_schema_that_names_a_huge_tree_is_refused_quickly() -> None:
+    """Each record uses the next twice: 40 records, 2**40 columns."""
+    import time
+
+    depth = 40
+    records: list[dict[str, Any]] = [{"type": "record", "name": f"R{depth}", "fields": [{"name": "x", "type": "long"}]}]
+    for i in range(depth - 1, -1, -1):
+        fields = [{"name": "a", "type": records[-1]}, {"name": "b", "type": f"R{i + 1}"}]
+        records.append({"type": "record", "name": f"R{i}", "fields": fields})
+    started = time.monotonic()
+    with pytest.raises(PayloadSchemaError, match="more than 100,000 columns and types"):
+        avro_columns(json.dumps(records[-1]), where="t-value")
+    assert time.monotonic() - started < 5
