@@ -763,7 +763,9 @@ static PyObject *py_decode(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "malformed decoding program");
         goto done;
     }
-    if ((values = PySequence_Fast(values_obj, "values must be a sequence of bytes")) == NULL) goto done;
+    /* a tuple of its own (a list's items copied, each referenced): the values stay alive while the
+       GIL is released, whatever another thread does to the caller's list meanwhile */
+    if ((values = PySequence_Tuple(values_obj)) == NULL) goto done;
     n = PySequence_Fast_GET_SIZE(values);
     ptrs = PyMem_Calloc((size_t)n + 1, sizeof(*ptrs));
     lens = PyMem_Calloc((size_t)n + 1, sizeof(*lens));
