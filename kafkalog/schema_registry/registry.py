@@ -375,7 +375,12 @@ class Registry:
         self, subject: str, level: CompatibilityLevel, new: ParsedSchema, previous: Sequence[SchemaValue]
     ) -> list[str]:
         parsed = [self._stored_parsed(v) for v in previous]
-        found = check(level, new, parsed, versions=[v.version for v in previous])
+        try:
+            found = check(level, new, parsed, versions=[v.version for v in previous])
+        except InvalidSchemaError as e:  # too large to compare, nested too deeply: the new schema's fault
+            raise errors.invalid_schema(f"Invalid schema: {e}") from None
+        except RecursionError:
+            raise errors.invalid_schema("Invalid schema: nested too deeply to compare") from None
         if found:
             found.append(f"{{validateFields: 'false', compatibility: '{level.value}'}}")
         return found

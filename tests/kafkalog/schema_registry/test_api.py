@@ -429,3 +429,31 @@ def test_schemas_listed_and_lists_paged() -> None:
     assert c.call("GET", "/subjects/a/versions?limit=1") == (200, [1])
     assert error(c.call("GET", "/subjects?offset=x")) == (422, 422)
     assert error(c.call("GET", "/subjects?limit=99999999999999")) == (422, 422)
+
+
+def test_schemas_too_large_to_compare_are_invalid_not_a_server_error() -> None:
+    """The checkers give up past their bounds (InvalidSchemaError): the new schema's fault, 42201."""
+    client = Client()
+    props = {f"p{i}": {"type": "string"} for i in range(20_001)}  # past json_schema_compat.MAX_COMPARISONS
+    first = {"type": "object", "properties": props}
+    second = {"type": "object", "properties": {**props, "x": {"type": "integer"}}}
+    assert client.register("j", first, schemaType="JSON")[0] == 200
+    body = {"schema": json.dumps(second), "schemaType": "JSON"}
+    for target in ("/subjects/j/versions", "/compatibility/subjects/j/versions/latest"):
+        status, answer = client.call("POST", target, body)
+        assert (status, answer["error_code"]) == (422, 42201), target
+        assert "too large to compare" in answer["message"]
+
+
+def test_a_recursion_error_while_comparing_is_an_invalid_schema(monkeypatch: pytest.MonkeyPatch) -> None:
+    client = Client()
+    assert client.register("s", V1)[0] == 200
+
+    def too_deep(*_: Any, **__: Any) -> list[str]:
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr("kafkalog.schema_registry.registry.check", too_deep)
+    assert error(client.register("s", V2_DEFAULT)) == (422, 42201)
+    assert error(client.call("POST", "/compatibility/subjects/s/versions", {"schema": json.dumps(V2_DEFAULT)})) == (
+        422, 42201,
+    )  # fmt: skip
