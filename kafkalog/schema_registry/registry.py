@@ -224,13 +224,17 @@ class Registry:
         value = self._version(subject, version_text, deleted=True)
         return self._referrers(value)
 
-    def _referrers(self, value: SchemaValue) -> list[int]:
+    def _referrers(self, value: SchemaValue, *, deleted: bool = False, within: str | None = None) -> list[int]:
+        """The ids of the versions that reference ``value``: soft-deleted ones too with ``deleted`` (a
+        hard delete must not leave them a dangling reference: they could not be parsed again), and
+        none of subject ``within`` (deleted with it)."""
         with self.state.lock:
             return sorted(
                 {
                     other.schema_id
                     for other in self.state.all_versions()
-                    if not other.deleted
+                    if (deleted or not other.deleted)
+                    and other.subject != within
                     and any(r.subject == value.subject and r.version == value.version for r in other.references)
                 }
             )
@@ -283,10 +287,12 @@ class Registry:
         return text
 
     def _reference_texts(
-        self, references: Sequence[SchemaReference]
+        self, references: Sequence[SchemaReference], *, new: bool = False
     ) -> tuple[dict[str, str], tuple[SchemaReference, ...]]:
         """Every schema ``references`` pull in, directly or not (name -> text), and the references
-        with ``-1`` (latest) resolved; 42201 naming one that is not registered."""
+        with ``-1`` (latest) resolved; 42201 naming one that is not registered, or with ``new`` (a
+        registration) one soft deleted (a schema stored already may reference one: it was not when
+        it was registered)."""
         texts: dict[str, str] = {}
         resolved = []
         with self.state.lock:
@@ -304,6 +310,11 @@ class Registry:
                         f"Invalid schema: reference '{reference.name}' to subject '{reference.subject}' "
                         f"version {reference.version} is not registered"
                     )
+                if new and direct and value.deleted:
+                    raise errors.invalid_schema(
+                        f"Invalid schema: reference '{reference.name}' to subject '{reference.subject}' "
+                        f"version {value.version}, which is soft deleted"
+                    )
                 if direct:
                     resolved.append(SchemaReference(reference.name, reference.subject, value.version))
                 if (value.subject, value.version) in seen:
@@ -315,8 +326,9 @@ class Registry:
                 stack.extend((r, False) for r in reversed(value.references))
         return texts, tuple(resolved)
 
-    def _parse(self, request: SchemaRequest) -> ParsedSchema:
-        texts, references = self._reference_texts(request.references)
+    def _parse(self, request: SchemaRequest, *, new: bool = False) -> ParsedSchema:
+        """``new``: a schema to register (its references may not be soft deleted)."""
+        texts, references = self._reference_texts(request.references, new=new)
         try:
             return _PARSERS[request.schema_type](request.text, texts, declared=references)
         except InvalidSchemaError as e:
@@ -449,7 +461,7 @@ class Registry:
             importing = mode == IMPORT
             if request.schema_id is not None and not importing:
                 raise errors.operation_not_permitted(f"Subject {subject} is not in import mode")
-            parsed = self._parse(request)
+            parsed = self._parse(request, new=True)
             if normalize:
                 parsed = parsed.normalized()
             references = tuple(parsed.references)
@@ -517,7 +529,7 @@ class Registry:
                 raise errors.version_not_soft_deleted(subject, value.version)
             if not permanent and value.deleted:
                 raise errors.version_soft_deleted(subject, value.version)
-            if self._referrers(value):
+            if self._referrers(value, deleted=permanent):
                 raise errors.references_exist(value.schema_id)
             key = records.schema_key(subject, value.version)
             self._write([(key, None if permanent else _soft_deleted(value).encode())])
@@ -545,6 +557,9 @@ class Registry:
                 return [v.version for v in live]
             if live:
                 raise errors.subject_not_soft_deleted(subject)
+            for value in every:
+                if self._referrers(value, deleted=True, within=subject):
+                    raise errors.references_exist(value.schema_id)
             batch: list[Write] = [(records.schema_key(subject, v.version), None) for v in reversed(every)]
             if configured:
                 batch.append((records.config_key(subject), None))

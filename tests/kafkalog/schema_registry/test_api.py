@@ -253,6 +253,36 @@ def test_references_resolve_and_a_referenced_schema_cannot_be_deleted() -> None:
     assert error(c.call("DELETE", "/subjects/inner")) == (422, 42206)
 
 
+def test_no_hard_delete_leaves_a_dangling_reference() -> None:
+    """A soft-deleted referrer still holds its reference (it can be read, and a later version of its
+    subject is checked against nothing it cannot parse): the referenced version outlives it until the
+    referrer is hard deleted itself. A new reference to a soft-deleted version is refused."""
+    c = Client()
+    inner = {"type": "record", "name": "Inner", "namespace": "demo", "fields": [{"name": "x", "type": "int"}]}
+    outer = {"type": "record", "name": "Outer", "namespace": "demo", "fields": [{"name": "i", "type": "demo.Inner"}]}
+    refs = [{"name": "demo.Inner", "subject": "inner", "version": 1}]
+    assert c.register("inner", inner) == (200, {"id": 1})
+    assert c.register("outer", outer, references=refs) == (200, {"id": 2})
+    assert c.call("DELETE", "/subjects/outer") == (200, [1])  # the referrer, soft deleted
+    assert c.call("DELETE", "/subjects/inner") == (200, [1])  # a soft-deleted referrer does not hold it
+    assert error(c.call("DELETE", "/subjects/inner?permanent=true")) == (422, 42206)
+    assert error(c.call("DELETE", "/subjects/inner/versions/1?permanent=true")) == (422, 42206)
+    status, body = c.register("outer", outer, references=refs)
+    assert (status, body["error_code"]) == (422, 42201), "a new reference to a soft-deleted version"
+    assert "soft deleted" in body["message"]
+    assert c.call("DELETE", "/subjects/outer?permanent=true") == (200, [1])
+    assert c.call("DELETE", "/subjects/inner?permanent=true") == (200, [1]), "no referrer left"
+    # versions of one subject that reference each other go together
+    assert c.register("self", inner)[0] == 200
+    chain = {**outer, "name": "Chain"}
+    assert c.call("PUT", "/config/self", {"compatibility": "NONE"})[0] == 200
+    assert c.register("self", chain, references=[{**refs[0], "subject": "self"}])[0] == 200
+    assert error(c.call("DELETE", "/subjects/self")) == (422, 42206), "a live referrer holds v1 (soft delete)"
+    assert c.call("DELETE", "/subjects/self/versions/2")[0] == 200
+    assert c.call("DELETE", "/subjects/self") == (200, [1])
+    assert c.call("DELETE", "/subjects/self?permanent=true") == (200, [1, 2])
+
+
 def test_protobuf_and_json_schemas() -> None:
     c = Client()
     status, body = c.register("p", PROTO, schemaType="PROTOBUF")
