@@ -17,6 +17,7 @@ import binascii
 import hashlib
 import hmac
 import os
+import tempfile
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -100,7 +101,8 @@ class BasicAuth:
         self._known: dict[str, bytes] = {}
         """user -> SHA-256 of the password last found right."""
         self._lock = threading.Lock()
-        self._dummy = hash_password("-", min((h.iterations for h in users.values()), default=DEFAULT_ITERATIONS))
+        # an unknown user costs what the costliest known one does: never less, or timing tells them apart
+        self._dummy = hash_password("-", max((h.iterations for h in users.values()), default=DEFAULT_ITERATIONS))
 
     def user(self, header: str | None) -> str | None:
         """The user the header logs in, or None (missing, malformed, unknown user, wrong password)."""
@@ -111,7 +113,7 @@ class BasicAuth:
             return None
         try:
             decoded = base64.b64decode(encoded.strip(), validate=True).decode("utf-8")
-        except (binascii.Error, UnicodeDecodeError):
+        except ValueError:  # binascii.Error, UnicodeDecodeError, and a header that is not ASCII
             return None
         user, sep, password = decoded.partition(":")
         if not sep:
@@ -150,11 +152,17 @@ def set_user(path: Path, user: str, hashed: PasswordHash) -> bool:
             out.append(line)
     if not found:
         out.append(f"{user}:{hashed}")
-    temporary = path.with_name(f".{path.name}.tmp")
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "w", encoding="utf-8") as f:
-        f.write("\n".join(out) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    temporary.replace(path)
+    # a fresh file of a name nobody can guess (O_EXCL: never a symlink or a leftover planted there),
+    # readable by its owner only whatever the umask, renamed over the file in the same directory
+    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as f:
+            os.fchmod(f.fileno(), 0o600)
+            f.write("\n".join(out) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        Path(temporary).replace(path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
     return found

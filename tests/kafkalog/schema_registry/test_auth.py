@@ -4,6 +4,7 @@ errors naming the line, passwords checked in constant time (and remembered once 
 from __future__ import annotations
 
 import base64
+import os
 from pathlib import Path
 
 import pytest
@@ -64,3 +65,36 @@ def test_a_user_given_twice_is_refused(tmp_path: Path) -> None:
     with pytest.raises(RegistryConfigError, match=":2: user 'alice' given twice"):
         read_users(path)
     assert PasswordHash.of(line.split(":", 1)[1]).matches("x")
+
+
+def test_a_header_that_is_not_ascii_logs_no_one_in() -> None:
+    auth = BasicAuth({"alice": hash_password("secret", iterations=1000)})
+    for header in ("Basic é", "Basic YWxpY2U6c2VjcmV0é", "Basic \u0100"):
+        assert auth.user(header) is None, header
+
+
+def test_an_unknown_user_costs_what_the_costliest_known_one_does() -> None:
+    auth = BasicAuth({"a": hash_password("x", iterations=1000), "b": hash_password("y", iterations=3000)})
+    assert auth._dummy.iterations == 3000
+
+
+def test_the_users_file_is_written_through_a_fresh_private_file(tmp_path: Path) -> None:
+    """No predictable temporary name: a symlink planted at the old one is never followed, a leftover
+    file never reused (nor its mode kept), and nothing is left beside the file."""
+    path = tmp_path / "users"
+    victim = tmp_path / "victim"
+    victim.write_text("untouched\n")
+    (tmp_path / ".users.tmp").symlink_to(victim)
+    old_umask = os.umask(0)
+    try:
+        assert set_user(path, "alice", hash_password("one", iterations=1000)) is False
+    finally:
+        os.umask(old_umask)
+    assert victim.read_text() == "untouched\n"
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert not path.is_symlink()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".users.tmp", "users", "victim"]
+    path.chmod(0o644)  # a file made readable by hand is private again once rewritten
+    assert set_user(path, "alice", hash_password("two", iterations=1000)) is True
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".users.tmp", "users", "victim"]
