@@ -201,6 +201,10 @@ class _Handler(BaseHTTPRequestHandler):
         self._serve()
 
     def do_HEAD(self) -> None:
+        length = (self.headers.get("Content-Length") or "0").strip()
+        if length != "0" or self.headers.get("Transfer-Encoding") is not None:
+            # a body is never read here: left in the stream it would be read as the next request
+            self.close_connection = True
         self._send(Response.of_error(errors.method_not_allowed("HEAD")), head=True)
 
     def _serve(self) -> None:

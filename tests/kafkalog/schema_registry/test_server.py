@@ -89,6 +89,28 @@ def test_requests_share_one_kept_alive_connection() -> None:
         connection.close()
 
 
+def test_a_head_request_with_a_body_closes_the_connection() -> None:
+    """HEAD's body is never read: the connection ends, or the body would be read as the next request
+    (here a smuggled GET)."""
+    smuggled = b"GET /subjects HTTP/1.1\r\nHost: x\r\n\r\n"
+    with serving() as server, socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+        sock.sendall(b"HEAD / HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(smuggled), smuggled))
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+    assert received.startswith(b"HTTP/1.1 405")
+    assert received.count(b"HTTP/1.1 ") == 1, received
+    assert b"Connection: close" in received
+    with serving() as server, socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+        sock.sendall(b"HEAD / HTTP/1.1\r\nHost: x\r\n\r\n" + smuggled)  # no body: kept alive
+        received = b""
+        while received.count(b"HTTP/1.1 ") < 2 or not received.endswith(b"[]"):
+            chunk = sock.recv(65536)
+            assert chunk, received
+            received += chunk
+        assert received.startswith(b"HTTP/1.1 405")
+
+
 def test_bodies_past_the_limit_and_bodies_without_a_length_are_refused() -> None:
     with serving(limits=HttpLimits(max_body_bytes=1000)) as server:
         connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
@@ -140,6 +162,8 @@ def test_basic_auth_is_asked_on_every_request(tmp_path: Path) -> None:
         connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
         status, body = request(connection, "GET", "/subjects")
         assert (status, body["error_code"]) == (401, 401)
+        status, body = request(connection, "GET", "/subjects", headers={"Authorization": "Basic é"})
+        assert (status, body["error_code"]) == (401, 401), "a header that is not ASCII"
         for wrong in ("alice:nope", "bob:secret", "alice", ""):
             header = {"Authorization": "Basic " + base64.b64encode(wrong.encode()).decode()}
             assert request(connection, "GET", "/subjects", headers=header)[0] == 401, wrong
