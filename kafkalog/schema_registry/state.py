@@ -8,7 +8,9 @@ id), is logged and skipped, so a topic shared with other implementations never s
 
 Invariants:
 - a schema id names one schema (type, text, references) for good: the first record that gives it
-  wins; ``max_id`` only grows, so an id freed by hard deletes is never given again;
+  wins; ``max_id`` only grows, so an id freed by hard deletes is not given again while the topic
+  still holds a record of it (once compaction removed them all, a replay starts lower: as in
+  Confluent's registry, docs/schema-registry.md's known limitations);
 - ``ids`` maps a schema's identity to its id while some version (soft deleted or not) holds it;
 - reads and applies hold ``lock`` (the reader thread applies while request threads read).
 """
