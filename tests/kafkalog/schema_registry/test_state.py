@@ -109,3 +109,18 @@ def test_a_soft_subject_delete_covers_the_versions_it_names_only() -> None:
     state.apply(records.delete_subject_key("s"), records.delete_subject_value("s", 1), 3)
     assert [v.deleted for v in state.every("s")] == [True, False]
     assert [v.version for v in state.live("s")] == [2]
+
+
+def test_an_id_past_a_java_int_in_the_topic_stops_no_registration() -> None:
+    """Anyone allowed to produce to the topic could write one: read as a record, it would leave no id
+    for every later schema."""
+    store = MemoryStore()
+    garbage = json.dumps({"subject": "x", "version": 1, "id": 2**31, "schema": '"int"'}).encode()
+    store.write([(records.schema_key("x", 1), garbage)])
+    store.write([(records.schema_key("x", 2**40), garbage)])
+    assert store.state.skipped == 2
+    assert store.state.max_id == 0
+    answer = Api(Registry(store, Rules())).handle(
+        Request.of("POST", "/subjects/s/versions", json.dumps({"schema": SCHEMAS[0]}).encode())
+    )
+    assert (answer.status, json.loads(answer.body)) == (200, {"id": 1})
