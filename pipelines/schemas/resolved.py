@@ -245,6 +245,8 @@ class _SubjectReader:
                 f"subject {subject} has no version {version} (it has {', '.join(map(str, numbers))})"
             )
         reader = chosen[0]
+        if self.schema_type == "AVRO":
+            _refuse_unreadable_writers(subject, reader, versions)
         found = SubjectSchemas(
             self.schema_type,
             reader.schema,
@@ -346,3 +348,30 @@ def field_kind(columns: pa.Schema, name: str) -> str | None:
     if name not in columns.names:
         return None
     return _KINDS.get(columns.field(name).type)
+
+
+def _refuse_unreadable_writers(subject: str, reader: RegisteredSchema, versions: Sequence[RegisteredSchema]) -> None:
+    """Before anything is loaded: every version of the subject (soft-deleted ones too: their
+    records may be in the topic) must be readable into the run's reader schema by Avro's
+    resolution, else the run is refused naming the subject, both versions and the first field that
+    cannot be read (Confluent's wording: ``new`` is the reader, ``old`` the writer)."""
+    from kafkalog.schemas import avro, avro_compat  # noqa: PLC0415 - Avro subjects only
+    from kafkalog.schemas.errors import InvalidSchemaError  # noqa: PLC0415
+
+    try:
+        read_with = avro.parse(reader.schema)
+    except InvalidSchemaError as exc:
+        raise PayloadSchemaError(f"subject {subject} version {reader.version}: {exc}") from None
+    for written in versions:
+        if written.id == reader.id:
+            continue
+        try:
+            findings = avro_compat.incompatibilities(read_with, avro.parse(written.schema))
+        except InvalidSchemaError as exc:
+            raise PayloadSchemaError(f"subject {subject} version {written.version}: {exc}") from None
+        if findings:
+            raise PayloadSchemaError(
+                f"subject {subject}: records written with version {written.version} (id {written.id}) cannot be "
+                f"read into version {reader.version} (id {reader.id}), the run's reader schema: {findings[0]}"
+                + (f" (and {len(findings) - 1} more)" if len(findings) > 1 else "")
+            )

@@ -22,7 +22,11 @@ from tests.support.schema_registry_double import RegistryDouble
 
 pytestmark = pytest.mark.integration
 
-V1 = {"type": "record", "name": "Ev", "fields": [{"name": "id", "type": "string"}, {"name": "n", "type": "int"}]}
+V1 = {
+    "type": "record",
+    "name": "Ev",
+    "fields": [{"name": "id", "type": "string"}, {"name": "n", "type": "int", "default": 0}],
+}
 V2 = {**V1, "fields": [*V1["fields"], {"name": "added", "type": ["null", "long"], "default": None}]}
 V3 = {**V1, "fields": [V1["fields"][0], V2["fields"][2]]}
 
@@ -265,3 +269,17 @@ def test_a_redirect_is_not_followed_so_credentials_stay_with_the_registry() -> N
         for server in (elsewhere, registry):
             server.shutdown()
             server.server_close()
+
+
+def test_a_writer_the_reader_cannot_read_refuses_the_run_naming_the_versions_and_the_field() -> None:
+    without_default = {**V1, "fields": [V1["fields"][0], {"name": "n", "type": "int"}]}
+    with RegistryDouble() as sr:
+        sr.register("t-value", {**V3, "fields": [V3["fields"][0]]})  # written without n
+        sr.register("t-value", without_default)  # the reader: n required, no default
+        with pytest.raises(PayloadSchemaError) as caught:
+            resolve_schemas(avro_decoder(sr.url), ["t"])
+    message = str(caught.value)
+    assert message.startswith(
+        "subject t-value: records written with version 1 (id 1) cannot be read into version 2 (id 2)"
+    ), message
+    assert "READER_FIELD_MISSING_DEFAULT_VALUE" in message and "The field 'n' at path '/fields/1'" in message
