@@ -44,14 +44,13 @@ from __future__ import annotations
 
 import decimal
 import json
-import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeAlias
 
 from kafkalog.schemas.errors import InvalidSchemaError
-from kafkalog.schemas.model import SchemaReference, SchemaType, check_input, check_unicode
+from kafkalog.schemas.model import SchemaReference, SchemaType, check_input, check_unicode, load_json
 
 PRIMITIVES: Final = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes", "string"})
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -286,22 +285,8 @@ def parse(
 
 
 def _load(text: str) -> Any:
-    try:
-        value = json.loads(text, parse_constant=_not_a_number, parse_float=_finite)
-    except (ValueError, RecursionError) as e:
-        raise InvalidSchemaError(f"not JSON: {e}") from None
+    value = load_json(text)
     check_unicode(_compact(value), "schema")  # a JSON escape may give a lone surrogate
-    return value
-
-
-def _not_a_number(constant: str) -> float:
-    raise ValueError(f"{constant} is not a JSON number")
-
-
-def _finite(literal: str) -> float:
-    value = float(literal)
-    if not math.isfinite(value):
-        raise ValueError(f"{literal[:40]} is beyond the range of a double")
     return value
 
 

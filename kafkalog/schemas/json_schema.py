@@ -22,7 +22,6 @@ registry stores and returns; :meth:`JsonSchema.normalized` sorts the keys.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -34,7 +33,7 @@ import jsonschema.validators
 import re2
 
 from kafkalog.schemas.errors import InvalidSchemaError
-from kafkalog.schemas.model import SchemaReference, SchemaType, check_input, check_unicode
+from kafkalog.schemas.model import SchemaReference, SchemaType, check_input, check_unicode, load_json
 
 MAX_SCHEMA_DEPTH: Final = 200
 
@@ -219,10 +218,7 @@ def pattern_regex(pattern: str, where: str = "#") -> Any:
 
 
 def _load(text: str) -> Any:
-    try:
-        value = json.loads(text, parse_constant=_not_a_number, parse_float=_finite)
-    except (ValueError, RecursionError) as e:
-        raise InvalidSchemaError(f"not JSON: {e}") from None
+    value = load_json(text)
     check_unicode(json.dumps(value, ensure_ascii=False), "schema")  # a JSON escape may give a lone surrogate
     if not isinstance(value, dict | bool):
         raise InvalidSchemaError(f"a JSON Schema is an object or a boolean, not {type(value).__name__}")
@@ -256,17 +252,6 @@ def _depth(value: Any, depth: int) -> None:
     elif isinstance(value, list):
         for item in value:
             _depth(item, depth + 1)
-
-
-def _not_a_number(constant: str) -> float:
-    raise ValueError(f"{constant} is not a JSON number")
-
-
-def _finite(literal: str) -> float:
-    value = float(literal)
-    if not math.isfinite(value):
-        raise ValueError(f"{literal[:40]} is beyond the range of a double")
-    return value
 
 
 #: keywords whose value maps names (of properties, of definitions) to schemas: a key there is a

@@ -14,9 +14,11 @@ length, the number of references, their total length) and refuses text that is n
 from __future__ import annotations
 
 import enum
+import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final, Protocol, runtime_checkable
+from typing import Any, Final, Protocol, runtime_checkable
 
 from kafkalog.schemas.errors import InvalidSchemaError
 
@@ -110,3 +112,23 @@ def check_unicode(text: str, what: str) -> None:
             f"{what} is not valid Unicode: {text[e.start : e.end].encode('unicode_escape').decode()}"
             f" at character {e.start} (a lone surrogate)"
         ) from None
+
+
+def load_json(text: str) -> Any:
+    """A schema text's JSON, strictly: ``NaN``, ``Infinity`` and numbers beyond a double's range are
+    refused (no registry could store them as JSON again), as is nesting too deep for the parser."""
+    try:
+        return json.loads(text, parse_constant=_not_a_number, parse_float=_finite)
+    except (ValueError, RecursionError) as e:
+        raise InvalidSchemaError(f"not JSON: {e}") from None
+
+
+def _not_a_number(constant: str) -> float:
+    raise ValueError(f"{constant} is not a JSON number")
+
+
+def _finite(literal: str) -> float:
+    value = float(literal)
+    if not math.isfinite(value):
+        raise ValueError(f"{literal[:40]} is beyond the range of a double")
+    return value
