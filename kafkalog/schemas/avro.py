@@ -124,8 +124,22 @@ class Union:
     type: str = "union"
 
 
+class _Named:
+    """A named type's short name and namespace, from its full name."""
+
+    fullname: str
+
+    @property
+    def name(self) -> str:
+        return self.fullname.rpartition(".")[2]
+
+    @property
+    def namespace(self) -> str:
+        return self.fullname.rpartition(".")[0]
+
+
 @dataclass(frozen=True, eq=False)
-class Fixed:
+class Fixed(_Named):
     fullname: str
     size: int
     aliases: tuple[str, ...] = ()
@@ -133,17 +147,9 @@ class Fixed:
     props: Mapping[str, Any] = field(default_factory=dict)
     type: str = "fixed"
 
-    @property
-    def name(self) -> str:
-        return self.fullname.rpartition(".")[2]
-
-    @property
-    def namespace(self) -> str:
-        return self.fullname.rpartition(".")[0]
-
 
 @dataclass(frozen=True, eq=False)
-class Enum:
+class Enum(_Named):
     fullname: str
     symbols: tuple[str, ...]
     default: str | None = None
@@ -151,14 +157,6 @@ class Enum:
     doc: str | None = None
     props: Mapping[str, Any] = field(default_factory=dict)
     type: str = "enum"
-
-    @property
-    def name(self) -> str:
-        return self.fullname.rpartition(".")[2]
-
-    @property
-    def namespace(self) -> str:
-        return self.fullname.rpartition(".")[0]
 
 
 @dataclass(frozen=True, eq=False)
@@ -179,7 +177,7 @@ class Field:
 
 
 @dataclass(eq=False)
-class Record:
+class Record(_Named):
     """A record (or ``error``). Built by the parser in two steps, the name first and the fields
     second, so its fields may refer to it; never changed after :func:`parse` returns."""
 
@@ -190,14 +188,6 @@ class Record:
     is_error: bool = False
     props: Mapping[str, Any] = field(default_factory=dict)
     type: str = "record"
-
-    @property
-    def name(self) -> str:
-        return self.fullname.rpartition(".")[2]
-
-    @property
-    def namespace(self) -> str:
-        return self.fullname.rpartition(".")[0]
 
     def field_named(self, name: str) -> Field | None:
         return next((f for f in self.fields if f.name == name), None)
