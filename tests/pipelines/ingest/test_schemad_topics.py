@@ -1,0 +1,216 @@
+"""Schema'd topics end to end with every peer real: values written by confluent-kafka's own
+serializers (AvroSerializer, JSONSerializer, registering their schemas as producers do) against
+``kafkalog registry``, which keeps its state on the same cluster; the topics on kafkalog and on
+Apache Kafka 4.x; loaded by ``PipelineRun`` through a schema evolution (v1; v2 adds a field with a
+default; v3 removes one), the second load's driver killed mid-run and run again.
+
+Checked per broker and format: every offset exactly once (the oracle), each run's columns as its
+reader schema says (the added column filled with its default for older values, the removed one no
+longer read), the values as the producer sent them, the reader schema each manifest recorded
+(subject, version, id as the registry numbered them)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import confluent_kafka
+import pyarrow.parquet as pq
+import pytest
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroSerializer
+from confluent_kafka.schema_registry.json_schema import JSONSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+
+from kafkalog.client import Admin
+from pipelines import faults
+from pipelines.config.pipeline import PipelineSpec, load_spec
+from pipelines.ingest.run import PipelineRun
+from pipelines.ledger.state import PipelineState
+from pipelines.storage import LocalStorage
+from tests.pipelines.harness import oracle, write_spec
+from tests.support.kafka4 import Kafka4Process
+from tests.support.kafkalog import BrokerProcess
+from tests.support.schema_registry import RegistryProcess
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+# ------------------------------------------------------------------ the schemas, three versions
+
+AVRO_V1 = {
+    "type": "record",
+    "name": "Order",
+    "namespace": "shop",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "qty", "type": "int"},
+        {"name": "note", "type": "string"},
+    ],
+}
+AVRO_V2 = {**AVRO_V1, "fields": [*AVRO_V1["fields"], {"name": "channel", "type": "string", "default": "web"}]}
+AVRO_V3 = {**AVRO_V1, "fields": [f for f in AVRO_V2["fields"] if f["name"] != "note"]}
+
+
+def _json_schema(*properties: str, closed: bool = True) -> dict[str, Any]:
+    types = {"id": "integer", "qty": "integer", "note": "string", "channel": "string"}
+    return {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "title": "Order",
+        "type": "object",
+        "additionalProperties": not closed,
+        "properties": {name: {"type": types[name]} for name in properties},
+        "required": ["id"],
+    }
+
+
+# Backward compatibility in JSON Schema, as Confluent's registry judges it: a property is added to
+# a closed model (an open one may already hold it with another type), and removed by opening the
+# model (a closed one would refuse the older values that still carry it).
+JSON_V1 = _json_schema("id", "qty", "note")
+JSON_V2 = _json_schema("id", "qty", "note", "channel")
+JSON_V3 = _json_schema("id", "qty", "channel", closed=False)
+
+VERSIONS = {"avro": (AVRO_V1, AVRO_V2, AVRO_V3), "json_schema": (JSON_V1, JSON_V2, JSON_V3)}
+
+
+def record(version: int, i: int) -> dict[str, Any]:
+    """The i-th order as written with schema version ``version`` (1, 2 or 3)."""
+    out: dict[str, Any] = {"id": i, "qty": i % 7}
+    if version < 3:
+        out["note"] = f"n{i}"
+    if version > 1:
+        out["channel"] = "app" if i % 2 else "shop"
+    return out
+
+
+# ------------------------------------------------------------------ the peers
+
+
+class Cluster:
+    """A broker and a ``kafkalog registry`` keeping its state on it."""
+
+    def __init__(self, name: str, bootstrap: str, registry: RegistryProcess) -> None:
+        self.name = name
+        self.bootstrap = bootstrap
+        self.registry = registry
+
+
+@pytest.fixture(scope="module")
+def clusters(
+    tmp_path_factory: pytest.TempPathFactory, kafkalog_shared: BrokerProcess, kafka4: Kafka4Process
+) -> Iterator[dict[str, Cluster]]:
+    """A registry on each of the session's brokers, each in a topic and group of its own."""
+    directory = tmp_path_factory.mktemp("registries")
+    suffix = uuid.uuid4().hex[:8]
+    started: dict[str, Cluster] = {}
+    try:
+        for name, bootstrap in (("kafkalog", kafkalog_shared.bootstrap), ("kafka4", kafka4.bootstrap)):
+            registry = RegistryProcess(
+                directory, name, bootstrap=bootstrap, topic=f"_schemas-{suffix}", group=f"registry-{suffix}"
+            ).start()
+            started[name] = Cluster(name, bootstrap, registry)
+        yield started
+    finally:
+        for cluster in started.values():
+            cluster.registry.stop()
+
+
+def produce(cluster: Cluster, topic: str, fmt: str, version: int, ids: range) -> None:
+    """``ids`` as orders of schema ``version``, serialized (and the schema registered) by
+    confluent-kafka's serializer for ``fmt``, sent by librdkafka."""
+    schema = json.dumps(VERSIONS[fmt][version - 1])
+    with SchemaRegistryClient({"url": cluster.registry.url}) as client:
+        serialize = AvroSerializer(client, schema) if fmt == "avro" else JSONSerializer(schema, client)
+        producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 5})
+        context = SerializationContext(topic, MessageField.VALUE)
+        for i in ids:
+            producer.produce(topic, key=b"%d" % i, value=serialize(record(version, i), context))
+        assert producer.flush(30) == 0
+
+
+def spec_for(tmp_path: Path, cluster: Cluster, topic: str, fmt: str) -> PipelineSpec:
+    decoder = {"format": fmt, "registry": {"urls": [cluster.registry.url]}}
+    return load_spec(
+        write_spec(
+            tmp_path,
+            cluster.bootstrap,
+            tmp_path / "raw",
+            name=f"orders_{fmt}",
+            topics=[topic],
+            decoder=decoder,
+            event_time={},
+            bad_records={"policy": "fail"},
+            raw_options={"writer": "tasks"},
+        )
+    )
+
+
+def committed_columns(raw: Path, seq: int) -> tuple[set[str], list[dict[str, Any]]]:
+    """The payload columns the files of run ``seq`` hold, and their rows."""
+    manifest = PipelineState(LocalStorage(), str(raw)).manifest(seq)
+    tables = [pq.read_table(raw / f.path) for f in manifest.files if f.kind == "data"]
+    assert tables, f"run {seq} wrote no data file"
+    names = set(tables[0].schema.names)
+    assert all(set(t.schema.names) == names for t in tables), "one run's files share one schema"
+    rows = [row for table in tables for row in table.to_pylist()]
+    return names & {"id", "qty", "note", "channel"}, rows
+
+
+# ------------------------------------------------------------------ the test
+
+
+@pytest.mark.parametrize("fmt", ["avro", "json_schema"])
+@pytest.mark.parametrize("broker", ["kafkalog", "kafka4"])
+def test_a_topic_through_three_schema_versions_loads_every_record_once_into_each_runs_columns(
+    tmp_path: Path, clusters: dict[str, Cluster], spark: Any, broker: str, fmt: str
+) -> None:
+    cluster = clusters[broker]
+    topic = f"orders.{fmt}.{uuid.uuid4().hex[:8]}"
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topic(topic, 2)
+    spec = spec_for(tmp_path, cluster, topic, fmt)
+    raw = tmp_path / "raw"
+
+    # v1: the first run reads v1's columns
+    produce(cluster, topic, fmt, 1, range(60))
+    first = PipelineRun(spec, spark).run()
+    assert first.status == "committed" and first.manifest is not None
+    subject = f"{topic}-value"
+    recorded = first.manifest.schemas
+    assert json.dumps(recorded).count(subject) >= 1 and '"version": 1' in json.dumps(recorded)
+    columns, rows = committed_columns(raw, 1)
+    assert columns == {"id", "qty", "note"}
+    assert sorted((r["id"], r["qty"], r["note"]) for r in rows) == [(i, i % 7, f"n{i}") for i in range(60)]
+
+    # v2 adds channel (default "web"): the second run's driver dies with its splits staged, the
+    # task workers killed after 10 rows each before that; the run again commits them once
+    produce(cluster, topic, fmt, 1, range(60, 80))
+    produce(cluster, topic, fmt, 2, range(80, 140))
+    with faults.simulated_crash("load.after_staging"), pytest.raises(faults.Crash):
+        PipelineRun(spec, spark, task_faults="exit_after_rows@10").run()
+    second = PipelineRun(spec, spark).run()
+    assert second.status == "committed" and second.manifest is not None
+    assert '"version": 2' in json.dumps(second.manifest.schemas)
+    columns, rows = committed_columns(raw, 2)
+    assert columns == {"id", "qty", "note", "channel"}
+    written_v1_default = "web" if fmt == "avro" else None  # JSON Schema has no reader defaults
+    expected = [(i, f"n{i}", written_v1_default) for i in range(60, 80)]
+    expected += [(i, f"n{i}", "app" if i % 2 else "shop") for i in range(80, 140)]
+    assert sorted((r["id"], r["note"], r["channel"]) for r in rows) == expected
+
+    # v3 removes note: the third run no longer reads it
+    produce(cluster, topic, fmt, 3, range(140, 170))
+    third = PipelineRun(spec, spark).run()
+    assert third.status == "committed" and third.manifest is not None
+    assert '"version": 3' in json.dumps(third.manifest.schemas)
+    columns, rows = committed_columns(raw, 3)
+    assert "channel" in columns and {"id", "qty"} <= columns
+    assert sorted((r["id"], r["channel"]) for r in rows) == [(i, "app" if i % 2 else "shop") for i in range(140, 170)]
+    assert all(r.get("note") is None for r in rows)
+
+    assert PipelineRun(spec, spark).run().status == "up-to-date"
+    totals = oracle(raw, cluster.bootstrap)
+    assert (totals["rows"], totals["quarantined"]) == (170, 0)
