@@ -22,6 +22,8 @@ KAFKA4_LIBS = PEERS / "kafka4"
 HADOOP_LIBS = PEERS / "hadoop"
 HADOOP_LAUNCHER = PEERS / "launcher"
 SPARK_KAFKA_LIBS = PEERS / "spark-kafka"
+SCHEMA_PEER_LIBS = PEERS / "schemas"
+"""spark-avro and the Java schema-registry clients (peers/schemas/pom.xml)."""
 METASTORE_LIBS = PEERS / "metastore"
 
 
