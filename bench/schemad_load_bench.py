@@ -54,9 +54,10 @@ AVRO_SCHEMA = {
     "fields": [{"name": name, "type": AVRO_TYPES[kind]} for name, kind in SCHEMA.items()],
 }
 PROTO_TYPES = {"long": "int64", "string": "string", "double": "double"}
-PROTO_SCHEMA = 'syntax = "proto3";\npackage bench;\n\nmessage Event {\n%s}\n' % "".join(
+PROTO_FIELDS = "".join(
     f"  {PROTO_TYPES[kind]} {name} = {number};\n" for number, (name, kind) in enumerate(SCHEMA.items(), start=1)
 )
+PROTO_SCHEMA = f'syntax = "proto3";\npackage bench;\n\nmessage Event {{\n{PROTO_FIELDS}}}\n'
 SPARK_TYPES = {"long": "bigint", "string": "string", "double": "double"}
 
 
@@ -120,9 +121,8 @@ def avro_values(schema_id: int) -> Callable[[int, int], list[bytes]]:
 
 def protobuf_values(schema_id: int) -> Callable[[int, int], list[bytes]]:
     """Events lo..hi-1 as Confluent-framed Protobuf of :data:`PROTO_SCHEMA` (message index [0])."""
-    from tests.support.schema_registry import protobuf_class
-
     from kafkalog.schemas.wire import frame
+    from tests.support.schema_registry import protobuf_class
 
     message = protobuf_class(PROTO_SCHEMA, "bench.Event")
 
