@@ -14,7 +14,7 @@ XDIST := -n $(TEST_WORKERS) --dist loadfile
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install lint lint-checks test test-fast bench fuzz demo demo-zk demo-hadoop clean native system-deps peers java zookeeper
+.PHONY: install lint lint-checks test test-fast bench fuzz demo demo-zk demo-hadoop demo-avro clean native system-deps peers java zookeeper
 
 install: $(INSTALLED) $(NATIVE) system-deps peers
 
@@ -119,6 +119,11 @@ demo-zk: java $(INSTALLED) $(NATIVE) zookeeper
 # (Hadoop's mini clusters from Maven Central), ending with a listing of what was written on HDFS.
 demo-hadoop: java $(INSTALLED) $(NATIVE) peers
 	$(BIN)/python -m demo --hadoop $(DEMO_ARGS)
+
+# Avro through kafkalog's own schema registry: a broker and `kafkalog registry`, orders written by
+# confluent-kafka's AvroSerializer through a schema change, loaded by conf/pipelines/shop_orders_avro.yaml.
+demo-avro: java $(INSTALLED) $(NATIVE)
+	$(BIN)/python -m demo.avro_orders
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis kafkalog/record/_speedups*.so kafkalog/protocol/_wire*.so
