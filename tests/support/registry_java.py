@@ -129,12 +129,14 @@ class ConfluentAvroChecker:
 
     def close(self) -> None:
         if self.process.stdin is not None:
-            self.process.stdin.close()
+            self.process.stdin.close()  # the end of its input ends the JVM
         try:
             self.process.wait(10)
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait(10)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
 
     def __enter__(self) -> ConfluentAvroChecker:
         return self
