@@ -12,6 +12,8 @@ and the end of its stderr.
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
 import json
 import subprocess
 from pathlib import Path
@@ -143,3 +145,37 @@ class ConfluentAvroChecker:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def connect_json_produce(bootstrap: str, topic: str, count: int, work: Path) -> list[int]:
+    """Kafka Connect's JsonConverter (schemas.enable=true) writes ``count`` records of
+    java/ConnectJsonProducer.java's schema (``connect_value(i)`` each) to partition 0 of ``topic``,
+    keyed ``c-<i>``; their offsets."""
+    require_jar("connect-json-*.jar", "Kafka Connect's JsonConverter (connect-json)")
+    lines = _run("ConnectJsonProducer.java", f"{KAFKA4_LIBS}/*", [bootstrap, topic, str(count)], work)
+    return [int(line.split(" ")[1]) for line in lines if line.startswith("SENT ")]
+
+
+def connect_value(i: int) -> dict[str, Any]:
+    """What ConnectJsonProducer.java's ``valueOf`` puts in record ``i``, as Spark returns the columns
+    (Date as a date, Time as microseconds of the day, Timestamp as an aware UTC datetime)."""
+    millis_of_day = (i * 1_234_567) % 86_400_000
+    return {
+        "i8": i % 100 - 50,
+        "i16": i * 300 - 20000,
+        "i32": i * 100_000,
+        "i64": i * 10_000_000_000,
+        "f32": i + 0.5,
+        "f64": i / 8.0,
+        "flag": i % 2 == 0,
+        "name": f"név-{i}",
+        "blob": bytes([i % 256, 0, 255]),
+        "amount": decimal.Decimal(i * 1001 - 5000).scaleb(-2),
+        "day": dt.date(1970, 1, 1) + dt.timedelta(days=20_000 + i),
+        "at_time": millis_of_day * 1000,
+        "at": dt.datetime.fromtimestamp((1_764_300_000_000 + i * 1000) / 1000, dt.UTC),
+        "maybe": None if i % 2 == 0 else f"m{i}",
+        "inner": {"a": f"in-{i}", "b": i},
+        "list": [i, i + 1, i + 2],
+        "tags": None if i % 5 == 4 else {f"k{i}": i, "all": 1},
+    }
