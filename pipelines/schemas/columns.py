@@ -18,8 +18,9 @@ spark-avro's ``SchemaConverters`` where Spark can read the result, with fallback
   (``format: date-time`` as timestamp), integer as bigint, number as double, boolean, objects with
   properties as structs, arrays with ``items`` as arrays; ``$ref`` to ``#/definitions`` or ``#/$defs``.
 - Connect (JsonConverter's ``schema``): int8..int64, float and double, boolean, string, bytes (base64),
-  arrays, structs; Decimal as decimal(p, scale) (p: ``connect.decimal.precision``, else 38), Date,
-  Time (as Avro's time: bigint microseconds of the day), Timestamp. Not maps yet.
+  arrays, structs, maps (a JSON object, or for keys that are not strings an array of [key, value]
+  pairs); Decimal as decimal(p, scale) (p: ``connect.decimal.precision``, else 38), Date,
+  Time (as Avro's time: bigint microseconds of the day), Timestamp.
 
 Each Avro mapping comes with what the task needs to build the columns fast: the reader schema with
 its logical types taken off (fastavro then returns plain numbers and bytes, no Python datetimes),
@@ -375,6 +376,16 @@ def convert(array: pa.Array, plan: Plan) -> pa.Array:
             array = array.take(pa.array(range(len(array))))  # compact a sliced list first
             values, offsets = convert(array.values, plan.children[0]), array.offsets
         return pa.ListArray.from_arrays(offsets, values, type=plan.final, mask=mask)
+    if plan.kind == "entries":  # a list of {key, value} structs (a Connect map as read from JSON)
+        if array.offset:
+            array = array.take(pa.array(range(len(array))))
+        entries = array.values
+        keys = convert(entries.field("key"), plan.children[0])
+        if keys.null_count:
+            raise ValueError("a map key is null")
+        items = convert(entries.field("value"), plan.children[1])
+        converted = pa.MapArray.from_arrays(array.offsets, keys, items, type=plan.final)
+        return converted if mask is None else pc.if_else(mask, pa.nulls(len(array), plan.final), converted)
     if plan.kind == "map":
         if array.offset:
             array = array.take(pa.array(range(len(array))))
@@ -555,6 +566,9 @@ class ConnectColumns:
     schema: pa.Schema
     payload: pa.DataType
     plans: tuple[Plan, ...]
+    has_maps: bool = False
+    """Some field is a map: the payload is rewritten by :func:`connect_map_entries` before Arrow
+    reads it (Arrow's JSON reader has no map type), each map as a list of ``{key, value}``."""
 
 
 def connect_columns(schema: Any, *, where: str = "the Connect schema") -> ConnectColumns:
@@ -566,7 +580,32 @@ def connect_columns(schema: Any, *, where: str = "the Connect schema") -> Connec
         if field.name.lower() in RESERVED_COLUMNS:
             raise PayloadSchemaError(f"{where}: field {field.name!r} clashes with a column every raw row has")
     plans = plan.children if plan.kind != SAME else tuple(Plan(SAME, f.type) for f in final)
-    return ConnectColumns(pa.schema([pa.field(f.name, f.type) for f in final]), plain, plans)
+    has_maps = _has_maps(plan)
+    return ConnectColumns(pa.schema([pa.field(f.name, f.type) for f in final]), plain, plans, has_maps)
+
+
+def _has_maps(plan: Plan) -> bool:
+    return plan.kind == "entries" or any(_has_maps(child) for child in plan.children)
+
+
+def connect_map_entries(value: Any, schema: Any) -> Any:
+    """A payload (JSON data) of the Connect ``schema`` with each map as a list of ``{"key", "value"}``
+    objects: JsonConverter writes a map as a JSON object, or (keys that are not strings) as an array
+    of [key, value] pairs. A value of another shape than the schema's is left as it is, for Arrow's
+    reader to refuse."""
+    kind = schema.get("type") if isinstance(schema, dict) else None
+    if kind == "struct" and isinstance(value, dict):
+        fields = {f.get("field"): f for f in schema.get("fields", []) if isinstance(f, dict)}
+        return {k: connect_map_entries(v, fields[k]) if k in fields else v for k, v in value.items()}
+    if kind == "array" and isinstance(value, list):
+        return [connect_map_entries(item, schema.get("items")) for item in value]
+    if kind == "map":
+        keys, values = schema.get("keys"), schema.get("values")
+        if isinstance(value, dict):
+            return [{"key": k, "value": connect_map_entries(v, values)} for k, v in value.items()]
+        if isinstance(value, list) and all(isinstance(pair, list) and len(pair) == 2 for pair in value):
+            return [{"key": connect_map_entries(k, keys), "value": connect_map_entries(v, values)} for k, v in value]
+    return value
 
 
 _DECLARED_CONNECT = {
@@ -621,6 +660,11 @@ def _connect(node: Any, where: str, path: str) -> tuple[Any, Any, Plan]:
         p, f, plan = _connect(node.get("items"), where, f"{path}[]")
         return pa.list_(p), pa.list_(f), Plan(SAME if plan.kind == SAME else "list", pa.list_(f), (plan,))
     if kind == "map":
-        # Arrow's JSON reader has no map type (a JSON object of unknown keys), so not yet
-        raise PayloadSchemaError(f"{where}: {path}: Connect maps are not supported yet")
+        # Arrow's JSON reader has no map type: it reads the map's entries (see connect_map_entries)
+        pk, fk, key_plan = _connect(node.get("keys"), where, f"{path}{{key}}")
+        pv, fv, value_plan = _connect(node.get("values"), where, f"{path}{{value}}")
+        if not isinstance(fk, pa.DataType) or pa.types.is_nested(fk):
+            raise PayloadSchemaError(f"{where}: {path}: a map's keys must be of a primitive type")
+        entries = pa.list_(pa.struct([pa.field("key", pk), pa.field("value", pv)]))
+        return entries, pa.map_(fk, fv), Plan("entries", pa.map_(fk, fv), (key_plan, value_plan))
     raise PayloadSchemaError(f"{where}: {path or 'the top level'}: Connect type {kind!r} is not supported")

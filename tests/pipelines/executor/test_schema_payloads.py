@@ -565,3 +565,36 @@ def test_decimals_of_38_digits_load_exactly() -> None:
         got, bad = rows(decoder, [frame(1, avro(schema, {"m": v})) for v in values])
     assert bad == []
     assert [row["m"] for _, row in got] == values
+
+
+def test_connect_maps_with_string_keys_and_with_other_keys() -> None:
+    decimal_values = {
+        "type": "bytes", "name": "org.apache.kafka.connect.data.Decimal", "parameters": {"scale": "1"},
+        "optional": True,
+    }  # fmt: skip
+    schema = {
+        "type": "struct",
+        "fields": [
+            {"type": "map", "optional": True, "field": "tags",
+             "keys": {"type": "string"}, "values": {"type": "int32", "optional": True}},
+            {"type": "map", "optional": True, "field": "by_id", "keys": {"type": "int64"}, "values": decimal_values},
+            {"type": "array", "optional": True, "field": "nested",
+             "items": {"type": "map", "keys": {"type": "string"}, "values": {"type": "string"}}},
+        ],
+    }  # fmt: skip
+    decoder = ConnectJsonValues(
+        Decoder(format="connect_json", schema_file=Path("s.json")), SubjectSchemas("CONNECT", json.dumps(schema))
+    )
+    assert str(decoder.schema.field("by_id").type) == "map<int64, decimal128(38, 1)>"
+    good = {"payload": {"tags": {"a": 1, "b": None}, "by_id": [[7, "AHs="]], "nested": [{"x": "y"}, {}]}}
+    empty = {"payload": {"tags": {}, "by_id": None, "nested": None}}
+    not_int = {"payload": {"tags": {"a": 1.5}}}
+    null_key = {"payload": {"by_id": [[None, "AHs="]]}}
+    values = [json.dumps(v).encode() for v in (good, not_int, empty, null_key)]
+    got, bad = rows(decoder, [*values, b'{"payload": {"tags": {"a": "x"}}}'])
+    assert got == [
+        (0, {"tags": [("a", 1), ("b", None)], "by_id": [(7, decimal.Decimal("12.3"))], "nested": [[("x", "y")], []]}),
+        (2, {"tags": [], "by_id": None, "nested": None}),
+    ]
+    assert [i for i, _ in bad] == [1, 3, 4]
+    assert "a map key is null" in bad[1][1]

@@ -238,13 +238,18 @@ def test_connect_columns_of_what_jsonconverter_writes() -> None:
     assert columns.payload.field("d").type == pa.int32()
 
 
-def test_connect_maps_are_refused_for_now() -> None:
+def test_connect_maps_are_maps_read_as_lists_of_entries() -> None:
     schema = {
         "type": "struct",
         "fields": [{"type": "map", "keys": {"type": "string"}, "values": {"type": "int32"}, "field": "m"}],
     }
-    with pytest.raises(PayloadSchemaError, match="Connect maps are not supported yet"):
-        connect_columns(schema)
+    columns = connect_columns(schema)
+    assert columns.schema == pa.schema([("m", pa.map_(pa.string(), pa.int32()))])
+    assert columns.payload.field("m").type == pa.list_(pa.struct([("key", pa.string()), ("value", pa.int32())]))
+    assert columns.has_maps
+    struct_keys = {**schema["fields"][0], "keys": {"type": "struct", "fields": []}}
+    with pytest.raises(PayloadSchemaError, match="a map's keys must be of a primitive type"):
+        connect_columns({**schema, "fields": [struct_keys]})
 
 
 def test_a_declared_schema_is_read_as_connect_writes_it() -> None:
