@@ -19,11 +19,11 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from tests.support.installed import KAFKA4_LIBS, PEERS, java, require_jar
+from tests.support.installed import KAFKA4_LIBS, SCHEMA_PEER_LIBS, java, require_jar
 from tests.support.kafka4 import QUICK_COMPILER, QUIET_JVM, TOOL_LOG4J
 
 JAVA_DIR = Path(__file__).with_name("java")
-SCHEMA_PEERS = PEERS / "schemas"
+SCHEMA_PEERS = SCHEMA_PEER_LIBS
 LEVELS = ("BACKWARD", "FORWARD", "FULL")
 
 
