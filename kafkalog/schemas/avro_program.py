@@ -14,7 +14,9 @@ a record is a struct column with a child per field; an array a list column (int3
 child ``item``; a map a map column (offsets) with a ``key`` (string) and a ``value`` child; a union
 ``[null, X]`` (either order) is X's column, nullable; a union of several non-null types a struct of
 one nullable child per non-null branch (``member0``, ``member1``, ..., as spark-avro names them),
-null where the null branch is; an enum an int32 column of the reader's symbol index; a fixed a
+null where the null branch is, except a union of ``int`` and ``long`` only (an int64 column) or of
+``float`` and ``double`` only (a float64 column), whatever the writer's branch; an enum an int32
+column of the reader's symbol index; a fixed a
 fixed-width binary; a decimal (bytes or fixed) a 16-byte (precision up to 38) or 32-byte
 little-endian two's complement, what Arrow's decimal128/decimal256 hold. Logical types are column
 annotations (:attr:`Column.logical`) for the Arrow side to cast. A reader field the writer lacks is
@@ -257,6 +259,18 @@ def _split_union(union: Union) -> tuple[bool, list[AvroType]]:
     return len(others) < len(union.branches), others
 
 
+def _numeric_union(branches: Sequence[AvroType]) -> str | None:
+    """``long`` for a union of ``int`` and ``long`` only (null aside), ``double`` for one of ``float``
+    and ``double`` only: one column of the wider type (pipelines.schemas.columns maps them so)."""
+    kinds = {b.type for b in branches if isinstance(b, Primitive) and b.logical is None and not b.props}
+    if len(branches) > 1 and len(kinds) == len(branches):
+        if kinds <= {"int", "long"}:
+            return "long"
+        if kinds <= {"float", "double"}:
+            return "double"
+    return None
+
+
 def _decimal_width(precision: int) -> int:
     return 16 if precision <= _DECIMAL128_DIGITS else 32
 
@@ -292,6 +306,9 @@ class _Compiler:
                 return self.add(Column(name, Kind.NULL, parent, nullable=True))
             if len(others) == 1:
                 return self.columns(others[0], name, parent, nullable or has_null, path)
+            merged = _numeric_union(others)
+            if merged is not None:
+                return self.add(Column(name, _STORAGE[merged], parent, nullable=nullable or has_null))
             index = self.add(Column(name, Kind.STRUCT, parent, logical="union", nullable=nullable or has_null))
             for i, branch in enumerate(others):
                 self.columns(branch, f"member{i}", index, True, path)
@@ -356,6 +373,11 @@ class _Compiler:
                     f"no branch of the reader's union at column {self.out[col].name} reads null"
                 )
             return _node(Op.SET_NULL, col) if others else _node(Op.NULL, col)
+        merged = _numeric_union(others)
+        if merged is not None and isinstance(writer, Primitive):
+            op = _PROMOTION_OPS.get((writer.type, merged))
+            if op is not None:
+                return _node(op, col)
         chosen = next((b for b in others if _matches(writer, b)), None)
         if chosen is None:
             raise SchemaResolutionError(

@@ -275,8 +275,12 @@ class _Avro:
 
 
 def numeric_union(branches: list[Any], kinds: tuple[str, str]) -> bool:
-    """The non-null ``branches`` of a union are all of ``kinds`` (``[int, long]``: one bigint column)."""
-    return all(isinstance(b, str) and b in kinds for b in branches)
+    """The non-null ``branches`` of a union are all of ``kinds`` (``[int, long]``: one bigint column),
+    each written as its name or as ``{"type": name}`` alone."""
+    return all(
+        (b if isinstance(b, str) else b.get("type") if isinstance(b, dict) and len(b) == 1 else None) in kinds
+        for b in branches
+    )
 
 
 def endless_array(schema: Any) -> str | None:
@@ -411,7 +415,7 @@ def _decimals(array: pa.Array, plan: Plan) -> pa.Array:
         # exact: an unscaled integer with its exponent (scaleb would round to the context's 28 digits)
         values = [None if u is None else decimal.Decimal(u).scaleb(-scale, _EXACT) for u in unscaled]
         return pa.array(values, plan.final)
-    return pa.array([None if u is None else _decimal_text(u, plan.scale) for u in unscaled], pa.string())
+    return pa.array([None if u is None else decimal_text(u, plan.scale) for u in unscaled], pa.string())
 
 
 def _exact_context() -> Any:
@@ -424,7 +428,7 @@ _EXACT = _exact_context()
 """A decimal context that never rounds: Avro's unscaled integers have as many digits as their bytes."""
 
 
-def _decimal_text(unscaled: int, scale: int) -> str:
+def decimal_text(unscaled: int, scale: int) -> str:
     sign, digits = ("-" if unscaled < 0 else ""), str(abs(unscaled))
     if scale == 0:
         return sign + digits
