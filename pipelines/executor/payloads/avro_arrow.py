@@ -138,7 +138,7 @@ def to_arrow(buffers: Sequence[ColumnBuffers], columns: Sequence[Column]) -> Row
     # from_struct_array keeps the row count when the record has no fields
     top = _top_record(columns)
     table = pa.Table.from_struct_array(root) if top else pa.Table.from_arrays([root], schema=arrow_schema(columns))
-    kept = [i for i in range(rows) if i not in builder.bad]
+    kept = [i for i in range(rows) if i not in builder.bad] if builder.bad else list(range(rows))
     return Rows(table, kept, sorted(builder.bad.items()))
 
 

@@ -115,10 +115,14 @@ class AvroValues:
             ids = [_NO_ID if v is not None else -1 for v in values]
             bad = [(i, "the message has no value (null)") for i, v in enumerate(values) if v is None]
             start = 0
+        distinct = set(ids)
         groups: dict[int, list[int]] = {}
-        for i, schema_id in enumerate(ids):
-            if schema_id != -1:
-                groups.setdefault(schema_id, []).append(i)
+        if len(distinct) == 1 and -1 not in distinct:  # the common chunk: one writer schema throughout
+            groups[ids[0]] = list(range(len(ids)))
+        else:
+            for i, schema_id in enumerate(ids):
+                if schema_id != -1:
+                    groups.setdefault(schema_id, []).append(i)
         tables: list[pa.Table] = []
         indexes: list[int] = []
         for schema_id, members in groups.items():
