@@ -21,9 +21,12 @@ spark-avro's ``SchemaConverters`` where Spark can read the result, with fallback
   arrays, structs; Decimal as decimal(p, scale) (p: ``connect.decimal.precision``, else 38), Date,
   Time (as Avro's time: bigint microseconds of the day), Timestamp. Not maps yet.
 
-Each Avro mapping comes with what the task needs to build the columns fast: the reader schema with
-its logical types taken off (fastavro then returns plain numbers and bytes, no Python datetimes),
-the Arrow type those plain values are built into, and a plan that turns that into the columns.
+The loader's tasks decode Avro with kafkalog.schemas.avro_program's kernel, whose columns
+pipelines.executor.payloads.avro_arrow types as ``avro_columns(reader).schema`` says (its tests hold
+the two to one schema). Each Avro mapping also comes with a second way to the same columns, from
+plain values: the reader schema with its logical types taken off (a generic reader such as fastavro
+then returns plain numbers and bytes), the Arrow type those plain values are built into, and a plan
+that turns that into the columns; the tests read values so, as the kernel's oracle.
 """
 
 from __future__ import annotations
