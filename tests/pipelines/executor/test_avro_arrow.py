@@ -14,6 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from kafkalog.schemas import avro
 from kafkalog.schemas.avro_columns import decode
@@ -238,3 +239,61 @@ def test_defaults_of_logical_types_are_in_the_columns_units() -> None:
     pieces, bad = oracle(writer, reader).parse(values)
     assert bad == [] and pieces[0].table.equals(rows.table)
     assert rows.table.to_pylist()[0]["tm"] == 2000 and rows.table.to_pylist()[0]["big"] == "0.1"
+
+
+def _strip(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: _strip(v) for k, v in node.items() if k != "logicalType"}
+    return [_strip(b) for b in node] if isinstance(node, list) else node
+
+
+def _raw_values(node: Any) -> st.SearchStrategy[Any]:
+    """Any value of the type under the logical type: out of range for it too (decimals of more
+    digits than their precision, milliseconds past what microseconds hold)."""
+    if isinstance(node, list):
+        return st.one_of([_raw_values(b) for b in node])
+    kind = node if isinstance(node, str) else node["type"]
+    if kind == "int":
+        return st.integers(-(2**31), 2**31 - 1)
+    if kind == "long":
+        return st.one_of(st.integers(-(2**63), 2**63 - 1), st.integers(-(10**13), 10**13))
+    if kind == "bytes":
+        return st.binary(max_size=18)
+    if kind == "fixed":
+        return st.binary(min_size=node["size"], max_size=node["size"])
+    if kind == "string":
+        return st.text(max_size=4)
+    if kind == "null":
+        return st.none()
+    if kind == "float":
+        return st.floats(width=32, allow_nan=False)
+    if kind == "double":
+        return st.floats(allow_nan=False)
+    return st.sampled_from(node["symbols"])
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_logical_values_in_and_out_of_range_as_the_oracle_reads_them(data: st.DataObject) -> None:
+    fields = data.draw(
+        st.lists(st.sampled_from(LOGICAL["fields"]), min_size=1, max_size=6, unique_by=lambda f: f["name"])
+    )
+    reader = {**LOGICAL, "fields": fields}
+    writer = _strip(reader)
+    records = data.draw(
+        st.lists(
+            st.fixed_dictionaries({f["name"]: _raw_values(f["type"]) for f in writer["fields"]}), min_size=1, max_size=5
+        )
+    )
+    values = encode(writer, records)
+    program = compile_program(avro.parse(json.dumps(writer)), avro.parse(json.dumps(reader)))
+    decoded = decode(values, len(FRAME), program)
+    rows = to_arrow(decoded.columns, program.columns)
+    decoded_rows = [i for i in range(len(values)) if i not in {j for j, _ in decoded.bad}]
+    ours_bad = sorted([*(j for j, _ in decoded.bad), *(decoded_rows[r] for r, _ in rows.bad)])
+    pieces, bad = oracle(writer, reader).parse(values)
+    assert ours_bad == [i for i, _ in bad]
+    kept = [decoded_rows[r] for r in rows.kept]
+    assert kept == [i for p in pieces for i in p.indexes]
+    if pieces:
+        assert rows.table.equals(pa.concat_tables([p.table for p in pieces]))
