@@ -8,8 +8,13 @@ each the median of ``--repeat`` runs, in events per second:
   pipelines.executor.payloads.avro_arrow;
 - ``json_path``: the same events as JSON lines through ``pyarrow.json.read_json`` with an explicit
   schema (what the loader's JSON decoder does with a chunk);
-- ``fastavro``: fastavro's ``schemaless_reader`` per value, then ``pa.Table.from_pylist``.
-``avro_vs_json`` is the ratio of the first two (the goal is 1.0 or more).
+- ``fastavro``: fastavro's ``schemaless_reader`` per value, then ``pa.Table.from_pylist``;
+- ``avro_task`` and ``json_task``: the loader's task path end to end, a chunk of message values to
+  its Arrow table of columns: ``decoder.format: avro`` (pipelines.executor.payloads.avro_values:
+  frames read, values grouped by schema id, the kernel, Arrow, the bad values' checks) and
+  ``decoder.format: json`` (pipelines.executor.payloads.json_values) on the same events.
+``avro_vs_json`` is the ratio of the first two, ``avro_task_vs_json_task`` of the last two (the goal
+is 1.0 or more).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import statistics
 import struct
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import fastavro
@@ -32,7 +38,11 @@ from bench.results import print_results, result
 from kafkalog.schemas import avro
 from kafkalog.schemas.avro_columns import NATIVE, decode
 from kafkalog.schemas.avro_program import compile_program
+from pipelines.config.pipeline import Decoder
 from pipelines.executor.payloads.avro_arrow import to_arrow
+from pipelines.executor.payloads.avro_values import AvroValues
+from pipelines.executor.payloads.json_values import JsonValues
+from pipelines.schemas.resolved import SubjectSchemas
 
 SCHEMA: dict[str, Any] = {
     "type": "record",
@@ -62,6 +72,9 @@ JSON_SCHEMA = pa.schema(
     ]
 )
 AT = 1_700_000_000_000_000
+DECLARED = {"id": "string", "user": "long", "url": "string", "ms": "int", "score": "double", "kind": "string"}
+DECLARED |= {"ref": "string", "at": "long"}
+"""The JSON decoder's declared schema of the same fields."""
 
 
 def events(n: int) -> list[dict[str, Any]]:
@@ -126,7 +139,7 @@ def main(argv: list[str] | None = None) -> None:
     def avro_kernel() -> pa.Table:
         decoded = decode(values, 5, program)
         assert not decoded.bad, decoded.bad[:3]
-        return to_arrow(decoded.columns, program.columns)
+        return to_arrow(decoded.columns, program.columns).table
 
     def json_path() -> pa.Table:
         options = pj.ReadOptions(block_size=len(lines) + 1)
@@ -137,6 +150,26 @@ def main(argv: list[str] | None = None) -> None:
         decoded = [fastavro.schemaless_reader(io.BytesIO(memoryview(v)[5:]), parsed, None) for v in values]
         return pa.Table.from_pylist(decoded, schema=JSON_SCHEMA.set(7, pa.field("at", pa.timestamp("us", "UTC"))))
 
+    avro_values = AvroValues(
+        Decoder(format="avro", schema_file=Path("bench.avsc")),
+        SubjectSchemas("AVRO", json.dumps(SCHEMA), "ev-value", 1, 1, {1: json.dumps(SCHEMA)}),
+    )
+    json_values = JsonValues(Decoder(format="json", schema=DECLARED))
+    json_messages = [json.dumps(r).encode() for r in rows]
+
+    def avro_task() -> pa.Table:
+        pieces, bad = avro_values.parse(values)
+        assert not bad, bad[:3]
+        return pa.concat_tables(p.table for p in pieces)
+
+    def json_task() -> pa.Table:
+        pieces, bad = json_values.parse(json_messages)
+        assert not bad, bad[:3]
+        return pa.concat_tables(p.table for p in pieces)
+
+    task = avro_task().slice(0, 1000)
+    task = task.set_column(7, "at", task["at"].cast(pa.int64()))
+    assert task.to_pylist() == json_task().slice(0, 1000).to_pylist(), "the task paths disagree"
     ours = avro_kernel()
     ours = ours.set_column(7, "at", ours["at"].cast(pa.int64())).slice(0, 1000)
     assert ours.to_pylist() == json_path().slice(0, 1000).to_pylist(), "the paths disagree"
@@ -146,6 +179,11 @@ def main(argv: list[str] | None = None) -> None:
     result("json_path", json_rate, "events/s")
     result("fastavro", rate(n, fastavro_path, repeat), "events/s")
     result("avro_vs_json", kernel / json_rate, "x")
+    avro_task_rate = rate(n, avro_task, repeat)
+    json_task_rate = rate(n, json_task, repeat)
+    result("avro_task", avro_task_rate, "events/s")
+    result("json_task", json_task_rate, "events/s")
+    result("avro_task_vs_json_task", avro_task_rate / json_task_rate, "x")
     print_results()
 
 

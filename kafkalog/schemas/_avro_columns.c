@@ -5,10 +5,13 @@
  *
  * decode(values, start, code, layout) -> (columns, bad). Every value is untrusted: every read is
  * checked against the value's end, every length and block count against the bytes left before any
- * memory is taken for it, varints stop at 10 bytes, offsets stop at INT32_MAX. A value that fails
- * is rolled back out of every column (each column's lengths are marked at the row's start). The
- * code is checked once before the chunk (node sizes, operands, column indexes, nesting), so a
- * malformed program is a ValueError, never a read out of bounds. The GIL is released while the
+ * memory is taken for it, varints stop at 10 bytes (5 for an int: its values, an enum's and a union's
+ * index), offsets stop at INT32_MAX. A value that fails is rolled back out of every column (each
+ * column's lengths are marked at the row's start). The code is checked once before the chunk (node
+ * sizes, operands, each op against its column's kind and width, a union's member among its union's
+ * columns, nesting) and the layout too (kinds, parents, widths, nesting at most MAX_LAYOUT_DEPTH, so
+ * put_null's recursion is bounded), so a malformed program is a ValueError, never a read or write out
+ * of bounds. The GIL is released while the
  * chunk decodes: the values are held by the sequence the caller passed (and buffer views of any
  * that are not bytes), and the decoder touches only memory of its own (PyMem_Raw*).
  */
@@ -25,7 +28,7 @@ enum {
     OP_FLOAT, OP_INT_DOUBLE, OP_LONG_DOUBLE, OP_FLOAT_DOUBLE, OP_DOUBLE, OP_BYTES, OP_STRING, OP_FIXED,
     OP_DECIMAL_BYTES, OP_DECIMAL_FIXED, OP_ENUM, OP_RECORD, OP_ARRAY, OP_MAP, OP_UNION, OP_PICK,
     OP_SKIP_NOTHING, OP_SKIP_BOOLEAN, OP_SKIP_VARINT, OP_SKIP_4, OP_SKIP_8, OP_SKIP_BYTES, OP_SKIP_FIXED,
-    OP_SKIP_RECORD, OP_SKIP_ARRAY, OP_SKIP_MAP,
+    OP_SKIP_RECORD, OP_SKIP_ARRAY, OP_SKIP_MAP, OP_INLINE,
 };
 enum {
     K_NULL = 0, K_BOOLEAN, K_INT32, K_INT64, K_FLOAT32, K_FLOAT64, K_BINARY, K_FIXED, K_STRUCT, K_LIST,
@@ -33,7 +36,10 @@ enum {
 };
 
 #define MAX_EMPTY_ITEMS (1 << 20) /* avro_program.MAX_EMPTY_ITEMS */
-#define MAX_CODE_DEPTH 2000
+#define MAX_CODE_DEPTH 300   /* avro_program.MAX_CODE_DEPTH */
+#define MAX_LAYOUT_DEPTH 128 /* avro_program.MAX_COLUMN_DEPTH */
+#define LONG_BYTES 10
+#define INT_BYTES 5
 #define MAX_WIDTH (1 << 20)
 #define REASON_SIZE 200
 
@@ -59,6 +65,7 @@ typedef struct {
 
 typedef struct {
     const int32_t *code;
+    const uint8_t *pool; /* the code's ints as bytes: an INLINE default is read from there */
     Col *cols;
     int ncols;
     int *child_index;
@@ -191,10 +198,11 @@ static int put_null(Decoder *d, int col) {
 
 /* -- reading -------------------------------------------------------------------------------------- */
 
-static inline int read_long(Decoder *d, size_t *pos, int64_t *out) {
+/* a zigzag varint of at most `most` bytes */
+static inline int read_varint(Decoder *d, size_t *pos, int64_t *out, int most) {
     size_t p = *pos;
     uint64_t r = 0;
-    for (int shift = 0; shift < 70; shift += 7) {
+    for (int shift = 0; shift < 7 * most; shift += 7) {
         if (p >= d->end) return bad(d, "truncated at byte %zu", *pos);
         uint8_t b = d->buf[p++];
         r |= (uint64_t)(b & 0x7f) << shift;
@@ -207,10 +215,12 @@ static inline int read_long(Decoder *d, size_t *pos, int64_t *out) {
     return bad(d, "varint too long at byte %zu", *pos);
 }
 
+static inline int read_long(Decoder *d, size_t *pos, int64_t *out) { return read_varint(d, pos, out, LONG_BYTES); }
+
 static inline int read_int(Decoder *d, size_t *pos, int32_t *out) {
     size_t at = *pos;
     int64_t v = 0;
-    if (read_long(d, pos, &v) != OK) return BAD;
+    if (read_varint(d, pos, &v, INT_BYTES) != OK) return BAD;
     if (v < INT32_MIN || v > INT32_MAX) return bad(d, "int %lld out of range at byte %zu", (long long)v, at);
     *out = (int32_t)v;
     return OK;
@@ -453,7 +463,7 @@ static int run(Decoder *d, int pc, size_t *pos) {
         case OP_ENUM: {
             size_t at = *pos;
             int64_t index = 0;
-            if (read_long(d, pos, &index) != OK) return BAD;
+            if (read_varint(d, pos, &index, INT_BYTES) != OK) return BAD;
             int32_t symbols = code[pc + 3];
             if (index < 0 || index >= symbols)
                 return bad(d, "enum index %lld out of range (%d symbols) at byte %zu", (long long)index, symbols, at);
@@ -470,7 +480,7 @@ static int run(Decoder *d, int pc, size_t *pos) {
             size_t at = *pos;
             int64_t index = 0;
             int32_t branches = code[pc + 2];
-            if (read_long(d, pos, &index) != OK) return BAD;
+            if (read_varint(d, pos, &index, INT_BYTES) != OK) return BAD;
             if (index < 0 || index >= branches)
                 return bad(d, "union branch %lld out of range (%d branches) at byte %zu", (long long)index, branches,
                            at);
@@ -485,6 +495,19 @@ static int run(Decoder *d, int pc, size_t *pos) {
                 if (child != member && (rc = put_null(d, child)) != OK) return rc;
             }
             return run(d, pc + 4, pos);
+        }
+        case OP_INLINE: { /* a default: its node reads the bytes in the code, then the value goes on */
+            size_t n = (size_t)code[pc + 2], at = 0;
+            const uint8_t *saved = d->buf;
+            size_t saved_end = d->end;
+            d->buf = d->pool + pc + 3;
+            d->end = n;
+            rc = run(d, pc + 3 + (int)n, &at);
+            d->buf = saved;
+            d->end = saved_end;
+            if (rc != OK) return rc;
+            if (at != n) return bad(d, "%zu bytes of a default left unread", n - at);
+            return OK;
         }
         case OP_SKIP_NOTHING:
             return OK;
@@ -515,9 +538,38 @@ typedef struct {
     const int32_t *code;
     int ncols;
     const Col *cols;
+    const int *child_index;
 } Check;
 
 static int col_ok(const Check *k, int32_t col) { return col >= 0 && col < k->ncols; }
+
+/* column `col` exists, is of `kind` and (width >= 0) that many bytes wide */
+static int col_is(const Check *k, int32_t col, int kind, int64_t width) {
+    if (!col_ok(k, col) || k->cols[col].kind != kind) return 0;
+    return width < 0 || k->cols[col].width == width;
+}
+
+/* the column kind an op that writes one value writes to (-1: not such an op) */
+static int kind_of(int op) {
+    switch (op) {
+        case OP_NULL: return K_NULL;
+        case OP_BOOLEAN: return K_BOOLEAN;
+        case OP_INT: return K_INT32;
+        case OP_INT_LONG: case OP_LONG: return K_INT64;
+        case OP_INT_FLOAT: case OP_LONG_FLOAT: case OP_FLOAT: return K_FLOAT32;
+        case OP_INT_DOUBLE: case OP_LONG_DOUBLE: case OP_FLOAT_DOUBLE: case OP_DOUBLE: return K_FLOAT64;
+        case OP_BYTES: case OP_STRING: return K_BINARY;
+        default: return -1;
+    }
+}
+
+/* `member` is one of the columns of the union's struct column `col` */
+static int is_child(const Check *k, int32_t col, int32_t member) {
+    const Col *c = &k->cols[col];
+    for (int i = 0; i < c->nchildren; i++)
+        if (k->child_index[c->first_child + i] == member) return 1;
+    return 0;
+}
 
 /* whether the node at pc is well formed within [pc, stop): sizes, operands and columns in range */
 static int verify(const Check *k, int64_t pc, int64_t stop, int depth) {
@@ -527,25 +579,25 @@ static int verify(const Check *k, int64_t pc, int64_t stop, int depth) {
     int64_t size = code[pc + 1], end = pc + size;
     if (size < 2 || end > stop) return 0;
     switch (op) {
-        case OP_NULL: case OP_SET_NULL: case OP_BOOLEAN: case OP_INT: case OP_INT_LONG: case OP_LONG:
+        case OP_NULL: case OP_BOOLEAN: case OP_INT: case OP_INT_LONG: case OP_LONG:
         case OP_INT_FLOAT: case OP_LONG_FLOAT: case OP_FLOAT: case OP_INT_DOUBLE: case OP_LONG_DOUBLE:
         case OP_FLOAT_DOUBLE: case OP_DOUBLE: case OP_BYTES: case OP_STRING:
+            return size == 3 && col_is(k, code[pc + 2], kind_of(op), -1);
+        case OP_SET_NULL:
             return size == 3 && col_ok(k, code[pc + 2]);
         case OP_FIXED:
-            return size == 4 && col_ok(k, code[pc + 2]) && code[pc + 3] >= 0;
+            return size == 4 && code[pc + 3] >= 0 && col_is(k, code[pc + 2], K_FIXED, code[pc + 3]);
         case OP_DECIMAL_BYTES:
-            return size == 4 && col_ok(k, code[pc + 2]) && code[pc + 3] >= 1 && code[pc + 3] <= 64;
+            return size == 4 && code[pc + 3] >= 1 && code[pc + 3] <= 64 && col_is(k, code[pc + 2], K_FIXED, code[pc + 3]);
         case OP_DECIMAL_FIXED:
-            return size == 5 && col_ok(k, code[pc + 2]) && code[pc + 3] >= 0 && code[pc + 4] >= 1 &&
-                   code[pc + 4] <= 64;
-        case OP_ENUM: {
-            if (size < 4 || !col_ok(k, code[pc + 2]) || code[pc + 3] < 0 || size != 4 + (int64_t)code[pc + 3])
-                return 0;
-            return 1;
-        }
+            return size == 5 && code[pc + 3] >= 0 && code[pc + 4] >= 1 && code[pc + 4] <= 64 &&
+                   col_is(k, code[pc + 2], K_FIXED, code[pc + 4]);
+        case OP_ENUM:
+            return size >= 4 && code[pc + 3] >= 0 && size == 4 + (int64_t)code[pc + 3] &&
+                   col_is(k, code[pc + 2], K_INT32, -1);
         case OP_RECORD: case OP_SKIP_RECORD: {
             int64_t at = pc + (op == OP_RECORD ? 3 : 2);
-            if (at > end || (op == OP_RECORD && !col_ok(k, code[pc + 2]))) return 0;
+            if (at > end || (op == OP_RECORD && !col_is(k, code[pc + 2], K_STRUCT, -1))) return 0;
             while (at < end) {
                 if (!verify(k, at, end, depth + 1)) return 0;
                 at += code[at + 1];
@@ -556,8 +608,14 @@ static int verify(const Check *k, int64_t pc, int64_t stop, int depth) {
             int writes = op == OP_ARRAY || op == OP_MAP;
             int64_t head = pc + 2 + (writes ? 1 : 0) + (op == OP_MAP ? 1 : 0);
             if (head + 1 >= end || code[head] < 0) return 0;
-            if (writes && (!col_ok(k, code[pc + 2]) || k->cols[code[pc + 2]].nchildren < 1)) return 0;
-            if (op == OP_MAP && !col_ok(k, code[pc + 3])) return 0;
+            if (op == OP_ARRAY && (!col_is(k, code[pc + 2], K_LIST, -1) || k->cols[code[pc + 2]].nchildren != 1))
+                return 0;
+            if (op == OP_MAP) { /* the key is the map's first column of two, a binary one */
+                const Col *m = col_is(k, code[pc + 2], K_MAP, -1) ? &k->cols[code[pc + 2]] : NULL;
+                if (m == NULL || m->nchildren != 2 || k->child_index[m->first_child] != code[pc + 3] ||
+                    !col_is(k, code[pc + 3], K_BINARY, -1))
+                    return 0;
+            }
             return verify(k, head + 1, end, depth + 1) && head + 1 + code[head + 2] == end;
         }
         case OP_UNION: {
@@ -569,9 +627,16 @@ static int verify(const Check *k, int64_t pc, int64_t stop, int depth) {
             }
             return 1;
         }
-        case OP_PICK:
-            return size > 4 && col_ok(k, code[pc + 2]) && col_ok(k, code[pc + 3]) &&
+        case OP_PICK: /* the member must be one of the union's columns: the others get nulls */
+            return size > 4 && col_is(k, code[pc + 2], K_STRUCT, -1) && is_child(k, code[pc + 2], code[pc + 3]) &&
                    verify(k, pc + 4, end, depth + 1) && 4 + code[pc + 5] == size;
+        case OP_INLINE: {
+            int64_t n = pc + 2 < end ? code[pc + 2] : -1;
+            if (n < 0 || n > end - pc - 5) return 0;
+            for (int64_t i = 0; i < n; i++)
+                if (code[pc + 3 + i] < 0 || code[pc + 3 + i] > 0xff) return 0;
+            return verify(k, pc + 3 + n, end, depth + 1) && pc + 3 + n + code[pc + 4 + n] == end;
+        }
         case OP_SKIP_NOTHING: case OP_SKIP_BOOLEAN: case OP_SKIP_VARINT: case OP_SKIP_4: case OP_SKIP_8:
         case OP_SKIP_BYTES:
             return size == 2;
@@ -675,15 +740,16 @@ static Col *read_layout(PyObject *obj, int *ncols, int **child_index) {
     if (seq == NULL) return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
     Col *cols = NULL;
-    int *parents = NULL, *children = NULL;
+    int *parents = NULL, *children = NULL, *depths = NULL;
     if (n < 1 || n > 1000000) {
         PyErr_SetString(PyExc_ValueError, "layout must hold 1 to 1000000 columns");
         goto fail;
     }
     cols = PyMem_RawCalloc((size_t)n, sizeof(Col));
     parents = PyMem_Calloc((size_t)n, sizeof(int));
+    depths = PyMem_Calloc((size_t)n, sizeof(int));
     children = PyMem_RawCalloc((size_t)n, sizeof(int));
-    if (cols == NULL || parents == NULL || children == NULL) {
+    if (cols == NULL || parents == NULL || children == NULL || depths == NULL) {
         PyErr_NoMemory();
         goto fail;
     }
@@ -694,6 +760,11 @@ static Col *read_layout(PyObject *obj, int *ncols, int **child_index) {
             goto fail;
         if (kind < K_NULL || kind > K_CONST || parent < -1 || parent >= i || width < 0 || width > MAX_WIDTH) {
             PyErr_Format(PyExc_ValueError, "invalid layout entry %zd", i);
+            goto fail;
+        }
+        depths[i] = parent >= 0 ? depths[parent] + 1 : 1;
+        if (depths[i] > MAX_LAYOUT_DEPTH) {
+            PyErr_Format(PyExc_ValueError, "layout nests columns deeper than %d", MAX_LAYOUT_DEPTH);
             goto fail;
         }
         cols[i].kind = kind;
@@ -723,6 +794,7 @@ static Col *read_layout(PyObject *obj, int *ncols, int **child_index) {
         }
     }
     PyMem_Free(parents);
+    PyMem_Free(depths);
     Py_DECREF(seq);
     *ncols = (int)n;
     *child_index = children;
@@ -730,6 +802,7 @@ static Col *read_layout(PyObject *obj, int *ncols, int **child_index) {
 fail:
     free_cols(cols, (int)n);
     PyMem_Free(parents);
+    PyMem_Free(depths);
     PyMem_RawFree(children);
     Py_DECREF(seq);
     return NULL;
@@ -746,6 +819,7 @@ static PyObject *py_decode(PyObject *self, PyObject *args) {
     }
     PyObject *values = NULL, *result = NULL, *columns = NULL, *bad_list = NULL;
     int32_t *code = NULL;
+    uint8_t *pool = NULL;
     Col *cols = NULL;
     int ncols = 0, *child_index = NULL;
     const uint8_t **ptrs = NULL;
@@ -758,11 +832,16 @@ static PyObject *py_decode(PyObject *self, PyObject *args) {
 
     if ((code = read_code(code_obj, &ncode)) == NULL) goto done;
     if ((cols = read_layout(layout_obj, &ncols, &child_index)) == NULL) goto done;
-    Check check = {code, ncols, cols};
-    if (!verify(&check, 0, ncode, 0) || code[1] != ncode) {
+    Check check = {code, ncols, cols, child_index};
+    if (ncode < 2 || !verify(&check, 0, ncode, 0) || code[1] != ncode) {
         PyErr_SetString(PyExc_ValueError, "malformed decoding program");
         goto done;
     }
+    if ((pool = PyMem_RawMalloc((size_t)ncode + 1)) == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < ncode; i++) pool[i] = (uint8_t)code[i]; /* verify() saw INLINE's bytes in 0-255 */
     /* a tuple of its own (a list's items copied, each referenced): the values stay alive while the
        GIL is released, whatever another thread does to the caller's list meanwhile */
     if ((values = PySequence_Tuple(values_obj)) == NULL) goto done;
@@ -792,7 +871,7 @@ static PyObject *py_decode(PyObject *self, PyObject *args) {
         PyErr_NoMemory();
         goto done;
     }
-    Decoder d = {code, cols, ncols, child_index, NULL, 0, 0, {0}};
+    Decoder d = {code, pool, cols, ncols, child_index, NULL, 0, 0, {0}};
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n && failed == OK; i++) {
         for (int k = 0; k < ncols; k++) {
@@ -863,6 +942,7 @@ done:
     PyMem_Free(lens);
     PyMem_RawFree(bads);
     PyMem_Free(code);
+    PyMem_RawFree(pool);
     free_cols(cols, ncols);
     PyMem_RawFree(child_index);
     Py_XDECREF(values);

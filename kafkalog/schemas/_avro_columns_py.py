@@ -8,7 +8,11 @@ value's datum begins at byte ``start``; ``layout`` is (kind, parent, width) per 
 Arrow bitmap, None when nothing is null; buffer1 the values, or the int32 offsets of a binary, list
 or map column; buffer2 a binary column's bytes), and the (index, reason) of each value that failed.
 A value that fails leaves nothing in any column. Every value is untrusted: lengths and counts are
-checked against the bytes left before anything is taken or made from them.
+checked against the bytes left before anything is taken or made from them; a varint takes at most
+10 bytes (5 for an int: its values, an enum's and a union's index). The program is checked before
+the chunk (:func:`verify`, as the C kernel checks it): each node's size and operands, each op
+against its column's kind and width, a union member among its union's columns, the layout's nesting
+at most :data:`~kafkalog.schemas.avro_program.MAX_COLUMN_DEPTH` deep; a malformed one is a ValueError.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import struct
 from collections.abc import Sequence
 from typing import Final
 
-from kafkalog.schemas.avro_program import MAX_EMPTY_ITEMS, Kind, Op
+from kafkalog.schemas.avro_program import MAX_CODE_DEPTH, MAX_COLUMN_DEPTH, MAX_EMPTY_ITEMS, Kind, Op
 
 _I32: Final = struct.Struct("<i")
 _I64: Final = struct.Struct("<q")
@@ -25,6 +29,27 @@ _F32: Final = struct.Struct("<f")
 _F64: Final = struct.Struct("<d")
 _MAX_OFFSET: Final = 2**31 - 1
 _WIDTH: Final = {Kind.BOOLEAN: 1, Kind.INT32: 4, Kind.INT64: 8, Kind.FLOAT32: 4, Kind.FLOAT64: 8}
+_MAX_CODE_DEPTH: Final = MAX_CODE_DEPTH  # nodes within nodes: two Python frames each here
+_MAX_WIDTH: Final = 1 << 20
+_LONG_BYTES: Final = 10
+_INT_BYTES: Final = 5
+_KIND_OF: Final = {  # the column kind each op that writes a value writes to
+    Op.NULL: Kind.NULL,
+    Op.BOOLEAN: Kind.BOOLEAN,
+    Op.INT: Kind.INT32,
+    Op.INT_LONG: Kind.INT64,
+    Op.LONG: Kind.INT64,
+    Op.INT_FLOAT: Kind.FLOAT32,
+    Op.LONG_FLOAT: Kind.FLOAT32,
+    Op.FLOAT: Kind.FLOAT32,
+    Op.INT_DOUBLE: Kind.FLOAT64,
+    Op.LONG_DOUBLE: Kind.FLOAT64,
+    Op.FLOAT_DOUBLE: Kind.FLOAT64,
+    Op.DOUBLE: Kind.FLOAT64,
+    Op.BYTES: Kind.BINARY,
+    Op.STRING: Kind.BINARY,
+    Op.ENUM: Kind.INT32,
+}
 
 ColumnBuffers = tuple[int, int, bytes | None, bytes | None, bytes | None]
 
@@ -60,11 +85,13 @@ class _Column:
 def decode(
     values: Sequence[bytes], start: int, code: Sequence[int], layout: Sequence[tuple[int, int, int]]
 ) -> tuple[list[ColumnBuffers], list[tuple[int, str]]]:
-    columns = [_Column(kind, width) for kind, _, width in layout]
-    for index, (_, parent, _) in enumerate(layout):
-        if parent >= 0:
-            columns[parent].children.append(index)
-    runner = _Runner(tuple(code), columns)
+    if start < 0:
+        raise ValueError("start must not be negative")
+    columns = _layout(layout)
+    code = tuple(code)
+    if not code or not _Check(code, columns).node(0, len(code), 0) or code[1] != len(code):
+        raise ValueError("malformed decoding program")
+    runner = _Runner(code, columns)
     bad: list[tuple[int, str]] = []
     for i, value in enumerate(values):
         marks = [c.mark() for c in columns]
@@ -75,6 +102,114 @@ def decode(
                 column.rollback(mark)
             bad.append((i, e.reason))
     return [_buffers(c) for c in columns], bad
+
+
+def _layout(layout: Sequence[tuple[int, int, int]]) -> list[_Column]:
+    """The columns of the layout, each checked: a known kind, a parent before it, a width in bounds,
+    nested at most MAX_COLUMN_DEPTH deep."""
+    if not 1 <= len(layout) <= 1_000_000:
+        raise ValueError("layout must hold 1 to 1000000 columns")
+    columns: list[_Column] = []
+    depth: list[int] = []
+    for index, (kind, parent, width) in enumerate(layout):
+        if not Kind.NULL <= kind <= Kind.CONST or not -1 <= parent < index or not 0 <= width <= _MAX_WIDTH:
+            raise ValueError(f"invalid layout entry {index}")
+        depth.append(depth[parent] + 1 if parent >= 0 else 1)
+        if depth[-1] > MAX_COLUMN_DEPTH:
+            raise ValueError(f"layout nests columns deeper than {MAX_COLUMN_DEPTH}")
+        columns.append(_Column(kind, width))
+        if parent >= 0:
+            columns[parent].children.append(index)
+    return columns
+
+
+class _Check:
+    """Whether a program is well formed (the C kernel's verify(), case for case)."""
+
+    def __init__(self, code: tuple[int, ...], columns: list[_Column]) -> None:
+        self.code = code
+        self.columns = columns
+
+    def col(self, col: int, kind: int, width: int = -1) -> bool:
+        """Column ``col`` exists, is of ``kind`` and (``width`` >= 0) that many bytes wide."""
+        if not 0 <= col < len(self.columns):
+            return False
+        column = self.columns[col]
+        return column.kind == kind and (width < 0 or column.width == width)
+
+    def node(self, pc: int, stop: int, depth: int) -> bool:
+        code = self.code
+        if depth > _MAX_CODE_DEPTH or pc < 0 or pc + 2 > stop:
+            return False
+        op, size = code[pc], code[pc + 1]
+        end = pc + size
+        if size < 2 or end > stop:
+            return False
+        if op in _KIND_OF and op != Op.ENUM:
+            return size == 3 and self.col(code[pc + 2], _KIND_OF[Op(op)])
+        if op == Op.SET_NULL:
+            return size == 3 and 0 <= code[pc + 2] < len(self.columns)
+        if op == Op.FIXED:
+            return size == 4 and code[pc + 3] >= 0 and self.col(code[pc + 2], Kind.FIXED, code[pc + 3])
+        if op == Op.DECIMAL_BYTES:
+            return size == 4 and 1 <= code[pc + 3] <= 64 and self.col(code[pc + 2], Kind.FIXED, code[pc + 3])
+        if op == Op.DECIMAL_FIXED:
+            return (
+                size == 5
+                and code[pc + 3] >= 0
+                and 1 <= code[pc + 4] <= 64
+                and self.col(code[pc + 2], Kind.FIXED, code[pc + 4])
+            )
+        if op == Op.ENUM:
+            return size >= 4 and code[pc + 3] >= 0 and size == 4 + code[pc + 3] and self.col(code[pc + 2], Kind.INT32)
+        if op in (Op.RECORD, Op.SKIP_RECORD):
+            at = pc + (3 if op == Op.RECORD else 2)
+            if at > end or (op == Op.RECORD and not self.col(code[pc + 2], Kind.STRUCT)):
+                return False
+            while at < end:
+                if not self.node(at, end, depth + 1):
+                    return False
+                at += code[at + 1]
+            return at == end
+        if op in (Op.ARRAY, Op.MAP, Op.SKIP_ARRAY, Op.SKIP_MAP):
+            writes = op in (Op.ARRAY, Op.MAP)
+            head = pc + 2 + (1 if writes else 0) + (1 if op == Op.MAP else 0)
+            if head + 1 >= end or code[head] < 0:
+                return False
+            if op == Op.ARRAY and not (
+                self.col(code[pc + 2], Kind.LIST) and len(self.columns[code[pc + 2]].children) == 1
+            ):
+                return False
+            if op == Op.MAP:
+                if not self.col(code[pc + 2], Kind.MAP) or self.columns[code[pc + 2]].children[:1] != [code[pc + 3]]:
+                    return False
+                if len(self.columns[code[pc + 2]].children) != 2 or not self.col(code[pc + 3], Kind.BINARY):
+                    return False
+            return self.node(head + 1, end, depth + 1) and head + 1 + code[head + 2] == end
+        if op == Op.UNION:
+            branches = code[pc + 2]
+            if pc + 3 > end or branches < 0 or size < 3 + branches:
+                return False
+            return all(
+                pc + code[pc + 3 + b] >= pc + 3 + branches and self.node(pc + code[pc + 3 + b], end, depth + 1)
+                for b in range(branches)
+            )
+        if op == Op.PICK:
+            if size <= 4 or not self.col(code[pc + 2], Kind.STRUCT):
+                return False
+            if code[pc + 3] not in self.columns[code[pc + 2]].children:  # a member of this union
+                return False
+            return self.node(pc + 4, end, depth + 1) and 4 + code[pc + 5] == size
+        if op == Op.INLINE:
+            n = code[pc + 2] if pc + 2 < end else -1
+            if not 0 <= n <= end - pc - 5 or not all(0 <= b <= 0xFF for b in code[pc + 3 : pc + 3 + n]):
+                return False
+            return self.node(pc + 3 + n, end, depth + 1) and pc + 3 + n + code[pc + 4 + n] == end
+        if op in (Op.SKIP_NOTHING, Op.SKIP_BOOLEAN, Op.SKIP_VARINT, Op.SKIP_4, Op.SKIP_8, Op.SKIP_BYTES):
+            return size == 2
+        if op == Op.SKIP_FIXED:
+            return size == 3 and code[pc + 2] >= 0
+        return False
 
 
 def _buffers(column: _Column) -> ColumnBuffers:
@@ -118,9 +253,9 @@ class _Runner:
 
     # -- reading --------------------------------------------------------------------------------
 
-    def read_long(self, pos: int) -> tuple[int, int]:
+    def read_long(self, pos: int, most: int = _LONG_BYTES) -> tuple[int, int]:
         begin, result, shift = pos, 0, 0
-        for _ in range(10):
+        for _ in range(most):
             if pos >= self.end:
                 raise _Bad(f"truncated at byte {begin}")
             b = self.buf[pos]
@@ -133,7 +268,7 @@ class _Runner:
         raise _Bad(f"varint too long at byte {begin}")
 
     def read_int(self, pos: int) -> tuple[int, int]:
-        value, after = self.read_long(pos)
+        value, after = self.read_long(pos, _INT_BYTES)
         if not -(2**31) <= value < 2**31:
             raise _Bad(f"int {value} out of range at byte {pos}")
         return value, after
@@ -272,7 +407,7 @@ class _Runner:
             self.put(code[pc + 2], number.to_bytes(width, "little", signed=True))
             return begin + n
         if op == Op.ENUM:
-            index, after = self.read_long(pos)
+            index, after = self.read_long(pos, _INT_BYTES)
             symbols = code[pc + 3]
             if not 0 <= index < symbols:
                 raise _Bad(f"enum index {index} out of range ({symbols} symbols) at byte {pos}")
@@ -287,7 +422,7 @@ class _Runner:
             return self.collection(pc, pos)
         if op == Op.UNION:
             branches = code[pc + 2]
-            index, after = self.read_long(pos)
+            index, after = self.read_long(pos, _INT_BYTES)
             if not 0 <= index < branches:
                 raise _Bad(f"union branch {index} out of range ({branches} branches) at byte {pos}")
             return self.run(pc + code[pc + 3 + index], after)
@@ -298,6 +433,17 @@ class _Runner:
                 if child != member:
                     self.null(child)
             return self.run(pc + 4, pos)
+        if op == Op.INLINE:  # a default: its node reads the bytes in the code, then the value goes on
+            n = code[pc + 2]
+            saved = self.buf, self.end
+            self.buf, self.end = bytes(code[pc + 3 : pc + 3 + n]), n
+            try:
+                at = self.run(pc + 3 + n, 0)
+            finally:
+                self.buf, self.end = saved
+            if at != n:
+                raise _Bad(f"{n - at} bytes of a default left unread")
+            return pos
         if op == Op.SKIP_NOTHING:
             return pos
         if op == Op.SKIP_BOOLEAN:

@@ -14,12 +14,19 @@ a record is a struct column with a child per field; an array a list column (int3
 child ``item``; a map a map column (offsets) with a ``key`` (string) and a ``value`` child; a union
 ``[null, X]`` (either order) is X's column, nullable; a union of several non-null types a struct of
 one nullable child per non-null branch (``member0``, ``member1``, ..., as spark-avro names them),
-null where the null branch is; an enum an int32 column of the reader's symbol index; a fixed a
+null where the null branch is, except a union of ``int`` and ``long`` only (an int64 column) or of
+``float`` and ``double`` only (a float64 column), whatever the writer's branch; an enum an int32
+column of the reader's symbol index; a fixed a
 fixed-width binary; a decimal (bytes or fixed) a 16-byte (precision up to 38) or 32-byte
 little-endian two's complement, what Arrow's decimal128/decimal256 hold. Logical types are column
 annotations (:attr:`Column.logical`) for the Arrow side to cast. A reader field the writer lacks is
 a constant column (:attr:`Column.constant`): the kernel writes nothing to it (or below it), and the
-Arrow side fills it with the field's default, one value for every row.
+Arrow side fills it with the field's default, one value for every row; unless some other path of
+the program writes that column (two branches of a writer union read into one reader record, one
+with the field and one without): there the path without it reads the default itself, Avro-encoded
+in the code (:attr:`Op.INLINE`), so neither path overwrites the other's rows. Columns nest at most
+:data:`MAX_COLUMN_DEPTH` deep and nodes :data:`MAX_CODE_DEPTH` (the kernels walk both recursively):
+a deeper reader schema is refused when compiled.
 
 **Code** is a tuple of ints: nodes in pre-order, each ``(op, size, operands..., children...)`` where
 ``size`` counts the node's ints with its children's, so a node not taken (a union's other branches)
@@ -36,6 +43,7 @@ from __future__ import annotations
 
 import enum
 import json
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final
@@ -45,6 +53,7 @@ from kafkalog.schemas.avro import (
     AvroSchema,
     AvroType,
     Enum,
+    Field,
     Fixed,
     Map,
     Primitive,
@@ -57,7 +66,10 @@ from kafkalog.schemas.errors import SchemaResolutionError
 MAX_PROGRAM_LENGTH: Final = 1 << 20  # ints of code; records shared along many paths are inlined at each
 MAX_COLUMNS: Final = 100_000  # columns of one reader schema (its records are columns at each use)
 MAX_EMPTY_ITEMS: Final = 1 << 20  # items of zero bytes (null, an empty record) one value may hold in all
-PROGRAM_VERSION: Final = 1
+MAX_COLUMN_DEPTH: Final = 128  # columns below columns; the kernels refuse a deeper layout too
+MAX_CODE_DEPTH: Final = 300  # nodes within nodes (a union's take two); the kernels refuse deeper code too
+MAX_INLINE_BYTES: Final = 1 << 16  # an Avro-encoded default in the code (Op.INLINE)
+PROGRAM_VERSION: Final = 2
 
 
 class Op(enum.IntEnum):
@@ -97,6 +109,7 @@ class Op(enum.IntEnum):
     SKIP_RECORD = 31  # [children...]
     SKIP_ARRAY = 32  # [item min bytes, item]
     SKIP_MAP = 33  # [entry min bytes, value]
+    INLINE = 34  # [n, n ints of bytes 0-255, node]: the node reads those bytes (a default), not the value's
 
 
 class Kind(enum.IntEnum):
@@ -197,10 +210,17 @@ def compile_program(writer: AvroSchema, reader: AvroSchema) -> Program:
         raise SchemaResolutionError(
             f"the reader schema cannot read the writer's data: {found[0].describe('reader', 'writer')}"
         )
-    compiler = _Compiler()
-    root = compiler.columns(reader.root, "value", -1, False, ())
-    code = compiler.read(writer.root, reader.root, root, ())
-    return Program(tuple(code), tuple(compiler.out))
+    inline: set[int] = set()
+    while True:
+        compiler = _Compiler(frozenset(inline))
+        root = compiler.columns(reader.root, "value", -1, False, ())
+        code = compiler.read(writer.root, reader.root, root, ())
+        clashes = compiler.clashes()
+        if clashes <= inline:
+            if _code_depth(code) > MAX_CODE_DEPTH:
+                raise SchemaResolutionError(f"the decoding program would nest deeper than {MAX_CODE_DEPTH}")
+            return Program(tuple(code), tuple(compiler.out))
+        inline |= clashes  # a default on one path, values on another: that path reads the default
 
 
 _DECIMAL128_DIGITS: Final = 38
@@ -257,21 +277,54 @@ def _split_union(union: Union) -> tuple[bool, list[AvroType]]:
     return len(others) < len(union.branches), others
 
 
+def _numeric_union(branches: Sequence[AvroType]) -> str | None:
+    """``long`` for a union of ``int`` and ``long`` only (null aside), ``double`` for one of ``float``
+    and ``double`` only: one column of the wider type (pipelines.schemas.columns maps them so)."""
+    kinds = {b.type for b in branches if isinstance(b, Primitive) and b.logical is None and not b.props}
+    if len(branches) > 1 and len(kinds) == len(branches):
+        if kinds <= {"int", "long"}:
+            return "long"
+        if kinds <= {"float", "double"}:
+            return "double"
+    return None
+
+
 def _decimal_width(precision: int) -> int:
     return 16 if precision <= _DECIMAL128_DIGITS else 32
 
 
 class _Compiler:
-    def __init__(self) -> None:
+    def __init__(self, inline: frozenset[int] = frozenset()) -> None:
         self.out: list[Column] = []
         self.children: dict[int, list[int]] = {}
+        self.depth: dict[int, int] = {-1: 0}
         self.sizes: dict[int, int] = {}  # id of a writer record -> its fewest bytes (shared records: once)
+        self.inline = inline
+        """Columns a path reads its default into (Op.INLINE) rather than being constant."""
+        self.written: set[int] = set()
+        self.defaulted: set[int] = set()
+
+    def clashes(self) -> set[int]:
+        """Columns made constant on one path that another path writes (they or a column below)."""
+        return {c for c in self.defaulted if any(d in self.written for d in self.below(c))}
+
+    def below(self, col: int) -> list[int]:
+        found, stack = [], [col]
+        while stack:
+            c = stack.pop()
+            found.append(c)
+            stack.extend(self.children[c])
+        return found
 
     def add(self, column: Column) -> int:
         if len(self.out) >= MAX_COLUMNS:
             raise SchemaResolutionError(f"the reader schema would make more than {MAX_COLUMNS} columns")
+        depth = self.depth[column.parent] + 1
+        if depth > MAX_COLUMN_DEPTH:
+            raise SchemaResolutionError(f"the reader schema nests columns deeper than {MAX_COLUMN_DEPTH}")
         self.out.append(column)
         index = len(self.out) - 1
+        self.depth[index] = depth
         self.children[index] = []
         if column.parent >= 0:
             self.children[column.parent].append(index)
@@ -292,6 +345,9 @@ class _Compiler:
                 return self.add(Column(name, Kind.NULL, parent, nullable=True))
             if len(others) == 1:
                 return self.columns(others[0], name, parent, nullable or has_null, path)
+            merged = _numeric_union(others)
+            if merged is not None:
+                return self.add(Column(name, _STORAGE[merged], parent, nullable=nullable or has_null))
             index = self.add(Column(name, Kind.STRUCT, parent, logical="union", nullable=nullable or has_null))
             for i, branch in enumerate(others):
                 self.columns(branch, f"member{i}", index, True, path)
@@ -344,6 +400,7 @@ class _Compiler:
         if isinstance(writer, Union):
             branches = [self.read(b, reader, col, path) for b in writer.branches]
             return self.emit(_union(branches))
+        self.written.add(col)
         if isinstance(reader, Union):
             return self.read_into_union(writer, reader, col, path)
         return self.emit(self.read_plain(writer, reader, col, path))
@@ -356,6 +413,11 @@ class _Compiler:
                     f"no branch of the reader's union at column {self.out[col].name} reads null"
                 )
             return _node(Op.SET_NULL, col) if others else _node(Op.NULL, col)
+        merged = _numeric_union(others)
+        if merged is not None and isinstance(writer, Primitive):
+            op = _PROMOTION_OPS.get((writer.type, merged))
+            if op is not None:
+                return _node(op, col)
         chosen = next((b for b in others if _matches(writer, b)), None)
         if chosen is None:
             raise SchemaResolutionError(
@@ -364,6 +426,7 @@ class _Compiler:
         if len(others) == 1:
             return self.read(writer, chosen, col, path)
         member = self.children[col][others.index(chosen)]
+        self.written.add(member)
         return self.emit(_node(Op.PICK, col, member, children=self.read(writer, chosen, member, path)))
 
     def read_plain(self, writer: AvroType, reader: AvroType, col: int, path: tuple[str, ...]) -> list[int]:
@@ -386,7 +449,7 @@ class _Compiler:
                     body += self.read(wf.type, rf.type, self.children[col][position], inner)
             for i, rf in enumerate(reader.fields):
                 if i not in read_fields:
-                    self.make_const(self.children[col][i], rf.default)
+                    body += self.make_const(self.children[col][i], rf, inner)
             return _node(Op.RECORD, col, children=body)
         if isinstance(writer, Array) and isinstance(reader, Array):
             item = self.read(writer.items, reader.items, self.children[col][0], path)
@@ -421,8 +484,17 @@ class _Compiler:
             f"the reader's {reader.type} at column {column.name} cannot read the writer's {writer.type}"
         )
 
-    def make_const(self, col: int, default: Any) -> None:
-        self.out[col] = replace(self.out[col], constant=True, default=default)
+    def make_const(self, col: int, rf: Field, path: tuple[str, ...]) -> list[int]:
+        """Reader field ``rf`` the writer lacks: its column made constant (no code), or, where another
+        path writes the column, a node reading the field's default into it."""
+        if col not in self.inline:
+            self.defaulted.add(col)
+            self.out[col] = replace(self.out[col], constant=True, default=rf.default)
+            return []
+        data = encode_default(rf.type, rf.default)
+        if len(data) > MAX_INLINE_BYTES:
+            raise SchemaResolutionError(f"the default of field {rf.name} takes more than {MAX_INLINE_BYTES} bytes")
+        return self.emit(_node(Op.INLINE, len(data), *data, children=self.read(rf.type, rf.type, col, path)))
 
     def skip(self, writer: AvroType, path: tuple[str, ...]) -> list[int]:
         """The node stepping over a value of ``writer`` (a field the reader lacks)."""
@@ -444,6 +516,46 @@ class _Compiler:
         if isinstance(writer, Fixed):
             return _node(Op.SKIP_FIXED, writer.size)
         return _node(_SKIP_OPS[writer.type])
+
+
+def _code_depth(code: Sequence[int]) -> int:
+    """How deep the nodes of ``code`` nest (1: one node), without recursion."""
+    deepest, open_until = 0, list[int]()  # the end of each node enclosing the one at pc
+    for pc, end in _nodes(code):
+        while open_until and open_until[-1] <= pc:
+            open_until.pop()
+        open_until.append(end)
+        deepest = max(deepest, len(open_until))
+    return deepest
+
+
+def _nodes(code: Sequence[int]) -> list[tuple[int, int]]:
+    """(start, end) of every node, in pre-order."""
+    found: list[tuple[int, int]] = []
+    stack = [0]
+    while stack:
+        pc = stack.pop()
+        op, size = Op(code[pc]), code[pc + 1]
+        found.append((pc, pc + size))
+        inner: list[int] = []
+        if op in (Op.RECORD, Op.SKIP_RECORD):
+            at = pc + (3 if op == Op.RECORD else 2)
+            while at < pc + size:
+                inner.append(at)
+                at += code[at + 1]
+        elif op in (Op.ARRAY, Op.SKIP_ARRAY, Op.SKIP_MAP):
+            inner.append(pc + (4 if op == Op.ARRAY else 3))
+        elif op == Op.MAP:
+            inner.append(pc + 5)
+        elif op == Op.UNION:
+            inner.extend(pc + code[pc + 3 + b] for b in range(code[pc + 2]))
+        elif op == Op.PICK:
+            inner.append(pc + 4)
+        elif op == Op.INLINE:
+            inner.append(pc + 3 + code[pc + 2])
+        stack.extend(reversed(inner))
+    found.sort()
+    return found
 
 
 def _union(branches: list[list[int]]) -> list[int]:
@@ -474,3 +586,93 @@ def _matches(writer: AvroType, reader: AvroType) -> bool:
     if isinstance(writer, Map) and isinstance(reader, Map):
         return _matches(writer.values, reader.values)
     return False
+
+
+def encode_default(node: AvroType, value: Any) -> bytes:
+    """A field default (JSON, as the schema gives it) in Avro's binary encoding of ``node``: what the
+    kernel reads for an :attr:`Op.INLINE` default. A union's default is of its first branch that
+    takes it (Avro 1.12 allows any branch's); the parser judged every default already."""
+    out = bytearray()
+    _encode(node, value, out)
+    return bytes(out)
+
+
+def _zigzag(n: int, out: bytearray) -> None:
+    n = (n << 1) ^ (n >> 63)
+    while n > 0x7F:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+
+
+def _encode(node: AvroType, value: Any, out: bytearray) -> None:
+    if isinstance(node, Union):
+        for i, branch in enumerate(node.branches):
+            attempt = bytearray()
+            try:
+                _encode(branch, value, attempt)
+            except (TypeError, ValueError, KeyError, AttributeError, OverflowError, struct.error):
+                continue
+            _zigzag(i, out)
+            out += attempt
+            return
+        raise ValueError(f"no branch of the union takes the default {value!r:.40}")
+    if isinstance(node, Record):
+        if not isinstance(value, dict):
+            raise TypeError("a record default is an object")
+        for f in node.fields:
+            _encode(f.type, value.get(f.name, f.default), out)
+        return
+    if isinstance(node, Array):
+        if not isinstance(value, list):
+            raise TypeError("an array default is a list")
+        if value:
+            _zigzag(len(value), out)
+            for item in value:
+                _encode(node.items, item, out)
+        out.append(0)
+        return
+    if isinstance(node, Map):
+        if not isinstance(value, dict):
+            raise TypeError("a map default is an object")
+        if value:
+            _zigzag(len(value), out)
+            for key, item in value.items():
+                _encode(Primitive("string"), key, out)
+                _encode(node.values, item, out)
+        out.append(0)
+        return
+    if isinstance(node, Enum):
+        _zigzag(node.symbols.index(value), out)
+        return
+    if isinstance(node, Fixed):
+        data = value.encode("latin-1")
+        if len(data) != node.size:
+            raise ValueError("a fixed default of another size")
+        out += data
+        return
+    _encode_primitive(node.type, value, out)
+
+
+def _encode_primitive(kind: str, value: Any, out: bytearray) -> None:
+    if kind == "null":
+        if value is not None:
+            raise TypeError("null's default is null")
+    elif kind == "boolean":
+        if not isinstance(value, bool):
+            raise TypeError("not a boolean")
+        out.append(1 if value else 0)
+    elif kind in ("int", "long"):
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise TypeError("not an integer")
+        _zigzag(value, out)
+    elif kind in ("float", "double"):
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            raise TypeError("not a number")
+        out += struct.pack("<f" if kind == "float" else "<d", value)
+    else:  # bytes (code points 0-255, as Avro writes bytes defaults) or string
+        if not isinstance(value, str):
+            raise TypeError("not a string")
+        data = value.encode("latin-1" if kind == "bytes" else "utf-8")
+        _zigzag(len(data), out)
+        out += data

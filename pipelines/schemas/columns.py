@@ -22,9 +22,12 @@ spark-avro's ``SchemaConverters`` where Spark can read the result, with fallback
   pairs); Decimal as decimal(p, scale) (p: ``connect.decimal.precision``, else 38), Date,
   Time (as Avro's time: bigint microseconds of the day), Timestamp.
 
-Each Avro mapping comes with what the task needs to build the columns fast: the reader schema with
-its logical types taken off (fastavro then returns plain numbers and bytes, no Python datetimes),
-the Arrow type those plain values are built into, and a plan that turns that into the columns.
+The loader's tasks decode Avro with kafkalog.schemas.avro_program's kernel, whose columns
+pipelines.executor.payloads.avro_arrow types as ``avro_columns(reader).schema`` says (its tests hold
+the two to one schema). Each Avro mapping also comes with a second way to the same columns, from
+plain values: the reader schema with its logical types taken off (a generic reader such as fastavro
+then returns plain numbers and bytes), the Arrow type those plain values are built into, and a plan
+that turns that into the columns; the tests read values so, as the kernel's oracle.
 """
 
 from __future__ import annotations
@@ -276,8 +279,12 @@ class _Avro:
 
 
 def numeric_union(branches: list[Any], kinds: tuple[str, str]) -> bool:
-    """The non-null ``branches`` of a union are all of ``kinds`` (``[int, long]``: one bigint column)."""
-    return all(isinstance(b, str) and b in kinds for b in branches)
+    """The non-null ``branches`` of a union are all of ``kinds`` (``[int, long]``: one bigint column),
+    each written as its name or as ``{"type": name}`` alone."""
+    return all(
+        (b if isinstance(b, str) else b.get("type") if isinstance(b, dict) and len(b) == 1 else None) in kinds
+        for b in branches
+    )
 
 
 def endless_array(schema: Any) -> str | None:
@@ -422,7 +429,7 @@ def _decimals(array: pa.Array, plan: Plan) -> pa.Array:
         # exact: an unscaled integer with its exponent (scaleb would round to the context's 28 digits)
         values = [None if u is None else decimal.Decimal(u).scaleb(-scale, _EXACT) for u in unscaled]
         return pa.array(values, plan.final)
-    return pa.array([None if u is None else _decimal_text(u, plan.scale) for u in unscaled], pa.string())
+    return pa.array([None if u is None else decimal_text(u, plan.scale) for u in unscaled], pa.string())
 
 
 def _exact_context() -> Any:
@@ -435,7 +442,7 @@ _EXACT = _exact_context()
 """A decimal context that never rounds: Avro's unscaled integers have as many digits as their bytes."""
 
 
-def _decimal_text(unscaled: int, scale: int) -> str:
+def decimal_text(unscaled: int, scale: int) -> str:
     sign, digits = ("-" if unscaled < 0 else ""), str(abs(unscaled))
     if scale == 0:
         return sign + digits

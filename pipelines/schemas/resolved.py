@@ -24,6 +24,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from kafkalog.schemas import avro
+from kafkalog.schemas.errors import SchemaError
 from pipelines.config.pipeline import Decoder, EventTime, PipelineSpec, Registry
 from pipelines.errors import PayloadSchemaError
 from pipelines.schemas.columns import (
@@ -267,13 +269,11 @@ class _SubjectReader:
         if registered.references:
             raise PayloadSchemaError(f"{where} refers to other schemas (references): not supported yet")
         if self.schema_type == "AVRO":
-            import fastavro  # noqa: PLC0415 - only for Avro
-
-            try:
+            try:  # the tasks' decoder (kafkalog.schemas.avro_program) reads the schema as this parser does
+                avro.parse(registered.schema)
                 data = json.loads(registered.schema)
-                fastavro.parse_schema(data)
-            except Exception as exc:  # fastavro raises several kinds; its first line says what
-                raise PayloadSchemaError(f"{where} is not an Avro schema fastavro reads: {exc}") from None
+            except (SchemaError, ValueError) as exc:
+                raise PayloadSchemaError(f"{where} is not an Avro schema: {exc}") from None
             endless = endless_array(data)  # values are decoded by the writer schema's layout
             if endless is not None:
                 raise PayloadSchemaError(

@@ -6,8 +6,6 @@ its pure-Python twin byte for byte (columns and bad reasons), on good values and
 from __future__ import annotations
 
 import concurrent.futures
-import datetime
-import decimal
 import io
 import json
 import math
@@ -17,13 +15,20 @@ from collections.abc import Sequence
 from typing import Any
 
 import fastavro
-import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kafkalog.schemas import _avro_columns_py, avro, avro_columns
-from kafkalog.schemas.avro_program import MAX_EMPTY_ITEMS, Program, compile_program
+from kafkalog.schemas.avro_program import (
+    MAX_CODE_DEPTH,
+    MAX_COLUMN_DEPTH,
+    MAX_EMPTY_ITEMS,
+    Kind,
+    Op,
+    Program,
+    compile_program,
+)
 from kafkalog.schemas.errors import SchemaResolutionError
 from pipelines.executor.payloads.avro_arrow import arrow_schema, to_arrow
 
@@ -237,8 +242,9 @@ def ours(node: Any, value: Any) -> Any:
         return None
     if isinstance(node, list):
         others = [b for b in node if b != "null"]
-        if len(others) == 1:
-            return ours(others[0], value)
+        merged = all(b in ("int", "long") for b in others) or all(b in ("float", "double") for b in others)
+        if len(others) == 1 or merged:
+            return ours(others[0], value)  # [int, long] is one int64 column, [float, double] one float64
         chosen = [i for i in range(len(others)) if value[f"member{i}"] is not None]
         if not chosen:  # the member holds null itself: a member of type null cannot be (they are left out)
             return None
@@ -329,7 +335,7 @@ def test_evolved_readers_read_what_fastavro_reads(case: tuple[Any, Any, list[Any
             not_utf8.append(i)
     assert [i for i, _ in decoded.bad] == not_utf8
     assert all(reason.startswith("invalid UTF-8 in the string at byte") for _, reason in decoded.bad)
-    table = to_arrow(decoded.columns, program.columns)
+    table = to_arrow(decoded.columns, program.columns).table
     assert table.schema == arrow_schema(program.columns)
     got = [ours(reader, row) for row in table.to_pylist()]
     assert same(got, expected), (got, expected)
@@ -362,7 +368,7 @@ def test_corrupt_values_are_bad_alone_and_both_kernels_agree(
     assert decoded.rows + len(bad) == len(values)
     # the good values fail alone as they fail among the others (bytes read as a string: not UTF-8)
     assert set(range(len(good))) & set(bad) == {i for i, _ in decode_all(good, program).bad}
-    table = to_arrow(decoded.columns, program.columns)
+    table = to_arrow(decoded.columns, program.columns).table
     assert table.num_rows == decoded.rows
     # what is good decodes as the good values alone do: the bad ones left nothing behind
     alone = decode_all([v for i, v in enumerate(values) if i not in bad], program)
@@ -416,7 +422,7 @@ def test_a_block_with_a_negative_count_carries_its_size_and_both_are_read() -> N
     blocked = FRAME + body[:3] + b"\x01\x02\x0a\x00" + body[6:]  # a block of -1 items, 1 byte: [5]
     decoded = decode_all([blocked], program_of(EVENT, EVENT))
     assert decoded.bad == []
-    assert to_arrow(decoded.columns, program_of(EVENT, EVENT).columns).to_pylist()[0]["tags"] == [5]
+    assert to_arrow(decoded.columns, program_of(EVENT, EVENT).columns).table.to_pylist()[0]["tags"] == [5]
     # a reader without the field skips the block by its size
     skipping = {**EVENT, "fields": [f for f in EVENT["fields"] if f["name"] != "tags"]}
     program = program_of(EVENT, skipping)
@@ -444,47 +450,6 @@ def _zigzag(n: int) -> bytes:
     return bytes(out)
 
 
-def test_logical_types_become_arrow_types() -> None:
-    schema = {
-        "type": "record",
-        "name": "L",
-        "fields": [
-            {"name": "d", "type": {"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 2}},
-            {
-                "name": "f",
-                "type": {"type": "fixed", "name": "D", "size": 3, "logicalType": "decimal", "precision": 6, "scale": 1},
-            },
-            {"name": "day", "type": {"type": "int", "logicalType": "date"}},
-            {"name": "ms", "type": {"type": "long", "logicalType": "timestamp-millis"}},
-            {"name": "us", "type": {"type": "long", "logicalType": "local-timestamp-micros"}},
-            {"name": "id", "type": {"type": "string", "logicalType": "uuid"}},
-            {"name": "big", "type": {"type": "bytes", "logicalType": "decimal", "precision": 50, "scale": 0}},
-        ],
-    }
-    record = {
-        "d": decimal.Decimal("-1234567.89"),
-        "f": decimal.Decimal("-12.5"),
-        "day": datetime.date(2024, 2, 29),
-        "ms": datetime.datetime(2024, 1, 2, 3, 4, 5, 6000, tzinfo=datetime.UTC),
-        "us": datetime.datetime(2024, 1, 2, 3, 4, 5, 6),
-        "id": "0b9f8a36-8e71-4f2e-9a0c-5d3c1f7e2a10",
-        "big": decimal.Decimal(-(10**45)),
-    }
-    program = program_of(schema, schema)
-    decoded = decode_all(encode(schema, [record]), program)
-    table = to_arrow(decoded.columns, program.columns)
-    assert table.schema.types == [
-        pa.decimal128(9, 2),
-        pa.decimal128(6, 1),
-        pa.date32(),
-        pa.timestamp("ms", tz="UTC"),
-        pa.timestamp("us"),
-        pa.string(),
-        pa.decimal256(50, 0),
-    ]
-    assert table.to_pylist() == [record]
-
-
 def test_a_decimal_wider_than_its_column_is_bad_unless_it_is_sign_extension() -> None:
     schema = {
         "type": "record",
@@ -495,7 +460,7 @@ def test_a_decimal_wider_than_its_column_is_bad_unless_it_is_sign_extension() ->
     wide = FRAME + _zigzag(17) + b"\x01" + bytes(16)
     decoded = decode_all([padded, wide], program_of(schema, schema))
     assert decoded.bad == [(1, "decimal of 17 bytes at byte 6 does not fit 128 bits")]
-    assert to_arrow(decoded.columns, program_of(schema, schema).columns).to_pylist() == [{"d": -123}]
+    assert to_arrow(decoded.columns, program_of(schema, schema).columns).table.to_pylist() == [{"d": -123}]
 
 
 def test_defaults_fill_the_fields_the_writer_lacks() -> None:
@@ -514,7 +479,7 @@ def test_defaults_fill_the_fields_the_writer_lacks() -> None:
     }
     values = encode(EVENT, [ONE, {**ONE, "u": None}])
     program = program_of(EVENT, reader)
-    rows = to_arrow(decode_all(values, program).columns, program.columns).to_pylist()
+    rows = to_arrow(decode_all(values, program).columns, program.columns).table.to_pylist()
     assert [(r["n"], r["b"], r["o"]) for r in rows] == [({"x": 4}, b"\xff", None)] * 2
     assert [r["u"] for r in rows] == [{"member0": None, "member1": "s"}, None]
 
@@ -616,3 +581,153 @@ def test_the_c_kernel_decodes_chunks_in_threads_at_once() -> None:
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
         together = list(pool.map(lambda chunk: _avro_columns.decode(chunk, 5, program.code, program.layout), chunks))
     assert together == alone
+
+
+# -- the program's checks and their bounds: both kernels refuse alike ------------------------------------
+
+KERNELS = [_avro_columns_py] + ([_avro_columns] if _avro_columns is not None else [])
+
+
+def _refused(code: Sequence[int], layout: Sequence[tuple[int, int, int]], match: str) -> None:
+    for kernel in KERNELS:
+        with pytest.raises(ValueError, match=match):
+            kernel.decode([FRAME + b"\x02"], 5, code, layout)
+
+
+INT_COLUMN = {"type": "record", "name": "I", "fields": [{"name": "n", "type": "int"}]}
+LONG_COLUMN = {"type": "record", "name": "I", "fields": [{"name": "n", "type": "long"}]}
+
+
+def test_an_op_must_write_its_columns_kind_and_width() -> None:
+    ints = program_of(INT_COLUMN, INT_COLUMN)
+    longs = program_of(LONG_COLUMN, LONG_COLUMN)
+    assert ints.code[3] == Op.INT and longs.code[3] == Op.LONG
+    # an 8-byte value into a 4-byte column, a string into a number, a 4-byte value into an 8-byte one
+    for op in (Op.LONG, Op.INT_LONG, Op.DOUBLE, Op.STRING, Op.BOOLEAN, Op.NULL):
+        _refused((*ints.code[:3], int(op), *ints.code[4:]), ints.layout, "malformed decoding program")
+    _refused((*longs.code[:3], int(Op.INT), *longs.code[4:]), longs.layout, "malformed decoding program")
+    # a fixed of another width than its column's
+    fixed = {
+        "type": "record",
+        "name": "X",
+        "fields": [{"name": "f", "type": {"type": "fixed", "name": "F", "size": 4}}],
+    }
+    program = program_of(fixed, fixed)
+    assert program.code[3:6] == (Op.FIXED, 4, 1)
+    _refused((*program.code[:6], 8), program.layout, "malformed decoding program")
+    wider = [(k, p, 8 if i == 1 else w) for i, (k, p, w) in enumerate(program.layout)]
+    _refused(program.code, wider, "malformed decoding program")
+
+
+def test_a_union_member_must_be_one_of_its_unions_columns() -> None:
+    program = program_of(EVENT, EVENT)
+    picks = [pc for pc in range(len(program.code) - 4) if program.code[pc] == Op.PICK and program.code[pc + 1] > 4]
+    assert picks, program.code
+    pc = picks[0]
+    struct_col, member = program.code[pc + 2], program.code[pc + 3]
+    assert program.columns[member].parent == struct_col
+    for stranger in (0, 1, struct_col):  # the root, another field, the union itself
+        code = list(program.code)
+        code[pc + 3] = stranger
+        _refused(code, program.layout, "malformed decoding program")
+
+
+def test_columns_nested_too_deep_are_refused_by_the_compiler_and_both_kernels() -> None:
+    deep: Any = "int"
+    for _ in range(MAX_COLUMN_DEPTH):
+        deep = {"type": "array", "items": deep}
+    with pytest.raises(SchemaResolutionError, match=f"deeper than {MAX_COLUMN_DEPTH}"):
+        program_of(deep, deep)
+    chain = tuple((int(Kind.STRUCT), i - 1, 0) for i in range(MAX_COLUMN_DEPTH + 1))
+    _refused((int(Op.SET_NULL), 3, 0), chain, f"layout nests columns deeper than {MAX_COLUMN_DEPTH}")
+    # at the bound, a null reaches the deepest column (put_null recurses that deep, no deeper)
+    at_bound = chain[:MAX_COLUMN_DEPTH]
+    for kernel in KERNELS:
+        columns, bad = kernel.decode([FRAME], 5, (int(Op.SET_NULL), 3, 0), at_bound)
+        assert bad == [] and columns[-1][:2] == (1, 1)
+
+
+def test_code_nested_too_deep_is_refused() -> None:
+    code: list[int] = [int(Op.SKIP_NOTHING), 2]
+    for _ in range(MAX_CODE_DEPTH + 1):
+        code = [int(Op.SKIP_RECORD), 2 + len(code), *code]
+    _refused(code, ((int(Kind.NULL), -1, 0),), "malformed decoding program")
+
+
+def test_varints_longer_than_their_type_are_corrupt() -> None:
+    five = FRAME + b"\x82\x80\x80\x80\x00"  # 1 in five bytes: an int may take that many
+    six = FRAME + b"\x82\x80\x80\x80\x80\x00"  # 1 in six bytes
+    ints = program_of(INT_COLUMN, INT_COLUMN)
+    decoded = decode_all([five, six], ints)
+    assert decoded.bad == [(1, "varint too long at byte 5")]
+    assert decoded.columns[1][3] == struct.pack("<i", 1)
+    # a long takes ten bytes, not eleven; an int read as a long (promoted) is still an int
+    ten, eleven = FRAME + b"\x82" + b"\x80" * 8 + b"\x00", FRAME + b"\x82" + b"\x80" * 9 + b"\x00"
+    assert decode_all([ten, eleven], program_of(LONG_COLUMN, LONG_COLUMN)).bad == [(1, "varint too long at byte 5")]
+    assert decode_all([five, six], program_of(INT_COLUMN, LONG_COLUMN)).bad == [(1, "varint too long at byte 5")]
+    # an enum's index and a union's branch are ints too
+    (value,) = encode(EVENT, [ONE])
+    body = value[5:]
+    long_enum = FRAME + body[:6] + b"\x82\x80\x80\x80\x80\x00" + body[7:]
+    long_branch = FRAME + body[:7] + b"\x84\x80\x80\x80\x80\x00" + body[8:]
+    assert _bad([long_enum, long_branch]) == [(0, "varint too long at byte 11"), (1, "varint too long at byte 12")]
+
+
+def test_a_default_on_one_branch_leaves_the_other_branchs_values() -> None:
+    # two writer records (the second by the reader's alias) read into one reader record: the first
+    # has y, the second lacks it and takes its default; neither may overwrite the other's rows
+    reader = {
+        "type": "record",
+        "name": "Top",
+        "fields": [
+            {
+                "name": "r",
+                "type": {
+                    "type": "record",
+                    "name": "A",
+                    "aliases": ["B"],
+                    "fields": [
+                        {"name": "x", "type": "int"},
+                        {"name": "y", "type": {"type": "array", "items": "long"}, "default": [7, 8]},
+                        {"name": "z", "type": ["null", "string"], "default": None},
+                    ],
+                },
+            }
+        ],
+    }
+    a = {
+        "type": "record",
+        "name": "A",
+        "fields": [{"name": "x", "type": "int"}, {"name": "y", "type": {"type": "array", "items": "long"}}],
+    }
+    b = {"type": "record", "name": "B", "fields": [{"name": "x", "type": "int"}]}
+    writer = {"type": "record", "name": "Top", "fields": [{"name": "r", "type": [a, b]}]}
+    records = [{"r": ("A", {"x": 1, "y": [2]})}, {"r": ("B", {"x": 3})}, {"r": ("A", {"x": 4, "y": []})}]
+    values = encode(writer, records)
+    program = program_of(writer, reader)
+    assert Op.INLINE in program.code
+    assert [c.name for c in program.columns if c.constant] == ["z"]  # no path writes z: a constant still
+    rows = to_arrow(decode_all(values, program).columns, program.columns).table.to_pylist()
+    assert rows == [
+        {"r": {"x": 1, "y": [2], "z": None}},
+        {"r": {"x": 3, "y": [7, 8], "z": None}},
+        {"r": {"x": 4, "y": [], "z": None}},
+    ]
+    w, r = fastavro.parse_schema(writer), fastavro.parse_schema(reader)
+    expected = [fastavro.schemaless_reader(io.BytesIO(v[5:]), w, r) for v in values]
+    assert [row["r"]["y"] for row in rows] == [e["r"]["y"] for e in expected]
+
+
+def test_an_inline_default_holds_its_bytes_within_the_code() -> None:
+    program = program_of(
+        {"type": "record", "name": "T", "fields": [{"name": "x", "type": "int"}]},
+        {"type": "record", "name": "T", "fields": [{"name": "x", "type": "int"}]},
+    )
+    # INLINE [n=1, byte 0x02, INT col 1]: the int 1, read from the code
+    inline = (int(Op.RECORD), 0, 0, int(Op.INLINE), 7, 1, 0x02, int(Op.INT), 3, 1)
+    inline = (inline[0], len(inline), *inline[2:])
+    for kernel in KERNELS:
+        columns, bad = kernel.decode([FRAME], 5, inline, program.layout)
+        assert bad == [] and columns[1][3] == struct.pack("<i", 1)
+    for broken in ((*inline[:6], 256, *inline[7:]), (*inline[:5], 2, *inline[6:])):
+        _refused(broken, program.layout, "malformed decoding program")
