@@ -36,7 +36,7 @@ class RegistryApp:
             config.bootstrap, config.topic, security=config.security, timeout_s=config.store_timeout_ms / 1000,
             init_timeout_s=config.init_timeout_ms / 1000,
         )  # fmt: skip
-        self.registry = Registry(self.store, config.rules)
+        self.registry = Registry(self.store, config.rules, term=self._term)
         limits = HttpLimits(config.max_request_bytes, config.max_connections, config.socket_timeout_ms / 1000)
         forwarder = Forwarder(
             timeout_s=config.forward_timeout_ms / 1000, tls=tls_client, https_only=tls_server is not None
@@ -72,6 +72,10 @@ class RegistryApp:
             self.stop()
             raise
 
+    def _term(self) -> object | None:
+        """The election's term (the server's election is replaced at start: always ask the current one)."""
+        return self.server.primary.term()
+
     def stop(self) -> None:
         if self.election is not None:
             self.election.close()
@@ -86,4 +90,7 @@ class _NotYet:
         return False
 
     def primary_url(self) -> str | None:
+        return None
+
+    def term(self) -> object | None:
         return None
