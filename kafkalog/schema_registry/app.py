@@ -37,7 +37,10 @@ class RegistryApp:
             init_timeout_s=config.init_timeout_ms / 1000,
         )  # fmt: skip
         self.registry = Registry(self.store, config.rules, term=self._term)
-        limits = HttpLimits(config.max_request_bytes, config.max_connections, config.socket_timeout_ms / 1000)
+        limits = HttpLimits(
+            config.max_request_bytes, config.max_connections, config.socket_timeout_ms / 1000,
+            config.request_timeout_ms / 1000,
+        )  # fmt: skip
         forwarder = Forwarder(
             timeout_s=config.forward_timeout_ms / 1000, tls=tls_client, https_only=tls_server is not None
         )

@@ -112,6 +112,9 @@ class RegistryConfig:
     """Connections served at once; more are refused (503)."""
     socket_timeout_ms: int = 30_000
     """An idle or stalled connection is closed after this long."""
+    request_timeout_ms: int = 30_000
+    """A request (line, headers, body) must arrive whole within this long of its first byte, however
+    steadily it trickles in; the connection is closed otherwise."""
     tls: RegistryTls | None = None
     """HTTPS for the REST API (None: plain HTTP)."""
     users_file: Path | None = None
@@ -137,7 +140,7 @@ class RegistryConfig:
             raise RegistryConfigError(f"incompatible_error_code: 409 or 40901, not {self.incompatible_error_code}")
         for key in (
             "session_timeout_ms", "store_timeout_ms", "init_timeout_ms", "forward_timeout_ms", "max_request_bytes",
-            "max_connections", "socket_timeout_ms",
+            "max_connections", "socket_timeout_ms", "request_timeout_ms",
         ):  # fmt: skip
             if getattr(self, key) < 1:
                 raise RegistryConfigError(f"{key}: must be at least 1, not {getattr(self, key)}")

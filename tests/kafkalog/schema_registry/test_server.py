@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import http.client
 import json
+import select
 import socket
 import ssl
 import time
@@ -24,7 +25,7 @@ from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, Proto
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from kafkalog.schema_registry.api import Api
-from kafkalog.schema_registry.auth import BasicAuth, PasswordHash, hash_password
+from kafkalog.schema_registry.auth import BasicAuth, LoginLimits, PasswordHash, hash_password
 from kafkalog.schema_registry.config import RegistryTls
 from kafkalog.schema_registry.election import StaticPrimary
 from kafkalog.schema_registry.errors import ApiError
@@ -151,6 +152,99 @@ def test_connections_past_the_limit_are_refused() -> None:
         assert second.recv(1000).startswith(b"HTTP/1.1 503")
         first.close()
         second.close()
+
+
+def dribble(sock: socket.socket, data: bytes, every_s: float, for_s: float) -> float | None:
+    """Send ``data`` a byte at a time, one every ``every_s``, for at most ``for_s``; how long it
+    took until the server ended the connection (None: it never did)."""
+    started = time.monotonic()
+    for byte in data:
+        if time.monotonic() - started > for_s:
+            return None
+        try:
+            sock.sendall(bytes([byte]))
+        except OSError:
+            return time.monotonic() - started
+        readable, _, _ = select.select([sock], [], [], every_s)
+        if readable:
+            try:
+                if not sock.recv(65536):
+                    return time.monotonic() - started
+            except OSError:
+                return time.monotonic() - started
+    return None
+
+
+def test_a_request_dribbled_in_is_cut_off_at_the_request_timeout() -> None:
+    """Slowloris: every byte comes within the idle timeout, the request never ends."""
+    limits = HttpLimits(socket_timeout_s=1.0, request_timeout_s=1.5)
+    with serving(limits=limits) as server:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+            head = b"GET /subjects HTTP/1.1\r\n" + b"".join(b"X-%d: %s\r\n" % (i, b"y" * 20) for i in range(90))
+            took = dribble(sock, head, 0.2, 10)
+            assert took is not None and took < 4, "headers dribbled in: cut off"
+        with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+            sock.sendall(b"POST /subjects/s/versions HTTP/1.1\r\nHost: x\r\nContent-Length: 200\r\n\r\n")
+            took = dribble(sock, b"{" * 200, 0.2, 10)
+            assert took is not None and took < 4, "a body dribbled in: cut off"
+        with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+            sock.sendall(b"POST /subjects/s/versions HTTP/1.1\r\nHost: x\r\nContent-Length: 200\r\n\r\n{")
+            assert sock.recv(100).startswith(b"HTTP/1.1 408"), "a late body is answered 408"
+        # a connection kept alive between requests is idle, not late: the clock starts at each request
+        connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
+        assert request(connection, "GET", "/subjects") == (200, [])
+        time.sleep(0.9)
+        assert request(connection, "GET", "/subjects") == (200, [])
+        connection.close()
+
+
+def test_a_request_that_does_not_log_in_is_refused_before_its_body_is_read() -> None:
+    auth = BasicAuth({"alice": hash_password("secret", iterations=1000)})
+    with (
+        serving(auth=auth, limits=HttpLimits(max_body_bytes=200_000_000, socket_timeout_s=10)) as server,
+        socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock,
+    ):
+        sock.sendall(b"POST /subjects/s/versions HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000\r\n\r\n")
+        started = time.monotonic()
+        answer = sock.recv(65536)
+        assert answer.startswith(b"HTTP/1.1 401"), answer[:100]
+        assert time.monotonic() - started < 2
+        assert b"Connection: close" in answer
+    # logged in, the same length is past the limit for everyone: refused unread too
+    good = "Basic " + base64.b64encode(b"alice:secret").decode()
+    with (
+        serving(auth=auth, limits=HttpLimits(max_body_bytes=1000)) as small,
+        socket.create_connection(("127.0.0.1", small.port), timeout=5) as sock,
+    ):
+        sock.sendall(
+            b"POST /subjects/s/versions HTTP/1.1\r\nHost: x\r\nAuthorization: %s\r\n"
+            b"Content-Length: 100000000\r\n\r\n" % good.encode()
+        )
+        assert sock.recv(65536).startswith(b"HTTP/1.1 413")
+
+
+def test_logins_past_their_budget_are_answered_429_unchecked() -> None:
+    auth = BasicAuth(
+        {"alice": hash_password("secret", iterations=1000)},
+        LoginLimits(per_client_per_s=1000, total_per_s=100_000, burst_s=2.0),
+    )
+    good = {"Authorization": "Basic " + base64.b64encode(b"alice:secret").decode()}
+    with serving(auth=auth) as server:
+
+        def ask(headers: dict[str, str]) -> tuple[int, Any]:
+            connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
+            try:
+                return request(connection, "GET", "/subjects", headers=headers)
+            finally:
+                connection.close()
+
+        assert ask(good) == (200, [])
+        statuses = []
+        for i in range(4):
+            status, body = ask({"Authorization": "Basic " + base64.b64encode(b"alice:guess%d" % i).decode()})
+            statuses.append((status, body["error_code"]))
+        assert statuses[0] == (401, 401) and statuses[-1] == (429, 429), statuses
+        assert ask(good) == (200, []), "a known login costs nothing"
 
 
 def users(tmp_path: Path) -> BasicAuth:
