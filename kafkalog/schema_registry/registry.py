@@ -210,32 +210,40 @@ class Registry:
             return chosen
 
     def _version(self, subject: str, version_text: str, *, deleted: bool) -> SchemaValue:
+        """A version of a path, as Confluent's registry finds it: ``latest`` is the latest version
+        not soft deleted (``deleted`` or not), a number any version (soft-deleted ones with
+        ``deleted``). Not found: 40401 when the subject has no version (none but soft-deleted ones
+        without ``deleted``), 40402 otherwise (``latest`` names itself -1 there, as in Confluent's)."""
         wanted = parse_version(version_text)
         with self.state.lock:
             every = self.state.every(subject)
-            if not every or (not deleted and not self.state.live(subject)):
-                raise errors.subject_not_found(subject)
-            if wanted is None:
-                candidates = every if deleted else self.state.live(subject)
-                return candidates[-1]
-            for value in every:
-                if value.version == wanted and (deleted or not value.deleted):
-                    return value
-            raise errors.version_not_found(wanted)
+            live = [v for v in every if not v.deleted]
+        if wanted is None and live:
+            return live[-1]
+        for value in every if wanted is not None else ():
+            if value.version == wanted and (deleted or not value.deleted):
+                return value
+        if not (every if deleted else live):
+            raise errors.subject_not_found(subject)
+        raise errors.version_not_found(-1 if wanted is None else wanted)
 
     def version(
         self, subject: str, version_text: str, *, deleted: bool = False, fmt: str | None = None
     ) -> dict[str, Any]:
         value = self._version(subject, version_text, deleted=deleted)
-        return version_json(value, self._formatted(value.schema_type, value.schema, value.references, fmt))
+        return version_json(
+            value, self._formatted(value.schema_type, value.schema, value.references, fmt, _named(value))
+        )
 
     def version_schema(self, subject: str, version_text: str, *, deleted: bool = False, fmt: str | None = None) -> str:
         value = self._version(subject, version_text, deleted=deleted)
-        return self._formatted(value.schema_type, value.schema, value.references, fmt)
+        return self._formatted(value.schema_type, value.schema, value.references, fmt, _named(value))
 
-    def referenced_by(self, subject: str, version_text: str) -> list[int]:
+    def referenced_by(self, subject: str, version_text: str, *, deleted: bool = False) -> list[int]:
+        """The ids of the schemas that reference the version (found soft deleted or not, as
+        Confluent's registry finds it here); soft-deleted referrers too with ``deleted``."""
         value = self._version(subject, version_text, deleted=True)
-        return self._referrers(value)
+        return self._referrers(value, deleted=deleted)
 
     def _referrers(self, value: SchemaValue, *, deleted: bool = False, within: str | None = None) -> list[int]:
         """The ids of the versions that reference ``value``: soft-deleted ones too with ``deleted`` (a
@@ -266,7 +274,9 @@ class Registry:
             out["schemaType"] = stored.schema_type.value
         if stored.references:
             out["references"] = [records.reference_json(r) for r in stored.references]
-        out["schema"] = self._formatted(stored.schema_type, stored.text, stored.references, fmt)
+        out["schema"] = self._formatted(
+            stored.schema_type, stored.text, stored.references, fmt, f"schema id {schema_id}"
+        )
         if fetch_max_id:
             out["maxId"] = max_id
         return out
@@ -289,12 +299,17 @@ class Registry:
     # ------------------------------------------------------------------ parsing
 
     def _formatted(
-        self, schema_type: SchemaType, text: str, references: tuple[SchemaReference, ...], fmt: str | None
+        self,
+        schema_type: SchemaType,
+        text: str,
+        references: tuple[SchemaReference, ...],
+        fmt: str | None,
+        named: str,
     ) -> str:
         """The text a read returns: as stored, or for Protobuf with ``format=serialized`` base64 of
-        its descriptor."""
+        its descriptor (``named``: what the schema is, for an error)."""
         if fmt is not None and fmt.lower() == "serialized" and schema_type is SchemaType.PROTOBUF:
-            parsed = self._parse_stored(schema_type, text, references)
+            parsed = self._parse_stored(schema_type, text, references, named)
             assert isinstance(parsed, ProtobufSchema)
             return parsed.serialized()
         return text
@@ -350,22 +365,28 @@ class Registry:
             raise errors.invalid_schema("Invalid schema: nested too deeply") from None
 
     def _parse_stored(
-        self, schema_type: SchemaType, text: str, references: tuple[SchemaReference, ...]
+        self, schema_type: SchemaType, text: str, references: tuple[SchemaReference, ...], named: str
     ) -> ParsedSchema:
+        """A schema of the topic, parsed (and kept: parsing costs). One that does not parse (written
+        by another registry, or another version of this one, taking what this one does not) is a 422
+        naming it (``named``: its subject and version, or its id) and the parser's first cause."""
         identity = (schema_type, text, references)
         parsed = self._parsed.get(identity)
         if parsed is None:
             try:
                 parsed = self._parse(SchemaRequest(text, schema_type, references))
             except errors.ApiError as e:
-                raise errors.store_error(f"a stored schema does not parse: {e.message}") from None
+                cause = e.message.removeprefix("Invalid schema: ")
+                raise errors.invalid_schema(
+                    f"Invalid schema: the stored {schema_type.value} schema of {named} does not parse here: {cause}"
+                ) from None
             if len(self._parsed) >= _PARSED_CACHE:
                 self._parsed.clear()
             self._parsed[identity] = parsed
         return parsed
 
     def _stored_parsed(self, value: SchemaValue) -> ParsedSchema:
-        return self._parse_stored(value.schema_type, value.schema, value.references)
+        return self._parse_stored(value.schema_type, value.schema, value.references, _named(value))
 
     # ------------------------------------------------------------------ lookup and compatibility
 
@@ -399,6 +420,9 @@ class Registry:
     def _findings(
         self, subject: str, level: CompatibilityLevel, new: ParsedSchema, previous: Sequence[SchemaValue]
     ) -> list[str]:
+        if level is CompatibilityLevel.NONE:
+            return []
+        previous = previous if level.transitive else previous[-1:]  # only those the level compares with
         parsed = [self._stored_parsed(v) for v in previous]
         try:
             found = check(level, new, parsed, versions=[v.version for v in previous])
@@ -666,6 +690,10 @@ class Registry:
                 raise errors.subject_level_mode_not_configured(subject)
             self._write([(records.mode_key(subject), None)], term)
         return {"mode": own}
+
+
+def _named(value: SchemaValue) -> str:
+    return f"subject '{value.subject}' version {value.version} (id {value.schema_id})"
 
 
 def _soft_deleted(value: SchemaValue) -> SchemaValue:
