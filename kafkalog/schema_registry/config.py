@@ -117,6 +117,10 @@ class RegistryConfig:
     steadily it trickles in; the connection is closed otherwise."""
     tls: RegistryTls | None = None
     """HTTPS for the REST API (None: plain HTTP)."""
+    peers: tuple[str, ...] | None = None
+    """The URLs of every registry of the group (``http[s]://host:port``): writes are forwarded only
+    to a primary among them, and forwarded writes taken only from their hosts' addresses. None:
+    any member of the group (whoever may join it, see docs/schema-registry.md's security)."""
     users_file: Path | None = None
     """HTTP basic authentication: a file of ``user:hash`` lines (``kafkalog registry-user``
     writes them; no password in clear); every request must log in. None: no authentication."""
@@ -152,6 +156,20 @@ class RegistryConfig:
             raise RegistryConfigError(
                 "advertised_url: needed when host is a wildcard address (how the other registries reach this one)"
             )
+
+        for peer in self.peers or ():
+            parts = urlsplit(peer)
+            try:
+                port = parts.port
+            except ValueError:
+                port = None
+            if (
+                parts.scheme not in ("http", "https")
+                or not parts.hostname
+                or port is None
+                or parts.path not in ("", "/")
+            ):
+                raise RegistryConfigError(f"peers: http[s]://host:port, not {peer!r}")
 
     @property
     def scheme(self) -> str:

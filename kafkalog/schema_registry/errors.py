@@ -165,6 +165,10 @@ def leader_not_known() -> ApiError:
     return ApiError(500, 50004, "Leader not known.")
 
 
+def forwarded_from_stranger(address: str) -> ApiError:
+    return ApiError(403, 40301, f"A forwarded request is taken from the configured peers only, not from {address}")
+
+
 def unauthorized() -> ApiError:
     return ApiError(401, 401, "Unauthorized")
 

@@ -68,8 +68,11 @@ class RegistryServer:
         limits: HttpLimits = HttpLimits(),
         tls: ssl.SSLContext | None = None,
         auth: BasicAuth | None = None,
+        peer_addresses: frozenset[str] | None = None,
     ) -> None:
+        """``peer_addresses``: the only addresses a forwarded request is taken from (None: any)."""
         self.api = api
+        self.peer_addresses = peer_addresses
         self.store = store
         self.primary = primary
         self.forwarder = forwarder
@@ -108,8 +111,15 @@ class RegistryServer:
             return e
         return errors.unauthorized() if user is None else None
 
-    def answer(self, method: str, target: str, body: bytes, headers: dict[str, str]) -> Response:
-        """The answer to one request read off a connection (its headers by lower-case name), logged in."""
+    def answer(self, method: str, target: str, body: bytes, headers: dict[str, str], client: str = "") -> Response:
+        """The answer to one request read off a connection (its headers by lower-case name), logged
+        in, from address ``client``."""
+        if (
+            self.peer_addresses is not None
+            and headers.get(FORWARDED_HEADER.lower())
+            and client not in self.peer_addresses
+        ):
+            return Response.of_error(errors.forwarded_from_stranger(client))
         try:
             request = Request.of(method, target, body, headers.get("content-type"))
         except errors.ApiError as e:
@@ -275,7 +285,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         length = int(length_text)
         headers = {name.lower(): value for name, value in self.headers.items()}
-        refused = self.server_of.login(headers, self.client_address[0] if self.client_address else "")
+        client = str(self.client_address[0]) if self.client_address else ""
+        refused = self.server_of.login(headers, client)
         if refused is None and length > limit:
             refused = errors.request_too_large(limit)
         if refused is not None:
@@ -292,7 +303,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         try:
-            response = self.server_of.answer(self.command, self.path, body, headers)
+            response = self.server_of.answer(self.command, self.path, body, headers, client)
         except Exception:
             log.exception("%s %s", self.command, self.path[:200])
             response = Response.of_error(errors.ApiError(500, 500, "Internal Server Error"))

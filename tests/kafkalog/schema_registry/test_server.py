@@ -51,11 +51,12 @@ def serving(
     tls: ssl.SSLContext | None = None,
     auth: BasicAuth | None = None,
     forwarder: Forwarder | None = None,
+    peer_addresses: frozenset[str] | None = None,
 ) -> Iterator[RegistryServer]:
     store = store or MemoryStore()
     server = RegistryServer(
         Api(Registry(store)), store, primary or StaticPrimary(None), forwarder or Forwarder(timeout_s=5),
-        port=0, limits=limits or HttpLimits(), tls=tls, auth=auth,
+        port=0, limits=limits or HttpLimits(), tls=tls, auth=auth, peer_addresses=peer_addresses,
     )  # fmt: skip
     server.start()
     try:
@@ -299,6 +300,40 @@ def test_a_registry_that_is_not_primary_forwards_writes_and_serves_reads(tmp_pat
         assert (status, answer["error_code"]) == (500, 50003)
         assert answer["message"].startswith("Error while forwarding the request to the leader")
         connection.close()
+
+
+def test_writes_are_forwarded_to_and_taken_from_the_configured_peers_only() -> None:
+    shared = MemoryStore()
+    level = {"compatibility": "NONE"}
+    forwarded = {"X-Kafkalog-Registry-Forwarded": "1"}
+    with serving(shared, peer_addresses=frozenset({"127.0.0.2"})) as primary:
+        url = f"http://127.0.0.1:{primary.port}"
+        elsewhere = Forwarder(timeout_s=5, peers=["http://127.0.0.1:1", "https://127.0.0.1:" + str(primary.port)])
+        with serving(shared, primary=StaticPrimary(url, own=False), forwarder=elsewhere) as secondary:
+            connection = http.client.HTTPConnection("127.0.0.1", secondary.port, timeout=5)
+            status, answer = request(connection, "PUT", "/config", level)
+            assert (status, answer["error_code"]) == (500, 50003)
+            assert answer["message"].endswith("not one of the configured peers")
+            connection.close()
+        assert shared.log == [], "nothing sent to a primary that is not a peer"
+
+        connection = http.client.HTTPConnection("127.0.0.1", primary.port, timeout=5)
+        status, answer = request(connection, "PUT", "/config", level, forwarded)
+        assert (status, answer["error_code"]) == (403, 40301)
+        assert answer["message"].endswith("not from 127.0.0.1")
+        assert request(connection, "PUT", "/config", level) == (200, level), "a client's own write"
+        connection.close()
+        peer = http.client.HTTPConnection("127.0.0.1", primary.port, timeout=5, source_address=("127.0.0.2", 0))
+        assert request(peer, "PUT", "/config", level, forwarded) == (200, level), "from a peer's address"
+        peer.close()
+
+    with serving(shared) as primary:
+        among = Forwarder(timeout_s=5, peers=[f"HTTP://127.0.0.1:{primary.port}/"])  # written another way
+        url = f"http://127.0.0.1:{primary.port}"
+        with serving(shared, primary=StaticPrimary(url, own=False), forwarder=among) as secondary:
+            connection = http.client.HTTPConnection("127.0.0.1", secondary.port, timeout=5)
+            assert request(connection, "PUT", "/config", {"compatibility": "FULL"}) == (200, {"compatibility": "FULL"})
+            connection.close()
 
 
 def test_an_https_registry_never_forwards_to_an_http_primary() -> None:
