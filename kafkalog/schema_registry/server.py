@@ -28,6 +28,7 @@ import ssl
 import threading
 import time
 from dataclasses import dataclass
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Final
 
@@ -308,6 +309,18 @@ class _Handler(BaseHTTPRequestHandler):
             log.exception("%s %s", self.command, self.path[:200])
             response = Response.of_error(errors.ApiError(500, 500, "Internal Server Error"))
         self._send(response)
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """http.server's own refusals (a request line or headers it cannot take, a method no handler
+        serves) as Confluent error bodies too, never its HTML page."""
+        status = int(code)
+        if status == HTTPStatus.NOT_IMPLEMENTED:  # a method no route serves: Confluent's JAX-RS says 405
+            error = errors.method_not_allowed(str(self.command)[:50])
+        else:
+            phrase = HTTPStatus(status).phrase if status in HTTPStatus._value2member_map_ else "Error"
+            error = errors.ApiError(status, status, f"HTTP {status} {phrase}" + (f": {message}" if message else ""))
+        self.close_connection = True
+        self._send(Response.of_error(error), head=self.command == "HEAD")
 
     def _send(self, response: Response, *, head: bool = False) -> None:
         self._reader.armed = False
