@@ -238,7 +238,8 @@ class _Handler(BaseHTTPRequestHandler):
         super().setup()
         limits = self.server_of.limits
         self._reader = _Deadline(self.connection, limits.socket_timeout_s, limits.request_timeout_s)
-        self.rfile = io.BufferedReader(self._reader, 65536)
+        plain, self.rfile = self.rfile, io.BufferedReader(self._reader, 65536)
+        plain.close()  # the socket's own file, unused: closed, or the socket would wait for it to close
 
     def handle_one_request(self) -> None:
         self._reader.arm()

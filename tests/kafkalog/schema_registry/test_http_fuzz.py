@@ -3,7 +3,8 @@ encodings, query strings, headers and bodies (too large, nested deeply, of the w
 UTF-8, garbage schemas of every type). Whatever comes, the registry answers: a status of the 2xx or
 4xx families (never a 500, never a hang, never a connection dropped without an answer), every refusal
 a Confluent error body (``{"error_code": int, "message": str}``, its code starting with the status),
-and a refused request leaves the state as it was (no record written)."""
+and a refused request leaves the state as it was (no record written). Once open to all, once asking
+for basic authentication (some requests logged in, others not)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kafkalog.schema_registry.api import Api
+from kafkalog.schema_registry.auth import BasicAuth, hash_password
 from kafkalog.schema_registry.election import StaticPrimary
 from kafkalog.schema_registry.forward import Forwarder
 from kafkalog.schema_registry.registry import Registry
@@ -163,14 +165,18 @@ extra_headers = st.lists(
 )
 method = st.sampled_from(["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS", "TRACE", "get", "BREW"])
 length_lie = st.sampled_from([None, None, None, "0", "-1", "1x", "99999999999999", "10"])
+GOOD = "Basic " + base64.b64encode(b"alice:secret").decode()
+login = st.sampled_from([GOOD, GOOD, None, "Basic YWxpY2U6bm9wZQ==", "Bearer x", "Basic", "Basic \u00e9", "Basic Og=="])
 
 
-@pytest.fixture(scope="module")
-def registry() -> Iterator[tuple[RegistryServer, MemoryStore]]:
+@pytest.fixture(scope="module", params=["open", "basic-auth"])
+def registry(request: pytest.FixtureRequest) -> Iterator[tuple[RegistryServer, MemoryStore]]:
+    """A registry holding a schema of each type, open to all or asking for basic authentication."""
     store = MemoryStore()
+    auth = BasicAuth({"alice": hash_password("secret", iterations=1000)}) if request.param == "basic-auth" else None
     server = RegistryServer(
         Api(Registry(store)), store, StaticPrimary(None), Forwarder(timeout_s=5), port=0,
-        limits=HttpLimits(max_body_bytes=LIMIT, socket_timeout_s=0.5, request_timeout_s=1),
+        limits=HttpLimits(max_body_bytes=LIMIT, socket_timeout_s=0.5, request_timeout_s=1), auth=auth,
     )  # fmt: skip
     server.start()
     try:
@@ -180,7 +186,8 @@ def registry() -> Iterator[tuple[RegistryServer, MemoryStore]]:
             ("/subjects/j/versions", {"schema": json.dumps(JSON_SCHEMA), "schemaType": "JSON"}),
         ):
             data = json.dumps(payload).encode()
-            status, _, _ = exchange(server.port, "POST", target, data, {"Content-Length": str(len(data))})
+            headers = {"Content-Length": str(len(data)), "Authorization": GOOD}
+            status, _, _ = exchange(server.port, "POST", target, data, headers)
             assert status == 200
         yield server, store
     finally:
@@ -200,10 +207,10 @@ def exchange(port: int, verb: str, target: str, data: bytes, headers: dict[str, 
         return answer.status, answer.getheader("Content-Type") or "", answer.read()
 
 
-@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(
     verb=method, target_path=path, target_query=query, data=body, media=content_type, extra=extra_headers,
-    lie=length_lie,
+    lie=length_lie, credentials=login,
 )  # fmt: skip
 def test_every_request_gets_a_well_formed_answer_and_refusals_change_nothing(
     registry: tuple[RegistryServer, MemoryStore],
@@ -214,11 +221,14 @@ def test_every_request_gets_a_well_formed_answer_and_refusals_change_nothing(
     media: str | None,
     extra: list[tuple[str, str]],
     lie: str | None,
+    credentials: str | None,
 ) -> None:
     server, store = registry
     target = target_path + ("?" + target_query if target_query else "")
     headers = {"Host": "registry"}
     headers.update({k: v for k, v in extra if k != "Host"})
+    if credentials is not None:
+        headers["Authorization"] = credentials
     if media is not None:
         headers["Content-Type"] = media
     headers["Content-Length"] = lie if lie is not None else str(len(data))
