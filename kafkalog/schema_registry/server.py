@@ -318,7 +318,10 @@ class _Handler(BaseHTTPRequestHandler):
         if status == HTTPStatus.NOT_IMPLEMENTED:  # a method no route serves: Confluent's JAX-RS says 405
             error = errors.method_not_allowed(str(self.command)[:50])
         else:
-            phrase = HTTPStatus(status).phrase if status in HTTPStatus._value2member_map_ else "Error"
+            try:
+                phrase = HTTPStatus(status).phrase
+            except ValueError:
+                phrase = "Error"
             error = errors.ApiError(status, status, f"HTTP {status} {phrase}" + (f": {message}" if message else ""))
         self.close_connection = True
         self._send(Response.of_error(error), head=self.command == "HEAD")

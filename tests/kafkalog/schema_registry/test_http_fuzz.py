@@ -176,7 +176,7 @@ def registry(request: pytest.FixtureRequest) -> Iterator[tuple[RegistryServer, M
     auth = BasicAuth({"alice": hash_password("secret", iterations=1000)}) if request.param == "basic-auth" else None
     server = RegistryServer(
         Api(Registry(store)), store, StaticPrimary(None), Forwarder(timeout_s=5), port=0,
-        limits=HttpLimits(max_body_bytes=LIMIT, socket_timeout_s=0.5, request_timeout_s=1), auth=auth,
+        limits=HttpLimits(max_body_bytes=LIMIT, socket_timeout_s=0.2, request_timeout_s=0.5), auth=auth,
     )  # fmt: skip
     server.start()
     try:
@@ -207,7 +207,7 @@ def exchange(port: int, verb: str, target: str, data: bytes, headers: dict[str, 
         return answer.status, answer.getheader("Content-Type") or "", answer.read()
 
 
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(
     verb=method, target_path=path, target_query=query, data=body, media=content_type, extra=extra_headers,
     lie=length_lie, credentials=login,
