@@ -133,8 +133,12 @@ class RegistryServer:
             return Response.of_error(e)
         except KafkalogError as e:  # the store: StoreError, or a client error under it
             log.warning("%s %s: %s", method, target[:200], e)
-            timeout = getattr(e, "timeout", False)
-            error = errors.operation_timeout(str(e)) if timeout else errors.store_error(str(e))
+            if getattr(e, "too_large", False):
+                error = errors.schema_too_large(str(e))
+            elif getattr(e, "timeout", False):
+                error = errors.operation_timeout(str(e))
+            else:
+                error = errors.store_error(str(e))
             return Response.of_error(error)
 
     def _forward(self, request: Request, target: str, headers: dict[str, str]) -> Response:

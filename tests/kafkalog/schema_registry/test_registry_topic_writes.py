@@ -1,9 +1,12 @@
-"""Two registries on one ``_schemas`` topic that both believe they are primary (an election hand-over:
+"""Writes to a real ``_schemas`` topic on a kafkalog broker, and what the topic refuses.
+
+Two registries on one ``_schemas`` topic that both believe they are primary (an election hand-over:
 the old primary has not yet learnt it was replaced) and decide the same next version and id for
 different schemas: the race is forced by holding each write until both have decided. The topic
 orders the two records and every reader keeps the first; the registry whose record lost answers
 50001 and no client is ever told an id that later names another schema. And a registry demoted
-between deciding a write and producing it writes nothing (50004)."""
+between deciding a write and producing it writes nothing (50004). A record past the topic's
+``max.message.bytes`` is Confluent's 42209."""
 
 from __future__ import annotations
 
@@ -15,8 +18,12 @@ from typing import Any
 
 import pytest
 
+from kafkalog.client import Admin
 from kafkalog.schema_registry.api import Api, Request
+from kafkalog.schema_registry.election import StaticPrimary
+from kafkalog.schema_registry.forward import Forwarder
 from kafkalog.schema_registry.registry import Registry
+from kafkalog.schema_registry.server import RegistryServer
 from kafkalog.schema_registry.state import RegistryState
 from kafkalog.schema_registry.store import Write
 from kafkalog.schema_registry.topic_store import TopicStore
@@ -157,4 +164,23 @@ def test_a_registry_demoted_before_it_writes_writes_nothing(bootstrap: str) -> N
         store.catch_up()
         assert store.state.applied == end, "nothing was written"
     finally:
+        store.close()
+
+
+def test_a_schema_larger_than_the_topic_takes_is_42209(bootstrap: str) -> None:
+    """The cluster refuses the record (past the topic's max.message.bytes): Confluent's 42209, not a 500."""
+    with Admin(bootstrap) as admin:
+        admin.create_topic("_schemas", 1, {"cleanup.policy": "compact", "max.message.bytes": "4096"})
+    store = started(bootstrap)
+    server = RegistryServer(Api(Registry(store)), store, StaticPrimary(None), Forwarder(timeout_s=5), port=0)
+    try:
+        large = {**V1, "doc": "x" * 10_000}
+        answer = server.answer("POST", "/subjects/s/versions", json.dumps({"schema": json.dumps(large)}).encode(), {})
+        body = json.loads(answer.body)
+        assert (answer.status, body["error_code"]) == (422, 42209), body
+        assert body["message"].startswith("Write failed because schema is too large")
+        answer = server.answer("POST", "/subjects/s/versions", json.dumps({"schema": json.dumps(V1)}).encode(), {})
+        assert (answer.status, json.loads(answer.body)) == (200, {"id": 1}), "nothing was written before"
+    finally:
+        server.stop()
         store.close()
