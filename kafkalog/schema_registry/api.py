@@ -240,7 +240,7 @@ class Api:
                 )
             }
         if n == 5 and s[4] == "referencedby":
-            return {"GET": lambda q: r.referenced_by(subject, version)}
+            return {"GET": lambda q: q.page(r.referenced_by(subject, version, deleted=q.flag("deleted")))}
         return None
 
 

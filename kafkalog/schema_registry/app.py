@@ -16,7 +16,7 @@ from kafkalog.schema_registry.api import Api
 from kafkalog.schema_registry.auth import BasicAuth, read_users
 from kafkalog.schema_registry.config import RegistryConfig
 from kafkalog.schema_registry.election import GroupElection, Identity
-from kafkalog.schema_registry.forward import Forwarder
+from kafkalog.schema_registry.forward import Forwarder, peer_addresses
 from kafkalog.schema_registry.registry import Registry
 from kafkalog.schema_registry.server import HttpLimits, RegistryServer
 from kafkalog.schema_registry.topic_store import TopicStore
@@ -36,15 +36,20 @@ class RegistryApp:
             config.bootstrap, config.topic, security=config.security, timeout_s=config.store_timeout_ms / 1000,
             init_timeout_s=config.init_timeout_ms / 1000,
         )  # fmt: skip
-        self.registry = Registry(self.store, config.rules)
-        limits = HttpLimits(config.max_request_bytes, config.max_connections, config.socket_timeout_ms / 1000)
+        self.registry = Registry(self.store, config.rules, term=self._term)
+        limits = HttpLimits(
+            config.max_request_bytes, config.max_connections, config.socket_timeout_ms / 1000,
+            config.request_timeout_ms / 1000,
+        )  # fmt: skip
         forwarder = Forwarder(
-            timeout_s=config.forward_timeout_ms / 1000, tls=tls_client, https_only=tls_server is not None
-        )
+            timeout_s=config.forward_timeout_ms / 1000, tls=tls_client, https_only=tls_server is not None,
+            peers=config.peers,
+        )  # fmt: skip
+        addresses = peer_addresses(config.peers) if config.peers is not None else None
         self.election: GroupElection | None = None
         self.server = RegistryServer(
             Api(self.registry), self.store, _NotYet(), forwarder, host=config.host, port=config.port,
-            limits=limits, tls=tls_server, auth=auth,
+            limits=limits, tls=tls_server, auth=auth, peer_addresses=addresses,
         )  # fmt: skip
         self.url = config.url(self.server.port)
 
@@ -72,6 +77,10 @@ class RegistryApp:
             self.stop()
             raise
 
+    def _term(self) -> object | None:
+        """The election's term (the server's election is replaced at start: always ask the current one)."""
+        return self.server.primary.term()
+
     def stop(self) -> None:
         if self.election is not None:
             self.election.close()
@@ -86,4 +95,7 @@ class _NotYet:
         return False
 
     def primary_url(self) -> str | None:
+        return None
+
+    def term(self) -> object | None:
         return None

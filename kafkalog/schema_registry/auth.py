@@ -4,10 +4,20 @@ A hash is ``pbkdf2-sha256$<iterations>$<salt, base64>$<key, base64>`` (``kafkalo
 writes the line; no password is ever stored or given in clear). Blank lines and lines starting with
 ``#`` are ignored. The file is read once, at start.
 
-Checking a password costs a PBKDF2 run (tens of milliseconds by design); a client logs in on every
-request, so a password once found right is remembered as its SHA-256 digest for the user, and later
-requests compare digests. Every comparison is constant-time (``hmac.compare_digest``), and an
-unknown user costs a PBKDF2 run too, so timing tells nothing of which users exist.
+Checking a password costs a PBKDF2 run (a tenth of a second at the default iterations, by
+design); a client logs in on every request, so a password once found right is remembered as its
+SHA-256 digest for the user, and later requests compare digests. Every comparison is constant-time
+(``hmac.compare_digest``), and an unknown user costs a PBKDF2 run too, so timing tells nothing of
+which users exist.
+
+What an attacker who holds no password can make a registry spend is bounded:
+- a hash's iterations are at most ``MAX_ITERATIONS`` (a file asking more is refused at start);
+- a wrong password is remembered too (its digest, per user, the last ``FAILURES_KEPT``), so
+  sending it again costs a SHA-256, not a PBKDF2;
+- every PBKDF2 run is paid from two budgets of iterations (:class:`LoginLimits`): the client
+  address's and the registry's. A login that neither can pay is not checked at all: 429, until the
+  budget refills. A user whose password was found right before never needs a PBKDF2 run again, so
+  clients logged in keep working while someone guesses.
 """
 
 from __future__ import annotations
@@ -19,17 +29,57 @@ import hmac
 import os
 import tempfile
 import threading
+import time
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from kafkalog.schema_registry.errors import RegistryConfigError
+from kafkalog.schema_registry.errors import ApiError, RegistryConfigError
 
 SCHEME: Final = "pbkdf2-sha256"
 DEFAULT_ITERATIONS: Final = 200_000
-MAX_ITERATIONS: Final = 10_000_000
+MAX_ITERATIONS: Final = 1_000_000
+"""The costliest hash a users file may hold (half a second of a core here); more is refused at start."""
+FAILURES_KEPT: Final = 4096
 _MAX_HEADER: Final = 4096
+_MAX_CLIENTS: Final = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class LoginLimits:
+    """The PBKDF2 iterations logins may cost, per second, refilled continuously: each client
+    address's budget and the registry's, each holding at most ``burst_s`` seconds of its rate."""
+
+    per_client_per_s: int = 1_000_000
+    total_per_s: int = 2_000_000
+    burst_s: float = 2.0
+
+    def __post_init__(self) -> None:
+        if self.per_client_per_s < 1 or self.total_per_s < 1 or self.burst_s <= 0:
+            raise RegistryConfigError("login limits: rates of at least 1 iteration a second, a burst over 0 s")
+
+
+class LoginThrottled(ApiError):
+    """A login not checked: its client, or every client together, spent the iterations they may."""
+
+    def __init__(self) -> None:
+        super().__init__(429, 429, "Too many login attempts: retry later")
+
+
+class _Bucket:
+    """A budget that refills at ``rate`` a second up to ``capacity`` (callers hold a lock)."""
+
+    __slots__ = ("capacity", "level", "rate", "stamp")
+
+    def __init__(self, rate: float, capacity: float, now: float) -> None:
+        self.rate, self.capacity, self.level, self.stamp = rate, capacity, capacity, now
+
+    def refill(self, now: float) -> float:
+        self.level = min(self.capacity, self.level + (now - self.stamp) * self.rate)
+        self.stamp = now
+        return self.level
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,16 +146,40 @@ def read_users(path: Path) -> dict[str, PasswordHash]:
 class BasicAuth:
     """Checks ``Authorization: Basic ...`` headers against the users. Thread-safe."""
 
-    def __init__(self, users: Mapping[str, PasswordHash]) -> None:
+    def __init__(self, users: Mapping[str, PasswordHash], limits: LoginLimits = LoginLimits()) -> None:
         self._users = dict(users)
+        self.limits = limits
         self._known: dict[str, bytes] = {}
         """user -> SHA-256 of the password last found right."""
+        self._failed: OrderedDict[tuple[str, bytes], None] = OrderedDict()
+        """(user, SHA-256 of a password found wrong), the latest last."""
         self._lock = threading.Lock()
         # an unknown user costs what the costliest known one does: never less, or timing tells them apart
         self._dummy = hash_password("-", max((h.iterations for h in users.values()), default=DEFAULT_ITERATIONS))
+        now = time.monotonic()
+        self._total = _Bucket(limits.total_per_s, limits.total_per_s * limits.burst_s, now)
+        self._clients: OrderedDict[str, _Bucket] = OrderedDict()
 
-    def user(self, header: str | None) -> str | None:
-        """The user the header logs in, or None (missing, malformed, unknown user, wrong password)."""
+    def _pay(self, client: str, cost: int) -> None:
+        """Take ``cost`` iterations from the client's budget and the registry's; LoginThrottled
+        (nothing taken) when either cannot pay. Call under the lock."""
+        now = time.monotonic()
+        bucket = self._clients.pop(client, None)
+        if bucket is None:
+            bucket = _Bucket(self.limits.per_client_per_s, self.limits.per_client_per_s * self.limits.burst_s, now)
+            while len(self._clients) >= _MAX_CLIENTS:  # the address seen longest ago goes (a fresh one is full)
+                self._clients.popitem(last=False)
+        self._clients[client] = bucket
+        # a hash costlier than a whole budget is paid once the budget is full, never refused for good
+        if bucket.refill(now) < min(cost, bucket.capacity) or self._total.refill(now) < min(cost, self._total.capacity):
+            raise LoginThrottled()
+        bucket.level -= cost
+        self._total.level -= cost
+
+    def user(self, header: str | None, client: str = "") -> str | None:
+        """The user the header logs in, or None (missing, malformed, unknown user, wrong password);
+        LoginThrottled when checking it would cost a PBKDF2 run that ``client`` (its address) or
+        the registry has no budget left for."""
         if header is None or len(header) > _MAX_HEADER:
             return None
         scheme, _, encoded = header.strip().partition(" ")
@@ -119,19 +193,28 @@ class BasicAuth:
         if not sep:
             return None
         digest = hashlib.sha256(password.encode()).digest()
+        stored = self._users.get(user)
         with self._lock:
             known = self._known.get(user)
-        if known is not None and hmac.compare_digest(known, digest):
-            return user
-        stored = self._users.get(user)
+            if known is not None and hmac.compare_digest(known, digest):
+                return user
+            if (user, digest) in self._failed:
+                self._failed.move_to_end((user, digest))
+                return None
+            self._pay(client, (stored or self._dummy).iterations)
         if stored is None:
             self._dummy.matches(password)  # the same cost as a known user's
-            return None
-        if not stored.matches(password):
-            return None
+            right = False
+        else:
+            right = stored.matches(password)
         with self._lock:
-            self._known[user] = digest
-        return user
+            if right:
+                self._known[user] = digest
+            else:
+                self._failed[(user, digest)] = None
+                while len(self._failed) > FAILURES_KEPT:
+                    self._failed.popitem(last=False)
+        return user if right else None
 
 
 def set_user(path: Path, user: str, hashed: PasswordHash) -> bool:

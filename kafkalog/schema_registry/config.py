@@ -112,8 +112,15 @@ class RegistryConfig:
     """Connections served at once; more are refused (503)."""
     socket_timeout_ms: int = 30_000
     """An idle or stalled connection is closed after this long."""
+    request_timeout_ms: int = 30_000
+    """A request (line, headers, body) must arrive whole within this long of its first byte, however
+    steadily it trickles in; the connection is closed otherwise."""
     tls: RegistryTls | None = None
     """HTTPS for the REST API (None: plain HTTP)."""
+    peers: tuple[str, ...] | None = None
+    """The URLs of every registry of the group (``http[s]://host:port``): writes are forwarded only
+    to a primary among them, and forwarded writes taken only from their hosts' addresses. None:
+    any member of the group (whoever may join it, see docs/schema-registry.md's security)."""
     users_file: Path | None = None
     """HTTP basic authentication: a file of ``user:hash`` lines (``kafkalog registry-user``
     writes them; no password in clear); every request must log in. None: no authentication."""
@@ -137,7 +144,7 @@ class RegistryConfig:
             raise RegistryConfigError(f"incompatible_error_code: 409 or 40901, not {self.incompatible_error_code}")
         for key in (
             "session_timeout_ms", "store_timeout_ms", "init_timeout_ms", "forward_timeout_ms", "max_request_bytes",
-            "max_connections", "socket_timeout_ms",
+            "max_connections", "socket_timeout_ms", "request_timeout_ms",
         ):  # fmt: skip
             if getattr(self, key) < 1:
                 raise RegistryConfigError(f"{key}: must be at least 1, not {getattr(self, key)}")
@@ -149,6 +156,20 @@ class RegistryConfig:
             raise RegistryConfigError(
                 "advertised_url: needed when host is a wildcard address (how the other registries reach this one)"
             )
+
+        for peer in self.peers or ():
+            parts = urlsplit(peer)
+            try:
+                port = parts.port
+            except ValueError:
+                port = None
+            if (
+                parts.scheme not in ("http", "https")
+                or not parts.hostname
+                or port is None
+                or parts.path not in ("", "/")
+            ):
+                raise RegistryConfigError(f"peers: http[s]://host:port, not {peer!r}")
 
     @property
     def scheme(self) -> str:

@@ -58,6 +58,11 @@ class Primary(Protocol):
 
     def primary_url(self) -> str | None: ...
 
+    def term(self) -> object | None:
+        """While this registry is primary, a value that changes whenever the election moves (the
+        group's generation and this member); None while it is not primary."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class StaticPrimary:
@@ -72,6 +77,9 @@ class StaticPrimary:
 
     def primary_url(self) -> str | None:
         return self.url
+
+    def term(self) -> object | None:
+        return 0 if self.own else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +163,8 @@ class GroupElection:
         self.generation_id = -1
         self._primary: tuple[str, str] | None = None
         """(member id, URL) of the primary the last assignment named."""
+        self._generation = -1
+        """The generation the last assignment came in (``generation_id`` moves at JoinGroup already)."""
         self._assignments = 0
         """How many assignments this member received."""
         self._acknowledged_at = -1e9
@@ -173,6 +183,11 @@ class GroupElection:
     def primary_url(self) -> str | None:
         primary = self._primary
         return primary[1] if primary is not None else None
+
+    def term(self) -> object | None:
+        with self._changed:  # the generation and the assignment change together (in _assigned)
+            generation, member = self._generation, self.member_id
+        return (generation, member) if self.is_primary() and member else None
 
     def wait_for_assignment(self, timeout_s: float) -> bool:
         """Whether the group gave this member an assignment (a primary, or none) within ``timeout_s``."""
@@ -328,6 +343,7 @@ class GroupElection:
             log.info("group %s generation %d: primary %s%s", self.group, self.generation_id, shown, mine)
         with self._changed:
             self._primary = primary
+            self._generation = self.generation_id
             self._assignments += 1
             self._changed.notify_all()
 

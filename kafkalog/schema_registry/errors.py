@@ -23,11 +23,13 @@ class RegistryConfigError(SchemaRegistryError):
 
 
 class StoreError(SchemaRegistryError):
-    """The ``_schemas`` topic could not be read or written; ``timeout`` when it took too long."""
+    """The ``_schemas`` topic could not be read or written; ``timeout`` when it took too long,
+    ``too_large`` when the cluster refused a record as larger than the topic takes."""
 
-    def __init__(self, message: str, *, timeout: bool = False) -> None:
+    def __init__(self, message: str, *, timeout: bool = False, too_large: bool = False) -> None:
         super().__init__(message)
         self.timeout = timeout
+        self.too_large = too_large
 
 
 class ApiError(SchemaRegistryError):
@@ -153,6 +155,10 @@ def store_error(message: str) -> ApiError:
     return ApiError(500, 50001, message)
 
 
+def schema_too_large(message: str) -> ApiError:
+    return ApiError(422, 42209, f"Write failed because schema is too large: {message}")
+
+
 def operation_timeout(message: str) -> ApiError:
     return ApiError(500, 50002, message)
 
@@ -163,6 +169,10 @@ def forward_error(message: str) -> ApiError:
 
 def leader_not_known() -> ApiError:
     return ApiError(500, 50004, "Leader not known.")
+
+
+def forwarded_from_stranger(address: str) -> ApiError:
+    return ApiError(403, 40301, f"A forwarded request is taken from the configured peers only, not from {address}")
 
 
 def unauthorized() -> ApiError:

@@ -10,6 +10,13 @@ Invariants:
 - reads answer from the store's state as it is (under its lock); writes run one at a time (a lock)
   on the registry that is primary, first catching up with the store (so an id or a version is
   decided on everything written before), and return once their records are applied;
+- primacy is checked under the write lock, when a write is decided and again just before its
+  records are produced (``term``: the election's generation while this registry is primary); a
+  registry demoted meanwhile writes nothing and answers 50004. Two registries may still both
+  believe they are primary for a moment (the coordinator has not yet told the old one): the topic
+  orders their records and every reader keeps the first binding of a version or an id
+  (kafkalog.schema_registry.state), so a registration answers only once its own record is read
+  back as it was written; the loser answers 50001 and the client retries;
 - a schema's identity is (type, canonical text, references): registering it again in a subject that
   holds it (not soft deleted) returns its id without a compatibility check; registering it in
   another subject gives it the same id;
@@ -19,6 +26,7 @@ Invariants:
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -27,13 +35,15 @@ from typing import Any, Final
 
 from kafkalog.schema_registry import errors, records
 from kafkalog.schema_registry.records import SchemaValue
-from kafkalog.schema_registry.state import Identity, RegistryState
+from kafkalog.schema_registry.state import Identity, RegistryState, StoredSchema
 from kafkalog.schema_registry.store import Store, Write
 from kafkalog.schemas import avro, json_schema, protobuf
 from kafkalog.schemas.compatibility import CompatibilityLevel, check
 from kafkalog.schemas.errors import InvalidSchemaError
 from kafkalog.schemas.model import ParsedSchema, SchemaReference, SchemaType
 from kafkalog.schemas.protobuf import ProtobufSchema
+
+log = logging.getLogger(__name__)
 
 MAX_INT: Final = 2**31 - 1
 MAX_REFERENCES: Final = 1000
@@ -156,9 +166,12 @@ def version_json(value: SchemaValue, schema: str | None = None) -> dict[str, Any
 class Registry:
     """See the module docstring."""
 
-    def __init__(self, store: Store, rules: Rules = Rules()) -> None:
+    def __init__(self, store: Store, rules: Rules = Rules(), *, term: Callable[[], object | None] = lambda: 0) -> None:
+        """``term``: while this registry is primary, a value that changes whenever the election
+        moves (its generation); None while it is not primary."""
         self.store = store
         self.rules = rules
+        self.term = term
         self._write_lock = threading.Lock()
         self._parsed: dict[Identity, ParsedSchema] = {}
 
@@ -197,32 +210,40 @@ class Registry:
             return chosen
 
     def _version(self, subject: str, version_text: str, *, deleted: bool) -> SchemaValue:
+        """A version of a path, as Confluent's registry finds it: ``latest`` is the latest version
+        not soft deleted (``deleted`` or not), a number any version (soft-deleted ones with
+        ``deleted``). Not found: 40401 when the subject has no version (none but soft-deleted ones
+        without ``deleted``), 40402 otherwise (``latest`` names itself -1 there, as in Confluent's)."""
         wanted = parse_version(version_text)
         with self.state.lock:
             every = self.state.every(subject)
-            if not every or (not deleted and not self.state.live(subject)):
-                raise errors.subject_not_found(subject)
-            if wanted is None:
-                candidates = every if deleted else self.state.live(subject)
-                return candidates[-1]
-            for value in every:
-                if value.version == wanted and (deleted or not value.deleted):
-                    return value
-            raise errors.version_not_found(wanted)
+            live = [v for v in every if not v.deleted]
+        if wanted is None and live:
+            return live[-1]
+        for value in every if wanted is not None else ():
+            if value.version == wanted and (deleted or not value.deleted):
+                return value
+        if not (every if deleted else live):
+            raise errors.subject_not_found(subject)
+        raise errors.version_not_found(-1 if wanted is None else wanted)
 
     def version(
         self, subject: str, version_text: str, *, deleted: bool = False, fmt: str | None = None
     ) -> dict[str, Any]:
         value = self._version(subject, version_text, deleted=deleted)
-        return version_json(value, self._formatted(value.schema_type, value.schema, value.references, fmt))
+        return version_json(
+            value, self._formatted(value.schema_type, value.schema, value.references, fmt, _named(value))
+        )
 
     def version_schema(self, subject: str, version_text: str, *, deleted: bool = False, fmt: str | None = None) -> str:
         value = self._version(subject, version_text, deleted=deleted)
-        return self._formatted(value.schema_type, value.schema, value.references, fmt)
+        return self._formatted(value.schema_type, value.schema, value.references, fmt, _named(value))
 
-    def referenced_by(self, subject: str, version_text: str) -> list[int]:
+    def referenced_by(self, subject: str, version_text: str, *, deleted: bool = False) -> list[int]:
+        """The ids of the schemas that reference the version (found soft deleted or not, as
+        Confluent's registry finds it here); soft-deleted referrers too with ``deleted``."""
         value = self._version(subject, version_text, deleted=True)
-        return self._referrers(value)
+        return self._referrers(value, deleted=deleted)
 
     def _referrers(self, value: SchemaValue, *, deleted: bool = False, within: str | None = None) -> list[int]:
         """The ids of the versions that reference ``value``: soft-deleted ones too with ``deleted`` (a
@@ -253,7 +274,9 @@ class Registry:
             out["schemaType"] = stored.schema_type.value
         if stored.references:
             out["references"] = [records.reference_json(r) for r in stored.references]
-        out["schema"] = self._formatted(stored.schema_type, stored.text, stored.references, fmt)
+        out["schema"] = self._formatted(
+            stored.schema_type, stored.text, stored.references, fmt, f"schema id {schema_id}"
+        )
         if fetch_max_id:
             out["maxId"] = max_id
         return out
@@ -276,12 +299,17 @@ class Registry:
     # ------------------------------------------------------------------ parsing
 
     def _formatted(
-        self, schema_type: SchemaType, text: str, references: tuple[SchemaReference, ...], fmt: str | None
+        self,
+        schema_type: SchemaType,
+        text: str,
+        references: tuple[SchemaReference, ...],
+        fmt: str | None,
+        named: str,
     ) -> str:
         """The text a read returns: as stored, or for Protobuf with ``format=serialized`` base64 of
-        its descriptor."""
+        its descriptor (``named``: what the schema is, for an error)."""
         if fmt is not None and fmt.lower() == "serialized" and schema_type is SchemaType.PROTOBUF:
-            parsed = self._parse_stored(schema_type, text, references)
+            parsed = self._parse_stored(schema_type, text, references, named)
             assert isinstance(parsed, ProtobufSchema)
             return parsed.serialized()
         return text
@@ -337,22 +365,28 @@ class Registry:
             raise errors.invalid_schema("Invalid schema: nested too deeply") from None
 
     def _parse_stored(
-        self, schema_type: SchemaType, text: str, references: tuple[SchemaReference, ...]
+        self, schema_type: SchemaType, text: str, references: tuple[SchemaReference, ...], named: str
     ) -> ParsedSchema:
+        """A schema of the topic, parsed (and kept: parsing costs). One that does not parse (written
+        by another registry, or another version of this one, taking what this one does not) is a 422
+        naming it (``named``: its subject and version, or its id) and the parser's first cause."""
         identity = (schema_type, text, references)
         parsed = self._parsed.get(identity)
         if parsed is None:
             try:
                 parsed = self._parse(SchemaRequest(text, schema_type, references))
             except errors.ApiError as e:
-                raise errors.store_error(f"a stored schema does not parse: {e.message}") from None
+                cause = e.message.removeprefix("Invalid schema: ")
+                raise errors.invalid_schema(
+                    f"Invalid schema: the stored {schema_type.value} schema of {named} does not parse here: {cause}"
+                ) from None
             if len(self._parsed) >= _PARSED_CACHE:
                 self._parsed.clear()
             self._parsed[identity] = parsed
         return parsed
 
     def _stored_parsed(self, value: SchemaValue) -> ParsedSchema:
-        return self._parse_stored(value.schema_type, value.schema, value.references)
+        return self._parse_stored(value.schema_type, value.schema, value.references, _named(value))
 
     # ------------------------------------------------------------------ lookup and compatibility
 
@@ -386,6 +420,9 @@ class Registry:
     def _findings(
         self, subject: str, level: CompatibilityLevel, new: ParsedSchema, previous: Sequence[SchemaValue]
     ) -> list[str]:
+        if level is CompatibilityLevel.NONE:
+            return []
+        previous = previous if level.transitive else previous[-1:]  # only those the level compares with
         parsed = [self._stored_parsed(v) for v in previous]
         try:
             found = check(level, new, parsed, versions=[v.version for v in previous])
@@ -449,13 +486,24 @@ class Registry:
 
     # ------------------------------------------------------------------ writes
 
-    def _write(self, batch: Sequence[Write]) -> None:
+    def _primacy(self) -> object:
+        """The term this registry is primary in (call it under the write lock); 50004 when it is not."""
+        term = self.term()
+        if term is None:
+            raise errors.leader_not_known()
+        return term
+
+    def _write(self, batch: Sequence[Write], term: object) -> None:
+        """Produce ``batch`` if this registry is still primary in ``term`` (50004 otherwise)."""
+        if self.term() != term:
+            raise errors.leader_not_known()
         self.store.write(batch)
 
     def register(self, subject: str, body: Any, *, normalize: bool = False) -> dict[str, Any]:
         check_subject(subject)
         request = schema_request(body)
         with self._write_lock:
+            term = self._primacy()
             self.store.catch_up()
             mode = self._check_writable(subject)
             importing = mode == IMPORT
@@ -473,10 +521,13 @@ class Registry:
                 known_id = self.state.ids.get(identity)
                 next_id = self.state.max_id + 1
                 taken = self.state.schemas.get(request.schema_id) if request.schema_id is not None else None
+                retired = self.state.retired.get(request.schema_id) if request.schema_id is not None else None
             if same and (request.schema_id is None or request.schema_id == same[-1].schema_id):
                 return {"id": same[-1].schema_id}
             if importing and request.schema_id is not None:
-                if taken is not None and taken.identity != identity:
+                if (taken is not None and taken.identity != identity) or (
+                    taken is None and retired not in (None, StoredSchema(*identity).digest())
+                ):
                     raise errors.ApiError(422, 42207, "The ID of an imported schema does not match the existing ID")
                 schema_id = request.schema_id
             else:
@@ -495,19 +546,23 @@ class Registry:
             if version > MAX_INT or schema_id > MAX_INT:
                 raise errors.store_error("no version or id left under 2^31")
             value = SchemaValue(subject, version, schema_id, identity[1], parsed.schema_type, references)
-            self._write([(records.schema_key(subject, version), value.encode())])
+            self._write([(records.schema_key(subject, version), value.encode())], term)
             with self.state.lock:
                 landed = self.state.versions.get(subject, {}).get(version)
             if landed != value:  # another writer (a primary that had not yet learnt it was replaced) won
                 raise errors.store_error(
-                    f"Register schema operation failed: subject {subject!r} version {version} was written "
-                    "by another registry at the same time; try again"
+                    "Register schema operation failed while writing to the Kafka store: subject "
+                    f"'{subject}' version {version} (id {schema_id}) was written by another registry at the "
+                    "same time; try again"
                 )
+            if self.term() != term:  # what landed stands (every reader keeps it), but say so
+                log.warning("subject %r version %d written as primary was replaced meanwhile", subject, version)
             return {"id": schema_id}
 
     def delete_version(self, subject: str, version_text: str, *, permanent: bool = False) -> int:
         wanted = parse_version(version_text)
         with self._write_lock:
+            term = self._primacy()
             self.store.catch_up()
             self._check_writable(subject)
             with self.state.lock:
@@ -532,11 +587,12 @@ class Registry:
             if self._referrers(value, deleted=permanent):
                 raise errors.references_exist(value.schema_id)
             key = records.schema_key(subject, value.version)
-            self._write([(key, None if permanent else _soft_deleted(value).encode())])
+            self._write([(key, None if permanent else _soft_deleted(value).encode())], term)
             return value.version
 
     def delete_subject(self, subject: str, *, permanent: bool = False) -> list[int]:
         with self._write_lock:
+            term = self._primacy()
             self.store.catch_up()
             self._check_writable(subject)
             with self.state.lock:
@@ -553,7 +609,7 @@ class Registry:
                     if self._referrers(value):
                         raise errors.references_exist(value.schema_id)
                 last = live[-1].version
-                self._write([(records.delete_subject_key(subject), records.delete_subject_value(subject, last))])
+                self._write([(records.delete_subject_key(subject), records.delete_subject_value(subject, last))], term)
                 return [v.version for v in live]
             if live:
                 raise errors.subject_not_soft_deleted(subject)
@@ -565,7 +621,7 @@ class Registry:
                 batch.append((records.config_key(subject), None))
             if moded:
                 batch.append((records.mode_key(subject), None))
-            self._write(batch)
+            self._write(batch, term)
             return [v.version for v in every]
 
     def set_config(self, subject: str | None, body: Any) -> dict[str, Any]:
@@ -581,12 +637,14 @@ class Registry:
         except ValueError:
             raise errors.invalid_compatibility_level() from None
         with self._write_lock:
+            term = self._primacy()
             self.store.catch_up()
-            self._write([(records.config_key(subject), records.config_value(level.value))])
+            self._write([(records.config_key(subject), records.config_value(level.value))], term)
         return {"compatibility": level.value}
 
     def delete_config(self, subject: str | None) -> dict[str, Any]:
         with self._write_lock:
+            term = self._primacy()
             self.store.catch_up()
             with self.state.lock:
                 own = self.state.configs.get(subject)
@@ -598,7 +656,7 @@ class Registry:
                 if subject is not None:
                     raise errors.subject_level_compatibility_not_configured(subject)
             else:
-                self._write([(records.config_key(subject), None)])
+                self._write([(records.config_key(subject), None)], term)
         return {"compatibilityLevel": previous}
 
     def set_mode(self, subject: str | None, body: Any, *, force: bool = False) -> dict[str, Any]:
@@ -609,17 +667,19 @@ class Registry:
             raise errors.invalid_mode()
         mode = name.upper()
         with self._write_lock:
+            term = self._primacy()
             self.store.catch_up()
             if mode == IMPORT and not force:
                 with self.state.lock:
                     holding = [s for s in self.state.versions if subject is None or s == subject]
                 if holding:
                     raise errors.operation_not_permitted("Cannot import since found existing subjects")
-            self._write([(records.mode_key(subject), records.mode_value(subject, mode))])
+            self._write([(records.mode_key(subject), records.mode_value(subject, mode))], term)
         return {"mode": mode}
 
     def delete_mode(self, subject: str) -> dict[str, Any]:
         with self._write_lock:
+            term = self._primacy()
             self.store.catch_up()
             with self.state.lock:
                 own = self.state.modes.get(subject)
@@ -628,8 +688,12 @@ class Registry:
                 if not known:
                     raise errors.subject_not_found(subject)
                 raise errors.subject_level_mode_not_configured(subject)
-            self._write([(records.mode_key(subject), None)])
+            self._write([(records.mode_key(subject), None)], term)
         return {"mode": own}
+
+
+def _named(value: SchemaValue) -> str:
+    return f"subject '{value.subject}' version {value.version} (id {value.schema_id})"
 
 
 def _soft_deleted(value: SchemaValue) -> SchemaValue:

@@ -4,24 +4,31 @@ Role: reads requests off connections (HTTP/1.1, kept alive), checks who is askin
 authentication), answers them from the REST API (kafkalog.schema_registry.api), or, for a write on a
 registry that is not primary, forwards it (kafkalog.schema_registry.forward).
 
-Every connection is untrusted:
+Every connection is untrusted, and nothing it sends before it logs in costs much:
 - the TLS handshake runs in the connection's own thread, so a client that stalls it stalls nobody;
-- a connection idle or stalled for ``socket_timeout_s`` is closed; at most ``max_connections`` are
-  served at once (more are answered 503 and closed);
+- a connection idle or stalled for ``socket_timeout_s`` is closed, and a request (its line, headers
+  and body) must arrive whole within ``request_timeout_s`` of its first byte, however steadily it
+  dribbles (slowloris): past it the connection is closed (408 when the body was late); at most
+  ``max_connections`` are served at once (more are answered 503 and closed);
+- with basic authentication every request must log in (401 otherwise), forwarded ones too, and the
+  credentials are checked from the headers, before the body is read: a request refused 401 (or 429,
+  kafkalog.schema_registry.auth's login budgets) closes its connection with its body unread;
 - a body is read only when its ``Content-Length`` is at most ``max_body_bytes`` (413 past it, and
   411 for a chunked body: clients send a length); a request line and headers are bounded by
-  ``http.server`` itself (64 KiB a line, 100 headers: 414 and 431);
-- with basic authentication every request must log in (401 otherwise), forwarded ones too.
+  ``http.server`` itself (64 KiB a line, 100 headers: 414 and 431).
 """
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import socket
 import ssl
 import threading
+import time
 from dataclasses import dataclass
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Final
 
@@ -43,6 +50,8 @@ class HttpLimits:
     max_body_bytes: int = 16 * 1024 * 1024
     max_connections: int = 256
     socket_timeout_s: float = 30.0
+    request_timeout_s: float = 30.0
+    """From a request's first byte to its last (request line, headers, body)."""
 
 
 class RegistryServer:
@@ -60,8 +69,11 @@ class RegistryServer:
         limits: HttpLimits = HttpLimits(),
         tls: ssl.SSLContext | None = None,
         auth: BasicAuth | None = None,
+        peer_addresses: frozenset[str] | None = None,
     ) -> None:
+        """``peer_addresses``: the only addresses a forwarded request is taken from (None: any)."""
         self.api = api
+        self.peer_addresses = peer_addresses
         self.store = store
         self.primary = primary
         self.forwarder = forwarder
@@ -89,10 +101,26 @@ class RegistryServer:
 
     # ------------------------------------------------------------------ one request
 
-    def answer(self, method: str, target: str, body: bytes, headers: dict[str, str]) -> Response:
-        """The answer to one request read off a connection (its headers by lower-case name)."""
-        if self.auth is not None and self.auth.user(headers.get("authorization")) is None:
-            return Response.of_error(errors.unauthorized())
+    def login(self, headers: dict[str, str], client: str) -> errors.ApiError | None:
+        """Why the request's headers (by lower-case name) do not log in from address ``client``
+        (401, or 429 when checking them would cost more than its budget), or None."""
+        if self.auth is None:
+            return None
+        try:
+            user = self.auth.user(headers.get("authorization"), client)
+        except errors.ApiError as e:  # LoginThrottled
+            return e
+        return errors.unauthorized() if user is None else None
+
+    def answer(self, method: str, target: str, body: bytes, headers: dict[str, str], client: str = "") -> Response:
+        """The answer to one request read off a connection (its headers by lower-case name), logged
+        in, from address ``client``."""
+        if (
+            self.peer_addresses is not None
+            and headers.get(FORWARDED_HEADER.lower())
+            and client not in self.peer_addresses
+        ):
+            return Response.of_error(errors.forwarded_from_stranger(client))
         try:
             request = Request.of(method, target, body, headers.get("content-type"))
         except errors.ApiError as e:
@@ -105,8 +133,12 @@ class RegistryServer:
             return Response.of_error(e)
         except KafkalogError as e:  # the store: StoreError, or a client error under it
             log.warning("%s %s: %s", method, target[:200], e)
-            timeout = getattr(e, "timeout", False)
-            error = errors.operation_timeout(str(e)) if timeout else errors.store_error(str(e))
+            if getattr(e, "too_large", False):
+                error = errors.schema_too_large(str(e))
+            elif getattr(e, "timeout", False):
+                error = errors.operation_timeout(str(e))
+            else:
+                error = errors.store_error(str(e))
             return Response.of_error(error)
 
     def _forward(self, request: Request, target: str, headers: dict[str, str]) -> Response:
@@ -165,6 +197,37 @@ def _refuse(sock: socket.socket) -> None:
         pass
 
 
+class _Deadline(io.RawIOBase):
+    """A connection's reads, each bounded by the idle timeout and all of a request's together by the
+    request timeout, counted from the first byte received after :meth:`arm`."""
+
+    def __init__(self, sock: socket.socket, idle_s: float, request_s: float) -> None:
+        self.sock = sock
+        self.idle_s = idle_s
+        self.request_s = request_s
+        self.armed = False
+        self.deadline: float | None = None
+
+    def readable(self) -> bool:
+        return True
+
+    def arm(self) -> None:
+        """A new request: its clock starts with its first byte (waiting for it is idleness)."""
+        self.armed, self.deadline = True, None
+
+    def readinto(self, buffer: Any) -> int:
+        timeout = self.idle_s
+        if self.deadline is not None:
+            timeout = min(timeout, self.deadline - time.monotonic())
+            if timeout <= 0:
+                raise TimeoutError(f"request not received whole within {self.request_s:g} s")
+        self.sock.settimeout(timeout)
+        received = self.sock.recv_into(buffer)
+        if received and self.armed and self.deadline is None:
+            self.deadline = time.monotonic() + self.request_s
+        return received
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "kafkalog-registry"
@@ -177,6 +240,14 @@ class _Handler(BaseHTTPRequestHandler):
         if tls is not None:
             self.request = tls.wrap_socket(self.request, server_side=True)  # the handshake, in this thread
         super().setup()
+        limits = self.server_of.limits
+        self._reader = _Deadline(self.connection, limits.socket_timeout_s, limits.request_timeout_s)
+        plain, self.rfile = self.rfile, io.BufferedReader(self._reader, 65536)
+        plain.close()  # the socket's own file, unused: closed, or the socket would wait for it to close
+
+    def handle_one_request(self) -> None:
+        self._reader.arm()
+        super().handle_one_request()
 
     def finish(self) -> None:
         try:
@@ -219,28 +290,56 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(Response.of_error(errors.ApiError(400, 400, "invalid Content-Length")))
             return
         length = int(length_text)
-        if length > limit:
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        client = str(self.client_address[0]) if self.client_address else ""
+        refused = self.server_of.login(headers, client)
+        if refused is None and length > limit:
+            refused = errors.request_too_large(limit)
+        if refused is not None:
             self.close_connection = True  # the body is never read: the connection cannot go on
-            self._send(Response.of_error(errors.request_too_large(limit)))
+            self._send(Response.of_error(refused))
             return
-        body = self.rfile.read(length) if length else b""
+        try:
+            body = self.rfile.read(length) if length else b""
+        except TimeoutError as e:
+            self.close_connection = True
+            self._send(Response.of_error(errors.ApiError(408, 408, f"Request Timeout: {e}")))
+            return
         if len(body) < length:
             self.close_connection = True
             return
-        headers = {name.lower(): value for name, value in self.headers.items()}
         try:
-            response = self.server_of.answer(self.command, self.path, body, headers)
+            response = self.server_of.answer(self.command, self.path, body, headers, client)
         except Exception:
             log.exception("%s %s", self.command, self.path[:200])
             response = Response.of_error(errors.ApiError(500, 500, "Internal Server Error"))
         self._send(response)
 
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """http.server's own refusals (a request line or headers it cannot take, a method no handler
+        serves) as Confluent error bodies too, never its HTML page."""
+        status = int(code)
+        if status == HTTPStatus.NOT_IMPLEMENTED:  # a method no route serves: Confluent's JAX-RS says 405
+            error = errors.method_not_allowed(str(self.command)[:50])
+        else:
+            try:
+                phrase = HTTPStatus(status).phrase
+            except ValueError:
+                phrase = "Error"
+            error = errors.ApiError(status, status, f"HTTP {status} {phrase}" + (f": {message}" if message else ""))
+        self.close_connection = True
+        self._send(Response.of_error(error), head=self.command == "HEAD")
+
     def _send(self, response: Response, *, head: bool = False) -> None:
+        self._reader.armed = False
+        self.connection.settimeout(self.timeout)  # a read may have left it at a request's remaining time
         self.send_response(response.status)
         self.send_header("Content-Type", response.content_type)
         self.send_header("Content-Length", str(len(response.body)))
         if response.status == 401:
             self.send_header("WWW-Authenticate", 'Basic realm="kafkalog-registry"')
+        if response.status == 429:
+            self.send_header("Retry-After", "1")
         if self.close_connection:
             self.send_header("Connection", "close")
         self.end_headers()

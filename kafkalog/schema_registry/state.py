@@ -8,15 +8,23 @@ id), is logged and skipped, so a topic shared with other implementations never s
 
 Invariants:
 - a schema id names one schema (type, text, references) for good: the first record that gives it
-  wins; ``max_id`` only grows, so an id freed by hard deletes is not given again while the topic
-  still holds a record of it (once compaction removed them all, a replay starts lower: as in
-  Confluent's registry, docs/schema-registry.md's known limitations);
+  wins, and a later record giving it to another schema is skipped, even once hard deletes freed
+  it (``retired`` remembers what it named while the topic holds its history); ``max_id`` only
+  grows, so an id freed by hard deletes is not given again while the topic still holds a record
+  of it (once compaction removed them all, a replay starts lower: as in Confluent's registry,
+  docs/schema-registry.md's known limitations);
+- a subject's version holds one schema id until its tombstone: a record rewriting the version
+  with another id or schema (two primaries for a moment, each deciding the same next version) is
+  skipped; the rewrites of a soft delete keep both and are applied. So every reader, applying the
+  records in offset order, keeps the first writer's binding, and the writer whose record was
+  skipped learns it when it reads its record back;
 - ``ids`` maps a schema's identity to its id while some version (soft deleted or not) holds it;
 - reads and applies hold ``lock`` (the reader thread applies while request threads read).
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 from collections.abc import Iterator
@@ -41,6 +49,11 @@ class StoredSchema:
     def identity(self) -> Identity:
         return (self.schema_type, self.text, self.references)
 
+    def digest(self) -> bytes:
+        """A fingerprint of the schema (what ``retired`` keeps instead of its text)."""
+        parts = [self.schema_type.value, self.text, *(f"{r.name}\0{r.subject}\0{r.version}" for r in self.references)]
+        return hashlib.sha256("\0\1".join(parts).encode()).digest()
+
 
 @dataclass(slots=True)
 class RegistryState:
@@ -51,6 +64,8 @@ class RegistryState:
     schemas: dict[int, StoredSchema] = field(default_factory=dict)
     """id -> schema, for every id some version holds."""
     ids: dict[Identity, int] = field(default_factory=dict)
+    retired: dict[int, bytes] = field(default_factory=dict)
+    """id -> digest of the schema it named, for ids no version holds any more (hard deleted)."""
     configs: dict[str | None, str] = field(default_factory=dict)
     """subject (None: global) -> compatibility level set."""
     modes: dict[str | None, str] = field(default_factory=dict)
@@ -94,10 +109,26 @@ class RegistryState:
 
     def _schema(self, record: records.SchemaRecord, offset: int) -> None:
         subject_versions = self.versions.setdefault(record.subject, {})
-        previous = subject_versions.pop(record.version, None)
+        value = record.value
+        previous = subject_versions.get(record.version)
+        if (
+            previous is not None
+            and value is not None
+            and (previous.schema_id, _stored(previous))
+            != (
+                value.schema_id,
+                _stored(value),
+            )
+        ):
+            self._skip(
+                offset,
+                f"subject {record.subject!r} version {record.version} holds schema id {previous.schema_id}: "
+                f"a record giving it id {value.schema_id} (another schema) before its tombstone",
+            )
+            return
+        subject_versions.pop(record.version, None)
         if previous is not None:
             self._release(previous)
-        value = record.value
         if value is None:
             if not subject_versions:
                 del self.versions[record.subject]
@@ -105,13 +136,15 @@ class RegistryState:
         if (value.subject, value.version) != (record.subject, record.version):
             self._skip(offset, f"a value for {value.subject!r} v{value.version} under the key of v{record.version}")
             return
-        stored = StoredSchema(value.schema_type, value.schema, value.references)
+        stored = _stored(value)
         known = self.schemas.get(value.schema_id)
-        if known is not None and known != stored:
+        retired = self.retired.get(value.schema_id)
+        if (known is not None and known != stored) or (known is None and retired not in (None, stored.digest())):
             self._skip(offset, f"schema id {value.schema_id} given again to another schema")
             if not subject_versions:
                 del self.versions[record.subject]
             return
+        self.retired.pop(value.schema_id, None)
         self.schemas[value.schema_id] = stored
         self.ids.setdefault(stored.identity, value.schema_id)
         self.max_id = max(self.max_id, value.schema_id)
@@ -122,6 +155,8 @@ class RegistryState:
         if any(v.schema_id == value.schema_id for v in self.all_versions()):
             return
         stored = self.schemas.pop(value.schema_id, None)
+        if stored is not None:
+            self.retired[value.schema_id] = stored.digest()
         if stored is not None and self.ids.get(stored.identity) == value.schema_id:
             del self.ids[stored.identity]
             # another id may hold the same schema (given by an import): it stands for it now
@@ -143,6 +178,10 @@ class RegistryState:
     def every(self, subject: str) -> list[records.SchemaValue]:
         """The subject's versions, soft-deleted ones too, oldest first."""
         return sorted(self.versions.get(subject, {}).values(), key=lambda v: v.version)
+
+
+def _stored(value: records.SchemaValue) -> StoredSchema:
+    return StoredSchema(value.schema_type, value.schema, value.references)
 
 
 def _set(mapping: dict[str | None, str], key: str | None, value: str | None) -> None:

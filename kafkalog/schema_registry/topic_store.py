@@ -31,6 +31,8 @@ from kafkalog.schema_registry.store import Write
 log = logging.getLogger(__name__)
 
 PARTITION = 0
+_TOO_LARGE = frozenset({ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE})
+"""The cluster's answers to a record past the topic's ``max.message.bytes``."""
 
 
 class TopicStore:
@@ -131,7 +133,8 @@ class TopicStore:
             futures = [producer.send(self.topic, value, key, partition=PARTITION) for key, value in records]
             last = max(f.result(self.timeout_s).offset for f in futures)
         except KafkalogError as e:
-            raise StoreError(f"writing to the {self.topic} topic: {e}") from e
+            too_large = getattr(e, "error_code", None) in _TOO_LARGE
+            raise StoreError(f"writing to the {self.topic} topic: {e}", too_large=too_large) from e
         self._wait_for(last + 1, self.timeout_s, "reading back a write")
 
     def catch_up(self) -> None:

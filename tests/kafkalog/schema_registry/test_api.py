@@ -15,6 +15,7 @@ from kafkalog.schema_registry.records import SchemaValue
 from kafkalog.schema_registry.registry import Registry, Rules
 from kafkalog.schema_registry.store import MemoryStore
 from kafkalog.schemas.compatibility import CompatibilityLevel
+from kafkalog.schemas.model import SchemaType
 
 V1 = {"type": "record", "name": "Ev", "namespace": "demo", "fields": [{"name": "id", "type": "string"}]}
 V2_DEFAULT = {**V1, "fields": [*V1["fields"], {"name": "n", "type": "int", "default": 0}]}
@@ -487,3 +488,79 @@ def test_a_recursion_error_while_comparing_is_an_invalid_schema(monkeypatch: pyt
     assert error(client.call("POST", "/compatibility/subjects/s/versions", {"schema": json.dumps(V2_DEFAULT)})) == (
         422, 42201,
     )  # fmt: skip
+
+
+def test_referencedby_pages_and_counts_soft_deleted_referrers_on_request() -> None:
+    c = Client(Rules(default_compatibility=CompatibilityLevel.NONE))
+    inner = {"type": "record", "name": "Inner", "namespace": "demo", "fields": [{"name": "x", "type": "int"}]}
+    assert c.register("inner", inner) == (200, {"id": 1})
+    refs = [{"name": "demo.Inner", "subject": "inner", "version": 1}]
+    for i in range(4):
+        outer = {
+            "type": "record",
+            "name": f"Outer{i}",
+            "namespace": "demo",
+            "fields": [{"name": "i", "type": "demo.Inner"}],
+        }
+        assert c.register(f"outer{i}", outer, references=refs) == (200, {"id": 2 + i})
+    path = "/subjects/inner/versions/1/referencedby"
+    assert c.call("GET", path) == (200, [2, 3, 4, 5])
+    assert c.call("GET", path + "?offset=1&limit=2") == (200, [3, 4])
+    assert c.call("GET", path + "?offset=3") == (200, [5])
+    assert c.call("GET", path + "?limit=-1") == (200, [2, 3, 4, 5])
+    assert c.call("DELETE", "/subjects/outer0") == (200, [1])
+    assert c.call("GET", path) == (200, [3, 4, 5])
+    assert c.call("GET", path + "?deleted=true") == (200, [2, 3, 4, 5])
+    assert c.call("GET", "/subjects/inner/versions/latest/referencedby?deleted=true&limit=1") == (200, [2])
+    assert error(c.call("GET", "/subjects/nobody/versions/1/referencedby")) == (404, 40401)
+    assert error(c.call("GET", "/subjects/inner/versions/2/referencedby")) == (404, 40402)
+    assert error(c.call("GET", path + "?offset=x")) == (422, 422)
+
+
+def test_subject_missing_and_version_missing_as_confluent_tells_them_apart() -> None:
+    c = Client()
+    assert c.register("s", V1) == (200, {"id": 1})
+    assert c.register("s", V2_DEFAULT) == (200, {"id": 2})
+    assert c.call("DELETE", "/subjects/s/versions/2") == (200, 2)
+    # latest is the latest version not soft deleted, with ?deleted=true too
+    assert c.call("GET", "/subjects/s/versions/latest?deleted=true")[1]["version"] == 1
+    assert c.call("GET", "/subjects/s/versions/2?deleted=true")[1]["version"] == 2
+    assert c.call("GET", "/subjects/s/versions/2") == (404, {"error_code": 40402, "message": "Version 2 not found."})
+    assert c.call("DELETE", "/subjects/s") == (200, [1])
+    # every version soft deleted: the subject is missing, unless soft-deleted ones are asked for
+    assert error(c.call("GET", "/subjects/s/versions/1")) == (404, 40401)
+    assert error(c.call("GET", "/subjects/s/versions/latest")) == (404, 40401)
+    assert c.call("GET", "/subjects/s/versions/latest?deleted=true") == (
+        404,
+        {"error_code": 40402, "message": "Version -1 not found."},
+    )
+    assert c.call("GET", "/subjects/s/versions/1?deleted=true")[1]["id"] == 1
+    assert c.call("GET", "/subjects/s/versions/1/referencedby") == (200, []), "found soft deleted, as Confluent's"
+    assert error(c.call("GET", "/subjects/s/versions/latest/referencedby")) == (404, 40402)
+    assert error(c.call("GET", "/subjects/nobody/versions/latest")) == (404, 40401)
+    # compatibility against a version: 40402 whether or not the subject exists (Confluent's resource)
+    body = {"schema": json.dumps(V1)}
+    assert error(c.call("POST", "/compatibility/subjects/nobody/versions/1", body)) == (404, 40402)
+    assert c.call("POST", "/compatibility/subjects/nobody/versions/latest", body) == (200, {"is_compatible": True})
+    assert error(c.call("POST", "/compatibility/subjects/s/versions/1", body)) == (404, 40402)
+
+
+def test_a_stored_schema_that_no_longer_parses_is_named_not_a_500() -> None:
+    """Written into the topic by another registry (or version of this one) taking what this one does not."""
+    c = Client()
+    bad_avro = SchemaValue("s", 1, 1, '{"type": "record", "name": "Ev", "fields": [{"name": "x", "type": "nope"}]}')
+    bad_proto = SchemaValue("p", 1, 2, "syntax = 'proto9'; message {", SchemaType.PROTOBUF)
+    c.store.write([(records.schema_key("s", 1), bad_avro.encode()), (records.schema_key("p", 1), bad_proto.encode())])
+    assert c.call("GET", "/subjects/s/versions/1")[1]["id"] == 1, "read as stored"
+    status, body = c.register("s", V1)
+    assert (status, body["error_code"]) == (422, 42201)
+    assert "the stored AVRO schema of subject 's' version 1 (id 1) does not parse here" in body["message"]
+    status, body = c.call("POST", "/compatibility/subjects/s/versions/latest", {"schema": json.dumps(V1)})
+    assert (status, body["error_code"]) == (422, 42201) and "subject 's' version 1" in body["message"]
+    status, body = c.call("GET", "/subjects/p/versions/1?format=serialized")
+    assert (status, body["error_code"]) == (422, 42201)
+    assert "the stored PROTOBUF schema of subject 'p' version 1 (id 2) does not parse here" in body["message"]
+    status, body = c.call("GET", "/schemas/ids/2?format=serialized")
+    assert (status, body["error_code"]) == (422, 42201) and "schema id 2" in body["message"]
+    assert c.call("PUT", "/config/s", {"compatibility": "NONE"})[0] == 200
+    assert c.register("s", V1) == (200, {"id": 3}), "NONE compares with nothing: nothing to parse"

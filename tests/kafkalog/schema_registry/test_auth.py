@@ -9,7 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog.schema_registry.auth import BasicAuth, PasswordHash, hash_password, read_users, set_user
+from kafkalog.schema_registry.auth import (
+    BasicAuth,
+    LoginLimits,
+    LoginThrottled,
+    PasswordHash,
+    hash_password,
+    read_users,
+    set_user,
+)
 from kafkalog.schema_registry.errors import RegistryConfigError
 
 
@@ -98,3 +106,30 @@ def test_the_users_file_is_written_through_a_fresh_private_file(tmp_path: Path) 
     assert set_user(path, "alice", hash_password("two", iterations=1000)) is True
     assert path.stat().st_mode & 0o777 == 0o600
     assert sorted(p.name for p in tmp_path.iterdir()) == [".users.tmp", "users", "victim"]
+
+
+def test_a_hash_costlier_than_the_bound_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "users"
+    costly = str(hash_password("x", iterations=1000)).replace("$1000$", "$2000000$")
+    path.write_text(f"alice:{costly}\n")
+    with pytest.raises(RegistryConfigError, match="iterations must be 1 to 1000000"):
+        read_users(path)
+
+
+def test_wrong_passwords_cost_a_pbkdf2_run_once_and_within_a_budget() -> None:
+    auth = BasicAuth({"alice": hash_password("secret", iterations=1000)}, LoginLimits(1000, 2000, burst_s=2.0))
+
+    def header(credentials: str) -> str:
+        return "Basic " + base64.b64encode(credentials.encode()).decode()
+
+    assert auth.user(header("alice:secret"), "a") == "alice"
+    assert auth.user(header("alice:one"), "a") is None
+    with pytest.raises(LoginThrottled):  # the client's budget: 2 runs of 1000 iterations
+        auth.user(header("alice:two"), "a")
+    for _ in range(100):
+        assert auth.user(header("alice:one"), "a") is None, "a wrong password seen already costs no run"
+    assert auth.user(header("alice:secret"), "a") == "alice", "nor does the right one"
+    assert auth.user(header("bob:x"), "b") is None, "another address has a budget of its own"
+    assert auth.user(header("bob:y"), "b") is None
+    with pytest.raises(LoginThrottled):  # the registry's budget (4000) is spent too
+        auth.user(header("alice:four"), "c")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -36,10 +37,13 @@ def test_defaults_are_confluents() -> None:
         ({"max_request_bytes": -1}, "max_request_bytes:"),
         ({"advertised_url": "ftp://x:1"}, "advertised_url:"),
         ({"host": "0.0.0.0"}, "advertised_url: needed when host is a wildcard"),
+        ({"request_timeout_ms": 0}, "request_timeout_ms:"),
+        ({"peers": ("http://a:1", "a:2")}, "peers: http[s]://host:port, not 'a:2'"),
+        ({"peers": ("http://a",)}, "peers: http[s]://host:port"),
     ],
 )
 def test_invalid_settings_name_their_key(settings: dict[str, object], message: str) -> None:
-    with pytest.raises(RegistryConfigError, match=message.replace("(", r"\(")):
+    with pytest.raises(RegistryConfigError, match=re.escape(message)):
         RegistryConfig(**{"bootstrap": "127.0.0.1:9092", **settings})  # type: ignore[arg-type]
 
 
@@ -55,3 +59,9 @@ def test_the_file_and_the_flags(tmp_path: Path) -> None:
     assert load_registry_config(path, {"port": 9000, "topic": None}).port == 9000
     with pytest.raises(RegistryConfigError, match="bootstrap: the cluster that holds the topic is needed"):
         load_registry_config(None, {"port": 1})
+
+
+def test_peers_from_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "registry.yaml"
+    path.write_text("bootstrap: 127.0.0.1:9092\npeers: [http://127.0.0.1:8081, http://127.0.0.1:8082]\n")
+    assert load_registry_config(path, {}).peers == ("http://127.0.0.1:8081", "http://127.0.0.1:8082")

@@ -5,6 +5,7 @@ Confluent's JSON, so its registries and these may share a group."""
 from __future__ import annotations
 
 import json
+import time
 
 from kafkalog.schema_registry.election import DUPLICATE_URLS, GroupElection, Identity, choose
 
@@ -97,3 +98,21 @@ def test_the_member_survives_an_unexpected_failure_and_forgets_the_primary() -> 
     assert len(attempts) == 3
     assert election.primary_url() is None
     assert not election.is_primary()
+
+
+def test_the_term_names_the_generation_of_the_assignment_that_made_this_member_primary() -> None:
+    election = GroupElection("127.0.0.1:1", Identity("127.0.0.1", 8081, True, "http"), session_timeout_s=30)
+    assert election.term() is None
+    election.member_id, election.generation_id = "m-1", 4
+    election._acknowledged_at = time.monotonic()
+    election._assigned(json.dumps(choose([("m-1", Identity("10.0.0.1", 8081, True, "http"))])).encode())
+    assert election.term() == (4, "m-1")
+    election.generation_id = 5  # joined again: the term moves only with the assignment of the new generation
+    assert election.term() == (4, "m-1")
+    election._assigned(json.dumps(choose([("m-1", Identity("10.0.0.1", 8081, True, "http"))])).encode())
+    assert election.term() == (5, "m-1")
+    election._assigned(json.dumps(choose([("m-2", Identity("10.0.0.2", 8081, True, "http"))])).encode())
+    assert election.term() is None, "another member is primary"
+    election._assigned(json.dumps(choose([("m-1", Identity("10.0.0.1", 8081, True, "http"))])).encode())
+    election._acknowledged_at = time.monotonic() - 60
+    assert election.term() is None, "heartbeats unanswered for a session: no longer primary"

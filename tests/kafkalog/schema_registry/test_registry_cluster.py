@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -224,3 +225,39 @@ def test_a_topic_a_registry_cannot_keep_its_state_in_is_refused(broker: Broker, 
     for topic, reason in (("two_partitions", "2 partitions"), ("deleting", "cleanup.policy=delete")):
         with pytest.raises(RuntimeError, match=reason):
             RegistryProcess(tmp_path, topic, bootstrap=bootstrap, topic=topic).start()
+
+
+def test_two_primaries_at_once_never_answer_one_id_for_two_schemas(broker: Broker, tmp_path: Path) -> None:
+    """Two registries on one topic in two groups: each is primary of its own, the hand-over that never
+    settles. Registering into one subject from both at once, they keep deciding the same next version
+    and id; every id answered names the schema it was answered for, at both and after a replay, and
+    the registrations that lost answer 50001 for their clients to retry."""
+    settings = {"bootstrap": bootstrap_of(broker), "session_timeout_ms": 3000}
+    with (
+        RegistryProcess(tmp_path, "one", group="first", **settings) as one,
+        RegistryProcess(tmp_path, "two", group="second", **settings) as two,
+    ):
+        eventually(lambda: one.believes_primary() is True and two.believes_primary() is True, what="both primary")
+        answers: list[tuple[dict[str, Any], int, Any]] = []
+
+        def hammer(url: str, tag: str) -> None:
+            for i in range(25):
+                schema = {**V1, "fields": [*V1["fields"], {"name": f"{tag}{i}", "type": "int", "default": 0}]}
+                status, body = register(url, "s", schema)
+                answers.append((schema, status, body))
+
+        threads = [threading.Thread(target=hammer, args=(r.url, tag)) for r, tag in ((one, "a"), (two, "b"))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+        won = [(schema, body["id"]) for schema, status, body in answers if status == 200]
+        lost = [body for _, status, body in answers if status != 200]
+        assert len(won) + len(lost) == 50 and won
+        assert all(body["error_code"] == 50001 for body in lost), lost
+        assert len({schema_id for _, schema_id in won}) == len(won), "one id per schema answered"
+        eventually(lambda: snapshot(one.url) == snapshot(two.url), 10, "both registries hold the same state")
+    with RegistryProcess(tmp_path, "replay", group="third", **settings) as replay:  # the topic read again
+        for schema, schema_id in won:
+            status, body = call(replay.url, "GET", f"/schemas/ids/{schema_id}")
+            assert status == 200 and json.loads(body["schema"]) == schema, (schema_id, body)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import http.client
 import json
+import select
 import socket
 import ssl
 import time
@@ -24,7 +25,7 @@ from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, Proto
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from kafkalog.schema_registry.api import Api
-from kafkalog.schema_registry.auth import BasicAuth, PasswordHash, hash_password
+from kafkalog.schema_registry.auth import BasicAuth, LoginLimits, PasswordHash, hash_password
 from kafkalog.schema_registry.config import RegistryTls
 from kafkalog.schema_registry.election import StaticPrimary
 from kafkalog.schema_registry.errors import ApiError
@@ -50,11 +51,12 @@ def serving(
     tls: ssl.SSLContext | None = None,
     auth: BasicAuth | None = None,
     forwarder: Forwarder | None = None,
+    peer_addresses: frozenset[str] | None = None,
 ) -> Iterator[RegistryServer]:
     store = store or MemoryStore()
     server = RegistryServer(
         Api(Registry(store)), store, primary or StaticPrimary(None), forwarder or Forwarder(timeout_s=5),
-        port=0, limits=limits or HttpLimits(), tls=tls, auth=auth,
+        port=0, limits=limits or HttpLimits(), tls=tls, auth=auth, peer_addresses=peer_addresses,
     )  # fmt: skip
     server.start()
     try:
@@ -153,6 +155,99 @@ def test_connections_past_the_limit_are_refused() -> None:
         second.close()
 
 
+def dribble(sock: socket.socket, data: bytes, every_s: float, for_s: float) -> float | None:
+    """Send ``data`` a byte at a time, one every ``every_s``, for at most ``for_s``; how long it
+    took until the server ended the connection (None: it never did)."""
+    started = time.monotonic()
+    for byte in data:
+        if time.monotonic() - started > for_s:
+            return None
+        try:
+            sock.sendall(bytes([byte]))
+        except OSError:
+            return time.monotonic() - started
+        readable, _, _ = select.select([sock], [], [], every_s)
+        if readable:
+            try:
+                if not sock.recv(65536):
+                    return time.monotonic() - started
+            except OSError:
+                return time.monotonic() - started
+    return None
+
+
+def test_a_request_dribbled_in_is_cut_off_at_the_request_timeout() -> None:
+    """Slowloris: every byte comes within the idle timeout, the request never ends."""
+    limits = HttpLimits(socket_timeout_s=1.0, request_timeout_s=1.5)
+    with serving(limits=limits) as server:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+            head = b"GET /subjects HTTP/1.1\r\n" + b"".join(b"X-%d: %s\r\n" % (i, b"y" * 20) for i in range(90))
+            took = dribble(sock, head, 0.2, 10)
+            assert took is not None and took < 4, "headers dribbled in: cut off"
+        with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+            sock.sendall(b"POST /subjects/s/versions HTTP/1.1\r\nHost: x\r\nContent-Length: 200\r\n\r\n")
+            took = dribble(sock, b"{" * 200, 0.2, 10)
+            assert took is not None and took < 4, "a body dribbled in: cut off"
+        with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+            sock.sendall(b"POST /subjects/s/versions HTTP/1.1\r\nHost: x\r\nContent-Length: 200\r\n\r\n{")
+            assert sock.recv(100).startswith(b"HTTP/1.1 408"), "a late body is answered 408"
+        # a connection kept alive between requests is idle, not late: the clock starts at each request
+        connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
+        assert request(connection, "GET", "/subjects") == (200, [])
+        time.sleep(0.9)
+        assert request(connection, "GET", "/subjects") == (200, [])
+        connection.close()
+
+
+def test_a_request_that_does_not_log_in_is_refused_before_its_body_is_read() -> None:
+    auth = BasicAuth({"alice": hash_password("secret", iterations=1000)})
+    with (
+        serving(auth=auth, limits=HttpLimits(max_body_bytes=200_000_000, socket_timeout_s=10)) as server,
+        socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock,
+    ):
+        sock.sendall(b"POST /subjects/s/versions HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000\r\n\r\n")
+        started = time.monotonic()
+        answer = sock.recv(65536)
+        assert answer.startswith(b"HTTP/1.1 401"), answer[:100]
+        assert time.monotonic() - started < 2
+        assert b"Connection: close" in answer
+    # logged in, the same length is past the limit for everyone: refused unread too
+    good = "Basic " + base64.b64encode(b"alice:secret").decode()
+    with (
+        serving(auth=auth, limits=HttpLimits(max_body_bytes=1000)) as small,
+        socket.create_connection(("127.0.0.1", small.port), timeout=5) as sock,
+    ):
+        sock.sendall(
+            b"POST /subjects/s/versions HTTP/1.1\r\nHost: x\r\nAuthorization: %s\r\n"
+            b"Content-Length: 100000000\r\n\r\n" % good.encode()
+        )
+        assert sock.recv(65536).startswith(b"HTTP/1.1 413")
+
+
+def test_logins_past_their_budget_are_answered_429_unchecked() -> None:
+    auth = BasicAuth(
+        {"alice": hash_password("secret", iterations=1000)},
+        LoginLimits(per_client_per_s=1000, total_per_s=100_000, burst_s=2.0),
+    )
+    good = {"Authorization": "Basic " + base64.b64encode(b"alice:secret").decode()}
+    with serving(auth=auth) as server:
+
+        def ask(headers: dict[str, str]) -> tuple[int, Any]:
+            connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
+            try:
+                return request(connection, "GET", "/subjects", headers=headers)
+            finally:
+                connection.close()
+
+        assert ask(good) == (200, [])
+        statuses = []
+        for i in range(4):
+            status, body = ask({"Authorization": "Basic " + base64.b64encode(b"alice:guess%d" % i).decode()})
+            statuses.append((status, body["error_code"]))
+        assert statuses[0] == (401, 401) and statuses[-1] == (429, 429), statuses
+        assert ask(good) == (200, []), "a known login costs nothing"
+
+
 def users(tmp_path: Path) -> BasicAuth:
     return BasicAuth({"alice": hash_password("secret", iterations=1000)})
 
@@ -205,6 +300,40 @@ def test_a_registry_that_is_not_primary_forwards_writes_and_serves_reads(tmp_pat
         assert (status, answer["error_code"]) == (500, 50003)
         assert answer["message"].startswith("Error while forwarding the request to the leader")
         connection.close()
+
+
+def test_writes_are_forwarded_to_and_taken_from_the_configured_peers_only() -> None:
+    shared = MemoryStore()
+    level = {"compatibility": "NONE"}
+    forwarded = {"X-Kafkalog-Registry-Forwarded": "1"}
+    with serving(shared, peer_addresses=frozenset({"127.0.0.2"})) as primary:
+        url = f"http://127.0.0.1:{primary.port}"
+        elsewhere = Forwarder(timeout_s=5, peers=["http://127.0.0.1:1", "https://127.0.0.1:" + str(primary.port)])
+        with serving(shared, primary=StaticPrimary(url, own=False), forwarder=elsewhere) as secondary:
+            connection = http.client.HTTPConnection("127.0.0.1", secondary.port, timeout=5)
+            status, answer = request(connection, "PUT", "/config", level)
+            assert (status, answer["error_code"]) == (500, 50003)
+            assert answer["message"].endswith("not one of the configured peers")
+            connection.close()
+        assert shared.log == [], "nothing sent to a primary that is not a peer"
+
+        connection = http.client.HTTPConnection("127.0.0.1", primary.port, timeout=5)
+        status, answer = request(connection, "PUT", "/config", level, forwarded)
+        assert (status, answer["error_code"]) == (403, 40301)
+        assert answer["message"].endswith("not from 127.0.0.1")
+        assert request(connection, "PUT", "/config", level) == (200, level), "a client's own write"
+        connection.close()
+        peer = http.client.HTTPConnection("127.0.0.1", primary.port, timeout=5, source_address=("127.0.0.2", 0))
+        assert request(peer, "PUT", "/config", level, forwarded) == (200, level), "from a peer's address"
+        peer.close()
+
+    with serving(shared) as primary:
+        among = Forwarder(timeout_s=5, peers=[f"HTTP://127.0.0.1:{primary.port}/"])  # written another way
+        url = f"http://127.0.0.1:{primary.port}"
+        with serving(shared, primary=StaticPrimary(url, own=False), forwarder=among) as secondary:
+            connection = http.client.HTTPConnection("127.0.0.1", secondary.port, timeout=5)
+            assert request(connection, "PUT", "/config", {"compatibility": "FULL"}) == (200, {"compatibility": "FULL"})
+            connection.close()
 
 
 def test_an_https_registry_never_forwards_to_an_http_primary() -> None:

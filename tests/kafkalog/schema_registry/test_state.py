@@ -124,3 +124,32 @@ def test_an_id_past_a_java_int_in_the_topic_stops_no_registration() -> None:
         Request.of("POST", "/subjects/s/versions", json.dumps({"schema": SCHEMAS[0]}).encode())
     )
     assert (answer.status, json.loads(answer.body)) == (200, {"id": 1})
+
+
+def test_a_version_keeps_its_schema_id_until_its_tombstone() -> None:
+    """Two primaries for a moment both write version 2 with the next id: the first record stays, at
+    every reader; a soft delete's rewrite (same id, same schema) still applies."""
+    state = RegistryState()
+    first = records.SchemaValue("s", 2, 7, '"int"')
+    state.apply(records.schema_key("s", 2), first.encode(), 0)
+    state.apply(records.schema_key("s", 2), records.SchemaValue("s", 2, 7, '"string"').encode(), 1)
+    state.apply(records.schema_key("s", 2), records.SchemaValue("s", 2, 8, '"int"').encode(), 2)
+    assert state.skipped == 2
+    assert state.versions == {"s": {2: first}} and state.schemas[7].text == '"int"'
+    soft = records.SchemaValue("s", 2, 7, '"int"', deleted=True)
+    state.apply(records.schema_key("s", 2), soft.encode(), 3)
+    assert state.versions == {"s": {2: soft}}
+    state.apply(records.schema_key("s", 2), None, 4)
+    again = records.SchemaValue("s", 2, 9, '"long"')
+    state.apply(records.schema_key("s", 2), again.encode(), 5)
+    assert state.versions == {"s": {2: again}} and state.skipped == 2
+
+
+def test_an_id_freed_by_hard_deletes_never_names_another_schema() -> None:
+    state = RegistryState()
+    state.apply(records.schema_key("s", 1), records.SchemaValue("s", 1, 1, '"int"').encode(), 0)
+    state.apply(records.schema_key("s", 1), None, 1)
+    state.apply(records.schema_key("t", 1), records.SchemaValue("t", 1, 1, '"string"').encode(), 2)
+    assert state.skipped == 1 and 1 not in state.schemas
+    state.apply(records.schema_key("u", 1), records.SchemaValue("u", 1, 1, '"int"').encode(), 3)
+    assert state.schemas[1].text == '"int"', "the same schema may take its id again"
