@@ -2,11 +2,11 @@
 registry over HTTP, values framed as Confluent's AvroSerializer frames them, written with two
 versions of the subject's schema.
 
-The registry is tests.support.schema_registry_double, a test double of kafkalog's registry (not
-built yet), to be replaced by it. Checked: every offset once (the oracle), v1 and v2 values read
-into v2's columns, the columns' types as Spark reads them, the bad values quarantined with their
-reasons, the first registry address that does not answer skipped, and a registry that answers not
-at all stopping the run before Spark starts."""
+The registry is kafkalog's own, served from this process (tests.support.registry_in_process).
+Checked: every offset once (the oracle), v1 and v2 values read into v2's columns, the columns'
+types as Spark reads them, the bad values quarantined with their reasons, the first registry
+address that does not answer skipped, and a registry that answers not at all stopping the run
+before Spark starts."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from pipelines.ingest.run import PipelineRun
 from pipelines.schemas.resolved import spec_schemas
 from tests.pipelines.harness import oracle, write_spec
 from tests.support.kafkalog import BrokerProcess
-from tests.support.schema_registry_double import RegistryDouble
+from tests.support.registry_in_process import LocalRegistry
 
 pytestmark = pytest.mark.slow
 
@@ -79,7 +79,7 @@ def test_an_avro_topic_written_with_two_schema_versions_loads_into_the_latest(
     tmp_path: Path, kafkalog_shared: BrokerProcess, spark: Any, writer: str
 ) -> None:
     topic = f"orders-{uuid.uuid4().hex[:8]}"
-    with RegistryDouble() as sr:
+    with LocalRegistry() as sr:
         v1, v2 = sr.register(f"{topic}-value", V1), sr.register(f"{topic}-value", V2)
         bootstrap = kafkalog_shared.bootstrap
         with Admin(bootstrap) as admin:

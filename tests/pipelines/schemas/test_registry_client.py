@@ -1,8 +1,8 @@
 """The loader's registry client and the run's schemas, against a registry served over HTTP.
 
-The registry is tests.support.schema_registry_double (a test double of kafkalog's registry, which
-is not built yet): a thread of this process, so these tests are fast, but they talk HTTP to a
-server, hence the integration tier."""
+The registry is kafkalog's own (tests.support.registry_in_process: its REST API and compatibility
+checks served from a thread of this process, its state in memory), so these tests are fast, but
+they talk HTTP to a server, hence the integration tier."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from pipelines.errors import PayloadSchemaError, SchemaRegistryError
 from pipelines.schemas.registry_client import RegistryClient
 from pipelines.schemas.resolved import RunSchemas, SubjectSchemas, resolve_schemas
 from tests.support.certificates import authority, person
-from tests.support.schema_registry_double import RegistryDouble
+from tests.support.registry_in_process import LocalRegistry, unavailable_registry
 
 pytestmark = pytest.mark.integration
 
@@ -42,7 +42,7 @@ def avro_decoder(*urls: str, **registry: object) -> Decoder:
 
 
 def test_the_three_reads() -> None:
-    with RegistryDouble() as sr:
+    with LocalRegistry() as sr:
         first = sr.register("t-value", V1)
         second = sr.register("t-value", V2)
         client = RegistryClient(Registry(urls=(sr.url,)))
@@ -59,13 +59,12 @@ def test_the_three_reads() -> None:
 
 
 def test_failover_to_the_next_address_on_a_refused_connection_and_on_5xx() -> None:
-    with RegistryDouble() as down, RegistryDouble() as up:
-        down.unavailable = True
+    with unavailable_registry() as (down_url, asked), LocalRegistry() as up:
         up.register("t-value", V1)
         dead = f"http://127.0.0.1:{closed_port()}"
-        client = RegistryClient(Registry(urls=(dead, down.url, up.url)))
+        client = RegistryClient(Registry(urls=(dead, down_url, up.url)))
         assert client.versions("t-value") == [1]
-        assert down.requests == ["/subjects/t-value/versions?deleted=true"]
+        assert asked == ["/subjects/t-value/versions?deleted=true"]
 
 
 def test_a_registry_that_does_not_answer_is_one_line_naming_it() -> None:
@@ -78,7 +77,7 @@ def test_a_registry_that_does_not_answer_is_one_line_naming_it() -> None:
 
 
 def test_basic_auth() -> None:
-    with RegistryDouble(username="loader", password="s3cret") as sr:
+    with LocalRegistry(username="loader", password="s3cret") as sr:
         sr.register("t-value", V1)
         assert RegistryClient(Registry(urls=(sr.url,), username="loader", password="s3cret")).versions("t-value")
         with pytest.raises(SchemaRegistryError) as caught:
@@ -87,14 +86,14 @@ def test_basic_auth() -> None:
 
 
 def test_an_answer_too_large_is_refused() -> None:
-    with RegistryDouble() as sr:
+    with LocalRegistry() as sr:
         sr.register("t-value", V1)
         with pytest.raises(SchemaRegistryError, match="an answer larger than 10 bytes"):
             RegistryClient(Registry(urls=(sr.url,)), max_response_bytes=10).version("t-value", 1)
 
 
 def test_the_run_reads_every_version_and_the_latest_live_one_as_reader() -> None:
-    with RegistryDouble() as sr:
+    with LocalRegistry() as sr:
         ids = [sr.register("t-value", v) for v in (V1, V2, V3)]
         sr.soft_delete("t-value", 3)  # values written with it may still be in the topic
         schemas = resolve_schemas(avro_decoder(sr.url), ["t"])
@@ -110,7 +109,7 @@ def test_the_run_reads_every_version_and_the_latest_live_one_as_reader() -> None
 
 
 def test_subject_strategies_and_key_schemas() -> None:
-    with RegistryDouble() as sr:
+    with LocalRegistry() as sr:
         sr.register("shop.Ev", V1)
         sr.register("a-key", {"type": "string"})
         decoder = Decoder(
@@ -125,26 +124,37 @@ def test_subject_strategies_and_key_schemas() -> None:
         assert key is not None and key.subject == "a-key"
 
 
+JSON_SCHEMA = {"type": "object", "properties": {"id": {"type": "string"}}}
+
+
 @pytest.mark.parametrize(
     ("register", "decoder", "expected"),
     [
-        (("t-value", V1, "JSON"), {}, "subject t-value version 1 (id 1) is a JSON schema; this decoder reads AVRO"),
+        (
+            ("t-value", JSON_SCHEMA, "JSON"),
+            {},
+            "subject t-value version 1 (id 1) is a JSON schema; this decoder reads AVRO",
+        ),
         (("t-value", V1, "AVRO"), {"version": 4}, "subject t-value has no version 4 (it has 1)"),
-        (("t-value", {"type": "nope"}, "AVRO"), {}, "subject t-value version 1 (id 1) is not an Avro schema"),
+        (("t-value", {"type": "nope"}, None), {}, "subject t-value version 1 (id 1) is not an Avro schema"),
     ],
 )
 def test_schemas_that_cannot_be_read_are_refused_before_loading(
-    register: tuple[str, dict[str, object], str], decoder: dict[str, object], expected: str
+    register: tuple[str, dict[str, object], str | None], decoder: dict[str, object], expected: str
 ) -> None:
-    with RegistryDouble() as sr:
-        sr.register(register[0], register[1], register[2])
+    with LocalRegistry() as sr:
+        subject, schema, schema_type = register
+        if schema_type is None:  # not a schema the registry takes today: one left in the topic by another
+            sr.write_record(subject, 1, 1, json.dumps(schema))
+        else:
+            sr.register(subject, schema, schema_type)
         with pytest.raises(PayloadSchemaError) as caught:
             resolve_schemas(avro_decoder(sr.url, **decoder), ["t"])
         assert str(caught.value).startswith(expected), str(caught.value)
 
 
 def test_required_fields_and_the_event_time_are_checked_against_the_schema() -> None:
-    with RegistryDouble() as sr:
+    with LocalRegistry() as sr:
         sr.register("t-value", V1)
         decoder = Decoder(format="avro", registry=Registry(urls=(sr.url,)), required=("gone",))
         with pytest.raises(PayloadSchemaError, match=r"decoder.required\[0\]: 'gone' is not a field"):
@@ -155,7 +165,7 @@ def test_required_fields_and_the_event_time_are_checked_against_the_schema() -> 
 
 
 def test_topics_read_into_different_columns_are_refused() -> None:
-    with RegistryDouble() as sr:
+    with LocalRegistry() as sr:
         sr.register("a-value", V1)
         sr.register("b-value", V2)
         with pytest.raises(PayloadSchemaError, match="topics a and b are read into different columns"):
@@ -178,7 +188,10 @@ def test_https_with_the_registry_s_authority_a_client_certificate_or_no_check(tm
     context.load_cert_chain(server.certificate, server.key)
     context.load_verify_locations(ca.certificate)
     context.verify_mode = ssl.CERT_REQUIRED  # the registry asks for a client certificate
-    with RegistryDouble(tls=context) as sr:
+    ours = ssl.create_default_context(cafile=str(ca.certificate))
+    ours.check_hostname = False
+    ours.load_cert_chain(client_cert.certificate, client_cert.key)
+    with LocalRegistry(tls=context, client_tls=ours) as sr:
         sr.register("t-value", V1)
         tls = RegistryTls(ca_file=ca.certificate, certificate=client_cert.certificate, key=client_cert.key)
         assert RegistryClient(Registry(urls=(sr.url,), tls=tls)).versions("t-value") == [1]
@@ -222,7 +235,7 @@ def test_a_server_that_speaks_no_http_is_an_address_that_did_not_answer() -> Non
 def test_a_writer_schema_with_an_array_of_items_of_no_bytes_is_refused() -> None:
     # its values are decoded by its layout: a corrupt count would build items without end
     gone = {**V1, "fields": [*V1["fields"], {"name": "pings", "type": {"type": "array", "items": "null"}}]}
-    with RegistryDouble() as sr:
+    with LocalRegistry() as sr:
         sr.register("t-value", gone)
         sr.register("t-value", V1)
         with pytest.raises(
@@ -273,9 +286,9 @@ def test_a_redirect_is_not_followed_so_credentials_stay_with_the_registry() -> N
 
 def test_a_writer_the_reader_cannot_read_refuses_the_run_naming_the_versions_and_the_field() -> None:
     without_default = {**V1, "fields": [V1["fields"][0], {"name": "n", "type": "int"}]}
-    with RegistryDouble() as sr:
+    with LocalRegistry() as sr:
         sr.register("t-value", {**V3, "fields": [V3["fields"][0]]})  # written without n
-        sr.register("t-value", without_default)  # the reader: n required, no default
+        sr.register("t-value", without_default, compatibility="NONE")  # the reader: n required, no default
         with pytest.raises(PayloadSchemaError) as caught:
             resolve_schemas(avro_decoder(sr.url), ["t"])
     message = str(caught.value)
