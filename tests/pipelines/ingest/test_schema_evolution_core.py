@@ -22,13 +22,13 @@ import pytest
 
 from kafkalog.schemas.wire import frame
 from pipelines.app.runner import check_schemas, rewind_target
-from pipelines.config.pipeline import load_spec
+from pipelines.config.pipeline import Decoder, KeyDecoder, Registry, load_spec
 from pipelines.errors import PayloadSchemaError, ReplayError
 from pipelines.executor.rows import row_schema, spark_columns
 from pipelines.ingest.run import PipelineRun
 from pipelines.ledger.records import Manifest
 from pipelines.ledger.state import PipelineState
-from pipelines.schemas.resolved import spec_schemas
+from pipelines.schemas.resolved import resolve_schemas, spec_schemas
 from pipelines.storage import LocalStorage
 from tests.pipelines.harness import oracle, write_spec
 from tests.support.in_memory import InProcessStager, MemoryCluster
@@ -238,3 +238,25 @@ def test_a_replay_with_the_cli_switch_plans_the_latest_schemas() -> None:
     assert rewind_target("2026-11-28T09:00:00Z", None, None).schemas == "recorded"
     with pytest.raises(ReplayError, match="--schema 'newest'"):
         rewind_target(None, None, "run-1", "newest")
+
+
+def test_a_key_schema_whose_decoded_column_changes_type_is_refused() -> None:
+    key_v1 = {"type": "record", "name": "K", "fields": [{"name": "k", "type": "int"}]}
+    key_v2 = {"type": "record", "name": "K", "fields": [{"name": "k", "type": "long"}]}
+    with RegistryDouble() as sr:
+        registry = Registry(urls=(sr.url,))
+        decoder = Decoder(format="avro", registry=registry, key_decoder=KeyDecoder(format="avro"))
+        sr.register("events-value", NARROW)
+        key = sr.register("events-key", key_v1)
+        first = resolve_schemas(decoder, ["events"])
+        assert first is not None
+        recorded = first.readers()
+        assert recorded["keys"] == {"events": {"subject": "events-key", "version": 1, "id": key}}
+        assert resolve_schemas(decoder, ["events"], recorded=recorded) is not None  # the same schemas
+        widened = sr.register("events-key", key_v2)
+        with pytest.raises(PayloadSchemaError) as refused:
+            resolve_schemas(decoder, ["events"], recorded=recorded)
+        assert str(refused.value).startswith(
+            f"subject events-key: the key field k differs between subject events-key version 1 (id {key}), the raw "
+            f"table's key_decoded column, and subject events-key version 2 (id {widened}), this run's key reader schema"
+        )
