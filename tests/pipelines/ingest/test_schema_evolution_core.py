@@ -5,7 +5,11 @@ a test double until kafkalog's registry lands; hence the integration tier, thoug
 v1 values load into v1's columns; once the subject has v2 (a field added with a default), the next
 run reads old and new values into v2's columns, and earlier runs' files stay as they were; each
 manifest records the reader version; a replay reads with the version the newest run recorded, not
-a v3 registered since."""
+a v3 registered since. Between runs (pipelines.schemas.evolution): a removed field stays a column
+of the table; a column whose type changes (an Avro promotion, a nested record's fields, a key's
+fields) is refused before anything loads, naming the subject, both versions and the field, also
+when the recorded version was hard-deleted; a replay pins the recorded schema by id unless told
+``latest``, and the pre-Spark check follows the same choice."""
 
 from __future__ import annotations
 
