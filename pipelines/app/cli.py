@@ -142,6 +142,14 @@ REWIND = _options(
     click.option("--dry-run", is_flag=True, help="Print the plan only: ranges, partitions, outputs, retention."),
     click.option("--abandon", is_flag=True, help="Drop a replay that died before committing, with what it wrote."),
     click.option("--json", "as_json", is_flag=True, help="With --dry-run: the plan as JSON."),
+    click.option(
+        "--schema",
+        type=click.Choice(["recorded", "latest"]),
+        default="recorded",
+        show_default=True,
+        help="Schema'd values: read with the reader schemas the replaced runs recorded (by id), or the subjects' "
+        "latest (checked as the next load's would be).",
+    ),
 )
 """Where a replay rewinds to: the options of ``pipelines rewind`` and of the spark-submit job alike."""
 
@@ -201,6 +209,7 @@ def rewind(
     dry_run: bool,
     abandon: bool,
     as_json: bool,
+    schema: str,
     master: str,
     conf: tuple[str, ...],
     quiet: bool,
@@ -213,7 +222,7 @@ def rewind(
     # --conf is read only when a session is made: --abandon and --dry-run start none
     _replay(
         spec, pipeline, to_time, to_offsets, to_run, dry_run, abandon, as_json, quiet,
-        session=lambda: _local(master, conf_settings(conf), spec, app_name),
+        session=lambda: _local(master, conf_settings(conf), spec, app_name), schema=schema,
     )  # fmt: skip
 
 
@@ -247,6 +256,7 @@ def _replay(
     quiet: bool,
     *,
     session: runner.SessionMaker,
+    schema: str = "recorded",
 ) -> None:
     """``rewind``'s work, shared with the spark-submit job: abandon, print the plan, or carry it out
     on the session ``session()`` makes, with the file its JVM logs to (only then is Spark started,
@@ -258,7 +268,7 @@ def _replay(
         if abandon:
             click.echo(Replay(spec).abandon())
             sys.exit(0)
-        target = runner.rewind_target(to_time, to_offsets, to_run)
+        target = runner.rewind_target(to_time, to_offsets, to_run, schema)
         if dry_run:
             plan = Replay(spec).plan(target)
             if as_json:
@@ -289,6 +299,7 @@ def spark_submit_main(
     dry_run: bool,
     abandon: bool,
     as_json: bool,
+    schema: str,
     rewind_to: str | None,
 ) -> None:
     """spark-submit jobs/load_warehouse.py --pipeline FILE [options]: what ``pipelines run`` does
@@ -301,7 +312,7 @@ def spark_submit_main(
     if abandon or any(x is not None for x in (to_time, to_offsets, to_run)):
         _replay(
             spec, pipeline, to_time, to_offsets, to_run, dry_run, abandon, as_json, quiet,
-            session=lambda: _submitted(spec, f"load_warehouse-replay-{spec.name}"),
+            session=lambda: _submitted(spec, f"load_warehouse-replay-{spec.name}"), schema=schema,
         )  # fmt: skip
     if dry_run:
         raise click.UsageError("--dry-run goes with a rewind target (--to-time, --to-offsets or --to-run)")

@@ -98,11 +98,12 @@ def fail(exc: PipelineError, spark_log: Path | None = None) -> int:
     return EXIT_CONCURRENT if isinstance(exc, ConcurrentRunError) else EXIT_FAILED
 
 
-def check_source(spec: PipelineSpec) -> None:
+def check_source(spec: PipelineSpec, *, replay_schemas: str | None = None) -> None:
     """Before a load starts Spark (seconds): the source answers and has the pipeline's topics.
     One metadata request through the bootstrap brokers, or, for a source that names ZooKeeper, one
     read of the registry there and one metadata request to the brokers registered in it; each
-    waits at most ``SOURCE_CHECK_TIMEOUT_MS``. PipelineError naming the address and the cause."""
+    waits at most ``SOURCE_CHECK_TIMEOUT_MS``. PipelineError naming the address and the cause.
+    ``replay_schemas``: a replay's RewindTarget.schemas (None: a load), for ``check_schemas``."""
     from kafkalog.client import Client, read_registry  # noqa: PLC0415 - the client only when a load runs
     from kafkalog.errors import KafkalogError  # noqa: PLC0415
 
@@ -142,22 +143,42 @@ def check_source(spec: PipelineSpec) -> None:
             known = ", ".join(sorted(topics)[:10]) or "none"
             raise PipelineError(f"topic {missing[0]!r} does not exist on {source.cluster} (it has: {known}; {after})")
         loaded = list(spec.topics)
-    check_schemas(spec, loaded)
+    check_schemas(spec, loaded, replay_schemas=replay_schemas)
 
 
-def check_schemas(spec: PipelineSpec, topics: list[str]) -> None:
-    """Before a load starts Spark: the schemas of ``topics`` can be read (the registry answers, a
-    schema file reads) and give columns (pipelines.schemas.resolved). The run reads them again
-    before it loads a plan, for the topics planned (PipelineRun.run_schemas); this is the check.
-    PipelineError in one line naming the registry (or the subject, version and field) and the cause."""
-    from pipelines.schemas.resolved import needs_schemas, resolve_schemas  # noqa: PLC0415 - a schema'd decoder only
+def check_schemas(spec: PipelineSpec, topics: list[str], *, replay_schemas: str | None = None) -> None:
+    """Before a load or a replay starts Spark: the schemas of ``topics`` can be read (the registry
+    answers, a schema file reads), give columns and change the newest committed run's only as
+    pipelines.schemas.evolution allows. A replay (``replay_schemas`` ``recorded``) checks the
+    schemas that run recorded, by id, as it will read with them; ``latest`` and a load, the
+    subjects' latest. The run reads them again before it loads a plan, for the topics planned
+    (PipelineRun.run_schemas); this is the check. PipelineError in one line naming the registry
+    (or the subject, versions and field) and the cause."""
+    from pipelines.schemas.resolved import (  # noqa: PLC0415 - a schema'd decoder only
+        needs_schemas,
+        recorded_pins,
+        resolve_schemas,
+    )
 
     if not needs_schemas(spec.decoder):
         return
+    recorded = recorded_schemas(spec)
+    pinned = recorded_pins(recorded) if replay_schemas == "recorded" else {}
     try:
-        resolve_schemas(spec.decoder, topics, event_time=spec.event_time)
+        resolve_schemas(spec.decoder, topics, event_time=spec.event_time, pinned=pinned, recorded=recorded)
     except PipelineError as exc:
         raise type(exc)(f"{exc} (checked before Spark started: nothing was loaded)") from exc
+
+
+def recorded_schemas(spec: PipelineSpec) -> dict[str, Any]:
+    """The reader schemas the newest committed run recorded, read without Spark; empty if there
+    is none, or if the state cannot be read without Spark (hdfs:// without a WebHDFS address:
+    the run checks them once its session reads the state)."""
+    try:
+        latest = state_of(spec).latest()
+    except PipelineError:
+        return {}
+    return {} if latest is None else latest.schemas
 
 
 def state_of(spec: PipelineSpec) -> PipelineState:
@@ -350,15 +371,18 @@ def done_already(spec: PipelineSpec, stage: str, run_id: str | None) -> str | No
     return None
 
 
-def rewind_target(to_time: str | None, to_offsets: str | None, to_run: str | None) -> RewindTarget:
-    """The RewindTarget the options name: exactly one of a time, an offsets file, a run id."""
+def rewind_target(
+    to_time: str | None, to_offsets: str | None, to_run: str | None, schema: str = "recorded"
+) -> RewindTarget:
+    """The RewindTarget the options name: exactly one of a time, an offsets file, a run id; and
+    the reader schemas (``--schema``)."""
     if sum(x is not None for x in (to_time, to_offsets, to_run)) != 1:
         raise ReplayError("give exactly one of --to-time, --to-offsets, --to-run")
     if to_time is not None:
-        return RewindTarget(time_ms=parse_time(to_time))
+        return RewindTarget(time_ms=parse_time(to_time), schemas=schema)
     if to_offsets is not None:
-        return RewindTarget(offsets=load_offsets(to_offsets))
-    return RewindTarget(run_id=to_run)
+        return RewindTarget(offsets=load_offsets(to_offsets), schemas=schema)
+    return RewindTarget(run_id=to_run, schemas=schema)
 
 
 def replay(
@@ -456,7 +480,7 @@ def submit_replay(spec: PipelineSpec, path: str, target: RewindTarget, session: 
     imported ahead, then ``session()``, the replay, the session stopped and its log seen to."""
     if not transforms_sql_ok(spec, path, quiet=quiet):
         return EXIT_BAD_SPEC
-    check_source(spec)
+    check_source(spec, replay_schemas=target.schemas)
     import_ahead(spec, "replay")
     spark, spark_log = session()
     return _on_session(spark, spark_log, lambda: replay(spec, spark, target, quiet=quiet, spark_log=spark_log))

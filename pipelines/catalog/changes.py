@@ -89,6 +89,7 @@ def table_changes(
     behind: list[Change] = []
     switch: list[Change] = []
     existing_tables: list[str] = []
+    grown = False
     if not database_exists:
         physical = view = None
     else:
@@ -122,6 +123,7 @@ def table_changes(
         )  # fmt: skip
     else:
         missing = [(c, kind) for c, kind in spec.columns if c.lower() not in physical.columns]
+        grown = bool(missing)
         if missing:
             added = ", ".join(f"{quoted(c)} {kind}" for c, kind in missing)
             behind.append(
@@ -138,10 +140,12 @@ def table_changes(
             Change(name, f"create view {name} over {table} (run #{spec.shown_run})",
                    lambda m: m.sql(f"CREATE VIEW {spec.qualified(spec.name)} AS {spec.view_sql()}"), switch=True),
         )  # fmt: skip
-    elif view.view_text != spec.view_sql() and not publish_holds:
+    elif (view.view_text != spec.view_sql() or grown) and not publish_holds:
+        # a view keeps the columns its table had when it was made: one whose table grew is made again
         now = _shown(view.view_text)
         later = f"generation {spec.generation}"
         what = f"{now} → {later}" if now != later else f"up to run #{spec.shown_run}"
+        what += " with the columns added" if grown else ""
         switch.append(
             Change(name, f"switch view {name}: {what}",
                    lambda m: m.sql(f"ALTER VIEW {spec.qualified(spec.name)} AS {spec.view_sql()}"), switch=True),

@@ -112,8 +112,20 @@ def spark_ddl(decoder: Decoder, schemas: RunSchemas | None = None) -> str:
 
 def spark_columns(decoder: Decoder, schemas: RunSchemas | None = None) -> list[tuple[str, str]]:
     """(name, Spark type) of every raw column but the dt/hour partition columns, in order: the raw
-    layer's table in a metastore (pipelines.catalog)."""
-    return [(f.name, _spark_type(f.type)) for f in row_schema(decoder, schemas) if f.name not in ("dt", "hour")]
+    layer's table in a metastore (pipelines.catalog), with the columns it keeps (``table_schema``)."""
+    return [(f.name, _spark_type(f.type)) for f in table_schema(decoder, schemas) if f.name not in ("dt", "hour")]
+
+
+def table_schema(decoder: Decoder, schemas: RunSchemas | None = None) -> pa.Schema:
+    """The raw rows as their readers declare them: ``row_schema`` and, before dt and hour, the
+    columns the table keeps from earlier reader schemas (``RunSchemas.kept``), which the rows of
+    later runs do not have (null there). The tasks write ``row_schema``."""
+    rows = row_schema(decoder, schemas)
+    kept = [] if schemas is None else [f for f in schemas.kept_columns() if f.name not in rows.names]
+    if not kept:
+        return rows
+    fields = list(rows)
+    return pa.schema([*fields[:-2], *kept, *fields[-2:]])
 
 
 def ddl_of(schema: pa.Schema) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 from pipelines.config.pipeline import PipelineSpec
 from pipelines.config.steps import RAW_VIEW
 from pipelines.errors import FlowError
-from pipelines.executor.rows import spark_ddl
+from pipelines.executor.rows import ddl_of, table_schema
 from pipelines.layout import Scope, partition_of
 from pipelines.ledger import paths
 from pipelines.ledger.records import Manifest, newest_schemas, topics_of
@@ -55,7 +55,7 @@ class Transforms:
         if needs_schemas(self.spec.decoder):  # the columns of the schemas the newest run read with
             loaded = self.state.generation_manifests() if manifests is None else manifests
             schemas = spec_schemas(self.spec, topics_of(loaded), newest_schemas(loaded))
-        schema = spark_ddl(self.spec.decoder, schemas)
+        schema = ddl_of(table_schema(self.spec.decoder, schemas))  # with the columns the table keeps
         if files:
             frame = self.spark.read.schema(schema).option("basePath", self.state.root).parquet(*files)
         else:  # nothing in scope (a run of only quarantined records): an empty view of the raw schema

@@ -42,7 +42,7 @@ from pipelines.ledger import paths
 from pipelines.ledger.records import Manifest, OutputFile, Plan
 from pipelines.ledger.state import PipelineState, Recovered, lost_race
 from pipelines.progress import Reporter, read_progress
-from pipelines.schemas.resolved import RunSchemas, needs_schemas, recorded_versions, resolve_schemas
+from pipelines.schemas.resolved import Pin, RunSchemas, needs_schemas, recorded_pins, resolve_schemas
 from pipelines.storage import Storage
 
 log = logging.getLogger(__name__)
@@ -252,14 +252,21 @@ class PipelineRun:
 
     def run_schemas(self, plan: Plan) -> RunSchemas | None:
         """The schemas ``plan`` is read with, read now, on the driver (None for a decoder that
-        declares its columns). A replay reads with the reader versions the newest committed run
-        recorded, the schemas of the runs it replaces, not the subjects' latest."""
-        pinned: dict[str, int] = {}
-        if plan.kind == "replay" and needs_schemas(self.spec.decoder):
-            latest = self.state.latest()
-            pinned = {} if latest is None else recorded_versions(latest.schemas)
+        declares its columns), checked against those the newest committed run recorded (the raw
+        table's columns: pipelines.schemas.evolution). A replay reads with the reader schemas that
+        run recorded, by id (the newest of the runs it replaces, which reads the records of all of
+        them), not the subjects' latest, unless its plan says ``schemas: latest``."""
+        if not needs_schemas(self.spec.decoder):
+            return None
+        latest = self.state.latest()
+        recorded = {} if latest is None else latest.schemas
+        pinned: dict[str, Pin] = {}
+        if plan.kind == "replay" and plan.schemas == "recorded":
+            pinned = recorded_pins(recorded)
         topics = sorted({s.topic for s in plan.splits})
-        return resolve_schemas(self.spec.decoder, topics, event_time=self.spec.event_time, pinned=pinned)
+        return resolve_schemas(
+            self.spec.decoder, topics, event_time=self.spec.event_time, pinned=pinned, recorded=recorded
+        )
 
     def _check_kernels(self, staged: Staged) -> None:
         """Say which record kernels the tasks ran; warn when they ran the pure-Python ones."""

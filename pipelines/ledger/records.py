@@ -36,6 +36,9 @@ class Plan:
     """The generation the run writes into (a replay: the one it creates)."""
     target: str = ""
     """A replay: what it rewinds to, as the operator gave it (for the history and the plan print)."""
+    schemas: str = "recorded"
+    """A replay of schema'd values: the reader schemas it reads with, ``recorded`` (those the
+    newest committed run recorded, by id) or ``latest`` (as a load would)."""
 
     @property
     def total(self) -> int:
@@ -58,6 +61,7 @@ class Plan:
                 kind=data.get("kind", "load"),
                 generation=int(data.get("generation", 0)),
                 target=data.get("target", ""),
+                schemas=data.get("schemas", "recorded"),
             )
         except (KeyError, TypeError, ValueError) as exc:
             reason = f"key {exc.args[0]!r} is missing" if isinstance(exc, KeyError) and exc.args else repr(exc)

@@ -107,7 +107,7 @@ class Replay:
                 f"pipeline {self.spec.name}: run {stored.run_id} (#{stored.seq}) was planned and not committed; "
                 "run the pipeline once (it completes that run) before rewinding"
             )
-        load_plan = self._load_plan(plan)
+        load_plan = self._load_plan(plan, target.schemas)
         if stored is not None:
             if [(s.key, s.start, s.end) for s in stored.splits] != [(s.key, s.start, s.end) for s in load_plan.splits]:
                 raise ReplayError(
@@ -139,12 +139,12 @@ class Replay:
         )
         return manifest
 
-    def _load_plan(self, plan: ReplayPlan) -> Plan:
+    def _load_plan(self, plan: ReplayPlan, schemas: str) -> Plan:
         splits = tuple(Split(s.topic, s.partition, s.leader, s.start, s.end) for s in plan.splits if s.messages)
         return Plan(
             self.spec.name, plan.seq, f"replay-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}",
             datetime.now(UTC).isoformat(), self.spec.fingerprint(), splits,
-            kind="replay", generation=plan.generation, target=plan.target,
+            kind="replay", generation=plan.generation, target=plan.target, schemas=schemas,
         )  # fmt: skip
 
     def _catch_up_flow(self, seq: int) -> None:
@@ -194,6 +194,7 @@ class Replay:
             kind="replay",
             generation=load_plan.generation,
             rewind={f"{t}:{p}": o for (t, p), o in rewind.items()},
+            schemas=reloaded.schemas if reloaded else latest.schemas,  # what the next run's columns evolve from
         )
         if self.spec.outputs:
             # the replaced rows' partitions, and those of the reloaded rows (a changed decoder or

@@ -16,19 +16,28 @@ from typing import Any
 from pipelines.errors import ReplayError
 from pipelines.executor.splits import SplitKey
 
+SCHEMA_CHOICES = ("recorded", "latest")
+"""What ``--schema`` takes: the reader schemas of a replay (RewindTarget.schemas)."""
+
 
 @dataclass(frozen=True, slots=True)
 class RewindTarget:
-    """Where to rewind to: exactly one of a time (ms since the epoch), offsets per split, a run."""
+    """Where to rewind to: exactly one of a time (ms since the epoch), offsets per split, a run;
+    and the reader schemas the replay reads schema'd values with."""
 
     time_ms: int | None = None
     offsets: Mapping[SplitKey, int] | None = None
     run_id: str | None = None
+    schemas: str = "recorded"
+    """``recorded``: the reader schemas the newest committed run recorded (the replaced runs');
+    ``latest``: the subjects' latest, as the next load would read with (``--schema latest``)."""
 
     def __post_init__(self) -> None:
         given = sum(x is not None for x in (self.time_ms, self.offsets, self.run_id))
         if given != 1:
             raise ReplayError("give exactly one rewind target: a time, an offsets file or a run id")
+        if self.schemas not in SCHEMA_CHOICES:
+            raise ReplayError(f"--schema {self.schemas!r}: give one of {', '.join(SCHEMA_CHOICES)}")
 
     def describe(self) -> str:
         if self.time_ms is not None:

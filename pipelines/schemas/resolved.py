@@ -74,6 +74,10 @@ class RunSchemas:
 
     values: Mapping[str, SubjectSchemas]
     keys: Mapping[str, SubjectSchemas] = field(default_factory=dict)
+    kept: Mapping[str, SubjectSchemas] = field(default_factory=dict)
+    """Columns the raw table keeps that this run's reader schema no longer has (a field removed
+    since an earlier run) → the reader schema they were last in: null in this run's rows; only
+    readers of the table declare them, the tasks write none (pipelines.schemas.evolution)."""
 
     def value_for(self, topic: str) -> SubjectSchemas:
         """The value schemas of ``topic`` (a topic the run did not resolve is an error, not a guess)."""
@@ -85,10 +89,15 @@ class RunSchemas:
     def key_for(self, topic: str) -> SubjectSchemas | None:
         return self.keys.get(topic)
 
+    def kept_columns(self) -> list[pa.Field]:
+        """The ``kept`` columns, as the reader schemas they were last in give them."""
+        return [columns_of(s, s.describe()).field(name) for name, s in self.kept.items()]
+
     def readers(self) -> dict[str, dict[str, dict[str, Any]]]:
         """What a manifest records of the run's schemas: for values and keys, topic → the reader
         schema's subject, version and id (topics read with a schema file or a declared schema are
-        left out: nothing in a registry to name)."""
+        left out: nothing in a registry to name); and, if any, the ``kept`` columns → the same of
+        the schema each was last in."""
 
         def of(side: Mapping[str, SubjectSchemas]) -> dict[str, dict[str, Any]]:
             return {
@@ -97,7 +106,10 @@ class RunSchemas:
                 if s.subject is not None
             }
 
-        return {"values": of(self.values), "keys": of(self.keys)}
+        recorded = {"values": of(self.values), "keys": of(self.keys)}
+        if self.kept:
+            recorded["kept"] = of(self.kept)
+        return recorded
 
     def to_json(self) -> str:
         def one(s: SubjectSchemas) -> dict[str, Any]:
@@ -114,6 +126,7 @@ class RunSchemas:
         return json.dumps({
             "values": {t: one(s) for t, s in self.values.items()},
             "keys": {t: one(s) for t, s in self.keys.items()},
+            "kept": {c: one(s) for c, s in self.kept.items()},
         })  # fmt: skip
 
     @classmethod
@@ -123,10 +136,23 @@ class RunSchemas:
         def one(s: dict[str, Any]) -> SubjectSchemas:
             return SubjectSchemas(**{**s, "writers": {int(k): v for k, v in s["writers"].items()}})
 
-        return cls({t: one(s) for t, s in data["values"].items()}, {t: one(s) for t, s in data["keys"].items()})
+        return cls(
+            {t: one(s) for t, s in data["values"].items()},
+            {t: one(s) for t, s in data["keys"].items()},
+            {c: one(s) for c, s in data.get("kept", {}).items()},
+        )
 
 
 Clients = Callable[[Registry], RegistryClient]
+
+
+@dataclass(frozen=True, slots=True)
+class Pin:
+    """A reader schema a run recorded, to read into again (a replay): by its global id, which a
+    hard delete of its version number does not take away; the version names it in messages."""
+
+    id: int
+    version: int | None = None
 
 
 def needs_schemas(decoder: Decoder) -> bool:
@@ -139,16 +165,22 @@ def resolve_schemas(
     topics: Sequence[str],
     *,
     event_time: EventTime | None = None,
-    pinned: Mapping[str, int] | None = None,
+    pinned: Mapping[str, Pin] | None = None,
+    recorded: Mapping[str, Any] | None = None,
     client: Clients = RegistryClient,
 ) -> RunSchemas | None:
     """The run's schemas for ``topics`` (None for a decoder that declares its columns and reads no
-    key schema). ``pinned``: subject → the version to read into instead of the decoder's (a replay
-    reads with what the replaced runs used). Every registry is asked here and only here;
-    SchemaRegistryError if one does not answer, PayloadSchemaError for a schema that cannot be read."""
+    key schema). ``pinned``: subject → the schema to read into instead of the decoder's (a replay
+    reads with what the replaced runs used). ``recorded``: the newest committed run's ``schemas``
+    (its manifest's): the reader schemas may differ from those only as pipelines.schemas.evolution
+    allows, and the columns the table keeps are carried on (``RunSchemas.kept``). Every registry
+    is asked here and only here; SchemaRegistryError if one does not answer, PayloadSchemaError
+    for a schema that cannot be read or an evolution that is refused."""
     if not needs_schemas(decoder):
         return None
     values: dict[str, SubjectSchemas] = {}
+    readers: dict[str, _SubjectReader] = {}
+    earlier = _earlier_readers(recorded or {})
     if decoder.format == "connect_json":
         if decoder.schema_file is not None:
             text = _read_file(decoder.schema_file)
@@ -159,13 +191,15 @@ def resolve_schemas(
         values = dict.fromkeys(topics, SubjectSchemas("AVRO", _read_file(decoder.schema_file), any_id=True))
     elif not decoder.declares_columns:
         assert decoder.registry is not None  # checked with the pipeline file
-        reader = _SubjectReader(client(decoder.registry), _TYPE_OF_FORMAT[decoder.format], pinned or {})
+        reader = _SubjectReader(client(decoder.registry), _TYPE_OF_FORMAT[decoder.format], pinned or {}, earlier)
         values = {topic: reader.read(decoder.registry.subject(topic), decoder.registry.version) for topic in topics}
+        readers["values"] = reader
     keys: dict[str, SubjectSchemas] = {}
     key_registry = decoder.key_registry
     if key_registry is not None:
-        reader = _SubjectReader(client(key_registry), "AVRO", pinned or {})
+        reader = _SubjectReader(client(key_registry), "AVRO", pinned or {}, earlier)
         keys = {topic: reader.read(key_registry.subject(topic, key=True), key_registry.version) for topic in topics}
+        readers["keys"] = reader
     schemas = RunSchemas(values, keys)
     if values:
         check_columns(decoder, schemas, event_time)
@@ -176,33 +210,58 @@ def resolve_schemas(
         if found is not None and not columns.equals(found[1]):
             raise PayloadSchemaError(f"topics {found[0]} and {topic} have keys of different schemas ({key.describe()})")
         found = found or (topic, columns)
+    if recorded and readers:
+        # pipelines.schemas.evolution builds on this module's types: imported where it is used
+        from pipelines.schemas.evolution import Recorded, evolve  # noqa: PLC0415
+
+        def lookup(side: str, schema: Recorded) -> SubjectSchemas:
+            if side not in readers:
+                raise PayloadSchemaError(f"the run reads no {side} from a registry, but {schema.subject} was recorded")
+            return readers[side].recorded(schema.subject, Pin(schema.id, schema.version))
+
+        schemas = evolve(schemas, recorded, lookup)
     return schemas
 
 
-def recorded_versions(readers: Mapping[str, Any]) -> dict[str, int]:
-    """Subject → reader version, from what a manifest recorded (``RunSchemas.readers``): the
-    versions a replay pins, to read with the schemas of the runs it replaces."""
-    pins: dict[str, int] = {}
+def recorded_pins(readers: Mapping[str, Any]) -> dict[str, Pin]:
+    """Subject → reader schema, from what a manifest recorded (``RunSchemas.readers``): the
+    schemas a replay pins, to read with those of the runs it replaces."""
+    pins: dict[str, Pin] = {}
     for side in ("values", "keys"):
         for entry in (readers.get(side) or {}).values():
-            if (
-                isinstance(entry, dict)
-                and isinstance(entry.get("subject"), str)
-                and isinstance(entry.get("version"), int)
-            ):
-                pins[entry["subject"]] = entry["version"]
+            if isinstance(entry, dict) and isinstance(entry.get("subject"), str) and _is_int(entry.get("id")):
+                version = entry.get("version")
+                pins[entry["subject"]] = Pin(entry["id"], version if _is_int(version) else None)
     return pins
+
+
+def _earlier_readers(recorded: Mapping[str, Any]) -> dict[str, dict[int, int | None]]:
+    """Subject → the ids (→ versions) of reader schemas recorded runs read into (their values are
+    in the table's files): read as writers too, though a hard delete took their version away."""
+    out: dict[str, dict[int, int | None]] = {}
+    for side in ("values", "keys", "kept"):
+        for entry in (recorded.get(side) or {}).values():
+            if isinstance(entry, dict) and isinstance(entry.get("subject"), str) and _is_int(entry.get("id")):
+                version = entry.get("version")
+                out.setdefault(entry["subject"], {})[entry["id"]] = version if _is_int(version) else None
+    return out
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def spec_schemas(spec: PipelineSpec, topics: Iterable[str], recorded: Mapping[str, Any]) -> RunSchemas | None:
     """The schemas the readers of a raw layer read it with (the transforms' view, the metastore's
     table): the versions the newest run recorded (``recorded``: its manifest's ``schemas``), for
-    ``topics`` (those its runs loaded, for a ``topic_pattern``); files of earlier runs, written with
-    fewer columns, read as nulls there."""
+    ``topics`` (those its runs loaded, for a ``topic_pattern``), with the columns the table keeps;
+    files of earlier runs, written with fewer columns, read as nulls there."""
     if not needs_schemas(spec.decoder):
         return None
     wanted = sorted(set(spec.topics) or set(topics))
-    return resolve_schemas(spec.decoder, wanted, event_time=spec.event_time, pinned=recorded_versions(recorded))
+    return resolve_schemas(
+        spec.decoder, wanted, event_time=spec.event_time, pinned=recorded_pins(recorded), recorded=recorded
+    )
 
 
 def _read_file(path: Path) -> str:
@@ -213,18 +272,44 @@ def _read_file(path: Path) -> str:
 
 
 class _SubjectReader:
-    """Reads subjects of one registry, each schema id fetched once."""
+    """Reads subjects of one registry, each schema id fetched once. ``pinned``: subject → the
+    schema to read into, whatever version is asked; ``earlier``: subject → ids of schemas earlier
+    runs read into, checked as writers even when no version of the subject has them any more."""
 
-    def __init__(self, client: RegistryClient, schema_type: str, pinned: Mapping[str, int]) -> None:
+    def __init__(
+        self,
+        client: RegistryClient,
+        schema_type: str,
+        pinned: Mapping[str, Pin],
+        earlier: Mapping[str, Mapping[int, int | None]] | None = None,
+    ) -> None:
         self.client = client
         self.schema_type = schema_type
         self.pinned = pinned
+        self.earlier = earlier or {}
         self.read_subjects: dict[tuple[str, int | str], SubjectSchemas] = {}
+        self.by_id: dict[int, RegisteredSchema] = {}
+
+    def recorded(self, subject: str, pin: Pin) -> SubjectSchemas:
+        """The schema of id ``pin.id`` as the reader schema of ``subject`` (version ``pin.version``):
+        a recorded run's reader, fetched by id unless the subject's versions brought it."""
+        found = self._schema_of_id(subject, pin)
+        return SubjectSchemas(self.schema_type, found.schema, subject, pin.version, pin.id)
+
+    def _schema_of_id(self, subject: str, pin: Pin) -> RegisteredSchema:
+        if pin.id not in self.by_id:
+            fetched = self.client.schema_by_id(pin.id)  # no ?subject=: a hard-deleted version has none
+            self.by_id[pin.id] = RegisteredSchema(
+                pin.id, fetched.schema_type, fetched.schema, fetched.references, subject, pin.version
+            )
+            self._check(self.by_id[pin.id])
+        return self.by_id[pin.id]
 
     def read(self, subject: str, version: int | str) -> SubjectSchemas:
-        version = self.pinned.get(subject, version)
-        if (subject, version) in self.read_subjects:
-            return self.read_subjects[(subject, version)]
+        pin = self.pinned.get(subject)
+        asked = (subject, version if pin is None else f"id {pin.id}")
+        if asked in self.read_subjects:
+            return self.read_subjects[asked]
         numbers = self.client.versions(subject, deleted=True)
         if len(numbers) > MAX_VERSIONS:
             raise PayloadSchemaError(
@@ -236,17 +321,26 @@ class _SubjectReader:
         versions = [self.client.version(subject, n) for n in numbers]
         for registered in versions:
             self._check(registered)
-        if version == "latest":
-            live = self.client.versions(subject, deleted=False)
-            if not live:
-                raise PayloadSchemaError(f"every version of subject {subject} is deleted: no schema to read into")
-            version = max(live)
-        chosen = [v for v in versions if v.version == version]
-        if not chosen:
-            raise PayloadSchemaError(
-                f"subject {subject} has no version {version} (it has {', '.join(map(str, numbers))})"
-            )
-        reader = chosen[0]
+            self.by_id.setdefault(registered.id, registered)
+        known = {v.id for v in versions}
+        earlier = self.earlier.get(subject, {})
+        versions += [self._schema_of_id(subject, Pin(i, earlier[i])) for i in sorted(earlier) if i not in known]
+        if pin is not None:  # by id: a version number hard-deleted since still reads
+            reader = next((v for v in versions if v.id == pin.id), None) or self._schema_of_id(subject, pin)
+            if reader not in versions:
+                versions.append(reader)
+        else:
+            if version == "latest":
+                live = self.client.versions(subject, deleted=False)
+                if not live:
+                    raise PayloadSchemaError(f"every version of subject {subject} is deleted: no schema to read into")
+                version = max(live)
+            chosen = [v for v in versions if v.version == version]
+            if not chosen:
+                raise PayloadSchemaError(
+                    f"subject {subject} has no version {version} (it has {', '.join(map(str, numbers))})"
+                )
+            reader = chosen[0]
         if self.schema_type == "AVRO":
             _refuse_unreadable_writers(subject, reader, versions)
         found = SubjectSchemas(
@@ -257,7 +351,7 @@ class _SubjectReader:
             reader.id,
             {v.id: v.schema for v in versions},
         )
-        self.read_subjects[(subject, version)] = found
+        self.read_subjects[asked] = found
         return found
 
     def _check(self, registered: RegisteredSchema) -> None:

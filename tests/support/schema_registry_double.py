@@ -4,8 +4,8 @@ over a dict from a thread of the test process.
 What it is for: testing the loader's registry client and a load of registry-framed values before
 kafkalog's own schema registry (``kafkalog registry``) exists. It is a stand-in for a peer being
 built, to be replaced by the real registry in these tests once that lands; it implements nothing
-a producer needs (no registration over HTTP, no compatibility, no deletes), so it proves only the
-reader's side.
+a producer needs (no registration over HTTP, no compatibility, no deletes over HTTP), so it proves
+only the reader's side.
 
 Served: ``GET /subjects/{s}/versions[?deleted=true]``, ``GET /subjects/{s}/versions/{v|latest}``,
 ``GET /schemas/ids/{id}[?subject=s]``, with Confluent's error bodies (``{"error_code": 40401,
@@ -58,11 +58,16 @@ class RegistryDouble:
         self.schemas[schema_id] = (schema_type, text)
         versions = self.subjects.setdefault(subject, [])
         if not any(v.schema_id == schema_id for v in versions):
-            versions.append(_Version(len(versions) + 1, schema_id))
+            versions.append(_Version(max((v.version for v in versions), default=0) + 1, schema_id))
         return schema_id
 
     def soft_delete(self, subject: str, version: int) -> None:
-        self.subjects[subject][version - 1].deleted = True
+        next(v for v in self.subjects[subject] if v.version == version).deleted = True
+
+    def hard_delete(self, subject: str, version: int) -> None:
+        """The version is gone from the subject (its number is not listed, not even with
+        ``deleted=true``); its schema stays readable by id, as Confluent's registry keeps it."""
+        self.subjects[subject] = [v for v in self.subjects[subject] if v.version != version]
 
     def __enter__(self) -> RegistryDouble:
         double = self

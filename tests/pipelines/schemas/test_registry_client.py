@@ -16,7 +16,7 @@ import pytest
 from pipelines.config.pipeline import Decoder, EventTime, KeyDecoder, Registry, RegistryTls
 from pipelines.errors import PayloadSchemaError, SchemaRegistryError
 from pipelines.schemas.registry_client import RegistryClient
-from pipelines.schemas.resolved import RunSchemas, SubjectSchemas, resolve_schemas
+from pipelines.schemas.resolved import Pin, RunSchemas, SubjectSchemas, resolve_schemas
 from tests.support.certificates import authority, person
 from tests.support.registry_in_process import LocalRegistry, unavailable_registry
 
@@ -104,7 +104,7 @@ def test_the_run_reads_every_version_and_the_latest_live_one_as_reader() -> None
         assert RunSchemas.from_json(schemas.to_json()) == schemas
         pinned = resolve_schemas(avro_decoder(sr.url, version=1), ["t"])
         assert pinned is not None and pinned.value_for("t").reader_id == ids[0]
-        replayed = resolve_schemas(avro_decoder(sr.url), ["t"], pinned={"t-value": 3})
+        replayed = resolve_schemas(avro_decoder(sr.url), ["t"], pinned={"t-value": Pin(ids[2], 3)})
         assert replayed is not None and replayed.value_for("t").reader_id == ids[2]
 
 
