@@ -26,7 +26,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
-from kafkalog.schema_registry.api import Api
+from kafkalog.schema_registry.api import Api, Request, Response
 from kafkalog.schema_registry.auth import BasicAuth, hash_password
 from kafkalog.schema_registry.election import StaticPrimary
 from kafkalog.schema_registry.forward import Forwarder
@@ -34,6 +34,18 @@ from kafkalog.schema_registry.records import SchemaValue, schema_key
 from kafkalog.schema_registry.registry import Registry
 from kafkalog.schema_registry.server import RegistryServer
 from kafkalog.schema_registry.store import MemoryStore
+
+
+class _RecordingApi(Api):
+    """The registry's API, noting the path of every request it handles (what a reader asked)."""
+
+    def __init__(self, registry: Registry, asked: list[str]) -> None:
+        super().__init__(registry)
+        self.asked = asked
+
+    def handle(self, request: Request) -> Response:
+        self.asked.append("/" + "/".join(request.segments))
+        return super().handle(request)
 
 
 class LocalRegistry:
@@ -52,11 +64,13 @@ class LocalRegistry:
         self.tls = tls
         self.client_tls = client_tls
         self.store = MemoryStore()
+        self.requests: list[str] = []
+        """The path of every request handled, in order (without its query)."""
         auth = None
         if username is not None and password is not None:
             auth = BasicAuth({username: hash_password(password, iterations=1000)})
         self._server = RegistryServer(
-            Api(Registry(self.store)),
+            _RecordingApi(Registry(self.store), self.requests),
             self.store,
             StaticPrimary(None),
             Forwarder(timeout_s=5),
@@ -126,6 +140,13 @@ class LocalRegistry:
 
     def soft_delete(self, subject: str, version: int) -> None:
         status, answer = self.call("DELETE", f"/subjects/{subject}/versions/{version}")
+        assert status == 200, (status, answer)
+
+    def hard_delete(self, subject: str, version: int) -> None:
+        """Delete the version for good (soft first, as the API demands): its id stays readable by id
+        while another version or subject holds it, as in Confluent's registry."""
+        self.soft_delete(subject, version)
+        status, answer = self.call("DELETE", f"/subjects/{subject}/versions/{version}?permanent=true")
         assert status == 200, (status, answer)
 
 

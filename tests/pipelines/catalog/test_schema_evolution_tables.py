@@ -1,6 +1,6 @@
 """A raw layer of Avro values through three versions of its subject, found by name in the embedded
 metastore, through the CLI as a user runs it: a real kafkalog broker, Spark local, schemas from a
-registry over HTTP (tests.support.schema_registry_double, until kafkalog's registry replaces it).
+registry over HTTP (kafkalog's own, served from the test process: tests.support.registry_in_process).
 
 v1 (id, qty, note) loads at 09:00; v2 adds ``channel`` (a nullable column: the table gets it,
 ALTER TABLE ADD COLUMNS, and the view shows it); v3 removes ``note`` (the column stays, null in
@@ -28,7 +28,7 @@ from pipelines.ledger.state import PipelineState
 from pipelines.storage import LocalStorage
 from tests.pipelines.harness import oracle, run_cli, write_spec
 from tests.support.kafkalog import BrokerProcess
-from tests.support.schema_registry_double import RegistryDouble
+from tests.support.registry_in_process import LocalRegistry
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -54,7 +54,7 @@ def test_columns_added_and_removed_across_runs_in_one_table(tmp_path: Path, kafk
     bootstrap = kafkalog_shared.bootstrap
     with Admin(bootstrap) as admin:
         admin.create_topic(topic, 1)
-    with RegistryDouble() as sr:
+    with LocalRegistry() as sr:
         spec = write_spec(
             tmp_path, bootstrap, tmp_path / "raw", name="evolving", topics=[topic],
             decoder={"format": "avro", "registry": {"urls": sr.url}}, event_time={"field": "at"},

@@ -2,7 +2,7 @@
 subject: Spark reads every run's Parquet files side by side with the columns the raw table has
 (the newest reader's and the ones it keeps), whatever columns each file was written with. The
 loads run in-process (tests.support.in_memory), Spark reads; the registry is
-tests.support.schema_registry_double."""
+kafkalog's own, served from the test process (tests.support.registry_in_process)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from pipelines.progress import Reporter
 from pipelines.storage import LocalStorage
 from tests.pipelines.harness import write_spec
 from tests.support.in_memory import InProcessStager, MemoryCluster
-from tests.support.schema_registry_double import RegistryDouble
+from tests.support.registry_in_process import LocalRegistry
 
 pytestmark = pytest.mark.slow
 
@@ -41,7 +41,7 @@ def avro(schema: Any, record: dict[str, Any]) -> bytes:
 
 
 def test_the_raw_view_reads_files_of_three_reader_versions_side_by_side(tmp_path: Path, spark: Any) -> None:
-    with RegistryDouble() as sr:
+    with LocalRegistry() as sr:
         decoder = {"format": "avro", "registry": {"urls": sr.url}}
         spec = load_spec(write_spec(tmp_path, "127.0.0.1:1", tmp_path / "raw", decoder=decoder, event_time={}))
         cluster = MemoryCluster()

@@ -1,6 +1,6 @@
 """Schema evolution across runs, the driver's commit protocol for real and the tasks in-process
-(tests.support.in_memory), schemas from a registry over HTTP (tests.support.schema_registry_double,
-a test double until kafkalog's registry lands; hence the integration tier, though no process starts).
+(tests.support.in_memory), schemas from kafkalog's registry over HTTP, served from the test process
+(tests.support.registry_in_process; hence the integration tier, though no process starts).
 
 v1 values load into v1's columns; once the subject has v2 (a field added with a default), the next
 run reads old and new values into v2's columns, and earlier runs' files stay as they were; each
@@ -27,7 +27,7 @@ import pytest
 from kafkalog.schemas.wire import frame
 from pipelines.app.runner import check_schemas, rewind_target
 from pipelines.config.pipeline import Decoder, KeyDecoder, Registry, load_spec
-from pipelines.errors import PayloadSchemaError, ReplayError
+from pipelines.errors import PayloadSchemaError, ReplayError, SchemaRegistryError
 from pipelines.executor.rows import row_schema, spark_columns
 from pipelines.ingest.run import PipelineRun
 from pipelines.ledger.records import Manifest
@@ -36,7 +36,7 @@ from pipelines.schemas.resolved import resolve_schemas, spec_schemas
 from pipelines.storage import LocalStorage
 from tests.pipelines.harness import oracle, write_spec
 from tests.support.in_memory import InProcessStager, MemoryCluster
-from tests.support.schema_registry_double import RegistryDouble
+from tests.support.registry_in_process import LocalRegistry
 
 pytestmark = pytest.mark.integration
 
@@ -53,7 +53,7 @@ def avro(schema: Any, record: dict[str, Any]) -> bytes:
 
 
 def test_a_subject_that_gains_a_field_gains_a_column_and_a_replay_keeps_the_runs_version(tmp_path: Path) -> None:
-    with RegistryDouble() as sr:
+    with LocalRegistry() as sr:
         v1 = sr.register("events-value", V1)
         spec = load_spec(
             write_spec(
@@ -105,7 +105,7 @@ def test_a_subject_that_gains_a_field_gains_a_column_and_a_replay_keeps_the_runs
 class Pipeline:
     """A pipeline over topic ``events`` (one partition) of avro values framed with ``sr``'s ids."""
 
-    def __init__(self, tmp_path: Path, sr: RegistryDouble) -> None:
+    def __init__(self, tmp_path: Path, sr: LocalRegistry) -> None:
         decoder = {"format": "avro", "registry": {"urls": sr.url}}
         path = write_spec(tmp_path, "127.0.0.1:1", tmp_path / "raw", decoder=decoder, event_time={})
         self.spec = load_spec(path)
@@ -132,7 +132,7 @@ NARROW = {"type": "record", "name": "Ev", "fields": [{"name": "id", "type": "lon
 
 
 def test_a_removed_field_stays_a_column_of_the_table_null_in_later_rows(tmp_path: Path) -> None:
-    with RegistryDouble() as sr:
+    with LocalRegistry() as sr:
         pipeline = Pipeline(tmp_path, sr)
         wide = sr.register("events-value", WIDE)
         pipeline.send(wide, WIDE, {"id": 0, "note": "a"})
@@ -163,7 +163,7 @@ RETYPED = {**NARROW, "fields": [*NARROW["fields"], {"name": "n", "type": "string
 
 
 def test_a_column_whose_type_changes_between_runs_is_refused_before_anything_is_loaded(tmp_path: Path) -> None:
-    with RegistryDouble() as sr:
+    with LocalRegistry() as sr:
         pipeline = Pipeline(tmp_path, sr)
         small = sr.register("events-value", SMALL)
         pipeline.send(small, SMALL, {"id": 0, "n": 1})
@@ -183,16 +183,16 @@ def test_a_column_whose_type_changes_between_runs_is_refused_before_anything_is_
         assert state.committed_seqs() == [first.seq] and oracle(tmp_path / "raw")["rows"] == 1
 
 
-def test_a_type_change_avro_cannot_read_is_refused_though_the_recorded_version_was_hard_deleted(
+def test_a_type_change_avro_cannot_read_is_refused_though_the_recorded_version_was_deleted(
     tmp_path: Path,
 ) -> None:
-    with RegistryDouble() as sr:
+    with LocalRegistry() as sr:
         pipeline = Pipeline(tmp_path, sr)
         small = sr.register("events-value", SMALL)
         pipeline.send(small, SMALL, {"id": 0, "n": 1})
         pipeline.run()
-        retyped = sr.register("events-value", RETYPED)
-        sr.hard_delete("events-value", 1)  # the run's reader is gone from the subject's versions
+        retyped = sr.register("events-value", RETYPED, compatibility="NONE")
+        sr.soft_delete("events-value", 1)  # the run's reader is gone from the subject's versions
         with pytest.raises(PayloadSchemaError) as refused:
             check_schemas(pipeline.spec, ["events"])
         assert str(refused.value).startswith(
@@ -200,7 +200,23 @@ def test_a_type_change_avro_cannot_read_is_refused_though_the_recorded_version_w
             f"(id {retyped}), the run's reader schema: "
         )
         assert "path '/fields/1/type'" in str(refused.value)  # Confluent's wording: the field n
-        assert f"/schemas/ids/{small}" in sr.requests
+
+
+def test_a_recorded_reader_deleted_for_good_stops_the_run_naming_its_id(tmp_path: Path) -> None:
+    """A hard delete takes the schema itself (an id no version holds any longer answers 40403, as in
+    Confluent's registry): the run cannot compare with what it read before, and says so."""
+    with LocalRegistry() as sr:
+        pipeline = Pipeline(tmp_path, sr)
+        small = sr.register("events-value", SMALL)
+        pipeline.send(small, SMALL, {"id": 0, "n": 1})
+        pipeline.run()
+        sr.register("events-value", PROMOTED)
+        sr.hard_delete("events-value", 1)
+        with pytest.raises(SchemaRegistryError) as refused:
+            check_schemas(pipeline.spec, ["events"])
+        assert f"GET /schemas/ids/{small} answered HTTP 404 (error 40403: Schema {small} not found)" in str(
+            refused.value
+        )
 
 
 R1 = {"type": "record", "name": "R", "fields": [{"name": "a", "type": "long"}]}
@@ -210,13 +226,13 @@ NESTED_GROWN = {**NARROW, "fields": [*NARROW["fields"], {"name": "r", "type": R2
 
 
 def test_a_replay_reads_with_the_recorded_schema_by_id_unless_told_latest(tmp_path: Path) -> None:
-    with RegistryDouble() as sr:
+    with LocalRegistry() as sr:
         pipeline = Pipeline(tmp_path, sr)
         nested = sr.register("events-value", NESTED)
         pipeline.send(nested, NESTED, *({"id": i, "r": {"a": i}} for i in range(3)))
         first = pipeline.run()
         grown = sr.register("events-value", NESTED_GROWN)  # Avro reads it into v1; the struct column changes
-        sr.hard_delete("events-value", 1)  # a replay pins by id: a version number deleted since still reads
+        sr.soft_delete("events-value", 1)  # a replay pins by id: a version number deleted since still reads
         replaying = pipeline.job()
         schemas = replaying.run_schemas(replace(first.plan, kind="replay"))
         assert schemas is not None
@@ -247,7 +263,7 @@ def test_a_replay_with_the_cli_switch_plans_the_latest_schemas() -> None:
 def test_a_key_schema_whose_decoded_column_changes_type_is_refused() -> None:
     key_v1 = {"type": "record", "name": "K", "fields": [{"name": "k", "type": "int"}]}
     key_v2 = {"type": "record", "name": "K", "fields": [{"name": "k", "type": "long"}]}
-    with RegistryDouble() as sr:
+    with LocalRegistry() as sr:
         registry = Registry(urls=(sr.url,))
         decoder = Decoder(format="avro", registry=registry, key_decoder=KeyDecoder(format="avro"))
         sr.register("events-value", NARROW)
