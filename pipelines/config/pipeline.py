@@ -382,12 +382,10 @@ class Decoder:
                 )
         elif self.schema:
             raise _fail("schema", f"the {fmt} decoder takes its columns from the values' schema, not from schema")
-        if fmt == "protobuf":
-            raise _fail("format", "protobuf values are not decoded yet (avro, json_schema and connect_json are)")
         if fmt == "avro" and (self.registry is None) == (self.schema_file is None):
             raise _fail("registry", "the avro decoder needs a registry or a schema_file (exactly one)")
-        if fmt == "json_schema" and self.registry is None:
-            raise _fail("registry", "the json_schema decoder needs the schema registry (registry: urls: ...)")
+        if fmt in ("json_schema", "protobuf") and self.registry is None:
+            raise _fail("registry", f"the {fmt} decoder needs the schema registry (registry: urls: ...)")
         if self.registry is not None and fmt not in REGISTRY_FORMATS:
             raise _fail("registry", f"the {fmt} decoder reads no registry")
         if self.schema_file is not None and fmt not in ("avro", "connect_json"):
