@@ -75,7 +75,7 @@ def rate(n: int, run: Callable[[], int], repeat: int) -> float:
     return statistics.median(once() for _ in range(repeat))
 
 
-def chunked(decoder: Any, values: Sequence[bytes | None]) -> Callable[[], int]:
+def chunked(decoder: Any, values: Sequence[bytes]) -> Callable[[], int]:
     def run() -> int:
         rows = 0
         for at in range(0, len(values), CHUNK):
@@ -98,12 +98,12 @@ def main(argv: list[str] | None = None) -> None:
     n, repeat = args.events, args.repeat
     rows = events(n)
     cls = message_factory.GetMessageClass(protobuf_columns(PROTO).descriptor)
-    values: list[bytes | None] = []
+    values: list[bytes] = []
     for row in rows:
-        message = cls(**{k: v for k, v in row.items() if k != "at" and v is not None})
+        message: Any = cls(**{k: v for k, v in row.items() if k != "at" and v is not None})
         message.at.seconds = row["at"]
         values.append(frame(1, message.SerializeToString(), [0]))
-    texts: list[bytes | None] = [
+    texts: list[bytes] = [
         json.dumps({**r, "at": f"2023-11-14T22:{(r['at'] - AT) // 60 % 60:02d}:{(r['at'] - AT) % 60:02d}Z"}).encode()
         for r in rows
     ]

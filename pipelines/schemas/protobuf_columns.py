@@ -27,11 +27,13 @@ choices (docs/pipelines.md, "Schema'd payloads", has the table):
   empty group); a top-level one is refused. A recursive message is refused, naming it (Parquet has no
   recursive type; spark-protobuf refuses it too unless told a depth).
 
-In the Arrow schema a nested field is nullable where it tracks presence, an array's elements and a
-map's values are not (protobuf has no null item), as spark-protobuf declares them; the top-level
-columns are all nullable (a tombstone's row has none). A value written with another version of the
-subject's schema is decoded by field number into these columns (protobuf's own evolution: fields
-the reader lacks are skipped, fields the writer lacks read as absent).
+Every field is nullable in the Arrow schema, nested ones too (the top level's must be: a tombstone's
+row has none; and the Spark source declares its columns by DDL, which keeps no nested NOT NULL):
+values are null only where presence says, an array's elements and a map's values never.
+
+A value written with another version of the subject's schema is decoded by field number into these
+columns (protobuf's own evolution: fields the reader lacks are skipped, fields the writer lacks read
+as absent).
 """
 
 from __future__ import annotations
@@ -232,7 +234,7 @@ class _Walk:
             value = self.one(entry.fields_by_name["value"], f"{path}.value", Label.ONE, presence=False)
             if key is None or value is None:
                 return None  # a map of empty messages: left out, as an empty message is
-            arrow = pa.map_(key.value_type, pa.field("value", value.value_type, nullable=False))
+            arrow = pa.map_(key.value_type, pa.field("value", value.value_type))
             return ProtoField(fd.name, fd.number, fd.type, Kind.MESSAGE, Label.MAP, False, value.value_type,
                               arrow, (key, value))  # fmt: skip
         label = Label.REPEATED if fd.is_repeated else Label.ONE
@@ -259,13 +261,13 @@ class _Walk:
                 children = self.message_fields(fd.message_type, path)
                 if not children:
                     return None
-                value_type = pa.struct([pa.field(c.name, c.arrow, nullable=c.presence) for c in children])
+                value_type = pa.struct([pa.field(c.name, c.arrow) for c in children])
         elif fd.type == FieldDescriptor.TYPE_ENUM:
             assert fd.enum_type is not None
             kind, value_type = Kind.ENUM, pa.string()
             names = {v.number: v.name for v in reversed(fd.enum_type.values)}  # an alias: its first name
         else:
             kind, value_type = Kind.SCALAR, _SCALARS[fd.type]
-        arrow = pa.list_(pa.field("element", value_type, nullable=False)) if label == Label.REPEATED else value_type
+        arrow = pa.list_(pa.field("element", value_type)) if label == Label.REPEATED else value_type
         return ProtoField(fd.name, fd.number, fd.type, kind, label, presence and label == Label.ONE, value_type,
                           arrow, children, names, message)  # fmt: skip

@@ -29,7 +29,7 @@ message In { int32 x = 1; optional string y = 2; }
 enum Color { RED = 0; GREEN = 1; }
 """
 
-LINE = pa.struct([pa.field("x", pa.int32(), nullable=False), pa.field("y", pa.string())])
+LINE = pa.struct([pa.field("x", pa.int32()), pa.field("y", pa.string())])
 
 PROTO_TYPES: list[tuple[str, pa.DataType, str]] = [
     ("int32", pa.int32(), "INT"),
@@ -49,11 +49,11 @@ PROTO_TYPES: list[tuple[str, pa.DataType, str]] = [
     ("bytes", pa.binary(), "BINARY"),
     ("Color", pa.string(), "STRING"),
     ("In", LINE, "STRUCT<`x`: INT, `y`: STRING>"),
-    ("repeated int64", pa.list_(pa.field("element", pa.int64(), nullable=False)), "ARRAY<BIGINT>"),
-    ("repeated In", pa.list_(pa.field("element", LINE, nullable=False)), "ARRAY<STRUCT<`x`: INT, `y`: STRING>>"),
-    ("repeated Color", pa.list_(pa.field("element", pa.string(), nullable=False)), "ARRAY<STRING>"),
-    ("map<string, int32>", pa.map_(pa.string(), pa.field("value", pa.int32(), nullable=False)), "MAP<STRING, INT>"),
-    ("map<int64, In>", pa.map_(pa.int64(), pa.field("value", LINE, nullable=False)),
+    ("repeated int64", pa.list_(pa.field("element", pa.int64())), "ARRAY<BIGINT>"),
+    ("repeated In", pa.list_(pa.field("element", LINE)), "ARRAY<STRUCT<`x`: INT, `y`: STRING>>"),
+    ("repeated Color", pa.list_(pa.field("element", pa.string())), "ARRAY<STRING>"),
+    ("map<string, int32>", pa.map_(pa.string(), pa.field("value", pa.int32())), "MAP<STRING, INT>"),
+    ("map<int64, In>", pa.map_(pa.int64(), pa.field("value", LINE)),
      "MAP<BIGINT, STRUCT<`x`: INT, `y`: STRING>>"),
     ("optional int32", pa.int32(), "INT"),
     ("google.protobuf.Timestamp", UTC_MICROS, "TIMESTAMP"),
@@ -71,7 +71,7 @@ PROTO_TYPES: list[tuple[str, pa.DataType, str]] = [
     ("google.protobuf.Value", pa.string(), "STRING"),
     ("google.protobuf.ListValue", pa.string(), "STRING"),
     ("google.protobuf.Any", pa.string(), "STRING"),
-    ("repeated google.protobuf.Timestamp", pa.list_(pa.field("element", UTC_MICROS, nullable=False)),
+    ("repeated google.protobuf.Timestamp", pa.list_(pa.field("element", UTC_MICROS)),
      "ARRAY<TIMESTAMP>"),
 ]  # fmt: skip
 
