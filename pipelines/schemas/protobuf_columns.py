@@ -60,8 +60,9 @@ UINT64: Final = pa.decimal128(20, 0)
 UTC_MICROS: Final = pa.timestamp("us", tz="UTC")
 
 
-class Kind(enum.Enum):
-    """How one value of a field is read (before its repetition)."""
+class Kind(enum.StrEnum):
+    """How one value of a field is read (before its repetition); its value is the name
+    kafkalog.schemas.protobuf_program's ``FieldShape.kind`` takes."""
 
     SCALAR = "scalar"
     ENUM = "enum"
@@ -73,7 +74,7 @@ class Kind(enum.Enum):
     ANY = "any"
 
 
-class Label(enum.Enum):
+class Label(enum.StrEnum):
     ONE = "one"
     REPEATED = "repeated"
     MAP = "map"
