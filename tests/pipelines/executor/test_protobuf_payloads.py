@@ -22,6 +22,7 @@ from google.protobuf.message import Message
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kafkalog.schemas import protobuf_program
 from kafkalog.schemas.wire import frame
 from pipelines.config.pipeline import Decoder, Registry
 from pipelines.executor.payloads import payload_decoder
@@ -78,6 +79,33 @@ REGISTRY = Registry(urls=("http://sr:8081",))
 DECODER = Decoder(format="protobuf", registry=REGISTRY)
 
 
+PATHS = [
+    pytest.param("kernel", marks=pytest.mark.skipif(not protobuf_program.NATIVE, reason=protobuf_program.WHY_NOT)),
+    "upb",
+]
+
+
+@pytest.fixture(params=PATHS)
+def path(request: pytest.FixtureRequest) -> str:
+    """The decoder's path: the C kernel, or protobuf's own parser (its fallback and reference)."""
+    return str(request.param)
+
+
+def make(decoder: Decoder, schemas: SubjectSchemas, path: str) -> ProtobufValues:
+    made = ProtobufValues(decoder, schemas)
+    if path == "upb":
+        made._program = None
+    else:
+        assert made._program is not None
+    return made
+
+
+@cache
+def rich(path: str) -> ProtobufValues:
+    """A decoder of RICH's shop.Order, made once a path (hypothesis runs many examples)."""
+    return make(DECODER, subject(RICH, {}), path)
+
+
 def subject(reader: str, writers: dict[int, str], reader_id: int = 1, message: str | None = None) -> SubjectSchemas:
     return SubjectSchemas("PROTOBUF", reader, "t-value", 1, reader_id, writers, message=message)
 
@@ -104,7 +132,7 @@ def rows(decoder: Any, values: list[bytes | None]) -> tuple[list[tuple[int, dict
     return out, bad
 
 
-def test_a_message_of_every_kind_of_field_is_one_row() -> None:
+def test_a_message_of_every_kind_of_field_is_one_row(path: str) -> None:
     order = classes()["shop.Order"](i32=-5, s32=-6, f32=-7, i64=-(2**40), s64=-9, f64=-10, u32=2**32 - 1,
                                     x32=2**32 - 2, u64=2**64 - 1, x64=2**63, fl=1.5, db=-2.25, ok=True,
                                     name="né", blob=b"\x00\xff", channel=1, nums=[1, -2], text="t",
@@ -112,7 +140,7 @@ def test_a_message_of_every_kind_of_field_is_one_row() -> None:
     order.counts["a"] = 3
     order.by_id[4].sku = "s"
     order.lines.add(sku="q", qty=2)
-    found, bad = rows(ProtobufValues(DECODER, subject(RICH, {})), [frame(1, order.SerializeToString(), [0])])
+    found, bad = rows(make(DECODER, subject(RICH, {}), path), [frame(1, order.SerializeToString(), [0])])
     assert bad == []
     assert found == [(0, {
         "i32": -5, "s32": -6, "f32": -7, "i64": -(2**40), "s64": -9, "f64": -10, "u32": 2**32 - 1,
@@ -125,7 +153,7 @@ def test_a_message_of_every_kind_of_field_is_one_row() -> None:
     })]  # fmt: skip
 
 
-def test_well_known_types() -> None:
+def test_well_known_types(path: str) -> None:
     wkt = classes()["shop.Wkt"]()
     wkt.at.seconds, wkt.at.nanos = 1_764_322_200, 123_456_789
     wkt.took.seconds, wkt.took.nanos = -1, -500
@@ -134,7 +162,7 @@ def test_well_known_types() -> None:
     wkt.attrs.update({"k": [1, "x", None, True]})
     wkt.list.extend([1.5, "a"])
     wkt.extra.Pack(classes()["shop.Other"](x="o"))
-    decoder = ProtobufValues(DECODER, subject(RICH, {}, message="shop.Wkt"))
+    decoder = make(DECODER, subject(RICH, {}, message="shop.Wkt"), path)
     found, bad = rows(decoder, [frame(1, wkt.SerializeToString(), [2])])
     assert bad == []
     other = base64.b64encode(classes()["shop.Other"](x="o").SerializeToString()).decode()
@@ -147,9 +175,9 @@ def test_well_known_types() -> None:
     })]  # fmt: skip
 
 
-def test_absent_fields_read_as_protobuf_reads_them() -> None:
+def test_absent_fields_read_as_protobuf_reads_them(path: str) -> None:
     empty = frame(1, b"", [0])
-    found, _ = rows(ProtobufValues(DECODER, subject(RICH, {})), [empty])
+    found, _ = rows(make(DECODER, subject(RICH, {}), path), [empty])
     row = found[0][1]
     defaults = (row["i32"], row["name"], row["blob"], row["ok"], row["channel"], row["u64"])
     assert defaults == (0, "", b"", False, "WEB", 0)
@@ -157,12 +185,12 @@ def test_absent_fields_read_as_protobuf_reads_them() -> None:
     assert (row["lines"], row["counts"]) == ([], [])
 
 
-def test_a_value_of_another_version_is_read_by_field_number() -> None:
+def test_a_value_of_another_version_is_read_by_field_number(path: str) -> None:
     v1 = 'syntax = "proto3"; package shop; message Order { string id = 1; int32 qty = 2; string note = 3; }'
     v2 = 'syntax = "proto3"; package shop; message Order { string id = 1; int64 qty = 2; optional string channel = 4; }'
     old = message_factory.GetMessageClass(protobuf_columns(v1).descriptor)(id="a", qty=7, note="gone")
     new = message_factory.GetMessageClass(protobuf_columns(v2).descriptor)(id="b", qty=2**40, channel="APP")
-    decoder = ProtobufValues(DECODER, subject(v2, {1: v1, 2: v2}, reader_id=2))
+    decoder = make(DECODER, subject(v2, {1: v1, 2: v2}, reader_id=2), path)
     found, bad = rows(decoder, [frame(1, old.SerializeToString(), [0]), frame(2, new.SerializeToString(), [0])])
     assert bad == []
     assert [r for _, r in found] == [
@@ -171,10 +199,10 @@ def test_a_value_of_another_version_is_read_by_field_number() -> None:
     ]
 
 
-def test_bad_values_each_with_its_reason() -> None:
+def test_bad_values_each_with_its_reason(path: str) -> None:
     order = classes()["shop.Order"](name="x").SerializeToString()
     other = 'syntax = "proto3"; package shop; message Other { string x = 1; } message Order { string name = 14; }'
-    decoder = ProtobufValues(DECODER, subject(RICH, {1: RICH, 3: other}))
+    decoder = make(DECODER, subject(RICH, {1: RICH, 3: other}), path)
     values: list[bytes | None] = [
         frame(1, order, [0]),
         b'{"name": "x"}',
@@ -214,8 +242,8 @@ def test_the_payload_decoder_of_the_protobuf_format() -> None:
     assert isinstance(decoder, ProtobufValues) and decoder.schema.names[0] == "i32"
 
 
-def test_required_fields_make_rows_without_them_bad() -> None:
-    decoder = ProtobufValues(Decoder(format="protobuf", registry=REGISTRY, required=("maybe",)), subject(RICH, {}))
+def test_required_fields_make_rows_without_them_bad(path: str) -> None:
+    decoder = make(Decoder(format="protobuf", registry=REGISTRY, required=("maybe",)), subject(RICH, {}), path)
     with_it = classes()["shop.Order"](maybe=0).SerializeToString()
     found, bad = rows(decoder, [frame(1, b"", [0]), frame(1, with_it, [0])])
     assert [i for i, _ in found] == [1] and bad == [(0, "required field 'maybe' is missing or null")]
@@ -337,25 +365,115 @@ def normal(row: Any) -> Any:
     return row
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 @given(st.data())
-def test_random_messages_decode_as_protobuf_reads_them(data: st.DataObject) -> None:
+def test_random_messages_decode_as_protobuf_reads_them(path: str, data: st.DataObject) -> None:
     cls = classes()["shop.Order"]
     messages = [fill(data, cls()) for _ in range(data.draw(st.integers(1, 4)))]
     values: list[bytes | None] = [frame(1, m.SerializeToString(), [0]) for m in messages]
-    found, bad = rows(ProtobufValues(DECODER, subject(RICH, {})), values)
+    found, bad = rows(rich(path), values)
     assert bad == []
     assert [normal(r) for _, r in found] == [normal(expected(m)) for m in messages]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.binary(max_size=40), min_size=1, max_size=6))
-def test_corrupt_payloads_are_bad_alone_and_never_crash(payloads: list[bytes]) -> None:
+def test_corrupt_payloads_are_bad_alone_and_never_crash(path: str, payloads: list[bytes]) -> None:
     good = classes()["shop.Order"](name="g", nums=[1]).SerializeToString()
     values: list[bytes | None] = [frame(1, good, [0])]
     for payload in payloads:
         values += [frame(1, payload, [0]), frame(1, good, [0])]
-    found, bad = rows(ProtobufValues(DECODER, subject(RICH, {})), values)
+    found, bad = rows(rich(path), values)
     assert sorted([i for i, _ in found] + [i for i, _ in bad]) == list(range(len(values)))
     assert all(row["name"] == "g" for i, row in found if i % 2 == 0)
     assert all(reason.startswith("corrupt Protobuf payload") for _, reason in bad)
+
+
+# -- the kernel against protobuf's parser ------------------------------------------------------------
+
+kernel_only = pytest.mark.skipif(not protobuf_program.NATIVE, reason=protobuf_program.WHY_NOT)
+
+
+def mutated(data: st.DataObject, payload: bytes) -> bytes:
+    """``payload`` cut, with bytes changed, inserted or dropped (a few of each at most)."""
+    out = bytearray(payload)
+    for _ in range(data.draw(st.integers(0, 3))):
+        how = data.draw(st.sampled_from(["flip", "insert", "drop", "cut"]))
+        at = data.draw(st.integers(0, len(out)))
+        if how == "flip" and at < len(out):
+            out[at] = data.draw(st.integers(0, 255))
+        elif how == "insert":
+            out[at:at] = data.draw(st.binary(min_size=1, max_size=3))
+        elif how == "drop":
+            del out[at : at + data.draw(st.integers(1, 3))]
+        else:
+            del out[at:]
+    return bytes(out)
+
+
+@kernel_only
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_the_kernel_reads_what_protobufs_parser_reads_and_refuses_no_more(data: st.DataObject) -> None:
+    cls = classes()["shop.Order"]
+    payloads = [mutated(data, fill(data, cls()).SerializeToString()) for _ in range(data.draw(st.integers(1, 5)))]
+    values: list[bytes | None] = [frame(1, p, [0]) for p in payloads]
+    kernel_rows, kernel_bad = rows(rich("kernel"), values)
+    upb_rows, upb_bad = rows(rich("upb"), values)
+    read_by_upb = dict(upb_rows)
+    for i, row in kernel_rows:  # what the kernel reads, protobuf reads the same
+        assert i in read_by_upb, (i, dict(kernel_bad), payloads[i].hex())
+        assert normal(row) == normal(read_by_upb[i])
+    read = {i for i, _ in kernel_rows}
+    for i, reason in kernel_bad:  # what it refuses and protobuf reads: only a message field given twice
+        if i in read_by_upb:
+            assert "occurs twice" in reason, (reason, payloads[i].hex())
+    assert {i for i, _ in upb_bad} <= {i for i, _ in kernel_bad} and read | {i for i, _ in kernel_bad} == set(
+        range(len(values))
+    )
+
+
+@kernel_only
+def test_a_message_field_given_twice_is_refused_by_the_kernel_and_merged_by_protobuf() -> None:
+    cls = classes()["shop.Order"]
+    twice = cls(line={"sku": "a"}).SerializeToString() + cls(line={"qty": 2}).SerializeToString()
+    values: list[bytes | None] = [frame(1, twice, [0])]
+    assert rows(make(DECODER, subject(RICH, {}), "upb"), values)[0][0][1]["line"] == {"sku": "a", "qty": 2}
+    found, bad = rows(make(DECODER, subject(RICH, {}), "kernel"), values)
+    assert found == [] and bad == [
+        (0, "corrupt Protobuf payload: message field 17 occurs twice at byte 12 (merging is not supported)")
+    ]
+
+
+@kernel_only
+def test_frames_of_several_forms_in_one_chunk_are_one_piece_in_message_order() -> None:
+    cls = classes()["shop.Order"]
+    values: list[bytes | None] = []
+    for i in range(6):
+        payload = cls(i32=i).SerializeToString()
+        short = frame(1, payload, [0])
+        values.append(short if i % 2 else short[:5] + b"\x02\x00" + short[6:])  # [0] written long
+    pieces, bad = make(DECODER, subject(RICH, {}), "kernel").parse(values)
+    assert bad == [] and len(pieces) == 1
+    assert pieces[0].indexes == list(range(6)) and pieces[0].table.column("i32").to_pylist() == list(range(6))
+
+
+def test_what_the_kernel_does_not_do_protobufs_parser_reads() -> None:
+    text = 'syntax = "proto2"; package g; message R { optional group G = 1 { optional int32 a = 2; } }'
+    decoder = ProtobufValues(DECODER, subject(text, {}))
+    assert decoder._program is None
+    cls = message_factory.GetMessageClass(protobuf_columns(text).descriptor)
+    message: Any = cls()
+    message.g.a = 5
+    found, bad = rows(decoder, [frame(1, message.SerializeToString(), [0])])
+    assert bad == [] and found == [(0, {"g": {"a": 5}})]
+
+
+@kernel_only
+def test_the_kernel_refuses_a_malformed_program() -> None:
+    program = protobuf_program.compile_program(protobuf_columns(RICH).fields)
+    for code in ([0, 1, 1, 99, 0, 1, 1, 0, 0], [0, 5], list(program.code[:-3])):
+        with pytest.raises(ValueError, match="malformed decoding program"):
+            protobuf_program.decode([b"\x00"], b"", protobuf_program.Program(tuple(code), program.columns))
