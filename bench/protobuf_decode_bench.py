@@ -4,16 +4,23 @@
 fields, as bench.avro_decode_bench's (two strings, an int64, an int32, a double, an enum, an
 optional string, a Timestamp). Measured, each the median of ``--repeat`` runs, in events per
 second, a chunk of 20,000 values at a time (as the loader's tasks decode them):
-- ``protobuf_decoder``: Confluent-framed Protobuf values through the loader's decoder
-  (pipelines.executor.payloads.protobuf_values) into an Arrow table;
-- ``json_path``: the same events as JSON values through the loader's JSON decoder
-  (pipelines.executor.payloads.json_values: Arrow's JSON reader, an explicit schema).
-``protobuf_vs_json`` is the ratio of the two (the goal is 1.0 or more).
+- ``protobuf_kernel``: Confluent-framed Protobuf values through the loader's decoder
+  (pipelines.executor.payloads.protobuf_values) into an Arrow table, with the C kernel
+  (kafkalog.schemas.protobuf_program);
+- ``protobuf_upb``: the same decoder on protobuf's own parser (its fallback: no kernel built);
+- ``json_decoder``: the same events as JSON values through the loader's JSON decoder
+  (pipelines.executor.payloads.json_values: Arrow's JSON reader, an explicit schema; the time an
+  ISO 8601 string parsed into a timestamp);
+- ``json_read``: the JSON lines read by ``pyarrow.json.read_json`` alone, the time as a number (what
+  bench.avro_decode_bench calls the JSON path).
+``protobuf_vs_json`` is protobuf_kernel / json_decoder, ``protobuf_vs_json_read`` protobuf_kernel /
+json_read (the goal is 1.0 or more).
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import random
 import statistics
@@ -21,9 +28,12 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.json as pj
 from google.protobuf import message_factory
 
 from bench.results import print_results, result
+from kafkalog.schemas import protobuf_program
 from kafkalog.schemas.wire import frame
 from pipelines.config.pipeline import Decoder, Registry
 from pipelines.executor.payloads.json_values import JsonValues
@@ -111,16 +121,31 @@ def main(argv: list[str] | None = None) -> None:
         Decoder(format="protobuf", registry=Registry(urls=("http://sr:8081",))),
         SubjectSchemas("PROTOBUF", PROTO, "bench-value", 1, 1, {1: PROTO}),
     )
+    upb = ProtobufValues(ours.decoder, ours.schemas)
+    upb._program = None  # protobuf's own parser, as where the kernel is not built
     theirs = JsonValues(Decoder(format="json", schema=JSON_FIELDS))
+    lines = b"\n".join(json.dumps(r).encode() for r in rows)
+    read_schema = pa.schema([(k, pa.int64() if k == "at" else v.type) for k, v in zip(
+        JSON_FIELDS, theirs.schema, strict=True)])  # fmt: skip
+
+    def json_read() -> int:
+        options = pj.ReadOptions(block_size=len(lines) + 1)
+        parse = pj.ParseOptions(explicit_schema=read_schema, unexpected_field_behavior="ignore")
+        return int(pj.read_json(io.BytesIO(lines), read_options=options, parse_options=parse).num_rows)
+
     print(
         f"{n:,} events, Protobuf {sum(map(len, values)) / n:.0f} B, JSON {sum(map(len, texts)) / n:.0f} B "
-        f"on average; median of {repeat}"
+        f"on average; C kernel: {protobuf_program.NATIVE}; median of {repeat}"
     )
-    proto_rate = rate(n, chunked(ours, values), repeat)
+    kernel_rate = rate(n, chunked(ours, values), repeat)
     json_rate = rate(n, chunked(theirs, texts), repeat)
-    result("protobuf_decoder", proto_rate, "events/s")
-    result("json_path", json_rate, "events/s")
-    result("protobuf_vs_json", proto_rate / json_rate, "x")
+    read_rate = rate(n, json_read, repeat)
+    result("protobuf_kernel", kernel_rate, "events/s")
+    result("protobuf_upb", rate(n, chunked(upb, values), repeat), "events/s")
+    result("json_decoder", json_rate, "events/s")
+    result("json_read", read_rate, "events/s")
+    result("protobuf_vs_json", kernel_rate / json_rate, "x")
+    result("protobuf_vs_json_read", kernel_rate / read_rate, "x")
     print_results()
 
 

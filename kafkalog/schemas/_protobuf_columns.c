@@ -33,7 +33,7 @@ enum { L_ONE = 0, L_PRESENCE, L_REPEATED, L_MAP };
 enum { K_BOOLEAN = 1, K_INT32, K_INT64, K_FLOAT32, K_FLOAT64, K_BINARY, K_DECIMAL128, K_STRUCT, K_LIST, K_MAP };
 enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_SGROUP = 3, WT_EGROUP = 4, WT_I32 = 5 };
 
-#define FIELD_INTS 7
+#define FIELD_INTS 8 /* protobuf_program.FIELD_INTS */
 #define MAX_FIELDS 4096
 #define MAX_DEPTH 80
 #define MAX_GROUP_DEPTH 64
@@ -479,11 +479,14 @@ static int read_message(Decoder *d, int node, size_t begin, size_t end, int dept
                 continue;
             }
         } else if (f != NULL && wt == wire_of(f[1])) {
-            if (f[1] == OP_MESSAGE && places[k] != SIZE_MAX) {
+            if ((f[1] == OP_MESSAGE || f[1] == OP_TIME || f[1] == OP_RAW) && places[k] != SIZE_MAX) {
                 rc = bad(d, "message field %u occurs twice at byte %zu (merging is not supported)", number, at);
                 goto done;
             }
             places[k] = pos;
+            if (f[7] >= 0) /* a oneof member: the others are unset */
+                for (int j = 0; j < nfields; j++)
+                    if (j != k && fields[j * FIELD_INTS + 7] == f[7]) places[j] = SIZE_MAX;
         }
         if ((rc = skip_value(d, &pos, end, wt, number, 0)) != OK) goto done;
     }

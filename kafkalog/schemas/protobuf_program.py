@@ -8,13 +8,16 @@ parent of each, in tree order: a column's children follow it, depth first), whic
 as Arrow arrays typed as its mapping says.
 
 **Code**: one node per message (inlined at each use: columns differ per path), each
-``[struct column or -1, field count, then 7 ints per field: number, op, label, column, element
-column, node of the field's message (or 0), packable]``. A node with no struct column writes its
-fields into columns of its parent: a map entry (key and value), a wrapper (its ``value``). Decoding
-is by field number, as protobuf's: a field the reader lacks, or one of a wire type its type does not
-have, is skipped; the last occurrence of a non-repeated scalar wins; repeated fields take packed
-and unpacked chunks alike. Absent fields read as null where they track presence, else as their
-zero value (an absent message without presence, a map's value, as its empty message).
+``[struct column or -1, field count, then 8 ints per field: number, op, label, column, element
+column, node of the field's message (or 0), packable, oneof (its index in the message, or -1)]``.
+A node with no struct column writes its fields into columns of its parent: a map entry (key and
+value), a wrapper (its ``value``). Decoding is by field number, as protobuf's: a field the reader
+lacks, or one of a wire type its type does not have, is skipped; the last occurrence of a
+non-repeated scalar wins, and clears the other members of its oneof; repeated fields take packed
+and unpacked chunks alike. Absent fields read as null where they track presence, else as their zero
+value (an absent message without presence, a map's value, as its empty message). A non-repeated
+message field given twice in one payload is refused (protobuf merges the two; no serializer writes
+that).
 
 **Storage**: :class:`Kind`; uint64 and fixed64 as 16-byte little-endian two's complement (Arrow's
 decimal128(20, 0)), uint32 and fixed32 as int64, Timestamp and Duration as int64 microseconds
@@ -42,6 +45,8 @@ MAX_DEPTH: Final = 64
 """Messages nested deeper than this are decoded by protobuf's parser (the kernel recurses)."""
 MAX_FIELDS_PER_MESSAGE: Final = 4096
 """The kernel keeps a position per field of a message on its stack."""
+FIELD_INTS: Final = 8
+"""Ints of code per field of a message node."""
 
 # FieldDescriptor.TYPE_* (descriptor.proto's numbers)
 _DOUBLE, _FLOAT, _INT64, _UINT64, _INT32, _FIXED64, _FIXED32, _BOOL, _STRING, _GROUP, _MESSAGE, _BYTES = range(1, 13)
@@ -122,6 +127,8 @@ class FieldShape(Protocol):
     def presence(self) -> bool: ...
     @property
     def children(self) -> Sequence[FieldShape]: ...
+    @property
+    def oneof(self) -> int: ...  # the index of its oneof in its message, -1 for none
 
 
 @dataclass(frozen=True)
@@ -161,9 +168,9 @@ class _Compiler:
         at = len(self.code)
         self.code += [struct, len(fields)]
         slots = len(self.code)
-        self.code += [0] * (7 * len(fields))
+        self.code += [0] * (FIELD_INTS * len(fields))
         for k, f in enumerate(fields):
-            self.code[slots + 7 * k : slots + 7 * k + 7] = self.field(f, parent, depth)
+            self.code[slots + FIELD_INTS * k : slots + FIELD_INTS * (k + 1)] = self.field(f, parent, depth)
         return at
 
     def field(self, f: FieldShape, parent: int, depth: int) -> list[int]:
@@ -175,15 +182,15 @@ class _Compiler:
             key_col, _, _ = self.value(key, column, depth)
             value_col, value_op, value_node = self.value(value, column, depth)
             entry = self.node_of([(key, key_col, self.op_of(key), 0), (value, value_col, value_op, value_node)])
-            return [f.number, int(Op.MESSAGE), int(Label.MAP), column, -1, entry, 0]
+            return [f.number, int(Op.MESSAGE), int(Label.MAP), column, -1, entry, 0, -1]
         if f.label == "repeated":
             column = self.column(Kind.LIST, parent)
             element, op, node = self.value(f, column, depth)
             packable = int(f.type in _PACKABLE and f.kind in ("scalar", "enum"))
-            return [f.number, int(op), int(Label.REPEATED), column, element, node, packable]
+            return [f.number, int(op), int(Label.REPEATED), column, element, node, packable, -1]
         column, op, node = self.value(f, parent, depth)
         label = Label.PRESENCE if f.presence else Label.ONE
-        return [f.number, int(op), int(label), column, column, node, 0]
+        return [f.number, int(op), int(label), column, column, node, 0, f.oneof]
 
     def op_of(self, f: FieldShape) -> Op:
         return _SCALAR_OPS[f.type][0]
@@ -210,7 +217,7 @@ class _Compiler:
         at = len(self.code)
         self.code += [-1, len(fields)]
         for f, column, op, node in fields:
-            self.code += [f.number, int(op), int(Label.ONE), column, column, node, 0]
+            self.code += [f.number, int(op), int(Label.ONE), column, column, node, 0, -1]
         return at
 
     def deferred(self, struct: int, fields: Sequence[FieldShape], depth: int) -> int:

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Final
 
 import pyarrow as pa
@@ -133,6 +133,9 @@ class ProtoField:
     enum_names: Mapping[int, str] = field(default_factory=dict)
     message: str = ""
     """A message field's message full name ("" for the others)."""
+    oneof: int = -1
+    """The index of the oneof it is a member of in its message (-1: none): setting one member
+    clears the others, as protobuf reads them."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -239,7 +242,10 @@ class _Walk:
             return ProtoField(fd.name, fd.number, fd.type, Kind.MESSAGE, Label.MAP, False, value.value_type,
                               arrow, (key, value))  # fmt: skip
         label = Label.REPEATED if fd.is_repeated else Label.ONE
-        return self.one(fd, path, label, presence=fd.has_presence)
+        made = self.one(fd, path, label, presence=fd.has_presence)
+        if made is not None and fd.containing_oneof is not None:
+            made = replace(made, oneof=fd.containing_oneof.index)
+        return made
 
     def one(self, fd: FieldDescriptor, path: str, label: Label, *, presence: bool) -> ProtoField | None:
         children: tuple[ProtoField, ...] = ()

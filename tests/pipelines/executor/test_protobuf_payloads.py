@@ -477,3 +477,12 @@ def test_the_kernel_refuses_a_malformed_program() -> None:
     for code in ([0, 1, 1, 99, 0, 1, 1, 0, 0], [0, 5], list(program.code[:-3])):
         with pytest.raises(ValueError, match="malformed decoding program"):
             protobuf_program.decode([b"\x00"], b"", protobuf_program.Program(tuple(code), program.columns))
+
+
+def test_the_last_member_of_a_oneof_given_wins(path: str) -> None:
+    cls = classes()["shop.Order"]
+    both = cls(text="t").SerializeToString() + cls(number=7).SerializeToString()
+    again = both + cls(text="u").SerializeToString()
+    found, bad = rows(rich(path), [frame(1, both, [0]), frame(1, again, [0])])
+    assert bad == []
+    assert [(r["text"], r["number"]) for _, r in found] == [(None, 7), ("u", None)]
