@@ -213,9 +213,20 @@ class ProtobufValues:
             return [], bad
         try:
             table = pa.Table.from_pylist(rows, schema=self.schema)
-        except (pa.ArrowException, ValueError, TypeError, OverflowError) as exc:  # not expected: the mapping is total
-            bad.extend((i, f"the message cannot be a row: {first_line(str(exc))}") for i in indexes)
-            return [], sorted(bad)
+        except (pa.ArrowException, ValueError, TypeError, OverflowError):
+            # a value a column cannot hold (a proto2 string that is not UTF-8, which protobuf reads
+            # as bytes): found row by row, so that it is bad alone
+            tables, kept = [], []
+            for one, i in zip(rows, indexes, strict=True):
+                try:
+                    tables.append(pa.Table.from_pylist([one], schema=self.schema))
+                    kept.append(i)
+                except (pa.ArrowException, ValueError, TypeError, OverflowError) as exc:
+                    bad.append((i, f"the message cannot be a row: {first_line(str(exc))}"))
+            bad.sort()
+            if not tables:
+                return [], bad
+            table, indexes = pa.concat_tables(tables), kept
         if self.required:
             pieces, missing = _drop_missing(table, indexes, self.required)
             return pieces, sorted([*bad, *missing])

@@ -486,3 +486,16 @@ def test_the_last_member_of_a_oneof_given_wins(path: str) -> None:
     found, bad = rows(rich(path), [frame(1, both, [0]), frame(1, again, [0])])
     assert bad == []
     assert [(r["text"], r["number"]) for _, r in found] == [(None, 7), ("u", None)]
+
+
+def test_a_proto2_string_that_is_not_utf8_is_bad_alone(path: str) -> None:
+    text = 'syntax = "proto2"; package p; message R { optional string s = 1; optional int32 n = 2; }'
+    decoder = make(DECODER, subject(text, {}), path)
+    values: list[bytes | None] = [
+        frame(1, b"\x0a\x01a", [0]),
+        frame(1, b"\x0a\x02\xff\xfe", [0]),
+        frame(1, b"\x10\x05", [0]),
+    ]
+    found, bad = rows(decoder, values)
+    assert found == [(0, {"s": "a", "n": None}), (2, {"s": None, "n": 5})]
+    assert [i for i, _ in bad] == [1] and "utf" in bad[0][1].lower().replace("-", ""), bad
