@@ -38,6 +38,9 @@ enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_SGROUP = 3, WT_EGROUP = 4, WT_I
 #define MAX_DEPTH 80
 #define MAX_GROUP_DEPTH 64
 #define REASON_SIZE 200
+/* column values one payload may make: absent fields make their defaults and nulls, so a few bytes
+   of empty repeated messages could otherwise make millions of them */
+#define MAX_VALUES_PER_PAYLOAD (1 << 24)
 
 enum { OK = 0, BAD = -1, NOMEM = -2 };
 
@@ -63,6 +66,7 @@ typedef struct {
     int ncols;
     int *child_index;
     const uint8_t *buf;
+    int64_t budget; /* column values this payload may still make */
     char reason[REASON_SIZE];
 } Decoder;
 
@@ -167,6 +171,7 @@ static inline int32_t last_offset(const Col *c) {
 static int put_null(Decoder *d, int col) {
     Col *c = &d->cols[col];
     int rc;
+    if (--d->budget < 0) return bad(d, "the payload makes more than %d column values", MAX_VALUES_PER_PAYLOAD);
     if (set_bit(c, 0) != OK) return NOMEM;
     c->length++;
     c->nulls++;
@@ -434,6 +439,8 @@ static int read_message(Decoder *d, int node, size_t begin, size_t end, int dept
     size_t stack_places[64];
     size_t *places = stack_places;
     if (depth > MAX_DEPTH) return bad(d, "messages nested deeper than %d", MAX_DEPTH);
+    d->budget -= 1 + nfields;
+    if (d->budget < 0) return bad(d, "the payload makes more than %d column values", MAX_VALUES_PER_PAYLOAD);
     if (nfields > 64) {
         places = PyMem_RawMalloc(sizeof(size_t) * (size_t)nfields);
         if (places == NULL) return NOMEM;
@@ -743,7 +750,7 @@ static PyObject *py_decode(PyObject *self, PyObject *args) {
             nviews++;
         }
     }
-    Decoder d = {code, cols, ncols, child_index, NULL, {0}};
+    Decoder d = {code, cols, ncols, child_index, NULL, 0, {0}};
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n; i++) {
         if (ptrs[i] == NULL || lens[i] < (size_t)start || memcmp(ptrs[i], header, (size_t)start) != 0) {
@@ -758,6 +765,7 @@ static PyObject *py_decode(PyObject *self, PyObject *args) {
             marks[k].offsets = cols[k].offsets.len;
         }
         d.buf = ptrs[i];
+        d.budget = MAX_VALUES_PER_PAYLOAD;
         int rc = read_message(&d, 0, (size_t)start, lens[i], 0);
         if (rc == OK) continue;
         if (rc == NOMEM) {

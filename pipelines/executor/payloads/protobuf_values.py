@@ -57,6 +57,8 @@ from pipelines.schemas.protobuf_columns import (
 from pipelines.schemas.resolved import SubjectSchemas
 
 Convert = Callable[[Any], Any]
+_MAX_PATHS = 10_000
+"""Frames judged bad that are remembered (the good ones always are)."""
 
 
 class ProtobufValues:
@@ -105,7 +107,8 @@ class ProtobufValues:
             reason = "" if name == reader.message else (
                 f"message indexes {list(indexes)} name {name}, not the reader's {reader.message}"
             )  # fmt: skip
-        self._paths[key] = reason
+        if not reason or len(self._paths) < _MAX_PATHS:  # made-up index paths must not grow it without end
+            self._paths[key] = reason
         return reason
 
     def parse(self, values: Sequence[bytes | None]) -> tuple[list[Parsed], list[tuple[int, str]]]:

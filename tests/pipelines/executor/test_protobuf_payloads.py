@@ -499,3 +499,13 @@ def test_a_proto2_string_that_is_not_utf8_is_bad_alone(path: str) -> None:
     found, bad = rows(decoder, values)
     assert found == [(0, {"s": "a", "n": None}), (2, {"s": None, "n": 5})]
     assert [i for i, _ in bad] == [1] and "utf" in bad[0][1].lower().replace("-", ""), bad
+
+
+@kernel_only
+def test_a_payload_of_many_empty_messages_is_refused_past_its_budget_of_column_values() -> None:
+    # each 2-byte empty Line makes a struct and its two fields; a million of them, 48 million values
+    text = 'syntax = "proto3"; message L { string a = 1; string b = 2; string c = 3; } message R { repeated L l = 1; }'
+    decoder = make(DECODER, subject(text, {}, message="R"), "kernel")
+    found, bad = rows(decoder, [frame(1, b"\x0a\x00" * 10, [1]), frame(1, b"\x0a\x00" * 5_000_000, [1])])
+    assert [len(r["l"]) for _, r in found] == [10]
+    assert bad == [(1, "corrupt Protobuf payload: the payload makes more than 16777216 column values")]
