@@ -217,6 +217,14 @@ static inline int read_varint(Decoder *d, size_t *pos, size_t end, uint64_t *out
     return bad(d, "varint longer than 10 bytes at byte %zu", *pos);
 }
 
+/* a field's tag: a varint of at most 5 bytes (as protobuf reads them), its field number not 0 */
+static inline int read_tag(Decoder *d, size_t *pos, size_t end, uint64_t *out) {
+    size_t at = *pos;
+    if (read_varint(d, pos, end, out) != OK) return BAD;
+    if (*pos - at > 5 || *out >> 32 || (*out >> 3) == 0) return bad(d, "invalid tag at byte %zu", at);
+    return OK;
+}
+
 static inline int read_length(Decoder *d, size_t *pos, size_t end, size_t *out) {
     size_t at = *pos;
     uint64_t n = 0;
@@ -293,8 +301,7 @@ static int skip_value(Decoder *d, size_t *pos, size_t end, int wt, uint32_t numb
                 size_t at = *pos;
                 uint64_t tag = 0;
                 if (*pos >= end) return bad(d, "group %u not ended at byte %zu", number, *pos);
-                if (read_varint(d, pos, end, &tag) != OK) return BAD;
-                if (tag >> 32 || (tag >> 3) == 0) return bad(d, "invalid tag at byte %zu", at);
+                if (read_tag(d, pos, end, &tag) != OK) return BAD;
                 int inner = (int)(tag & 7);
                 if (inner == WT_EGROUP) {
                     if ((uint32_t)(tag >> 3) != number) return bad(d, "mismatched end of group at byte %zu", at);
@@ -314,8 +321,7 @@ static int read_time(Decoder *d, Col *c, size_t pos, size_t end) {
     while (pos < end) {
         size_t at = pos;
         uint64_t tag = 0, v = 0;
-        if (read_varint(d, &pos, end, &tag) != OK) return BAD;
-        if (tag >> 32 || (tag >> 3) == 0) return bad(d, "invalid tag at byte %zu", at);
+        if (read_tag(d, &pos, end, &tag) != OK) return BAD;
         uint32_t number = (uint32_t)(tag >> 3);
         int wt = (int)(tag & 7);
         if ((number == 1 || number == 2) && wt == WT_VARINT) {
@@ -453,11 +459,7 @@ static int read_message(Decoder *d, int node, size_t begin, size_t end, int dept
     while (pos < end) {
         size_t at = pos;
         uint64_t tag = 0;
-        if ((rc = read_varint(d, &pos, end, &tag)) != OK) goto done;
-        if (tag >> 32 || (tag >> 3) == 0) {
-            rc = bad(d, "invalid tag at byte %zu", at);
-            goto done;
-        }
+        if ((rc = read_tag(d, &pos, end, &tag)) != OK) goto done;
         uint32_t number = (uint32_t)(tag >> 3);
         int wt = (int)(tag & 7);
         if (wt == WT_EGROUP) {

@@ -15,7 +15,8 @@ does not do (proto2 groups, messages nested more than 64 deep), protobuf's own p
 each payload into a message, which is made a row as the mapping says, and Arrow a table of the rows:
 that path is the reference the kernel is tested against, and some five times slower. They differ
 only in what is refused: the kernel refuses a non-repeated message field that occurs twice in one
-payload (``merging is not supported``: protobuf merges the two, serializers never write that), and
+payload (``merging is not supported``: protobuf merges the two, serializers never write that) and keeps
+a map key given twice as written (protobuf keeps the last value), and
 invalid UTF-8 in a proto2 string (protobuf checks proto3 strings only; a column of strings cannot
 hold it), and words its reasons more precisely (``truncated varint at byte 12``).
 
