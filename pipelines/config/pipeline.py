@@ -246,7 +246,8 @@ class Registry:
     (``<topic>-value``), record (``<record>``), topic_record (``<topic>-<record>``)."""
     record: str | None = None
     """The record's (Avro) or message's (Protobuf) full name, such as ``shop.Order``: required by
-    the record and topic_record strategies."""
+    the record and topic_record strategies. Protobuf: the message values are read as, under any
+    strategy (without it, the schema's first message)."""
     version: int | Literal["latest"] = "latest"
     """The subject version whose schema is the reader schema (the raw layer's columns): latest,
     or a version number to pin it. Values written with any version of the subject are read into
