@@ -315,6 +315,21 @@ static int skip_value(Decoder *d, size_t *pos, size_t end, int wt, uint32_t numb
 
 static int read_message(Decoder *d, int node, size_t begin, size_t end, int depth);
 
+/* whether a closed enum (its numbers at `table`, in order) names `value`; an open one names all */
+static int enum_names(const int32_t *code, int32_t table, uint64_t value) {
+    if (table <= 0) return 1;
+    int32_t number = (int32_t)(uint32_t)value, lo = 0, hi = code[table] - 1;
+    while (lo <= hi) {
+        int32_t mid = lo + (hi - lo) / 2, at = code[table + 1 + mid];
+        if (at == number) return 1;
+        if (at < number)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
+    return 0;
+}
+
 /* seconds (1) and nanos (2) of a Timestamp or Duration into microseconds, floored */
 static int read_time(Decoder *d, Col *c, size_t pos, size_t end) {
     int64_t seconds = 0, nanos = 0;
@@ -352,6 +367,7 @@ static int read_value(Decoder *d, const int32_t *f, int col, size_t *pos, size_t
         case OP_INT32: case OP_ENUM: case OP_SINT32: case OP_UINT32: case OP_INT64: case OP_SINT64: case OP_UINT64:
         case OP_BOOL: {
             if (read_varint(d, pos, end, &v) != OK) return BAD;
+            if (op == OP_ENUM && !enum_names(d->code, f[5], v)) return OK; /* not a value: as protobuf drops it */
             if (op == OP_INT32 || op == OP_ENUM) {
                 int32_t x = (int32_t)(uint32_t)v;
                 return put(c, &x, 4);
@@ -492,6 +508,15 @@ static int read_message(Decoder *d, int node, size_t begin, size_t end, int dept
                 rc = bad(d, "message field %u occurs twice at byte %zu (merging is not supported)", number, at);
                 goto done;
             }
+            if (f[1] == OP_ENUM && f[5] > 0) { /* a closed enum: a number it does not name leaves the field as it was */
+                size_t peek = pos;
+                uint64_t v = 0;
+                if ((rc = read_varint(d, &peek, end, &v)) != OK) goto done;
+                if (!enum_names(d->code, f[5], v)) {
+                    pos = peek;
+                    continue;
+                }
+            }
             places[k] = pos;
             if (f[7] >= 0) /* a oneof member: the others are unset */
                 for (int j = 0; j < nfields; j++)
@@ -560,6 +585,11 @@ static int verify(const int32_t *code, Py_ssize_t ncode, int ncols, const Col *c
                 case OP_STRING: case OP_BYTES: case OP_RAW: if (kind != K_BINARY) return 0; break;
                 default: break;
             }
+        }
+        if (op == OP_ENUM && f[5] != 0) {
+            if (f[5] < 0 || (Py_ssize_t)f[5] + 1 > ncode || code[f[5]] < 0 ||
+                (Py_ssize_t)f[5] + 1 + code[f[5]] > ncode)
+                return 0;
         }
         if (op == OP_MESSAGE) {
             /* nodes are a tree (inlined at each use): the depth bound ends any cycle */

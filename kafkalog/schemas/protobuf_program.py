@@ -9,7 +9,9 @@ as Arrow arrays typed as its mapping says.
 
 **Code**: one node per message (inlined at each use: columns differ per path), each
 ``[struct column or -1, field count, then 8 ints per field: number, op, label, column, element
-column, node of the field's message (or 0), packable, oneof (its index in the message, or -1)]``.
+column, node of the field's message or of a closed enum's numbers (or 0), packable, oneof (its
+index in the message, or -1)]``; a closed enum's numbers are ``[count, numbers in order...]``: a
+number not among them is skipped, as protobuf keeps it out of the field.
 A node with no struct column writes its fields into columns of its parent: a map entry (key and
 value), a wrapper (its ``value``). Decoding is by field number, as protobuf's: a field the reader
 lacks, or one of a wire type its type does not have, is skipped; the last occurrence of a
@@ -34,7 +36,7 @@ from __future__ import annotations
 
 import enum
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Final, Protocol
@@ -129,6 +131,10 @@ class FieldShape(Protocol):
     def children(self) -> Sequence[FieldShape]: ...
     @property
     def oneof(self) -> int: ...  # the index of its oneof in its message, -1 for none
+    @property
+    def closed(self) -> bool: ...  # a proto2 enum: only the numbers it names are values
+    @property
+    def enum_names(self) -> Mapping[int, str]: ...  # an enum's number → name
 
 
 @dataclass(frozen=True)
@@ -187,10 +193,18 @@ class _Compiler:
             column = self.column(Kind.LIST, parent)
             element, op, node = self.value(f, column, depth)
             packable = int(f.type in _PACKABLE and f.kind in ("scalar", "enum"))
-            return [f.number, int(op), int(Label.REPEATED), column, element, node, packable, -1]
+            return [f.number, int(op), int(Label.REPEATED), column, element, node or self.numbers(f), packable, -1]
         column, op, node = self.value(f, parent, depth)
         label = Label.PRESENCE if f.presence else Label.ONE
-        return [f.number, int(op), int(label), column, column, node, 0, f.oneof]
+        return [f.number, int(op), int(label), column, column, node or self.numbers(f), 0, f.oneof]
+
+    def numbers(self, f: FieldShape) -> int:
+        """Where a closed enum's numbers are in the code (0 for any other field)."""
+        if f.kind != "enum" or not f.closed:
+            return 0
+        at = len(self.code)
+        self.code += [len(f.enum_names), *sorted(f.enum_names)]
+        return at
 
     def op_of(self, f: FieldShape) -> Op:
         return _SCALAR_OPS[f.type][0]

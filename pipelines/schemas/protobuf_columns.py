@@ -136,6 +136,9 @@ class ProtoField:
     oneof: int = -1
     """The index of the oneof it is a member of in its message (-1: none): setting one member
     clears the others, as protobuf reads them."""
+    closed: bool = False
+    """An enum of proto2 (closed): a number it does not name is not its value (protobuf keeps it
+    as an unknown field: the field reads as absent, a repeated field without it)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -251,6 +254,7 @@ class _Walk:
         children: tuple[ProtoField, ...] = ()
         names: dict[int, str] = {}
         message = ""
+        closed = False
         if fd.type in (FieldDescriptor.TYPE_MESSAGE, FieldDescriptor.TYPE_GROUP):
             assert fd.message_type is not None  # a message field has its type
             message = fd.message_type.full_name
@@ -273,8 +277,9 @@ class _Walk:
             assert fd.enum_type is not None
             kind, value_type = Kind.ENUM, pa.string()
             names = {v.number: v.name for v in reversed(fd.enum_type.values)}  # an alias: its first name
+            closed = fd.enum_type.is_closed
         else:
             kind, value_type = Kind.SCALAR, _SCALARS[fd.type]
         arrow = pa.list_(pa.field("element", value_type)) if label == Label.REPEATED else value_type
         return ProtoField(fd.name, fd.number, fd.type, kind, label, presence and label == Label.ONE, value_type,
-                          arrow, children, names, message)  # fmt: skip
+                          arrow, children, names, message, closed=closed)  # fmt: skip

@@ -5,9 +5,9 @@ protobuf's own parser in tests/pipelines/executor/test_protobuf_payloads.py."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pytest
 
@@ -32,6 +32,8 @@ class Shape:
     presence: bool = False
     children: Sequence[Shape] = ()
     oneof: int = -1
+    closed: bool = False
+    enum_names: Mapping[int, str] = field(default_factory=dict)
 
 
 LINE = (Shape("sku", 1, STRING), Shape("qty", 2, INT32))

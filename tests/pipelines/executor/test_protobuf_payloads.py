@@ -524,3 +524,16 @@ def test_a_payload_of_many_empty_messages_is_refused_past_its_budget_of_column_v
     found, bad = rows(decoder, [frame(1, b"\x0a\x00" * 10, [1]), frame(1, b"\x0a\x00" * 5_000_000, [1])])
     assert [len(r["l"]) for _, r in found] == [10]
     assert bad == [(1, "corrupt Protobuf payload: the payload makes more than 16777216 column values")]
+
+
+def test_a_number_a_proto2_enum_does_not_name_is_no_value_of_it(path: str) -> None:
+    text = 'syntax = "proto2"; message R { enum E { A = 1; B = 5; } optional E e = 1; repeated E r = 2; }'
+    decoder = make(DECODER, subject(text, {}), path)
+    payloads = [b"\x08\x07\x10\x01\x10\x07\x10\x05", b"\x08\x05\x08\x07", b"\x12\x03\x05\x07\x01"]
+    found, bad = rows(decoder, [frame(1, p, [0]) for p in payloads])
+    assert bad == []
+    assert [r for _, r in found] == [  # 7 is kept out: the field as it was (absent, or its last value)
+        {"e": None, "r": ["A", "B"]},
+        {"e": "B", "r": []},
+        {"e": None, "r": ["B", "A"]},  # packed
+    ]
