@@ -7,7 +7,8 @@ second, a chunk of 20,000 values at a time (as the loader's tasks decode them):
 - ``protobuf_kernel``: Confluent-framed Protobuf values through the loader's decoder
   (pipelines.executor.payloads.protobuf_values) into an Arrow table, with the C kernel
   (kafkalog.schemas.protobuf_program);
-- ``protobuf_upb``: the same decoder on protobuf's own parser (its fallback: no kernel built);
+- ``protobuf_twin``: the same decoder on the kernel's pure-Python twin (where the C one is not built);
+- ``protobuf_upb``: the same decoder on protobuf's own parser (what reads proto2 groups);
 - ``json_decoder``: the same events as JSON values through the loader's JSON decoder
   (pipelines.executor.payloads.json_values: Arrow's JSON reader, an explicit schema; the time an
   ISO 8601 string parsed into a timestamp);
@@ -33,7 +34,7 @@ import pyarrow.json as pj
 from google.protobuf import message_factory
 
 from bench.results import print_results, result
-from kafkalog.schemas import protobuf_program
+from kafkalog.schemas import _protobuf_columns_py, protobuf_program
 from kafkalog.schemas.wire import frame
 from pipelines.config.pipeline import Decoder, Registry
 from pipelines.executor.payloads.json_values import JsonValues
@@ -142,6 +143,12 @@ def main(argv: list[str] | None = None) -> None:
     read_rate = rate(n, json_read, repeat)
     result("protobuf_kernel", kernel_rate, "events/s")
     result("protobuf_upb", rate(n, chunked(upb, values), repeat), "events/s")
+    native = protobuf_program.implementation
+    protobuf_program.implementation = _protobuf_columns_py  # the twin, as where the C kernel is not built
+    try:
+        result("protobuf_twin", rate(n // 10, chunked(ours, values[: n // 10]), 1), "events/s")
+    finally:
+        protobuf_program.implementation = native
     result("json_decoder", json_rate, "events/s")
     result("json_read", read_rate, "events/s")
     result("protobuf_vs_json", kernel_rate / json_rate, "x")

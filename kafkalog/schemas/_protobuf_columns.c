@@ -628,6 +628,7 @@ static PyObject *column_tuple(const Col *c) {
         size_t have = c->valid.len < bytes ? c->valid.len : bytes;
         memcpy(v, c->valid.p, have);
         memset(v + have, 0xff, bytes - have);
+        if (c->length % 8) v[bytes - 1] &= (char)((1u << (c->length % 8)) - 1); /* no bits past the end */
     } else {
         validity = Py_NewRef(Py_None);
     }

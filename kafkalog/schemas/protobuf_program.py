@@ -28,8 +28,10 @@ as the bytes of their message (the caller makes them JSON).
 
 :func:`compile_program` raises :class:`SchemaResolutionError` for what the kernel does not do
 (proto2 groups, messages nested deeper than :data:`MAX_DEPTH`); the caller decodes those with
-protobuf's own parser. The kernel is optional (built by setup.py where a compiler is): ``NATIVE``
-says whether it imported (KAFKALOG_PURE_PYTHON=1 turns it off, as the other kernels).
+protobuf's own parser. The kernel is optional (built by setup.py where a compiler is); where it is
+not, its pure-Python twin ``_protobuf_columns_py`` runs the program (the same result, byte for
+byte: a value is judged the same on every executor). ``NATIVE`` says whether the C one imported
+(KAFKALOG_PURE_PYTHON=1 turns it off, as the other kernels).
 """
 
 from __future__ import annotations
@@ -238,19 +240,20 @@ class _Compiler:
         return self.node(struct, struct, fields, depth)
 
 
-def _load() -> tuple[ModuleType | None, str]:
+def _load() -> tuple[ModuleType, bool, str]:
+    from kafkalog.schemas import _protobuf_columns_py  # noqa: PLC0415 - it imports this module's names
+
     if os.environ.get("KAFKALOG_PURE_PYTHON") == "1":
-        return None, "KAFKALOG_PURE_PYTHON=1"
+        return _protobuf_columns_py, False, "KAFKALOG_PURE_PYTHON=1"
     try:
         from kafkalog.schemas import _protobuf_columns  # noqa: PLC0415 - optional: absent when not compiled
     except ImportError as exc:
-        return None, f"the C kernel did not import: {exc}"
-    return _protobuf_columns, ""
+        return _protobuf_columns_py, False, f"the C kernel did not import: {exc}"
+    return _protobuf_columns, True, ""
 
 
-KERNEL, WHY_NOT = _load()
-NATIVE: Final = KERNEL is not None
-"""Whether the C kernel is built (without it, values are decoded by protobuf's own parser)."""
+implementation, NATIVE, WHY_NOT = _load()
+"""The module that decodes (the C kernel, or its pure-Python twin); whether it is the C one; if not, why."""
 
 ColumnBuffers = tuple[int, int, bytes | None, bytes | None, bytes | None]
 """(length, null count, validity bitmap or None, values or offsets, a binary column's bytes)."""
@@ -261,7 +264,5 @@ def decode(
 ) -> tuple[list[ColumnBuffers], list[tuple[int, str]], list[int]]:
     """The columns of the ``values`` that start with ``header`` (each payload after it), the
     (index, reason) of each of those that is bad (it left nothing in the columns), and the indexes
-    of the values that do not start with it (None among them). Only where ``NATIVE``."""
-    if KERNEL is None:
-        raise RuntimeError(WHY_NOT)
-    return KERNEL.decode(values, header, program.code, program.columns)  # type: ignore[no-any-return]
+    of the values that do not start with it (None among them)."""
+    return implementation.decode(values, header, program.code, program.columns)  # type: ignore[no-any-return]

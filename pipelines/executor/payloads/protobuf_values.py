@@ -7,18 +7,17 @@ version of the subject wrote it: that is protobuf's own evolution (fields the re
 skipped, fields the writer lacks are absent). The message indexes are checked against the writer
 schema: they must name a message of the reader's full name (each distinct frame once).
 
-Two decoders, one result. Where the C kernel is built (kafkalog.schemas.protobuf_program), the
-reader message is compiled into a program once per task and the payloads of a chunk are decoded by
-it straight into column buffers, which are wrapped as Arrow arrays here (enum numbers named, the
-JSON of Struct, Value, ListValue and Any made from their bytes). Otherwise, or for what the kernel
-does not do (proto2 groups, messages nested more than 64 deep), protobuf's own parser (upb) reads
-each payload into a message, which is made a row as the mapping says, and Arrow a table of the rows:
-that path is the reference the kernel is tested against, and some five times slower. They differ
-only in what is refused: the kernel refuses a non-repeated message field that occurs twice in one
-payload (``merging is not supported``: protobuf merges the two, serializers never write that) and keeps
-a map key given twice as written (protobuf keeps the last value), and
-invalid UTF-8 in a proto2 string (protobuf checks proto3 strings only; a column of strings cannot
-hold it), and words its reasons more precisely (``truncated varint at byte 12``).
+Two decoders, one result. The reader message is compiled into a program once per task and the
+payloads of a chunk are decoded by it straight into column buffers (kafkalog.schemas.protobuf_program:
+its C kernel, or where that is not built its pure-Python twin, which judges every value the same),
+wrapped as Arrow arrays here (enum numbers named, the JSON of Struct, Value, ListValue and Any made
+from their bytes). For what the program does not do (proto2 groups, messages nested more than 64
+deep), protobuf's own parser (upb) reads each payload into a message, which is made a row as the
+mapping says, and Arrow a table of the rows: that path is the reference the kernel is tested
+against. They differ only in what is refused: the kernel refuses a non-repeated message field that
+occurs twice in one payload (``merging is not supported``: protobuf merges the two, serializers
+never write that) and keeps a map key given twice as written (protobuf keeps the last value), and
+words its reasons more precisely (``truncated varint at byte 12``).
 
 A value is bad, with its reason, if its frame is (``wrong magic byte 0x7b``, ``value shorter than
 5 bytes``, ``invalid message index ...``), its id is none of the subject's (``unknown schema id 7``),
@@ -79,11 +78,10 @@ class ProtobufValues:
         self._paths: dict[tuple[int, tuple[int, ...]], str] = {}
         """(schema id, message indexes) → "" (the reader's message) or the reason the value is bad."""
         self._program: protobuf_program.Program | None = None
-        if protobuf_program.NATIVE:
-            try:
-                self._program = protobuf_program.compile_program(self.columns.fields)
-            except SchemaResolutionError:
-                self._program = None  # what the kernel does not do: protobuf's parser reads it
+        try:
+            self._program = protobuf_program.compile_program(self.columns.fields)
+        except SchemaResolutionError:
+            self._program = None  # what the kernel does not do: protobuf's parser reads it
         self._header: bytes | None = None
         """The frame (magic byte, id, message indexes) of the last good value: most values share it."""
 

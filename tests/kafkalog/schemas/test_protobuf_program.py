@@ -1,6 +1,7 @@
 """A Protobuf reader message compiled into a program (kafkalog.schemas.protobuf_program) and run by
-the C kernel: the program as plain data, what it refuses, the frames the kernel leaves to its
-caller, and the kernel run on any buffer and in threads at once. What the kernel decodes is held to
+the C kernel (or its pure-Python twin where it is not built): the program as plain data, what it
+refuses, the frames the kernel leaves to its caller, and the kernel run on any buffer and in threads
+at once. What the kernel decodes is held to
 protobuf's own parser in tests/pipelines/executor/test_protobuf_payloads.py."""
 
 from __future__ import annotations
@@ -11,13 +12,10 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from kafkalog.schemas import protobuf_program
 from kafkalog.schemas.errors import SchemaResolutionError
 from kafkalog.schemas.protobuf_program import MAX_DEPTH, Kind, compile_program, decode
 
 pytestmark = pytest.mark.unit
-
-needs_c = pytest.mark.skipif(not protobuf_program.NATIVE, reason=protobuf_program.WHY_NOT)
 
 INT32, INT64, STRING, GROUP, MESSAGE = 5, 3, 9, 10, 11  # FieldDescriptor.TYPE_*
 
@@ -77,7 +75,6 @@ def test_what_the_kernel_does_not_read_is_refused_when_compiled() -> None:
         compile_program(deep)
 
 
-@needs_c
 def test_values_of_other_frames_are_left_to_the_caller() -> None:
     program = compile_program(ORDER)
     other = b"\x00\x00\x00\x00\x08\x00" + PAYLOAD
@@ -89,7 +86,6 @@ def test_values_of_other_frames_are_left_to_the_caller() -> None:
     assert columns[9][0] == 4 and columns[11][0] == 4  # nums and ratings: two items a row
 
 
-@needs_c
 def test_the_kernel_takes_any_buffer_and_decodes_chunks_in_threads_at_once() -> None:
     program = compile_program(ORDER)
     values = [HEADER + PAYLOAD[:cut] for cut in range(len(PAYLOAD) + 1)] * 50

@@ -23,7 +23,7 @@ from google.protobuf.message import Message
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafkalog.schemas import protobuf_program
+from kafkalog.schemas import _protobuf_columns_py, protobuf_program
 from kafkalog.schemas.wire import frame
 from pipelines.config.pipeline import Decoder, Registry
 from pipelines.executor.payloads import payload_decoder
@@ -82,13 +82,18 @@ DECODER = Decoder(format="protobuf", registry=REGISTRY)
 
 PATHS = [
     pytest.param("kernel", marks=pytest.mark.skipif(not protobuf_program.NATIVE, reason=protobuf_program.WHY_NOT)),
+    "twin",
     "upb",
 ]
+C_KERNEL = protobuf_program.implementation
 
 
 @pytest.fixture(params=PATHS)
-def path(request: pytest.FixtureRequest) -> str:
-    """The decoder's path: the C kernel, or protobuf's own parser (its fallback and reference)."""
+def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The decoder's path: the C kernel, its pure-Python twin, or protobuf's own parser (the
+    reference, and what reads the schemas the program does not)."""
+    if request.param == "twin":
+        monkeypatch.setattr(protobuf_program, "implementation", _protobuf_columns_py)
     return str(request.param)
 
 
@@ -537,3 +542,24 @@ def test_a_number_a_proto2_enum_does_not_name_is_no_value_of_it(path: str) -> No
         {"e": "B", "r": []},
         {"e": None, "r": ["B", "A"]},  # packed
     ]
+
+
+PROTO2 = (
+    'syntax = "proto2"; message R { enum E { A = 1; B = 5; C = -3; } optional E e = 1; repeated E r = 2; '
+    "repeated E p = 3 [packed = true]; oneof o { E x = 4; string y = 5; } optional int32 n = 6; }"
+)
+
+
+@kernel_only
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_the_c_kernel_and_its_twin_agree_byte_for_byte(data: st.DataObject) -> None:
+    header = frame(1, b"", [0])
+    order, wkt = classes()["shop.Order"], classes()["shop.Wkt"]
+    made = [fill(data, order()).SerializeToString(), fill(data, wkt()).SerializeToString()]
+    for text, message, payload in [(RICH, None, made[0]), (RICH, "shop.Wkt", made[1]), (PROTO2, None, b"")]:
+        program = protobuf_program.compile_program(protobuf_columns(text, message=message).fields)
+        values: list[bytes | None] = [header + mutated(data, payload) for _ in range(data.draw(st.integers(1, 4)))]
+        values += [header + data.draw(st.binary(max_size=12)), None, b"\x00"]
+        args = (values, header, program.code, program.columns)
+        assert C_KERNEL.decode(*args) == _protobuf_columns_py.decode(*args)
