@@ -31,6 +31,7 @@ enum {
 };
 enum { L_ONE = 0, L_PRESENCE, L_REPEATED, L_MAP };
 enum { K_BOOLEAN = 1, K_INT32, K_INT64, K_FLOAT32, K_FLOAT64, K_BINARY, K_DECIMAL128, K_STRUCT, K_LIST, K_MAP };
+#define MAP_ENTRY (-2) /* protobuf_program.MAP_ENTRY: a node of a map entry, without a struct column */
 enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_SGROUP = 3, WT_EGROUP = 4, WT_I32 = 5 };
 
 #define FIELD_INTS 8 /* protobuf_program.FIELD_INTS */
@@ -469,7 +470,7 @@ static int read_message(Decoder *d, int node, size_t begin, size_t end, int dept
     }
     for (int k = 0; k < nfields; k++) places[k] = SIZE_MAX;
     size_t pos = begin;
-    int hint = 0;
+    int hint = 0, unknown = 0;
     rc = OK;
     /* the scan: repeated items appended as they come, the others' last places noted */
     while (pos < end) {
@@ -514,6 +515,7 @@ static int read_message(Decoder *d, int node, size_t begin, size_t end, int dept
                 if ((rc = read_varint(d, &peek, end, &v)) != OK) goto done;
                 if (!enum_names(d->code, f[5], v)) {
                     pos = peek;
+                    unknown = 1;
                     continue;
                 }
             }
@@ -521,9 +523,13 @@ static int read_message(Decoder *d, int node, size_t begin, size_t end, int dept
             if (f[7] >= 0) /* a oneof member: the others are unset */
                 for (int j = 0; j < nfields; j++)
                     if (j != k && fields[j * FIELD_INTS + 7] == f[7]) places[j] = SIZE_MAX;
+        } else {
+            unknown = 1; /* a field the reader lacks, or of another wire type than its own */
         }
         if ((rc = skip_value(d, &pos, end, wt, number, 0)) != OK) goto done;
     }
+    /* a map entry with a field the reader does not know: out of its map, as protobuf keeps it */
+    if (struct_col == MAP_ENTRY && unknown) goto done;
     /* the fields in order */
     if (struct_col >= 0 && (rc = slot(&d->cols[struct_col])) != OK) goto done;
     for (int k = 0; k < nfields; k++) {
@@ -558,7 +564,7 @@ done:
 static int verify(const int32_t *code, Py_ssize_t ncode, int ncols, const Col *cols, int32_t pc, int depth) {
     if (depth > MAX_DEPTH || pc < 0 || pc + 2 > ncode) return 0;
     int32_t struct_col = code[pc], nfields = code[pc + 1];
-    if (struct_col < -1 || struct_col >= ncols || (struct_col >= 0 && cols[struct_col].kind != K_STRUCT)) return 0;
+    if (struct_col < MAP_ENTRY || struct_col >= ncols || (struct_col >= 0 && cols[struct_col].kind != K_STRUCT)) return 0;
     if (nfields < 0 || nfields > MAX_FIELDS || pc + 2 + (Py_ssize_t)nfields * FIELD_INTS > ncode) return 0;
     for (int k = 0; k < nfields; k++) {
         const int32_t *f = code + pc + 2 + k * FIELD_INTS;

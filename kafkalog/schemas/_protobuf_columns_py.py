@@ -18,7 +18,7 @@ import struct
 from collections.abc import Sequence
 from typing import Final
 
-from kafkalog.schemas.protobuf_program import FIELD_INTS, Kind, Label, Op
+from kafkalog.schemas.protobuf_program import FIELD_INTS, MAP_ENTRY, Kind, Label, Op
 
 ColumnBuffers = tuple[int, int, bytes | None, bytes | None, bytes | None]
 
@@ -308,7 +308,7 @@ class _Runner:  # one method per function of the C kernel, in its order
         if self.budget < 0:
             raise _Bad(f"the payload makes more than {MAX_VALUES_PER_PAYLOAD} column values")
         places: list[int | None] = [None] * nfields
-        pos, hint = begin, 0
+        pos, hint, unknown = begin, 0, False
         while pos < end:
             at = pos
             tag, pos = self.tag(pos, end)
@@ -338,13 +338,18 @@ class _Runner:  # one method per function of the C kernel, in its order
                     v, peek = self.varint(pos, end)
                     if not self.enum_names(f[5], v):
                         pos = peek
+                        unknown = True
                         continue
                 places[k] = pos
                 if f[7] >= 0:
                     for j in range(nfields):
                         if j != k and fields[j][7] == f[7]:
                             places[j] = None
+            else:
+                unknown = True  # a field the reader lacks, or of another wire type than its own
             pos = self.skip_value(pos, end, wt, number, 0)
+        if struct_col == MAP_ENTRY and unknown:
+            return  # out of its map, as protobuf keeps it
         if struct_col >= 0:
             self.cols[struct_col].valid.append(True)
         for k, f in enumerate(fields):

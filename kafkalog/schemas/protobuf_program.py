@@ -11,15 +11,17 @@ as Arrow arrays typed as its mapping says.
 ``[struct column or -1, field count, then 8 ints per field: number, op, label, column, element
 column, node of the field's message or of a closed enum's numbers (or 0), packable, oneof (its
 index in the message, or -1)]``; a closed enum's numbers are ``[count, numbers in order...]``: a
-number not among them is skipped, as protobuf keeps it out of the field.
-A node with no struct column writes its fields into columns of its parent: a map entry (key and
-value), a wrapper (its ``value``). Decoding is by field number, as protobuf's: a field the reader
-lacks, or one of a wire type its type does not have, is skipped; the last occurrence of a
-non-repeated scalar wins, and clears the other members of its oneof; repeated fields take packed
-and unpacked chunks alike. Absent fields read as null where they track presence, else as their zero
-value (an absent message without presence, a map's value, as its empty message). A non-repeated
-message field given twice in one payload is refused (protobuf merges the two; no serializer writes
-that).
+number not among them is skipped, as protobuf keeps it out of the field. A node with no struct
+column (-1, or :data:`MAP_ENTRY`) writes its fields into columns of its parent: a map entry (key
+and value), a wrapper (its ``value``).
+
+Decoding is by field number, as protobuf's: a field the reader lacks, or one of a wire type its
+type does not have, is skipped (a map entry holding one is left out of its map); the last
+occurrence of a non-repeated scalar wins, and clears the other members of its oneof; repeated
+fields take packed and unpacked chunks alike. Absent fields read as null where they track presence,
+else as their zero value (an absent message without presence, a map's value, as its empty
+message). A non-repeated message field given twice in one payload is refused (protobuf merges the
+two; no serializer writes that).
 
 **Storage**: :class:`Kind`; uint64 and fixed64 as 16-byte little-endian two's complement (Arrow's
 decimal128(20, 0)), uint32 and fixed32 as int64, Timestamp and Duration as int64 microseconds
@@ -51,6 +53,9 @@ MAX_FIELDS_PER_MESSAGE: Final = 4096
 """The kernel keeps a position per field of a message on its stack."""
 FIELD_INTS: Final = 8
 """Ints of code per field of a message node."""
+MAP_ENTRY: Final = -2
+"""The struct column of a map entry's node: an entry holding a field the reader does not know is
+left out of its map, as protobuf leaves it (it keeps it among the message's unknown fields)."""
 
 # FieldDescriptor.TYPE_* (descriptor.proto's numbers)
 _DOUBLE, _FLOAT, _INT64, _UINT64, _INT32, _FIXED64, _FIXED32, _BOOL, _STRING, _GROUP, _MESSAGE, _BYTES = range(1, 13)
@@ -189,7 +194,9 @@ class _Compiler:
             key, value = f.children
             key_col, _, _ = self.value(key, column, depth)
             value_col, value_op, value_node = self.value(value, column, depth)
-            entry = self.node_of([(key, key_col, self.op_of(key), 0), (value, value_col, value_op, value_node)])
+            entry = self.node_of(
+                [(key, key_col, self.op_of(key), 0), (value, value_col, value_op, value_node)], struct=MAP_ENTRY
+            )
             return [f.number, int(Op.MESSAGE), int(Label.MAP), column, -1, entry, 0, -1]
         if f.label == "repeated":
             column = self.column(Kind.LIST, parent)
@@ -228,10 +235,10 @@ class _Compiler:
         struct = self.column(Kind.STRUCT, parent)
         return struct, Op.MESSAGE, self.deferred(struct, f.children, depth + 1)
 
-    def node_of(self, fields: list[tuple[FieldShape, int, Op, int]]) -> int:
+    def node_of(self, fields: list[tuple[FieldShape, int, Op, int]], struct: int = -1) -> int:
         """A node without a struct column, of fields whose columns are made already (map entries, wrappers)."""
         at = len(self.code)
-        self.code += [-1, len(fields)]
+        self.code += [struct, len(fields)]
         for f, column, op, node in fields:
             self.code += [f.number, int(op), int(Label.ONE), column, column, node, 0, -1]
         return at

@@ -12,7 +12,8 @@ payloads of a chunk are decoded by it straight into column buffers (kafkalog.sch
 its C kernel, or where that is not built its pure-Python twin, which judges every value the same),
 wrapped as Arrow arrays here (enum numbers named, the JSON of Struct, Value, ListValue and Any made
 from their bytes). For what the program does not do (proto2 groups, messages nested more than 64
-deep), protobuf's own parser (upb) reads each payload into a message, which is made a row as the
+deep; a chunk where the bytes of a Struct, Value, ListValue or Any do not parse, which the program
+keeps as they are), protobuf's own parser (upb) reads each payload into a message, which is made a row as the
 mapping says, and Arrow a table of the rows: that path is the reference the kernel is tested
 against. They differ only in what is refused: the kernel refuses a non-repeated message field that
 occurs twice in one payload (``merging is not supported``: protobuf merges the two, serializers
@@ -113,7 +114,10 @@ class ProtobufValues:
     def parse(self, values: Sequence[bytes | None]) -> tuple[list[Parsed], list[tuple[int, str]]]:
         """The decoded rows (one piece, in message order) and the bad (index, reason) pairs."""
         if self._program is not None:
-            return self._parse_native(values, self._program)
+            try:
+                return self._parse_native(values, self._program)
+            except _NotJson:
+                pass  # a Struct or Any whose bytes do not parse: protobuf's parser finds which value
         return self._parse_upb(values)
 
     def _parse_native(
@@ -209,7 +213,11 @@ class ProtobufValues:
             except DecodeError as exc:
                 bad.append((i, f"corrupt Protobuf payload: {first_line(str(exc)) or 'does not parse'}"))
                 continue
-            rows.append(row(message))
+            try:
+                rows.append(row(message))
+            except _NotJson as exc:
+                bad.append((i, f"the message cannot be a row: {exc}"))
+                continue
             indexes.append(i)
         if not rows:
             return [], bad
@@ -355,16 +363,27 @@ _JSON_TYPES: dict[str, Any] = {
 }
 
 
+class _NotJson(Exception):
+    """The bytes of a Struct, Value, ListValue or Any (the kernel keeps them as they are) do not parse."""
+
+
 def _json_of(message: str, data: bytes) -> str:
     """The JSON text of a Struct, Value, ListValue or Any from its bytes (as the mapping says)."""
-    value = _JSON_TYPES[message].FromString(data)
+    try:
+        value = _JSON_TYPES[message].FromString(data)
+    except (DecodeError, UnicodeDecodeError) as exc:
+        raise _NotJson(str(exc)) from None
     if message == "google.protobuf.Any":
         return _any_json(value)
     return _struct_json(value)
 
 
 def _struct_json(value: Any) -> str:
-    return json.dumps(json_format.MessageToDict(value), separators=(",", ":"), ensure_ascii=False)
+    try:
+        as_dict = json_format.MessageToDict(value)
+    except ValueError as exc:  # a number that JSON has not: Infinity, NaN
+        raise _NotJson(first_line(str(exc))) from None
+    return json.dumps(as_dict, separators=(",", ":"), ensure_ascii=False)
 
 
 def _any_json(value: Any) -> str:
