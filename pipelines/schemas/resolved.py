@@ -411,7 +411,10 @@ def _refuse_unreadable_protobuf_writers(
     for written in versions:
         if written.id == reader.id:
             continue
-        findings = protobuf_compat.incompatibilities(read_with, compiled(written))
+        try:
+            findings = protobuf_compat.incompatibilities(read_with, compiled(written))
+        except InvalidSchemaError as exc:  # nested too deeply to compare
+            raise PayloadSchemaError(f"subject {subject} version {written.version}: {exc}") from None
         if findings:
             raise PayloadSchemaError(
                 f"subject {subject}: records written with version {written.version} (id {written.id}) cannot be "
