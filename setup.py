@@ -39,7 +39,7 @@ setup(
             "kafkalog.schemas._protobuf_columns",
             ["kafkalog/schemas/_protobuf_columns.c"],
             extra_compile_args=["-O2"],
-            optional=True,  # without it protobuf's own parser (upb) decodes the loader's values
+            optional=True,  # without it the pure-Python twin (_protobuf_columns_py) decodes
         ),
     ]
 )
