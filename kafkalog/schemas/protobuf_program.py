@@ -194,6 +194,7 @@ class _Compiler:
             key, value = f.children
             key_col, _, _ = self.value(key, column, depth)
             value_col, value_op, value_node = self.value(value, column, depth)
+            value_node = value_node or self.numbers(value)  # a closed enum's: an entry of another number is left out
             entry = self.node_of(
                 [(key, key_col, self.op_of(key), 0), (value, value_col, value_op, value_node)], struct=MAP_ENTRY
             )

@@ -616,3 +616,10 @@ def test_a_map_entry_holding_a_field_the_reader_does_not_know_is_left_out_of_its
     payload = b"".join(b"\xa2\x01" + bytes([len(e)]) + e for e in entries)
     found, bad = rows(rich(path), [frame(1, payload, [0])])
     assert bad == [] and found[0][1]["counts"] == [("a", 1)]
+
+
+def test_a_map_entry_of_a_number_its_proto2_enum_does_not_name_is_left_out(path: str) -> None:
+    text = 'syntax = "proto2"; message R { enum E { A = 0; B = 5; } map<string, E> m = 1; }'
+    payload = b"\x0a\x05\x0a\x01a\x10\x05" + b"\x0a\x05\x0a\x01b\x10\x07"
+    found, bad = rows(make(DECODER, subject(text, {}), path), [frame(1, payload, [0])])
+    assert bad == [] and found == [(0, {"m": [("a", "B")]})]
