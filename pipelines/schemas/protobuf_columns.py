@@ -11,7 +11,8 @@ choices (docs/pipelines.md, "Schema'd payloads", has the table):
   (Spark's ``upcast.unsigned.ints``: no value wraps to a negative number); uint64 and fixed64 →
   decimal(20,0) (the same option: every value exact; a bigint would turn 2**63 and up negative);
   float, double, bool, string; bytes → binary.
-- An enum → string, its symbol's name; a number the enum does not name → that number as text.
+- An enum → string, its symbol's name; a number a proto3 (open) enum does not name → that number
+  as text (a proto2 enum is closed: protobuf keeps such a number out of the field).
 - A message → struct (null when absent); repeated → array (empty when absent); a map → map; a
   oneof → each member its own nullable field (null unless it is the member set), as spark-protobuf.
 - Presence, as protobuf reads it: a field that tracks presence (a message, a oneof member, proto3
