@@ -146,7 +146,7 @@ class ProtobufValues:
             if reason:
                 bad.append((i, reason))
                 continue
-            groups.setdefault(value[: framed.payload_offset], []).append(i)
+            groups.setdefault(bytes(value[: framed.payload_offset]), []).append(i)
         for header, indexes in groups.items():
             left = self._decode_group(values, indexes, header, program, pieces, bad)
             assert not left  # every one starts with its own frame
