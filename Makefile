@@ -5,7 +5,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 EXT_SUFFIX := $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
-NATIVE := kafkalog/record/_speedups$(EXT_SUFFIX) kafkalog/protocol/_wire$(EXT_SUFFIX) kafkalog/schemas/_avro_columns$(EXT_SUFFIX)
+NATIVE := kafkalog/record/_speedups$(EXT_SUFFIX) kafkalog/protocol/_wire$(EXT_SUFFIX) kafkalog/schemas/_avro_columns$(EXT_SUFFIX) \
+	kafkalog/schemas/_protobuf_columns$(EXT_SUFFIX)
 PYTEST_ARGS ?= --durations=25
 # Two workers (the machine has two cores; one test at a time leaves a third of the processor idle
 # while tests wait on peers), each given whole files: tests/conftest.py says how the work is split.
@@ -56,8 +57,9 @@ $(INSTALLED): pyproject.toml setup.py
 	$(BIN)/uv pip install --python $(BIN)/python --quiet --compile-bytecode -e '.[test,dev]'
 	@touch $@
 
-# The C kernels (records, the protocol's codec, Avro values into columns), rebuilt in place when their source changes.
-$(NATIVE) &: $(wildcard kafkalog/record/_speedups*.[ch]) kafkalog/protocol/_wire.c kafkalog/schemas/_avro_columns.c setup.py $(INSTALLED)
+# The C kernels (records, the protocol's codec, Avro and Protobuf values into columns), rebuilt in place when their source changes.
+$(NATIVE) &: $(wildcard kafkalog/record/_speedups*.[ch]) kafkalog/protocol/_wire.c kafkalog/schemas/_avro_columns.c \
+		kafkalog/schemas/_protobuf_columns.c setup.py $(INSTALLED)
 	$(BIN)/python setup.py --quiet build_ext --inplace --force
 	@touch $(NATIVE)
 

@@ -35,5 +35,11 @@ setup(
             extra_compile_args=["-O2"],
             optional=True,  # without it the pure-Python twin (_avro_columns_py) decodes
         ),
+        Extension(
+            "kafkalog.schemas._protobuf_columns",
+            ["kafkalog/schemas/_protobuf_columns.c"],
+            extra_compile_args=["-O2"],
+            optional=True,  # without it the pure-Python twin (_protobuf_columns_py) decodes
+        ),
     ]
 )

@@ -246,7 +246,8 @@ class Registry:
     (``<topic>-value``), record (``<record>``), topic_record (``<topic>-<record>``)."""
     record: str | None = None
     """The record's (Avro) or message's (Protobuf) full name, such as ``shop.Order``: required by
-    the record and topic_record strategies."""
+    the record and topic_record strategies. Protobuf: the message values are read as, under any
+    strategy (without it, the schema's first message)."""
     version: int | Literal["latest"] = "latest"
     """The subject version whose schema is the reader schema (the raw layer's columns): latest,
     or a version number to pin it. Values written with any version of the subject are read into
@@ -382,12 +383,10 @@ class Decoder:
                 )
         elif self.schema:
             raise _fail("schema", f"the {fmt} decoder takes its columns from the values' schema, not from schema")
-        if fmt == "protobuf":
-            raise _fail("format", "protobuf values are not decoded yet (avro, json_schema and connect_json are)")
         if fmt == "avro" and (self.registry is None) == (self.schema_file is None):
             raise _fail("registry", "the avro decoder needs a registry or a schema_file (exactly one)")
-        if fmt == "json_schema" and self.registry is None:
-            raise _fail("registry", "the json_schema decoder needs the schema registry (registry: urls: ...)")
+        if fmt in ("json_schema", "protobuf") and self.registry is None:
+            raise _fail("registry", f"the {fmt} decoder needs the schema registry (registry: urls: ...)")
         if self.registry is not None and fmt not in REGISTRY_FORMATS:
             raise _fail("registry", f"the {fmt} decoder reads no registry")
         if self.schema_file is not None and fmt not in ("avro", "connect_json"):

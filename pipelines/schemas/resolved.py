@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +60,9 @@ class SubjectSchemas:
     """Every schema id of the subject → the schema text values framed with it were written with."""
     any_id: bool = False
     """A schema file's: every value is read with ``reader`` (a frame's id, if any, is not looked up)."""
+    message: str | None = None
+    """PROTOBUF: the full name of the message values are read as (``decoder.registry.record``);
+    None: the reader schema's first message."""
 
     def describe(self) -> str:
         """How errors and reports name it: ``subject orders-value version 3 (id 12)`` or ``the schema file``."""
@@ -121,6 +124,7 @@ class RunSchemas:
                 "reader_id": s.reader_id,
                 "writers": {str(k): v for k, v in s.writers.items()},
                 "any_id": s.any_id,
+                "message": s.message,
             }
 
         return json.dumps({
@@ -194,6 +198,8 @@ def resolve_schemas(
         reader = _SubjectReader(client(decoder.registry), _TYPE_OF_FORMAT[decoder.format], pinned or {}, earlier)
         values = {topic: reader.read(decoder.registry.subject(topic), decoder.registry.version) for topic in topics}
         readers["values"] = reader
+        if decoder.format == "protobuf" and decoder.registry.record is not None:
+            values = {topic: replace(s, message=decoder.registry.record) for topic, s in values.items()}
     keys: dict[str, SubjectSchemas] = {}
     key_registry = decoder.key_registry
     if key_registry is not None:
@@ -343,6 +349,8 @@ class _SubjectReader:
             reader = chosen[0]
         if self.schema_type == "AVRO":
             _refuse_unreadable_writers(subject, reader, versions)
+        elif self.schema_type == "PROTOBUF":
+            _refuse_unreadable_protobuf_writers(subject, reader, versions)
         found = SubjectSchemas(
             self.schema_type,
             reader.schema,
@@ -381,6 +389,10 @@ def columns_of(subject: SubjectSchemas, where: str) -> pa.Schema:
         return avro_columns(subject.reader, where=where).schema
     if subject.schema_type == "JSON":
         return json_schema_columns(subject.reader, where=where)
+    if subject.schema_type == "PROTOBUF":
+        from pipelines.schemas.protobuf_columns import protobuf_columns  # noqa: PLC0415 - Protobuf subjects only
+
+        return protobuf_columns(subject.reader, where=where, message=subject.message).schema
     if subject.schema_type == "CONNECT":
         try:
             data = json.loads(subject.reader)
@@ -462,6 +474,40 @@ def _refuse_unreadable_writers(subject: str, reader: RegisteredSchema, versions:
         try:
             findings = avro_compat.incompatibilities(read_with, avro.parse(written.schema))
         except InvalidSchemaError as exc:
+            raise PayloadSchemaError(f"subject {subject} version {written.version}: {exc}") from None
+        if findings:
+            raise PayloadSchemaError(
+                f"subject {subject}: records written with version {written.version} (id {written.id}) cannot be "
+                f"read into version {reader.version} (id {reader.id}), the run's reader schema: {findings[0]}"
+                + (f" (and {len(findings) - 1} more)" if len(findings) > 1 else "")
+            )
+
+
+def _refuse_unreadable_protobuf_writers(
+    subject: str, reader: RegisteredSchema, versions: Sequence[RegisteredSchema]
+) -> None:
+    """The Protobuf form of ``_refuse_unreadable_writers``: every version of the subject must
+    compile, and its messages be readable by field number into the reader version's (Confluent's
+    Protobuf rules, kafkalog.schemas.protobuf_compat: a field's number reused for another kind of
+    value is refused), else the run is refused before anything is loaded."""
+    from kafkalog.schemas import protobuf, protobuf_compat  # noqa: PLC0415 - Protobuf subjects only
+    from kafkalog.schemas.errors import InvalidSchemaError  # noqa: PLC0415
+
+    def compiled(registered: RegisteredSchema) -> protobuf.ProtobufSchema:
+        try:
+            return protobuf.parse(registered.schema)
+        except InvalidSchemaError as exc:
+            raise PayloadSchemaError(
+                f"subject {subject} version {registered.version} is not a Protobuf schema protoc compiles: {exc}"
+            ) from None
+
+    read_with = compiled(reader)
+    for written in versions:
+        if written.id == reader.id:
+            continue
+        try:
+            findings = protobuf_compat.incompatibilities(read_with, compiled(written))
+        except InvalidSchemaError as exc:  # nested too deeply to compare
             raise PayloadSchemaError(f"subject {subject} version {written.version}: {exc}") from None
         if findings:
             raise PayloadSchemaError(

@@ -8,7 +8,7 @@ the metadata columns, event time and partitions around what it parsed. A new for
 here and a line in ``_FORMATS``.
 
 The formats of ``decoder.schema`` (json, csv, raw) know their columns from the pipeline file; the
-others (avro, json_schema, connect_json; protobuf to come) from the run's schemas
+others (avro, protobuf, json_schema, connect_json) from the run's schemas
 (pipelines.schemas.resolved), which the driver reads once and the tasks receive: their decoder is
 made from the topic's ``SubjectSchemas``.
 """
@@ -28,6 +28,7 @@ from pipelines.executor.payloads.connect_json_values import ConnectJsonValues
 from pipelines.executor.payloads.csv_values import CsvValues
 from pipelines.executor.payloads.json_schema_values import JsonSchemaValues
 from pipelines.executor.payloads.json_values import JsonValues
+from pipelines.executor.payloads.protobuf_values import ProtobufValues
 from pipelines.executor.payloads.raw_values import RawValues
 from pipelines.schemas.resolved import RunSchemas, SubjectSchemas, run_columns
 
@@ -50,6 +51,7 @@ _DECLARED: dict[str, type[JsonValues] | type[CsvValues] | type[RawValues]] = {
 
 _FORMATS: dict[str, Callable[[Decoder, SubjectSchemas], PayloadDecoder]] = {
     "avro": AvroValues,
+    "protobuf": ProtobufValues,
     "json_schema": JsonSchemaValues,
     "connect_json": ConnectJsonValues,
 }
