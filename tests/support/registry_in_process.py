@@ -34,6 +34,7 @@ from kafkalog.schema_registry.records import SchemaValue, schema_key
 from kafkalog.schema_registry.registry import Registry
 from kafkalog.schema_registry.server import RegistryServer
 from kafkalog.schema_registry.store import MemoryStore
+from kafkalog.schemas.model import SchemaType
 
 
 class _RecordingApi(Api):
@@ -132,11 +133,12 @@ class LocalRegistry:
             raise AssertionError(f"the registry refused {subject}: {status} {answer}")
         return int(answer["id"])
 
-    def write_record(self, subject: str, version: int, schema_id: int, text: str) -> None:
+    def write_record(self, subject: str, version: int, schema_id: int, text: str, schema_type: str = "AVRO") -> None:
         """Put a version of ``subject`` straight into the state, unchecked, as a registry of another
         make (or an older kafkalog) may have left it in the topic: how a schema the registry would
         refuse today reaches a reader."""
-        self.store.write([(schema_key(subject, version), SchemaValue(subject, version, schema_id, text).encode())])
+        value = SchemaValue(subject, version, schema_id, text, SchemaType(schema_type))
+        self.store.write([(schema_key(subject, version), value.encode())])
 
     def soft_delete(self, subject: str, version: int) -> None:
         status, answer = self.call("DELETE", f"/subjects/{subject}/versions/{version}")

@@ -2,10 +2,10 @@
 registry over HTTP, values framed by confluent-kafka's own ProtobufSerializer, written with two
 versions of the subject's schema.
 
-The registry is tests.support.schema_registry_double, a test double of kafkalog's registry (to be
-replaced by it), holding what the Python serializer registers: the base64 FileDescriptorProto of
-the message's file. The serializer runs with ``use.latest.version`` (the double takes no
-registration over HTTP), so the values of each version are produced while it is the latest. The
+The registry is kafkalog's own, served from the test process (tests.support.registry_in_process),
+holding what the Python serializer registers: the base64 FileDescriptorProto of the message's file.
+The serializer runs with ``use.latest.version`` (the test registers each version itself, to know its
+id), so the values of each version are produced while it is the latest. The
 message read is the file's second (``registry.record``), so the values carry message indexes
 ``[1]``. Checked: every offset once (the oracle), v1 and v2 values read by field number into v2's
 columns, the columns' types as Spark reads them, and the bad values quarantined with their reasons."""
@@ -35,7 +35,7 @@ from pipelines.schemas.protobuf_columns import protobuf_columns
 from pipelines.schemas.resolved import spec_schemas
 from tests.pipelines.harness import oracle, write_spec
 from tests.support.kafkalog import BrokerProcess
-from tests.support.schema_registry_double import RegistryDouble
+from tests.support.registry_in_process import LocalRegistry
 
 pytestmark = pytest.mark.slow
 
@@ -81,8 +81,7 @@ def registered(cls: Any) -> str:
     return base64.b64encode(cls.DESCRIPTOR.file.serialized_pb).decode()
 
 
-def serializer(sr: RegistryDouble, cls: Any) -> Any:
-    client = SchemaRegistryClient({"url": sr.url})
+def serializer(client: SchemaRegistryClient, cls: Any) -> Any:
     return ProtobufSerializer(cls, client, {"auto.register.schemas": False, "use.latest.version": True})
 
 
@@ -106,12 +105,14 @@ def test_a_protobuf_topic_from_the_python_serializer_loads_into_the_latest_versi
     bootstrap = kafkalog_shared.bootstrap
     with Admin(bootstrap) as admin:
         admin.create_topic(topic, 2)
-    with RegistryDouble() as sr:
+    with LocalRegistry() as sr, SchemaRegistryClient({"url": sr.url}) as client:
         old, new = order_class(V1), order_class(V2)
         v1 = sr.register(subject, registered(old), "PROTOBUF")
-        values = [serializer(sr, old)(fill(old(note="gone"), i), ctx) for i in range(0, 200, 2)]
+        to_v1 = serializer(client, old)
+        values = [to_v1(fill(old(note="gone"), i), ctx) for i in range(0, 200, 2)]
         v2 = sr.register(subject, registered(new), "PROTOBUF")
-        to_v2 = serializer(sr, new)
+        client.clear_latest_caches()  # the serializer asks for the latest version again
+        to_v2 = serializer(client, new)
         for i in range(1, 200, 2):
             message = fill(new(), i)
             if i % 4 == 1:
