@@ -1,5 +1,6 @@
 """Schema'd topics end to end with every peer real: values written by confluent-kafka's own
-serializers (AvroSerializer, JSONSerializer, registering their schemas as producers do) against
+serializers (AvroSerializer, JSONSerializer, ProtobufSerializer, registering their schemas as
+producers do) against
 ``kafkalog registry``, which keeps its state on the same cluster; the topics on kafkalog and on
 Apache Kafka 4.x; loaded by ``PipelineRun`` through a schema evolution (v1; v2 adds a field with a
 default; v3 removes one), the second load's driver killed mid-run and run again.
@@ -27,6 +28,7 @@ import pytest
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.schema_registry.json_schema import JSONSerializer
+from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from kafkalog.client import Admin
@@ -38,7 +40,7 @@ from pipelines.storage import LocalStorage
 from tests.pipelines.harness import oracle, run_cli, start_run, write_spec
 from tests.support.kafka4 import Kafka4Process
 from tests.support.kafkalog import BrokerProcess
-from tests.support.schema_registry import RegistryProcess
+from tests.support.schema_registry import RegistryProcess, protobuf_class
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -77,7 +79,20 @@ JSON_V1 = _json_schema("id", "qty", "note")
 JSON_V2 = _json_schema("id", "qty", "note", "channel")
 JSON_V3 = _json_schema("id", "qty", "channel", closed=False)
 
-VERSIONS = {"avro": (AVRO_V1, AVRO_V2, AVRO_V3), "json_schema": (JSON_V1, JSON_V2, JSON_V3)}
+PROTO_V1 = (
+    'syntax = "proto3";\npackage shop;\nmessage Order {\n  int64 id = 1;\n  int32 qty = 2;\n  string note = 3;\n}\n'
+)
+PROTO_V2 = PROTO_V1.replace("  string note = 3;\n", "  string note = 3;\n  string channel = 4;\n")
+PROTO_V3 = PROTO_V2.replace("  string note = 3;\n", "  reserved 3;\n")
+
+VERSIONS: dict[str, tuple[Any, Any, Any]] = {
+    "avro": (AVRO_V1, AVRO_V2, AVRO_V3),
+    "json_schema": (JSON_V1, JSON_V2, JSON_V3),
+    "protobuf": (PROTO_V1, PROTO_V2, PROTO_V3),
+}
+OLDER_VALUES_CHANNEL = {"avro": "web", "json_schema": None, "protobuf": ""}
+"""What a v1 value reads as in v2's ``channel``: Avro's reader default; null where JSON Schema has no
+field; Protobuf's proto3 default (a scalar without ``optional`` is never null)."""
 
 
 def record(version: int, i: int) -> dict[str, Any]:
@@ -125,9 +140,16 @@ def clusters(
 def produce(cluster: Cluster, topic: str, fmt: str, version: int, ids: range) -> None:
     """``ids`` as orders of schema ``version``, serialized (and the schema registered) by
     confluent-kafka's serializer for ``fmt``, sent by librdkafka."""
-    schema = json.dumps(VERSIONS[fmt][version - 1])
+    schema = VERSIONS[fmt][version - 1]
     with SchemaRegistryClient({"url": cluster.registry.url}) as client:
-        serialize = AvroSerializer(client, schema) if fmt == "avro" else JSONSerializer(schema, client)
+        if fmt == "avro":
+            serialize = AvroSerializer(client, json.dumps(schema))
+        elif fmt == "json_schema":
+            serialize = JSONSerializer(json.dumps(schema), client)
+        else:
+            order = protobuf_class(schema, "shop.Order")
+            to_bytes = ProtobufSerializer(order, client, {"use.deprecated.format": False})
+            serialize = lambda value, context: to_bytes(order(**value), context)  # noqa: E731
         producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 5})
         context = SerializationContext(topic, MessageField.VALUE)
         for i in ids:
@@ -166,7 +188,7 @@ def committed_columns(raw: Path, seq: int) -> tuple[set[str], list[dict[str, Any
 # ------------------------------------------------------------------ the test
 
 
-@pytest.mark.parametrize("fmt", ["avro", "json_schema"])
+@pytest.mark.parametrize("fmt", ["avro", "json_schema", "protobuf"])
 @pytest.mark.parametrize("broker", ["kafkalog", "kafka4"])
 def test_a_topic_through_three_schema_versions_loads_every_record_once_into_each_runs_columns(
     tmp_path: Path, clusters: dict[str, Cluster], spark: Any, broker: str, fmt: str
@@ -200,8 +222,7 @@ def test_a_topic_through_three_schema_versions_loads_every_record_once_into_each
     assert '"version": 2' in json.dumps(second.manifest.schemas)
     columns, rows = committed_columns(raw, 2)
     assert columns == {"id", "qty", "note", "channel"}
-    written_v1_default = "web" if fmt == "avro" else None  # JSON Schema has no reader defaults
-    expected = [(i, f"n{i}", written_v1_default) for i in range(60, 80)]
+    expected = [(i, f"n{i}", OLDER_VALUES_CHANNEL[fmt]) for i in range(60, 80)]
     expected += [(i, f"n{i}", "app" if i % 2 else "shop") for i in range(80, 140)]
     assert sorted((r["id"], r["note"], r["channel"]) for r in rows) == expected
 
