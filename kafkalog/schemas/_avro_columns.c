@@ -619,8 +619,9 @@ static int verify(const Check *k, int64_t pc, int64_t stop, int depth) {
             return verify(k, head + 1, end, depth + 1) && head + 1 + code[head + 2] == end;
         }
         case OP_UNION: {
+            if (pc + 3 > end) return 0; /* the branch count is within the node before it is read */
             int64_t branches = code[pc + 2];
-            if (pc + 3 > end || branches < 0 || size < 3 + branches) return 0;
+            if (branches < 0 || size < 3 + branches) return 0;
             for (int64_t b = 0; b < branches; b++) {
                 int64_t at = pc + code[pc + 3 + b];
                 if (at < pc + 3 + branches || !verify(k, at, end, depth + 1)) return 0;

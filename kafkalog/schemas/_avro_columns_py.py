@@ -187,8 +187,10 @@ class _Check:
                     return False
             return self.node(head + 1, end, depth + 1) and head + 1 + code[head + 2] == end
         if op == Op.UNION:
+            if pc + 3 > end:  # the branch count is within the node before it is read
+                return False
             branches = code[pc + 2]
-            if pc + 3 > end or branches < 0 or size < 3 + branches:
+            if branches < 0 or size < 3 + branches:
                 return False
             return all(
                 pc + code[pc + 3 + b] >= pc + 3 + branches and self.node(pc + code[pc + 3 + b], end, depth + 1)

@@ -647,6 +647,11 @@ def test_columns_nested_too_deep_are_refused_by_the_compiler_and_both_kernels() 
         assert bad == [] and columns[-1][:2] == (1, 1)
 
 
+def test_a_union_cut_short_is_refused_before_its_branch_count_is_read() -> None:
+    # the union node's two ints end the code: its branch count would be read past the end
+    _refused((int(Op.RECORD), 5, 0, int(Op.UNION), 2), ((int(Kind.STRUCT), -1, 0),), "malformed decoding program")
+
+
 def test_code_nested_too_deep_is_refused() -> None:
     code: list[int] = [int(Op.SKIP_NOTHING), 2]
     for _ in range(MAX_CODE_DEPTH + 1):
