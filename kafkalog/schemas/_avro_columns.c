@@ -40,7 +40,7 @@ enum {
 #define MAX_LAYOUT_DEPTH 128 /* avro_program.MAX_COLUMN_DEPTH */
 #define LONG_BYTES 10
 #define INT_BYTES 5
-#define MAX_WIDTH (1 << 20)
+#define MAX_WIDTH (1 << 20) /* avro_program.MAX_FIXED_SIZE */
 #define REASON_SIZE 200
 
 enum { OK = 0, BAD = -1, NOMEM = -2 };

@@ -21,7 +21,7 @@ import struct
 from collections.abc import Sequence
 from typing import Final
 
-from kafkalog.schemas.avro_program import MAX_CODE_DEPTH, MAX_COLUMN_DEPTH, MAX_EMPTY_ITEMS, Kind, Op
+from kafkalog.schemas.avro_program import MAX_CODE_DEPTH, MAX_COLUMN_DEPTH, MAX_EMPTY_ITEMS, MAX_FIXED_SIZE, Kind, Op
 
 _I32: Final = struct.Struct("<i")
 _I64: Final = struct.Struct("<q")
@@ -30,7 +30,7 @@ _F64: Final = struct.Struct("<d")
 _MAX_OFFSET: Final = 2**31 - 1
 _WIDTH: Final = {Kind.BOOLEAN: 1, Kind.INT32: 4, Kind.INT64: 8, Kind.FLOAT32: 4, Kind.FLOAT64: 8}
 _MAX_CODE_DEPTH: Final = MAX_CODE_DEPTH  # nodes within nodes: two Python frames each here
-_MAX_WIDTH: Final = 1 << 20
+_MAX_WIDTH: Final = MAX_FIXED_SIZE
 _LONG_BYTES: Final = 10
 _INT_BYTES: Final = 5
 _KIND_OF: Final = {  # the column kind each op that writes a value writes to

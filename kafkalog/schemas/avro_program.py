@@ -69,6 +69,7 @@ MAX_EMPTY_ITEMS: Final = 1 << 20  # items of zero bytes (null, an empty record) 
 MAX_COLUMN_DEPTH: Final = 128  # columns below columns; the kernels refuse a deeper layout too
 MAX_CODE_DEPTH: Final = 300  # nodes within nodes (a union's take two); the kernels refuse deeper code too
 MAX_INLINE_BYTES: Final = 1 << 16  # an Avro-encoded default in the code (Op.INLINE)
+MAX_FIXED_SIZE: Final = 1 << 20  # bytes of a reader's fixed column; the kernels refuse a wider layout too
 PROGRAM_VERSION: Final = 2
 
 
@@ -371,6 +372,11 @@ class _Compiler:
                 Column(name, Kind.FIXED, parent, width, "decimal", nullable, precision=precision, scale=scale)
             )
         if isinstance(node, Fixed):
+            if node.size > MAX_FIXED_SIZE:
+                raise SchemaResolutionError(
+                    f"the reader's fixed {node.fullname} at column {name} has {node.size} bytes, more than the "
+                    f"{MAX_FIXED_SIZE} a column's value may"
+                )
             return self.add(Column(name, Kind.FIXED, parent, node.size, "fixed", nullable))
         kind = _STORAGE[node.type]
         annotation = logical.name if logical is not None else ("string" if node.type == "string" else "")
@@ -487,11 +493,11 @@ class _Compiler:
     def make_const(self, col: int, rf: Field, path: tuple[str, ...]) -> list[int]:
         """Reader field ``rf`` the writer lacks: its column made constant (no code), or, where another
         path writes the column, a node reading the field's default into it."""
+        data = _field_default(rf)  # judged on both paths: a constant column is filled with it too
         if col not in self.inline:
             self.defaulted.add(col)
             self.out[col] = replace(self.out[col], constant=True, default=rf.default)
             return []
-        data = encode_default(rf.type, rf.default)
         if len(data) > MAX_INLINE_BYTES:
             raise SchemaResolutionError(f"the default of field {rf.name} takes more than {MAX_INLINE_BYTES} bytes")
         return self.emit(_node(Op.INLINE, len(data), *data, children=self.read(rf.type, rf.type, col, path)))
@@ -588,13 +594,56 @@ def _matches(writer: AvroType, reader: AvroType) -> bool:
     return False
 
 
+def _field_default(field: Field) -> bytes:
+    """Field ``field``'s default, encoded; SchemaResolutionError naming the field for a default its
+    type cannot hold (the parser judges a default's JSON kind, not what a column makes of it)."""
+    try:
+        return encode_default(field.type, field.default)
+    except (TypeError, ValueError, KeyError, AttributeError, OverflowError, struct.error) as exc:
+        shown = json.dumps(field.default, default=repr)
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        raise SchemaResolutionError(
+            f"the default {shown} of the reader's field {field.name} is invalid: {exc}"
+        ) from None
+
+
 def encode_default(node: AvroType, value: Any) -> bytes:
     """A field default (JSON, as the schema gives it) in Avro's binary encoding of ``node``: what the
     kernel reads for an :attr:`Op.INLINE` default. A union's default is of its first branch that
-    takes it (Avro 1.12 allows any branch's); the parser judged every default already."""
+    takes it (Avro 1.12 allows any branch's). Raises ValueError or TypeError for a default ``node``
+    cannot hold: of the wrong JSON kind, out of its type's range, bytes or fixed code points past
+    255, a fixed of another size, an enum symbol the enum lacks, a decimal of more digits than its
+    precision, a ``timestamp-millis`` past the microseconds an int64 holds."""
     out = bytearray()
     _encode(node, value, out)
     return bytes(out)
+
+
+_INT32: Final = (-(2**31), 2**31 - 1)
+_INT64: Final = (-(2**63), 2**63 - 1)
+_MILLIS_BOUND: Final = (2**63 - 1) // 1000  # a millisecond time the columns hold as microseconds
+_MILLIS_LOGICAL: Final = frozenset({"timestamp-millis", "local-timestamp-millis"})
+
+
+def _code_points(value: Any, what: str) -> bytes:
+    """A bytes or fixed default: a string of code points 0-255, one a byte (as Avro writes them)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{what} default is a string")
+    if any(ord(c) > 0xFF for c in value):
+        raise ValueError(f"{what} default holds code points 0-255 only (one a byte)")
+    return value.encode("latin-1")
+
+
+def _check_logical(node: Primitive | Fixed, value: Any, data: bytes | None) -> None:
+    logical = node.logical
+    if logical is None:
+        return
+    if logical.name == "decimal" and data is not None:
+        unscaled = int.from_bytes(data, "big", signed=True)
+        if abs(unscaled) >= 10 ** (logical.precision or 0):
+            raise ValueError(f"a decimal of more digits than its precision {logical.precision}")
+    elif logical.name in _MILLIS_LOGICAL and isinstance(value, int) and abs(value) > _MILLIS_BOUND:
+        raise ValueError(f"{logical.name} {value} is beyond the microseconds a timestamp holds")
 
 
 def _zigzag(n: int, out: bytearray) -> None:
@@ -643,15 +692,20 @@ def _encode(node: AvroType, value: Any, out: bytearray) -> None:
         out.append(0)
         return
     if isinstance(node, Enum):
+        if value not in node.symbols:
+            raise ValueError(f"{value!r:.40} is not a symbol of enum {node.fullname}")
         _zigzag(node.symbols.index(value), out)
         return
     if isinstance(node, Fixed):
-        data = value.encode("latin-1")
+        data = _code_points(value, "a fixed")
         if len(data) != node.size:
-            raise ValueError("a fixed default of another size")
+            raise ValueError(f"a default of {len(data)} bytes for fixed {node.fullname} of {node.size}")
+        _check_logical(node, value, data)
         out += data
         return
+    assert isinstance(node, Primitive)
     _encode_primitive(node.type, value, out)
+    _check_logical(node, value, _code_points(value, "a bytes") if node.type == "bytes" else None)
 
 
 def _encode_primitive(kind: str, value: Any, out: bytearray) -> None:
@@ -665,6 +719,9 @@ def _encode_primitive(kind: str, value: Any, out: bytearray) -> None:
     elif kind in ("int", "long"):
         if not isinstance(value, int) or isinstance(value, bool):
             raise TypeError("not an integer")
+        low, high = _INT32 if kind == "int" else _INT64
+        if not low <= value <= high:
+            raise ValueError(f"{value} is out of an {kind}'s range")
         _zigzag(value, out)
     elif kind in ("float", "double"):
         if not isinstance(value, int | float) or isinstance(value, bool):
@@ -673,6 +730,6 @@ def _encode_primitive(kind: str, value: Any, out: bytearray) -> None:
     else:  # bytes (code points 0-255, as Avro writes bytes defaults) or string
         if not isinstance(value, str):
             raise TypeError("not a string")
-        data = value.encode("latin-1" if kind == "bytes" else "utf-8")
+        data = _code_points(value, "a bytes") if kind == "bytes" else value.encode("utf-8")
         _zigzag(len(data), out)
         out += data

@@ -10,6 +10,7 @@ import io
 import json
 import math
 import pickle
+import re
 import struct
 from collections.abc import Sequence
 from typing import Any
@@ -24,6 +25,7 @@ from kafkalog.schemas.avro_program import (
     MAX_CODE_DEPTH,
     MAX_COLUMN_DEPTH,
     MAX_EMPTY_ITEMS,
+    MAX_FIXED_SIZE,
     Kind,
     Op,
     Program,
@@ -482,6 +484,59 @@ def test_defaults_fill_the_fields_the_writer_lacks() -> None:
     rows = to_arrow(decode_all(values, program).columns, program.columns).table.to_pylist()
     assert [(r["n"], r["b"], r["o"]) for r in rows] == [({"x": 4}, b"\xff", None)] * 2
     assert [r["u"] for r in rows] == [{"member0": None, "member1": "s"}, None]
+
+
+BAD_DEFAULTS = [
+    ("bytes", "\u0100", "code points 0-255 only"),
+    ({"type": "fixed", "name": "FX", "size": 2}, "a", "a default of 1 bytes for fixed FX of 2"),
+    ({"type": "fixed", "name": "FX", "size": 2}, "\u0100a", "code points 0-255 only"),
+    ({"type": "enum", "name": "EN", "symbols": ["A"]}, "Z", "'Z' is not a symbol of enum EN"),
+    (
+        {"type": "bytes", "logicalType": "decimal", "precision": 2, "scale": 0},
+        "\u00ff\u00ff\u00ff\u0001",
+        "precision 2",
+    ),
+    (
+        {"type": "fixed", "name": "FD", "size": 4, "logicalType": "decimal", "precision": 2, "scale": 0},
+        "\u0000\u0000\u0001\u0000",
+        "precision 2",
+    ),
+    ({"type": "long", "logicalType": "timestamp-millis"}, 2**62, "beyond the microseconds a timestamp holds"),
+    (["null", {"type": "enum", "name": "EN", "symbols": ["A"]}], "Z", "no branch of the union takes"),
+]
+
+
+@pytest.mark.parametrize(("node", "default", "reason"), BAD_DEFAULTS)
+def test_a_default_its_column_cannot_hold_is_refused_naming_the_field(node: Any, default: Any, reason: str) -> None:
+    writer = {"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}]}
+    reader = {
+        "type": "record",
+        "name": "R",
+        "fields": [{"name": "a", "type": "int"}, {"name": "b", "type": node, "default": default}],
+    }
+    # a constant column (the writer lacks the field), and a default read inline (one branch of a writer
+    # union has the field, the other not)
+    with pytest.raises(SchemaResolutionError, match=f"of the reader's field b is invalid: .*{re.escape(reason)}"):
+        program_of(writer, reader)
+    has_it = {"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}, {"name": "b", "type": node}]}
+    lacks_it = {"type": "record", "name": "R2", "fields": [{"name": "a", "type": "int"}]}
+    inline_reader = {**reader, "aliases": ["R2"]}
+    top = {"type": "record", "name": "T", "fields": [{"name": "x", "type": [has_it, lacks_it]}]}
+    with pytest.raises(SchemaResolutionError, match=f"of the reader's field b is invalid: .*{re.escape(reason)}"):
+        program_of(top, {"type": "record", "name": "T", "fields": [{"name": "x", "type": inline_reader}]})
+
+
+def test_a_reader_fixed_wider_than_a_columns_value_is_refused() -> None:
+    def of(size: int) -> Any:
+        return {
+            "type": "record",
+            "name": "R",
+            "fields": [{"name": "f", "type": ["null", {"type": "fixed", "name": "F", "size": size}]}],
+        }
+
+    assert program_of(of(MAX_FIXED_SIZE), of(MAX_FIXED_SIZE)).columns[1].width == MAX_FIXED_SIZE
+    with pytest.raises(SchemaResolutionError, match=f"fixed F at column f has {MAX_FIXED_SIZE + 1} bytes"):
+        program_of(of(MAX_FIXED_SIZE + 1), of(MAX_FIXED_SIZE + 1))
 
 
 def test_a_program_is_plain_data() -> None:

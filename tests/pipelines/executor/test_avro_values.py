@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import decimal
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,9 @@ from kafkalog.schemas import _avro_columns_py, avro_columns, avro_program
 from kafkalog.schemas.wire import frame
 from pipelines.app.ship import package_dir, shipped_files
 from pipelines.config.pipeline import Decoder
+from pipelines.errors import PayloadSchemaError
 from pipelines.executor.payloads.avro_values import AvroValues, bad_reason
+from pipelines.schemas.resolved import RunSchemas, run_columns
 from tests.pipelines.executor.test_schema_payloads import avro, subject
 
 pytestmark = pytest.mark.unit
@@ -166,3 +169,32 @@ def test_a_reader_with_numeric_unions_and_a_null_field() -> None:
     assert bad == [] and got == [(0, {"il": 2**40, "fd": 0.5, "nothing": None})]
     assert values.schema.types == [pa.int64(), pa.float64(), pa.string()]
     assert json.loads(values.schemas.reader) == reader
+
+
+@pytest.mark.parametrize(
+    ("extra", "reason"),
+    [
+        (
+            {"name": "b", "type": "bytes", "default": "\u0100"},
+            'the default "\\u0100" of the reader\'s field b is invalid',
+        ),
+        (
+            {"name": "t", "type": {"type": "long", "logicalType": "timestamp-millis"}, "default": 2**62},
+            "of the reader's field t is invalid: timestamp-millis 4611686018427387904 is beyond",
+        ),
+        (
+            {"name": "f", "type": ["null", {"type": "fixed", "name": "Big", "size": 2**21}], "default": None},
+            "the reader's fixed Big at column f has 2097152 bytes",
+        ),
+    ],
+)
+def test_a_reader_schema_the_run_cannot_use_makes_bad_values_and_is_refused_on_the_driver(
+    extra: dict[str, Any], reason: str
+) -> None:
+    reader = {"type": "record", "name": "E", "fields": [{"name": "id", "type": "string"}, extra]}
+    values = AvroValues(Decoder(format="avro", schema_file=Path("e.avsc")), subject(reader, {1: V1, 2: reader}, 2))
+    pieces, bad = values.parse([frame(1, avro(V1, {"id": "a", "n": 1}))])
+    assert pieces == [] and len(bad) == 1 and bad[0][0] == 0
+    assert bad[0][1].startswith("schema id 1 cannot be read into the reader schema: ") and reason in bad[0][1]
+    with pytest.raises(PayloadSchemaError, match=re.escape(reason)):
+        run_columns(RunSchemas({"t": subject(reader, {1: V1, 2: reader}, 2)}))
