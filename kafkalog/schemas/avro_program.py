@@ -55,6 +55,7 @@ from kafkalog.schemas.avro import (
     Enum,
     Field,
     Fixed,
+    LogicalType,
     Map,
     Primitive,
     Record,
@@ -437,6 +438,9 @@ class _Compiler:
 
     def read_plain(self, writer: AvroType, reader: AvroType, col: int, path: tuple[str, ...]) -> list[int]:
         column = self.out[col]
+        clash = _logical_clash(writer, reader)
+        if clash is not None:
+            raise SchemaResolutionError(f"{clash} at column {column.name}")
         if isinstance(writer, Record) and isinstance(reader, Record):
             if writer.fullname in path:
                 raise SchemaResolutionError(f"recursive type {writer.fullname} cannot be decoded into columns")
@@ -572,6 +576,36 @@ def _union(branches: list[list[int]]) -> list[int]:
         offsets.append(at)
         at += len(branch)
     return [int(Op.UNION), at, len(branches), *offsets, *(i for b in branches for i in b)]
+
+
+def _logical_name(logical: LogicalType) -> str:
+    if logical.name == "decimal":
+        return f"decimal({logical.precision},{logical.scale})"
+    return logical.name
+
+
+def _logical_clash(writer: AvroType, reader: AvroType) -> str | None:
+    """Why the writer's logical type cannot be read as the reader's, or None. Avro's resolution looks
+    at the underlying types only (Java's and Confluent's checkers accept a ``timestamp-micros`` read
+    as ``timestamp-millis``); the columns would hold the writer's numbers in the reader's units, so
+    two logical types that differ are refused, as are decimals of another scale (a decimal's
+    precision may change: a value with more digits is a bad row). A logical type on one side only
+    is kept: the number is the same, the reader's annotation says what it means."""
+    ours = writer.logical if isinstance(writer, Primitive | Fixed) else None
+    theirs = reader.logical if isinstance(reader, Primitive | Fixed) else None
+    if ours is None or theirs is None:
+        return None
+    if ours.name != theirs.name:
+        return (
+            f"the writer's {_logical_name(ours)} and the reader's {_logical_name(theirs)} are different logical "
+            "types: the values would be read as another kind or in other units"
+        )
+    if ours.name == "decimal" and (ours.scale or 0) != (theirs.scale or 0):
+        return (
+            f"the writer's {_logical_name(ours)} and the reader's {_logical_name(theirs)} differ in scale: "
+            "the values would be read as other numbers"
+        )
+    return None
 
 
 def _matches(writer: AvroType, reader: AvroType) -> bool:

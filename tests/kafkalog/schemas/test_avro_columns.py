@@ -6,6 +6,7 @@ its pure-Python twin byte for byte (columns and bad reasons), on good values and
 from __future__ import annotations
 
 import concurrent.futures
+import decimal
 import io
 import json
 import math
@@ -566,6 +567,52 @@ def test_incompatible_pairs_are_refused_when_compiled(writer: Any, reader: Any, 
 
     with pytest.raises(SchemaResolutionError, match=reason.replace("{", r"\{").replace("(", r"\(")):
         program_of(wrap(writer), wrap(reader))
+
+
+def _decimal(precision: int, scale: int) -> Any:
+    return {"type": "bytes", "logicalType": "decimal", "precision": precision, "scale": scale}
+
+
+@pytest.mark.parametrize(
+    ("writer", "reader", "reason"),
+    [
+        (_decimal(10, 2), _decimal(10, 4), "the writer's decimal(10,2) and the reader's decimal(10,4) differ in scale"),
+        (
+            {"type": "long", "logicalType": "timestamp-micros"},
+            {"type": "long", "logicalType": "timestamp-millis"},
+            "the writer's timestamp-micros and the reader's timestamp-millis are different logical types",
+        ),
+        (
+            {"type": "int", "logicalType": "date"},
+            ["null", {"type": "long", "logicalType": "timestamp-millis"}],
+            "the writer's date and the reader's timestamp-millis are different logical types",
+        ),
+    ],
+)
+def test_a_logical_type_read_as_another_is_refused(writer: Any, reader: Any, reason: str) -> None:
+    # Avro's resolution (and Java's, and Confluent's checker) looks at the underlying types only: the
+    # columns would hold the writer's numbers in the reader's units
+    def wrap(t: Any) -> Any:
+        return {"type": "record", "name": "R", "fields": [{"name": "d", "type": t}]}
+
+    with pytest.raises(SchemaResolutionError, match=re.escape(reason) + ".* at column d"):
+        program_of(wrap(writer), wrap(reader))
+
+
+def test_a_decimals_precision_may_change_and_a_logical_type_on_one_side_is_kept() -> None:
+    def wrap(t: Any) -> Any:
+        return {"type": "record", "name": "R", "fields": [{"name": "d", "type": t}]}
+
+    for writer, reader in [
+        (_decimal(10, 2), _decimal(4, 2)),
+        ("long", {"type": "long", "logicalType": "timestamp-millis"}),
+        (_decimal(10, 2), "bytes"),
+    ]:
+        program_of(wrap(writer), wrap(reader))
+    value = encode(wrap(_decimal(10, 2)), [{"d": decimal.Decimal("123.45")}])
+    program = program_of(wrap(_decimal(10, 2)), wrap(_decimal(4, 2)))
+    rows = to_arrow(decode_all(value, program).columns, program.columns)
+    assert rows.bad == [(0, "the record cannot be a row: decimal 123.45 has more than the 4 digits of its precision")]
 
 
 def test_a_reader_field_without_default_missing_from_the_writer_is_refused() -> None:
