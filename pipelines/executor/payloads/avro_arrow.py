@@ -17,7 +17,8 @@ row has none); a root of another type is one column ``value``. A reader field th
 :attr:`~kafkalog.schemas.avro_program.Column.constant` column) is its default repeated.
 
 A row whose value its column cannot hold is bad, with its reason, and left out of the table (the
-others keep their order): a decimal with more digits than its precision, a millisecond timestamp
+others keep their order): a decimal with more digits than its precision (its text too, past 38
+digits), a millisecond timestamp
 beyond the microseconds an int64 holds. :func:`to_arrow` says which rows those were.
 """
 
@@ -240,15 +241,27 @@ class _Builder:
         column = self.columns[index]
         assert one is not None
         if _is_text_decimal(column):  # 32-byte integers; rare, so one Python int each
-            width, data, scale = column.width, one, column.scale
+            width, data, limit = column.width, one, 10**column.precision
             bitmap = valid.to_pybytes() if valid is not None else None
-            texts = [
+            numbers = [
                 None
                 if bitmap is not None and not bitmap[i >> 3] >> (i & 7) & 1
-                else decimal_text(
-                    int.from_bytes(data[i * width : (i + 1) * width], "little", signed=True), column.scale
-                )
+                else int.from_bytes(data[i * width : (i + 1) * width], "little", signed=True)
                 for i in range(n)
+            ]
+            wide = [x is not None and abs(x) >= limit for x in numbers]
+            if any(wide):
+                self.flag(
+                    index,
+                    pa.array(wide, pa.bool_()),
+                    lambda slot: (
+                        f"decimal {decimal_text(numbers[slot] or 0, column.scale)} has more than the "
+                        f"{column.precision} digits of its precision"
+                    ),
+                )
+            texts = [
+                None if x is None or too_wide else decimal_text(x, column.scale)
+                for x, too_wide in zip(numbers, wide, strict=True)
             ]
             return pa.array(texts, pa.string())
         precision, scale = column.precision, column.scale
