@@ -71,7 +71,27 @@ MAX_COLUMN_DEPTH: Final = 128  # columns below columns; the kernels refuse a dee
 MAX_CODE_DEPTH: Final = 300  # nodes within nodes (a union's take two); the kernels refuse deeper code too
 MAX_INLINE_BYTES: Final = 1 << 16  # an Avro-encoded default in the code (Op.INLINE)
 MAX_FIXED_SIZE: Final = 1 << 20  # bytes of a reader's fixed column; the kernels refuse a wider layout too
+# The bytes of columns a value may make, counted as the kernels write them (a slot 1 byte, a slot of
+# a null column 4: Arrow makes it a string column of nulls, an offset 4, and the value's bytes): at
+# most OUTPUT_SLACK + OUTPUT_PER_BYTE times its own size, and never more than MAX_VALUE_OUTPUT. A
+# value past its bound is bad alone ("the value would expand to more than ... bytes of columns"):
+# null placeholders of a wide fixed or a union's other members, a long run of nulls, make many bytes
+# of a few. A kernel call stops a piece of the chunk at MAX_PIECE_OUTPUT bytes (far below the int32
+# offsets' 2**31): the value that would pass it begins the next piece, so no value's verdict depends
+# on its neighbours. So a chunk of n values of B bytes in all makes at most
+# OUTPUT_PER_BYTE * B + OUTPUT_SLACK * n bytes of columns, and each piece at most MAX_PIECE_OUTPUT.
+MAX_VALUE_OUTPUT: Final = 64 << 20
+OUTPUT_PER_BYTE: Final = 256
+OUTPUT_SLACK: Final = 64 << 10
+MAX_PIECE_OUTPUT: Final = 256 << 20
 PROGRAM_VERSION: Final = 2
+
+
+def value_output_limit(size: int) -> int:
+    """The bytes of columns a value of ``size`` bytes (its frame included) may make."""
+    if size >= (MAX_VALUE_OUTPUT - OUTPUT_SLACK) // OUTPUT_PER_BYTE:
+        return MAX_VALUE_OUTPUT
+    return OUTPUT_SLACK + OUTPUT_PER_BYTE * size
 
 
 class Op(enum.IntEnum):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import concurrent.futures
 import decimal
 import io
+import itertools
 import json
 import math
 import pickle
@@ -17,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import fastavro
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -27,10 +29,14 @@ from kafkalog.schemas.avro_program import (
     MAX_COLUMN_DEPTH,
     MAX_EMPTY_ITEMS,
     MAX_FIXED_SIZE,
+    MAX_PIECE_OUTPUT,
+    MAX_VALUE_OUTPUT,
+    OUTPUT_SLACK,
     Kind,
     Op,
     Program,
     compile_program,
+    value_output_limit,
 )
 from kafkalog.schemas.errors import SchemaResolutionError
 from pipelines.executor.payloads.avro_arrow import arrow_schema, to_arrow
@@ -311,12 +317,14 @@ def same(a: Any, b: Any) -> bool:
 
 def decode_all(values: list[bytes], program: Program) -> avro_columns.Decoded:
     """The values decoded by the twin and, when built, by the C kernel: they must agree."""
-    py_columns, py_bad = _avro_columns_py.decode(values, 5, program.code, program.layout)
+    py_columns, py_bad, py_stop = _avro_columns_py.decode(values, 5, program.code, program.layout)
     if _avro_columns is not None:
-        c_columns, c_bad = _avro_columns.decode(values, 5, program.code, program.layout)
+        c_columns, c_bad, c_stop = _avro_columns.decode(values, 5, program.code, program.layout)
         assert c_bad == py_bad
         assert c_columns == py_columns
-    return avro_columns.Decoded(py_columns, py_bad)
+        assert c_stop == py_stop
+    assert py_stop == len(values)
+    return avro_columns.Decoded(py_columns, py_bad, 0, py_stop)
 
 
 # -- the tests ------------------------------------------------------------------------------------------
@@ -435,12 +443,69 @@ def test_a_block_with_a_negative_count_carries_its_size_and_both_are_read() -> N
 
 
 def test_items_of_no_bytes_are_bounded() -> None:
-    writer = {"type": "record", "name": "R", "fields": [{"name": "a", "type": {"type": "array", "items": "null"}}]}
-    many = FRAME + _zigzag(MAX_EMPTY_ITEMS) + b"\x00"
-    too_many = FRAME + _zigzag(MAX_EMPTY_ITEMS) + _zigzag(1) + b"\x00"
+    writer = {
+        "type": "record",
+        "name": "R",
+        "fields": [{"name": "pad", "type": "bytes"}, {"name": "a", "type": {"type": "array", "items": "null"}}],
+    }
+    pad = _zigzag(1 << 15) + bytes(1 << 15)  # a value this long may make the columns of a million nulls
+    many = FRAME + pad + _zigzag(MAX_EMPTY_ITEMS) + b"\x00"
+    too_many = FRAME + pad + _zigzag(MAX_EMPTY_ITEMS) + _zigzag(1) + b"\x00"
     decoded = decode_all([many, too_many], program_of(writer, writer))
-    assert decoded.bad == [(1, f"block of 1 items at byte 9 exceeds {MAX_EMPTY_ITEMS} items of no bytes")]
-    assert decoded.columns[1][3] == struct.pack("<ii", 0, MAX_EMPTY_ITEMS)
+    at = len(FRAME + pad + _zigzag(MAX_EMPTY_ITEMS))
+    assert decoded.bad == [(1, f"block of 1 items at byte {at} exceeds {MAX_EMPTY_ITEMS} items of no bytes")]
+    assert decoded.columns[2][3] == struct.pack("<ii", 0, MAX_EMPTY_ITEMS)
+
+
+def test_a_value_that_would_expand_past_its_bound_is_bad_alone() -> None:
+    # 10 bytes of nulls read into a union with a wide fixed: each null is a placeholder of 4096 bytes
+    writer = {"type": "record", "name": "R", "fields": [{"name": "a", "type": {"type": "array", "items": "null"}}]}
+    wide = {"type": "fixed", "name": "F", "size": 4096}
+    reader = {
+        "type": "record",
+        "name": "R",
+        "fields": [{"name": "a", "type": {"type": "array", "items": ["null", wide]}}],
+    }
+    few, amplified = FRAME + _zigzag(3) + b"\x00", FRAME + _zigzag(10**6) + b"\x00"
+    decoded = decode_all([few, amplified, few], program_of(writer, reader))
+    assert decoded.bad == [
+        (1, f"the value would expand to more than {value_output_limit(len(amplified))} bytes of columns")
+    ]
+    assert decoded.rows == 2 and len(decoded.columns[2][3] or b"") == 6 * 4096
+    # nulls into a column of nulls: Arrow makes it a string column (4 bytes a slot)
+    decoded = decode_all([amplified] * 3 + [few], program_of(writer, writer))
+    assert [i for i, _ in decoded.bad] == [0, 1, 2] and decoded.rows == 1
+    # the bound grows with the value: 64 KiB and 256 bytes a byte, 64 MiB at most
+    assert value_output_limit(10) == OUTPUT_SLACK + 2560 and value_output_limit(1 << 30) == MAX_VALUE_OUTPUT
+
+
+def _kernels_pieces(values: list[bytes], program: Program, piece_bytes: int) -> list[Any]:
+    """avro_columns.decode's pieces with each kernel: they must agree."""
+    found = []
+    for kernel in KERNELS:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(avro_columns, "implementation", kernel)
+            found.append(avro_columns.decode(values, 5, program, piece_bytes))
+    assert all(f == found[0] for f in found)
+    return found[0]
+
+
+def test_a_chunk_whose_columns_would_pass_a_piece_is_split_not_bad() -> None:
+    program = program_of(EVENT, EVENT)
+    values = encode(EVENT, [ONE] * 40)
+    values[7] = values[7][:-1]  # truncated: bad wherever it is
+    whole = _kernels_pieces(values, program, MAX_PIECE_OUTPUT)
+    assert len(whole) == 1 and whole[0].end == 40 and [i for i, _ in whole[0].bad] == [7]
+    few_rows = 200  # bytes of columns a few rows make (some 40 each)
+    pieces = _kernels_pieces(values, program, few_rows)
+    assert len(pieces) > 3 and pieces[0].first == 0 and pieces[-1].end == 40
+    assert all(a.end == b.first for a, b in itertools.pairwise(pieces))
+    assert [b for p in pieces for b in p.bad] == whole[0].bad
+    tables = [to_arrow(p.columns, program.columns).table for p in pieces]
+    assert pa.concat_tables(tables).to_pylist() == to_arrow(whole[0].columns, program.columns).table.to_pylist()
+    # a value alone past a piece smaller than it makes is bad, naming the piece's bound
+    [tiny] = _kernels_pieces(values[:1], program, 10)
+    assert tiny.bad == [(0, "the value would expand to more than 10 bytes of columns")]
 
 
 def _zigzag(n: int) -> bytes:
@@ -745,7 +810,7 @@ def test_columns_nested_too_deep_are_refused_by_the_compiler_and_both_kernels() 
     # at the bound, a null reaches the deepest column (put_null recurses that deep, no deeper)
     at_bound = chain[:MAX_COLUMN_DEPTH]
     for kernel in KERNELS:
-        columns, bad = kernel.decode([FRAME], 5, (int(Op.SET_NULL), 3, 0), at_bound)
+        columns, bad, _ = kernel.decode([FRAME], 5, (int(Op.SET_NULL), 3, 0), at_bound)
         assert bad == [] and columns[-1][:2] == (1, 1)
 
 
@@ -834,7 +899,7 @@ def test_an_inline_default_holds_its_bytes_within_the_code() -> None:
     inline = (int(Op.RECORD), 0, 0, int(Op.INLINE), 7, 1, 0x02, int(Op.INT), 3, 1)
     inline = (inline[0], len(inline), *inline[2:])
     for kernel in KERNELS:
-        columns, bad = kernel.decode([FRAME], 5, inline, program.layout)
+        columns, bad, _ = kernel.decode([FRAME], 5, inline, program.layout)
         assert bad == [] and columns[1][3] == struct.pack("<i", 1)
     for broken in ((*inline[:6], 256, *inline[7:]), (*inline[:5], 2, *inline[6:])):
         _refused(broken, program.layout, "malformed decoding program")

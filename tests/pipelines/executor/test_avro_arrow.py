@@ -32,7 +32,7 @@ pytestmark = pytest.mark.unit
 
 def kernel_rows(writer: Any, reader: Any, values: list[bytes], *, good: bool = True) -> Any:
     program = compile_program(avro.parse(json.dumps(writer)), avro.parse(json.dumps(reader)))
-    decoded = decode(values, len(FRAME), program)
+    [decoded] = decode(values, len(FRAME), program)
     if good:
         assert decoded.bad == []
     else:
@@ -312,7 +312,7 @@ def test_logical_values_in_and_out_of_range_as_the_oracle_reads_them(data: st.Da
     )
     values = encode(writer, records)
     program = compile_program(avro.parse(json.dumps(writer)), avro.parse(json.dumps(reader)))
-    decoded = decode(values, len(FRAME), program)
+    [decoded] = decode(values, len(FRAME), program)
     rows = to_arrow(decoded.columns, program.columns)
     decoded_rows = [i for i in range(len(values)) if i not in {j for j, _ in decoded.bad}]
     ours_bad = sorted([*(j for j, _ in decoded.bad), *(decoded_rows[r] for r, _ in rows.bad)])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import decimal
+import functools
 import json
 import re
 from pathlib import Path
@@ -19,6 +20,7 @@ from kafkalog.schemas.wire import frame
 from pipelines.app.ship import package_dir, shipped_files
 from pipelines.config.pipeline import Decoder
 from pipelines.errors import PayloadSchemaError
+from pipelines.executor.payloads import avro_values
 from pipelines.executor.payloads.avro_values import AvroValues, bad_reason
 from pipelines.schemas.resolved import RunSchemas, run_columns
 from tests.pipelines.executor.test_schema_payloads import avro, subject
@@ -116,6 +118,8 @@ def test_the_kernels_reasons_in_the_loaders_words() -> None:
     assert bad_reason("1 bytes left after the record") == "1 byte left after the record"
     assert bad_reason("decimal of 17 bytes at byte 6 does not fit 128 bits").startswith("the record cannot be a row: ")
     assert bad_reason("varint too long at byte 5") == "corrupt Avro payload: varint too long at byte 5"
+    expands = "the value would expand to more than 67840 bytes of columns"
+    assert bad_reason(expands) == expands
 
 
 def test_the_pure_python_twin_gives_the_same_rows(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -198,3 +202,30 @@ def test_a_reader_schema_the_run_cannot_use_makes_bad_values_and_is_refused_on_t
     assert bad[0][1].startswith("schema id 1 cannot be read into the reader schema: ") and reason in bad[0][1]
     with pytest.raises(PayloadSchemaError, match=re.escape(reason)):
         run_columns(RunSchemas({"t": subject(reader, {1: V1, 2: reader}, 2)}))
+
+
+def test_a_chunk_decoded_in_several_pieces_gives_the_same_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    chunk: list[bytes | None] = [
+        frame(1 + i % 2, avro(V1 if i % 2 == 0 else V2, {"id": f"r{i}", "n": i, "amount": None})) for i in range(30)
+    ]
+    chunk[5] = frame(1, b"\x02")  # truncated
+    whole = table_rows(decoder(), chunk)
+    monkeypatch.setattr(avro_values, "decode", functools.partial(avro_columns.decode, piece_bytes=100))
+    assert table_rows(decoder(), chunk) == whole
+    assert [i for i, _ in whole[1]] == [5] and len(whole[0]) == 29
+
+
+def test_a_value_that_would_expand_past_its_bound_is_a_bad_value() -> None:
+    # a writer's nulls read into a union with a wide fixed: a placeholder of 4096 bytes each
+    nulls = {"type": "record", "name": "N", "fields": [{"name": "a", "type": {"type": "array", "items": "null"}}]}
+    wide = {"type": "fixed", "name": "F", "size": 4096}
+    reader = {
+        "type": "record",
+        "name": "N",
+        "fields": [{"name": "a", "type": {"type": "array", "items": ["null", wide]}}],
+    }
+    values = AvroValues(Decoder(format="avro", schema_file=Path("n.avsc")), subject(reader, {4: nulls, 5: reader}, 5))
+    amplified = frame(4, b"\x80\x89\x7a\x00")  # a million nulls in 9 bytes
+    got, bad = table_rows(values, [amplified, frame(4, b"\x02\x00")])
+    assert got == [(1, {"a": [None]})]
+    assert bad == [(0, "the value would expand to more than 67840 bytes of columns")]
