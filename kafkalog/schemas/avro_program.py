@@ -520,7 +520,7 @@ class _Compiler:
         data = _field_default(rf)  # judged on both paths: a constant column is filled with it too
         if col not in self.inline:
             self.defaulted.add(col)
-            self.out[col] = replace(self.out[col], constant=True, default=rf.default)
+            self.out[col] = replace(self.out[col], constant=True, default=_complete(rf.type, rf.default))
             return []
         if len(data) > MAX_INLINE_BYTES:
             raise SchemaResolutionError(f"the default of field {rf.name} takes more than {MAX_INLINE_BYTES} bytes")
@@ -659,6 +659,26 @@ def _field_default(field: Field) -> bytes:
         raise SchemaResolutionError(
             f"the default {shown} of the reader's field {field.name} is invalid: {exc}"
         ) from None
+
+
+def _complete(node: AvroType, value: Any) -> Any:
+    """A default (JSON) with the defaults of the record fields it leaves out filled in, as a reader
+    reads it: what a constant column holds. The default encodes (so each union's branch is found)."""
+    if isinstance(node, Union):
+        for branch in node.branches:  # the branch encode_default takes
+            try:
+                _encode(branch, value, bytearray())
+            except (TypeError, ValueError, KeyError, AttributeError, OverflowError, struct.error):
+                continue
+            return _complete(branch, value)
+        return value
+    if isinstance(node, Record) and isinstance(value, dict):
+        return {f.name: _complete(f.type, value.get(f.name, f.default)) for f in node.fields}
+    if isinstance(node, Array) and isinstance(value, list):
+        return [_complete(node.items, item) for item in value]
+    if isinstance(node, Map) and isinstance(value, dict):
+        return {key: _complete(node.values, item) for key, item in value.items()}
+    return value
 
 
 def encode_default(node: AvroType, value: Any) -> bytes:
