@@ -384,6 +384,18 @@ def test_corrupt_values_are_bad_alone_and_both_kernels_agree(
     # what is good decodes as the good values alone do: the bad ones left nothing behind
     alone = decode_all([v for i, v in enumerate(values) if i not in bad], program)
     assert alone.columns == decoded.columns
+    # in pieces of a few rows, each value keeps its verdict (but one alone past a piece's bound)
+    piece_bytes = data.draw(st.integers(1, 2000))
+    pieces = _kernels_pieces(values, program, piece_bytes)
+    assert pieces[0].first == 0 and pieces[-1].end == len(values)
+    assert all(a.end == b.first for a, b in itertools.pairwise(pieces))
+    too_big = f"the value would expand to more than {piece_bytes} bytes of columns"
+    in_pieces = {i: reason for p in pieces for i, reason in p.bad}
+    judged = {i for i in range(len(values)) if in_pieces.get(i) != too_big}
+    assert {i: r for i, r in in_pieces.items() if i in judged} == {i: r for i, r in bad.items() if i in judged}
+    kept = [v for i, v in enumerate(values) if i not in bad and i not in in_pieces]
+    rows = [r for p in pieces for r in to_arrow(p.columns, program.columns).table.to_pylist()]
+    assert rows == to_arrow(decode_all(kept, program).columns, program.columns).table.to_pylist()
 
 
 EVENT = {
