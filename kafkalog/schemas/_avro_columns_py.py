@@ -19,6 +19,7 @@ piece may take (past them the piece ends before the value). The program is check
 column's kind and width, a union member among its union's columns, the layout's nesting at most
 :data:`~kafkalog.schemas.avro_program.MAX_COLUMN_DEPTH` deep; a malformed one is a ValueError.
 """
+
 from __future__ import annotations
 
 import struct
