@@ -495,7 +495,7 @@ static int run(Decoder *d, int pc, size_t *pos) {
             size_t n = (size_t)code[pc + 3];
             if (take(d, *pos, n) != OK) return BAD;
             *pos += n;
-            return put(d, c, d->buf + *pos - n, n);
+            return put_bytes(d, c, d->buf + *pos - n, n);
         }
         case OP_DECIMAL_BYTES: case OP_DECIMAL_FIXED: {
             size_t n = 0, at;
@@ -638,7 +638,7 @@ static int verify(const Check *k, int64_t pc, int64_t stop, int depth) {
         case OP_SET_NULL:
             return size == 3 && col_ok(k, code[pc + 2]);
         case OP_FIXED:
-            return size == 4 && code[pc + 3] >= 0 && col_is(k, code[pc + 2], K_FIXED, code[pc + 3]);
+            return size == 4 && code[pc + 3] >= 0 && col_is(k, code[pc + 2], K_BINARY, -1);
         case OP_DECIMAL_BYTES:
             return size == 4 && code[pc + 3] >= 1 && code[pc + 3] <= 64 && col_is(k, code[pc + 2], K_FIXED, code[pc + 3]);
         case OP_DECIMAL_FIXED:

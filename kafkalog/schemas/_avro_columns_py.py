@@ -182,7 +182,7 @@ class _Check:
         if op == Op.SET_NULL:
             return size == 3 and 0 <= code[pc + 2] < len(self.columns)
         if op == Op.FIXED:
-            return size == 4 and code[pc + 3] >= 0 and self.col(code[pc + 2], Kind.FIXED, code[pc + 3])
+            return size == 4 and code[pc + 3] >= 0 and self.col(code[pc + 2], Kind.BINARY)
         if op == Op.DECIMAL_BYTES:
             return size == 4 and 1 <= code[pc + 3] <= 64 and self.col(code[pc + 2], Kind.FIXED, code[pc + 3])
         if op == Op.DECIMAL_FIXED:
@@ -454,7 +454,7 @@ class _Runner:
             return begin + n
         if op == Op.FIXED:
             after = self.take(pos, code[pc + 3])
-            self.put(code[pc + 2], self.buf[pos:after])
+            self.put_bytes(code[pc + 2], self.buf[pos:after])
             return after
         if op in (Op.DECIMAL_BYTES, Op.DECIMAL_FIXED):
             if op == Op.DECIMAL_BYTES:

@@ -17,7 +17,7 @@ one nullable child per non-null branch (``member0``, ``member1``, ..., as spark-
 null where the null branch is, except a union of ``int`` and ``long`` only (an int64 column) or of
 ``float`` and ``double`` only (a float64 column), whatever the writer's branch; an enum an int32
 column of the reader's symbol index; a fixed a
-fixed-width binary; a decimal (bytes or fixed) a 16-byte (precision up to 38) or 32-byte
+binary column (its nulls take no bytes); a decimal (bytes or fixed) a 16-byte (precision up to 38) or 32-byte
 little-endian two's complement, what Arrow's decimal128/decimal256 hold. Logical types are column
 annotations (:attr:`Column.logical`) for the Arrow side to cast. A reader field the writer lacks is
 a constant column (:attr:`Column.constant`): the kernel writes nothing to it (or below it), and the
@@ -84,7 +84,7 @@ MAX_VALUE_OUTPUT: Final = 64 << 20
 OUTPUT_PER_BYTE: Final = 256
 OUTPUT_SLACK: Final = 64 << 10
 MAX_PIECE_OUTPUT: Final = 256 << 20
-PROGRAM_VERSION: Final = 2
+PROGRAM_VERSION: Final = 3
 
 
 def value_output_limit(size: int) -> int:
@@ -112,7 +112,7 @@ class Op(enum.IntEnum):
     DOUBLE = 12  # [col]
     BYTES = 13  # [col] binary column, read as it is
     STRING = 14  # [col] binary column, checked to be UTF-8
-    FIXED = 15  # [col, size]
+    FIXED = 15  # [col, size] binary column, ``size`` bytes read
     DECIMAL_BYTES = 16  # [col, width]: big-endian two's complement to ``width`` bytes, little-endian
     DECIMAL_FIXED = 17  # [col, size, width]
     ENUM = 18  # [col, writer symbols, reader index of each writer symbol...]
@@ -144,7 +144,7 @@ class Kind(enum.IntEnum):
     FLOAT32 = 4
     FLOAT64 = 5
     BINARY = 6  # int32 offsets (length + 1) and the bytes
-    FIXED = 7  # ``width`` bytes a value
+    FIXED = 7  # ``width`` bytes a value (a decimal's)
     STRUCT = 8  # validity only; children hold the values
     LIST = 9  # int32 offsets; one child
     MAP = 10  # int32 offsets; a key and a value child
@@ -398,7 +398,8 @@ class _Compiler:
                     f"the reader's fixed {node.fullname} at column {name} has {node.size} bytes, more than the "
                     f"{MAX_FIXED_SIZE} a column's value may"
                 )
-            return self.add(Column(name, Kind.FIXED, parent, node.size, "fixed", nullable))
+            # binary, not fixed-width: a null takes no bytes (a fixed-width null is a placeholder as wide)
+            return self.add(Column(name, Kind.BINARY, parent, logical="fixed", nullable=nullable))
         kind = _STORAGE[node.type]
         annotation = logical.name if logical is not None else ("string" if node.type == "string" else "")
         return self.add(Column(name, kind, parent, logical=annotation, nullable=nullable))

@@ -85,10 +85,8 @@ def arrow_type(columns: Sequence[Column], index: int, children: list[list[int]] 
         return pa.float64()
     if kind == Kind.BINARY:
         return pa.string() if logical in ("string", "uuid") else pa.binary()
-    if kind == Kind.FIXED:
-        if logical == "decimal":
-            return pa.string() if _is_text_decimal(column) else pa.decimal128(column.precision, column.scale)
-        return pa.binary()
+    if kind == Kind.FIXED:  # a decimal's: a fixed (Avro's) is a binary column
+        return pa.string() if _is_text_decimal(column) else pa.decimal128(column.precision, column.scale)
     if kind == Kind.STRUCT:
         return pa.struct([_field(columns, c, children) for c in children[index]])
     if kind == Kind.LIST:
@@ -200,12 +198,8 @@ class _Builder:
             return pa.Array.from_buffers(arrow, n, [valid, pa.py_buffer(one)], nulls)
         if kind in (Kind.FLOAT32, Kind.FLOAT64):
             return pa.Array.from_buffers(arrow, n, [valid, pa.py_buffer(one)], nulls)
-        if kind == Kind.FIXED:
-            if column.logical == "decimal":
-                return self.decimals(index, n, nulls, valid, one)
-            return pa.Array.from_buffers(pa.binary(column.width), n, [valid, pa.py_buffer(one)], nulls).cast(
-                pa.binary()
-            )
+        if kind == Kind.FIXED:  # a decimal's: a fixed (Avro's) is a binary column
+            return self.decimals(index, n, nulls, valid, one)
         if kind == Kind.BINARY:
             return pa.Array.from_buffers(arrow, n, [valid, pa.py_buffer(one), pa.py_buffer(two)], nulls)
         below = children[index]

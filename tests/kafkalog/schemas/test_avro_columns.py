@@ -470,7 +470,7 @@ def test_items_of_no_bytes_are_bounded() -> None:
 
 
 def test_a_value_that_would_expand_past_its_bound_is_bad_alone() -> None:
-    # 10 bytes of nulls read into a union with a wide fixed: each null is a placeholder of 4096 bytes
+    # 9 bytes of a million nulls, read into a union of null and a fixed: 5 bytes of columns each
     writer = {"type": "record", "name": "R", "fields": [{"name": "a", "type": {"type": "array", "items": "null"}}]}
     wide = {"type": "fixed", "name": "F", "size": 4096}
     reader = {
@@ -483,7 +483,7 @@ def test_a_value_that_would_expand_past_its_bound_is_bad_alone() -> None:
     assert decoded.bad == [
         (1, f"the value would expand to more than {value_output_limit(len(amplified))} bytes of columns")
     ]
-    assert decoded.rows == 2 and len(decoded.columns[2][3] or b"") == 6 * 4096
+    assert decoded.rows == 2 and decoded.columns[2][:2] == (6, 6) and decoded.columns[2][4] == b""
     # nulls into a column of nulls: Arrow makes it a string column (4 bytes a slot)
     decoded = decode_all([amplified] * 3 + [few], program_of(writer, writer))
     assert [i for i, _ in decoded.bad] == [0, 1, 2] and decoded.rows == 1
@@ -612,7 +612,7 @@ def test_a_reader_fixed_wider_than_a_columns_value_is_refused() -> None:
             "fields": [{"name": "f", "type": ["null", {"type": "fixed", "name": "F", "size": size}]}],
         }
 
-    assert program_of(of(MAX_FIXED_SIZE), of(MAX_FIXED_SIZE)).columns[1].width == MAX_FIXED_SIZE
+    assert program_of(of(MAX_FIXED_SIZE), of(MAX_FIXED_SIZE)).columns[1].logical == "fixed"
     with pytest.raises(SchemaResolutionError, match=f"fixed F at column f has {MAX_FIXED_SIZE + 1} bytes"):
         program_of(of(MAX_FIXED_SIZE + 1), of(MAX_FIXED_SIZE + 1))
 
@@ -808,16 +808,26 @@ def test_an_op_must_write_its_columns_kind_and_width() -> None:
     for op in (Op.LONG, Op.INT_LONG, Op.DOUBLE, Op.STRING, Op.BOOLEAN, Op.NULL):
         _refused((*ints.code[:3], int(op), *ints.code[4:]), ints.layout, "malformed decoding program")
     _refused((*longs.code[:3], int(Op.INT), *longs.code[4:]), longs.layout, "malformed decoding program")
-    # a fixed of another width than its column's
+    # a fixed is read into a binary column, a decimal into one of its width
     fixed = {
         "type": "record",
         "name": "X",
         "fields": [{"name": "f", "type": {"type": "fixed", "name": "F", "size": 4}}],
     }
     program = program_of(fixed, fixed)
-    assert program.code[3:6] == (Op.FIXED, 4, 1)
-    _refused((*program.code[:6], 8), program.layout, "malformed decoding program")
-    wider = [(k, p, 8 if i == 1 else w) for i, (k, p, w) in enumerate(program.layout)]
+    assert program.code[3:6] == (Op.FIXED, 4, 1) and program.layout[1] == (Kind.BINARY, 0, 0)
+    _refused((*program.code[:4], 0, 4), program.layout, "malformed decoding program")  # into the struct
+    decimal_fixed = {
+        "type": "record",
+        "name": "X",
+        "fields": [
+            {"name": "f", "type": {"type": "fixed", "name": "F", "size": 4, "logicalType": "decimal", "precision": 5}}
+        ],
+    }
+    program = program_of(decimal_fixed, decimal_fixed)
+    assert program.code[3:8] == (Op.DECIMAL_FIXED, 5, 1, 4, 16)
+    _refused((*program.code[:7], 32), program.layout, "malformed decoding program")
+    wider = [(k, p, 32 if i == 1 else w) for i, (k, p, w) in enumerate(program.layout)]
     _refused(program.code, wider, "malformed decoding program")
 
 

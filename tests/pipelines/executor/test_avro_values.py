@@ -216,7 +216,7 @@ def test_a_chunk_decoded_in_several_pieces_gives_the_same_rows(monkeypatch: pyte
 
 
 def test_a_value_that_would_expand_past_its_bound_is_a_bad_value() -> None:
-    # a writer's nulls read into a union with a wide fixed: a placeholder of 4096 bytes each
+    # a writer's nulls read into a union of null and a fixed: 5 bytes of columns each
     nulls = {"type": "record", "name": "N", "fields": [{"name": "a", "type": {"type": "array", "items": "null"}}]}
     wide = {"type": "fixed", "name": "F", "size": 4096}
     reader = {
