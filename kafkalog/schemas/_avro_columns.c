@@ -42,7 +42,7 @@ enum {
 #define MAX_EMPTY_ITEMS (1 << 20) /* avro_program.MAX_EMPTY_ITEMS */
 #define MAX_VALUE_OUTPUT ((size_t)64 << 20) /* avro_program.MAX_VALUE_OUTPUT */
 #define OUTPUT_PER_BYTE 256                 /* avro_program.OUTPUT_PER_BYTE */
-#define OUTPUT_SLACK ((size_t)64 << 10)     /* avro_program.OUTPUT_SLACK */
+#define OUTPUT_SLACK ((size_t)16 << 10)     /* avro_program.OUTPUT_SLACK */
 #define MAX_PIECE_OUTPUT ((size_t)256 << 20) /* avro_program.MAX_PIECE_OUTPUT */
 #define MAX_CODE_DEPTH 300   /* avro_program.MAX_CODE_DEPTH */
 #define MAX_LAYOUT_DEPTH 128 /* avro_program.MAX_COLUMN_DEPTH */

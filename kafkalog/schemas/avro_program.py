@@ -75,14 +75,15 @@ MAX_FIXED_SIZE: Final = 1 << 20  # bytes of a reader's fixed column; the kernels
 # a null column 4: Arrow makes it a string column of nulls, an offset 4, and the value's bytes): at
 # most OUTPUT_SLACK + OUTPUT_PER_BYTE times its own size, and never more than MAX_VALUE_OUTPUT. A
 # value past its bound is bad alone ("the value would expand to more than ... bytes of columns"):
-# null placeholders of a wide fixed or a union's other members, a long run of nulls, make many bytes
-# of a few. A kernel call stops a piece of the chunk at MAX_PIECE_OUTPUT bytes (far below the int32
-# offsets' 2**31): the value that would pass it begins the next piece, so no value's verdict depends
-# on its neighbours. So a chunk of n values of B bytes in all makes at most
-# OUTPUT_PER_BYTE * B + OUTPUT_SLACK * n bytes of columns, and each piece at most MAX_PIECE_OUTPUT.
+# a long run of nulls, or of items of a union whose other members each get a null, makes many bytes
+# of a few (a slot in every column below them, 33 bytes for a wide decimal's). A kernel call ends a
+# piece of the chunk at MAX_PIECE_OUTPUT bytes (far below the int32 offsets' 2**31): the value that
+# would pass it begins the next piece, so no value's verdict depends on its neighbours. So a chunk of
+# n values of B bytes in all makes at most OUTPUT_PER_BYTE * B + OUTPUT_SLACK * n bytes of columns,
+# and each piece at most MAX_PIECE_OUTPUT.
 MAX_VALUE_OUTPUT: Final = 64 << 20
 OUTPUT_PER_BYTE: Final = 256
-OUTPUT_SLACK: Final = 64 << 10
+OUTPUT_SLACK: Final = 16 << 10
 MAX_PIECE_OUTPUT: Final = 256 << 20
 PROGRAM_VERSION: Final = 3
 

@@ -16,7 +16,7 @@ before its record does (``truncated Avro payload``), it does not decode (``corru
 ...``, the kernel's reason: an enum index or union branch out of range, a varint too long, a
 negative length, a string that is not UTF-8, ...), it has bytes after its record (``2 bytes left
 after the record``), it would make more bytes of columns than a value of its size may (``the value
-would expand to more than 67840 bytes of columns``: see kafkalog.schemas.avro_program's
+would expand to more than 18688 bytes of columns``: see kafkalog.schemas.avro_program's
 MAX_VALUE_OUTPUT), or its record cannot be a row (``the record cannot be a row: ...``: a decimal
 with more digits than its precision, a millisecond timestamp beyond what microseconds hold).
 Trailing bytes are refused although Confluent's deserializer ignores them: a value whose record

@@ -487,7 +487,7 @@ def test_a_value_that_would_expand_past_its_bound_is_bad_alone() -> None:
     # nulls into a column of nulls: Arrow makes it a string column (4 bytes a slot)
     decoded = decode_all([amplified] * 3 + [few], program_of(writer, writer))
     assert [i for i, _ in decoded.bad] == [0, 1, 2] and decoded.rows == 1
-    # the bound grows with the value: 64 KiB and 256 bytes a byte, 64 MiB at most
+    # the bound grows with the value: 16 KiB and 256 bytes a byte, 64 MiB at most
     assert value_output_limit(10) == OUTPUT_SLACK + 2560 and value_output_limit(1 << 30) == MAX_VALUE_OUTPUT
 
 

@@ -118,7 +118,7 @@ def test_the_kernels_reasons_in_the_loaders_words() -> None:
     assert bad_reason("1 bytes left after the record") == "1 byte left after the record"
     assert bad_reason("decimal of 17 bytes at byte 6 does not fit 128 bits").startswith("the record cannot be a row: ")
     assert bad_reason("varint too long at byte 5") == "corrupt Avro payload: varint too long at byte 5"
-    expands = "the value would expand to more than 67840 bytes of columns"
+    expands = "the value would expand to more than 18688 bytes of columns"
     assert bad_reason(expands) == expands
 
 
@@ -228,4 +228,4 @@ def test_a_value_that_would_expand_past_its_bound_is_a_bad_value() -> None:
     amplified = frame(4, b"\x80\x89\x7a\x00")  # a million nulls in 9 bytes
     got, bad = table_rows(values, [amplified, frame(4, b"\x02\x00")])
     assert got == [(1, {"a": [None]})]
-    assert bad == [(0, "the value would expand to more than 67840 bytes of columns")]
+    assert bad == [(0, "the value would expand to more than 18688 bytes of columns")]
