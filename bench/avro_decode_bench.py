@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> None:
     )
 
     def avro_kernel() -> pa.Table:
-        decoded = decode(values, 5, program)
+        [decoded] = decode(values, 5, program)
         assert not decoded.bad, decoded.bad[:3]
         return to_arrow(decoded.columns, program.columns).table
 

@@ -3,10 +3,14 @@
  * over a chunk of values, straight into column buffers. The pure-Python twin, _avro_columns_py.py, is
  * the reference: same columns, same bad reasons, byte for byte (the tests hold this file to it).
  *
- * decode(values, start, code, layout) -> (columns, bad). Every value is untrusted: every read is
- * checked against the value's end, every length and block count against the bytes left before any
- * memory is taken for it, varints stop at 10 bytes (5 for an int: its values, an enum's and a union's
- * index), offsets stop at INT32_MAX. A value that fails is rolled back out of every column (each
+ * decode(values, start, code, layout[, piece_bytes]) -> (columns, bad, stop). Every value is untrusted:
+ * every read is checked against the value's end, every length and block count against the bytes left
+ * before any memory is taken for it, varints stop at 10 bytes (5 for an int: its values, an enum's and
+ * a union's index), and every write is charged before it is made against the bytes of columns the
+ * value may make (avro_program.value_output_limit: a null placeholder or a union's other members make
+ * bytes from none) and those the piece may take (piece_bytes): a value past its own bound is bad, one
+ * that would pass the piece's (or an int32 offset) ends the piece before it, at `stop`, and the caller
+ * decodes the rest in a further call. A value that fails is rolled back out of every column (each
  * column's lengths are marked at the row's start). The code is checked once before the chunk (node
  * sizes, operands, each op against its column's kind and width, a union's member among its union's
  * columns, nesting) and the layout too (kinds, parents, widths, nesting at most MAX_LAYOUT_DEPTH, so
@@ -36,14 +40,20 @@ enum {
 };
 
 #define MAX_EMPTY_ITEMS (1 << 20) /* avro_program.MAX_EMPTY_ITEMS */
+#define MAX_VALUE_OUTPUT ((size_t)64 << 20) /* avro_program.MAX_VALUE_OUTPUT */
+#define OUTPUT_PER_BYTE 256                 /* avro_program.OUTPUT_PER_BYTE */
+#define OUTPUT_SLACK ((size_t)16 << 10)     /* avro_program.OUTPUT_SLACK */
+#define MAX_PIECE_OUTPUT ((size_t)256 << 20) /* avro_program.MAX_PIECE_OUTPUT */
 #define MAX_CODE_DEPTH 300   /* avro_program.MAX_CODE_DEPTH */
 #define MAX_LAYOUT_DEPTH 128 /* avro_program.MAX_COLUMN_DEPTH */
 #define LONG_BYTES 10
 #define INT_BYTES 5
-#define MAX_WIDTH (1 << 20)
+#define MAX_WIDTH (1 << 20) /* avro_program.MAX_FIXED_SIZE */
 #define REASON_SIZE 200
 
-enum { OK = 0, BAD = -1, NOMEM = -2 };
+/* SPLIT: the value does not fit beside the values already in the columns: they end the piece, and
+   the value begins the next (its verdict is its own, never its neighbours') */
+enum { OK = 0, BAD = -1, NOMEM = -2, SPLIT = -3 };
 
 typedef struct {
     uint8_t *p;
@@ -72,6 +82,11 @@ typedef struct {
     const uint8_t *buf;
     size_t end;
     uint64_t budget;
+    size_t room;       /* bytes of columns the value may still make (its limit: value_limit) */
+    size_t value_limit;
+    size_t piece_room; /* bytes of columns the piece may still take (of piece_limit) */
+    size_t piece_limit;
+    size_t piece_rows; /* values the piece holds */
     char reason[REASON_SIZE];
 } Decoder;
 
@@ -116,6 +131,20 @@ static int bad(Decoder *d, const char *format, ...) {
 
 /* -- columns -------------------------------------------------------------------------------------- */
 
+/* the bytes of columns a write makes, counted before it is made (avro_program's cost: a slot 1 byte,
+   a null column's slot 4, an offset 4, and the bytes of the value): the value past its limit is bad,
+   a piece past its own ends before the value */
+static inline int charge(Decoder *d, size_t n) {
+    if (n > d->room) return bad(d, "the value would expand to more than %zu bytes of columns", d->value_limit);
+    if (n > d->piece_room) {
+        if (d->piece_rows) return SPLIT;
+        return bad(d, "the value would expand to more than %zu bytes of columns", d->piece_limit);
+    }
+    d->room -= n;
+    d->piece_room -= n;
+    return OK;
+}
+
 /* the validity bit of the column's next slot (the slot itself is counted by the caller) */
 static int set_bit(Col *c, int valid) {
     size_t i = c->length;
@@ -136,27 +165,46 @@ static int set_bit(Col *c, int valid) {
     return OK;
 }
 
-static inline int slot(Col *c) {
+/* a valid slot, its cost charged by the caller */
+static inline int slot_charged(Col *c) {
     if (c->valid.p != NULL && set_bit(c, 1) != OK) return NOMEM;
     c->length++;
     return OK;
 }
 
-static int add_offset(Decoder *d, Col *c, size_t value) {
-    if (value > INT32_MAX) return bad(d, "a column of the chunk exceeds %d values or bytes", INT32_MAX);
+static inline int slot(Decoder *d, Col *c) {
+    int rc = charge(d, c->kind == K_NULL ? 4 : 1);
+    if (rc != OK) return rc;
+    if (c->valid.p != NULL && set_bit(c, 1) != OK) return NOMEM;
+    c->length++;
+    return OK;
+}
+
+/* an offset, its cost charged by the caller */
+static int offset_charged(Decoder *d, Col *c, size_t value) {
+    if (value > INT32_MAX) {
+        if (d->piece_rows) return SPLIT;
+        return bad(d, "the value alone makes a column exceed %d values or bytes", INT32_MAX);
+    }
     int32_t v = (int32_t)value;
     return buf_put(&c->offsets, &v, 4);
 }
 
-static inline int put(Col *c, const void *src, size_t n) {
+/* a value of n bytes: the bytes and a slot */
+static inline int put(Decoder *d, Col *c, const void *src, size_t n) {
+    int rc = charge(d, n + 1);
+    if (rc != OK) return rc;
     if (buf_put(&c->data, src, n) != OK) return NOMEM;
-    return slot(c);
+    return slot_charged(c);
 }
 
+/* a binary value: the bytes, a slot and an offset */
 static int put_bytes(Decoder *d, Col *c, const uint8_t *src, size_t n) {
+    int rc = charge(d, n + 5);
+    if (rc != OK) return rc;
     if (buf_put(&c->data, src, n) != OK) return NOMEM;
-    if (slot(c) != OK) return NOMEM;
-    return add_offset(d, c, c->data.len);
+    if (slot_charged(c) != OK) return NOMEM;
+    return offset_charged(d, c, c->data.len);
 }
 
 static int fixed_width(int kind) {
@@ -173,6 +221,9 @@ static int put_null(Decoder *d, int col) {
     Col *c = &d->cols[col];
     int rc;
     if (c->kind == K_CONST) return OK;
+    size_t cost = c->kind == K_NULL ? 4 : c->kind == K_FIXED ? 1 + (size_t)c->width
+                : (c->kind == K_LIST || c->kind == K_MAP || c->kind == K_BINARY) ? 5 : 1 + (size_t)fixed_width(c->kind);
+    if ((rc = charge(d, cost)) != OK) return rc;
     if (c->kind == K_NULL) {
         c->length++;
         c->nulls++;
@@ -354,8 +405,9 @@ static int collection(Decoder *d, int pc, size_t *pos) {
     if (writes) {
         Col *c = &d->cols[code[pc + 2]];
         Col *child = &d->cols[d->child_index[c->first_child + c->nchildren - 1]];
-        if (slot(c) != OK) return NOMEM;
-        return add_offset(d, c, child->length);
+        if ((rc = charge(d, 5)) != OK) return rc; /* a slot and an offset */
+        if (slot_charged(c) != OK) return NOMEM;
+        return offset_charged(d, c, child->length);
     }
     return OK;
 }
@@ -374,7 +426,7 @@ static int decimal(Decoder *d, Col *c, const uint8_t *s, size_t n, size_t at, in
     }
     uint8_t fill = (n && (s[0] & 0x80)) ? 0xff : 0;
     for (size_t k = 0; k < w; k++) out[k] = k < n ? s[n - 1 - k] : fill;
-    return put(c, out, w);
+    return put(d, c, out, w);
 }
 
 static int run(Decoder *d, int pc, size_t *pos) {
@@ -384,53 +436,53 @@ static int run(Decoder *d, int pc, size_t *pos) {
     if (op <= OP_DECIMAL_FIXED || op == OP_ENUM || op == OP_RECORD) c = &d->cols[code[pc + 2]];
     switch (op) {
         case OP_NULL:
-            return slot(c);
+            return slot(d, c);
         case OP_SET_NULL:
             return put_null(d, code[pc + 2]);
         case OP_BOOLEAN: {
             if (take(d, *pos, 1) != OK) return BAD;
             uint8_t v = d->buf[*pos] ? 1 : 0;
             *pos += 1;
-            return put(c, &v, 1);
+            return put(d, c, &v, 1);
         }
         case OP_INT: case OP_INT_LONG: case OP_INT_FLOAT: case OP_INT_DOUBLE: {
             int32_t v = 0;
             if (read_int(d, pos, &v) != OK) return BAD;
-            if (op == OP_INT) return put(c, &v, 4);
+            if (op == OP_INT) return put(d, c, &v, 4);
             if (op == OP_INT_LONG) {
                 int64_t l = v;
-                return put(c, &l, 8);
+                return put(d, c, &l, 8);
             }
             if (op == OP_INT_FLOAT) {
                 float f = (float)(double)v;
-                return put(c, &f, 4);
+                return put(d, c, &f, 4);
             }
             double g = (double)v;
-            return put(c, &g, 8);
+            return put(d, c, &g, 8);
         }
         case OP_LONG: case OP_LONG_FLOAT: case OP_LONG_DOUBLE: {
             int64_t v = 0;
             if (read_long(d, pos, &v) != OK) return BAD;
-            if (op == OP_LONG) return put(c, &v, 8);
+            if (op == OP_LONG) return put(d, c, &v, 8);
             double g = (double)v;
-            if (op == OP_LONG_DOUBLE) return put(c, &g, 8);
+            if (op == OP_LONG_DOUBLE) return put(d, c, &g, 8);
             float f = (float)g;
-            return put(c, &f, 4);
+            return put(d, c, &f, 4);
         }
         case OP_FLOAT: case OP_FLOAT_DOUBLE: {
             if (take(d, *pos, 4) != OK) return BAD;
             const uint8_t *s = d->buf + *pos;
             *pos += 4;
-            if (op == OP_FLOAT) return put(c, s, 4);
+            if (op == OP_FLOAT) return put(d, c, s, 4);
             float f;
             memcpy(&f, s, 4);
             double g = (double)f;
-            return put(c, &g, 8);
+            return put(d, c, &g, 8);
         }
         case OP_DOUBLE:
             if (take(d, *pos, 8) != OK) return BAD;
             *pos += 8;
-            return put(c, d->buf + *pos - 8, 8);
+            return put(d, c, d->buf + *pos - 8, 8);
         case OP_BYTES: case OP_STRING: {
             size_t n = 0;
             if (read_length(d, pos, &n) != OK) return BAD;
@@ -443,7 +495,7 @@ static int run(Decoder *d, int pc, size_t *pos) {
             size_t n = (size_t)code[pc + 3];
             if (take(d, *pos, n) != OK) return BAD;
             *pos += n;
-            return put(c, d->buf + *pos - n, n);
+            return put_bytes(d, c, d->buf + *pos - n, n);
         }
         case OP_DECIMAL_BYTES: case OP_DECIMAL_FIXED: {
             size_t n = 0, at;
@@ -467,10 +519,10 @@ static int run(Decoder *d, int pc, size_t *pos) {
             int32_t symbols = code[pc + 3];
             if (index < 0 || index >= symbols)
                 return bad(d, "enum index %lld out of range (%d symbols) at byte %zu", (long long)index, symbols, at);
-            return put(c, &code[pc + 4 + index], 4);
+            return put(d, c, &code[pc + 4 + index], 4);
         }
         case OP_RECORD:
-            if (slot(c) != OK) return NOMEM;
+            if ((rc = slot(d, c)) != OK) return rc;
             return run_children(d, pc + 3, pc + code[pc + 1], pos);
         case OP_SKIP_RECORD:
             return run_children(d, pc + 2, pc + code[pc + 1], pos);
@@ -489,7 +541,7 @@ static int run(Decoder *d, int pc, size_t *pos) {
         case OP_PICK: {
             Col *s = &d->cols[code[pc + 2]];
             int member = code[pc + 3];
-            if (slot(s) != OK) return NOMEM;
+            if ((rc = slot(d, s)) != OK) return rc;
             for (int k = 0; k < s->nchildren; k++) {
                 int child = d->child_index[s->first_child + k];
                 if (child != member && (rc = put_null(d, child)) != OK) return rc;
@@ -586,7 +638,7 @@ static int verify(const Check *k, int64_t pc, int64_t stop, int depth) {
         case OP_SET_NULL:
             return size == 3 && col_ok(k, code[pc + 2]);
         case OP_FIXED:
-            return size == 4 && code[pc + 3] >= 0 && col_is(k, code[pc + 2], K_FIXED, code[pc + 3]);
+            return size == 4 && code[pc + 3] >= 0 && col_is(k, code[pc + 2], K_BINARY, -1);
         case OP_DECIMAL_BYTES:
             return size == 4 && code[pc + 3] >= 1 && code[pc + 3] <= 64 && col_is(k, code[pc + 2], K_FIXED, code[pc + 3]);
         case OP_DECIMAL_FIXED:
@@ -619,8 +671,9 @@ static int verify(const Check *k, int64_t pc, int64_t stop, int depth) {
             return verify(k, head + 1, end, depth + 1) && head + 1 + code[head + 2] == end;
         }
         case OP_UNION: {
+            if (pc + 3 > end) return 0; /* the branch count is within the node before it is read */
             int64_t branches = code[pc + 2];
-            if (pc + 3 > end || branches < 0 || size < 3 + branches) return 0;
+            if (branches < 0 || size < 3 + branches) return 0;
             for (int64_t b = 0; b < branches; b++) {
                 int64_t at = pc + code[pc + 3 + b];
                 if (at < pc + 3 + branches || !verify(k, at, end, depth + 1)) return 0;
@@ -810,11 +863,16 @@ fail:
 
 static PyObject *py_decode(PyObject *self, PyObject *args) {
     PyObject *values_obj, *code_obj, *layout_obj;
-    Py_ssize_t start, ncode = 0;
+    Py_ssize_t start, ncode = 0, piece_bytes = (Py_ssize_t)MAX_PIECE_OUTPUT;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OnOO:decode", &values_obj, &start, &code_obj, &layout_obj)) return NULL;
+    if (!PyArg_ParseTuple(args, "OnOO|n:decode", &values_obj, &start, &code_obj, &layout_obj, &piece_bytes))
+        return NULL;
     if (start < 0) {
         PyErr_SetString(PyExc_ValueError, "start must not be negative");
+        return NULL;
+    }
+    if (piece_bytes < 1) {
+        PyErr_SetString(PyExc_ValueError, "piece_bytes must be positive");
         return NULL;
     }
     PyObject *values = NULL, *result = NULL, *columns = NULL, *bad_list = NULL;
@@ -871,9 +929,11 @@ static PyObject *py_decode(PyObject *self, PyObject *args) {
         PyErr_NoMemory();
         goto done;
     }
-    Decoder d = {code, pool, cols, ncols, child_index, NULL, 0, 0, {0}};
+    Decoder d = {code, pool, cols, ncols, child_index, NULL, 0, 0, 0, 0, (size_t)piece_bytes, (size_t)piece_bytes, 0, {0}};
+    Py_ssize_t stop = n;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n && failed == OK; i++) {
+        size_t piece_room = d.piece_room;
         for (int k = 0; k < ncols; k++) {
             marks[k].length = cols[k].length;
             marks[k].nulls = cols[k].nulls;
@@ -887,11 +947,18 @@ static PyObject *py_decode(PyObject *self, PyObject *args) {
             d.buf = ptrs[i];
             d.end = lens[i];
             d.budget = MAX_EMPTY_ITEMS;
+            d.value_limit = lens[i] >= (MAX_VALUE_OUTPUT - OUTPUT_SLACK) / OUTPUT_PER_BYTE
+                                ? MAX_VALUE_OUTPUT
+                                : OUTPUT_SLACK + OUTPUT_PER_BYTE * lens[i];
+            d.room = d.value_limit;
             size_t pos = (size_t)start;
             rc = run(&d, 0, &pos);
             if (rc == OK && pos != d.end) rc = bad(&d, "%zu bytes left after the record", d.end - pos);
         }
-        if (rc == OK) continue;
+        if (rc == OK) {
+            d.piece_rows++;
+            continue;
+        }
         if (rc == NOMEM) {
             failed = NOMEM;
             break;
@@ -901,6 +968,11 @@ static PyObject *py_decode(PyObject *self, PyObject *args) {
             cols[k].nulls = marks[k].nulls;
             cols[k].data.len = marks[k].data;
             cols[k].offsets.len = marks[k].offsets;
+        }
+        d.piece_room = piece_room;
+        if (rc == SPLIT) { /* the piece ends before this value: the caller decodes from it again */
+            stop = i;
+            break;
         }
         if (nbad == bad_cap) {
             size_t cap = bad_cap ? bad_cap * 2 : 16;
@@ -934,7 +1006,10 @@ static PyObject *py_decode(PyObject *self, PyObject *args) {
         if (t == NULL) goto done;
         PyList_SET_ITEM(bad_list, (Py_ssize_t)k, t);
     }
-    result = PyTuple_Pack(2, columns, bad_list);
+    PyObject *stop_obj = PyLong_FromSsize_t(stop);
+    if (stop_obj == NULL) goto done;
+    result = PyTuple_Pack(3, columns, bad_list, stop_obj);
+    Py_DECREF(stop_obj);
 done:
     for (Py_ssize_t i = 0; i < nviews; i++) PyBuffer_Release(&views[i]);
     PyMem_Free(views);

@@ -3,5 +3,9 @@
 from collections.abc import Sequence
 
 def decode(
-    values: Sequence[bytes], start: int, code: Sequence[int], layout: Sequence[tuple[int, int, int]]
-) -> tuple[list[tuple[int, int, bytes | None, bytes | None, bytes | None]], list[tuple[int, str]]]: ...
+    values: Sequence[bytes],
+    start: int,
+    code: Sequence[int],
+    layout: Sequence[tuple[int, int, int]],
+    piece_bytes: int = ...,
+) -> tuple[list[tuple[int, int, bytes | None, bytes | None, bytes | None]], list[tuple[int, str]], int]: ...

@@ -2,17 +2,22 @@
 (:mod:`kafkalog.schemas.avro_program`) over a chunk of Avro values, into columns.
 
 It is the reference the tests hold the C kernel to (same columns, same bad reasons, byte for byte)
-and the fallback where the C module is not built. ``decode(values, start, code, layout)``: each
-value's datum begins at byte ``start``; ``layout`` is (kind, parent, width) per column. Returns
-``(columns, bad)``: per column ``(length, null_count, validity, buffer1, buffer2)`` (validity an
-Arrow bitmap, None when nothing is null; buffer1 the values, or the int32 offsets of a binary, list
-or map column; buffer2 a binary column's bytes), and the (index, reason) of each value that failed.
-A value that fails leaves nothing in any column. Every value is untrusted: lengths and counts are
-checked against the bytes left before anything is taken or made from them; a varint takes at most
-10 bytes (5 for an int: its values, an enum's and a union's index). The program is checked before
-the chunk (:func:`verify`, as the C kernel checks it): each node's size and operands, each op
-against its column's kind and width, a union member among its union's columns, the layout's nesting
-at most :data:`~kafkalog.schemas.avro_program.MAX_COLUMN_DEPTH` deep; a malformed one is a ValueError.
+and the fallback where the C module is not built. ``decode(values, start, code, layout,
+piece_bytes=MAX_PIECE_OUTPUT)``: each value's datum begins at byte ``start``; ``layout`` is (kind,
+parent, width) per column. Returns ``(columns, bad, stop)``: per column ``(length, null_count,
+validity, buffer1, buffer2)`` (validity an Arrow bitmap, None when nothing is null; buffer1 the
+values, or the int32 offsets of a binary, list or map column; buffer2 a binary column's bytes), the
+(index, reason) of each value that failed, and the index of the first value not decoded
+(``len(values)`` unless the columns would pass ``piece_bytes``: the caller decodes from there in a
+further call). A value that fails leaves nothing in any column. Every value is untrusted: lengths
+and counts are checked against the bytes left before anything is taken or made from them; a varint
+takes at most 10 bytes (5 for an int: its values, an enum's and a union's index); every write is
+charged, before it is made, against the bytes of columns the value may make
+(:func:`~kafkalog.schemas.avro_program.value_output_limit`: past it the value is bad) and those the
+piece may take (past them the piece ends before the value). The program is checked before the chunk
+(:func:`verify`, as the C kernel checks it): each node's size and operands, each op against its
+column's kind and width, a union member among its union's columns, the layout's nesting at most
+:data:`~kafkalog.schemas.avro_program.MAX_COLUMN_DEPTH` deep; a malformed one is a ValueError.
 """
 
 from __future__ import annotations
@@ -21,7 +26,16 @@ import struct
 from collections.abc import Sequence
 from typing import Final
 
-from kafkalog.schemas.avro_program import MAX_CODE_DEPTH, MAX_COLUMN_DEPTH, MAX_EMPTY_ITEMS, Kind, Op
+from kafkalog.schemas.avro_program import (
+    MAX_CODE_DEPTH,
+    MAX_COLUMN_DEPTH,
+    MAX_EMPTY_ITEMS,
+    MAX_FIXED_SIZE,
+    MAX_PIECE_OUTPUT,
+    Kind,
+    Op,
+    value_output_limit,
+)
 
 _I32: Final = struct.Struct("<i")
 _I64: Final = struct.Struct("<q")
@@ -30,7 +44,7 @@ _F64: Final = struct.Struct("<d")
 _MAX_OFFSET: Final = 2**31 - 1
 _WIDTH: Final = {Kind.BOOLEAN: 1, Kind.INT32: 4, Kind.INT64: 8, Kind.FLOAT32: 4, Kind.FLOAT64: 8}
 _MAX_CODE_DEPTH: Final = MAX_CODE_DEPTH  # nodes within nodes: two Python frames each here
-_MAX_WIDTH: Final = 1 << 20
+_MAX_WIDTH: Final = MAX_FIXED_SIZE
 _LONG_BYTES: Final = 10
 _INT_BYTES: Final = 5
 _KIND_OF: Final = {  # the column kind each op that writes a value writes to
@@ -60,6 +74,10 @@ class _Bad(Exception):
         self.reason = reason
 
 
+class _Split(Exception):
+    """The value does not fit beside the values already in the columns: the piece ends before it."""
+
+
 class _Column:
     __slots__ = ("children", "data", "kind", "nulls", "offsets", "valid", "width")
 
@@ -83,25 +101,39 @@ class _Column:
 
 
 def decode(
-    values: Sequence[bytes], start: int, code: Sequence[int], layout: Sequence[tuple[int, int, int]]
-) -> tuple[list[ColumnBuffers], list[tuple[int, str]]]:
+    values: Sequence[bytes],
+    start: int,
+    code: Sequence[int],
+    layout: Sequence[tuple[int, int, int]],
+    piece_bytes: int = MAX_PIECE_OUTPUT,
+) -> tuple[list[ColumnBuffers], list[tuple[int, str]], int]:
     if start < 0:
         raise ValueError("start must not be negative")
+    if piece_bytes < 1:
+        raise ValueError("piece_bytes must be positive")
     columns = _layout(layout)
     code = tuple(code)
     if not code or not _Check(code, columns).node(0, len(code), 0) or code[1] != len(code):
         raise ValueError("malformed decoding program")
-    runner = _Runner(code, columns)
+    runner = _Runner(code, columns, piece_bytes)
     bad: list[tuple[int, str]] = []
+    stop = len(values)
     for i, value in enumerate(values):
         marks = [c.mark() for c in columns]
+        piece_room = runner.piece_room
         try:
             runner.row(bytes(value), start)
-        except _Bad as e:
+        except (_Bad, _Split) as e:
             for column, mark in zip(columns, marks, strict=True):
                 column.rollback(mark)
+            runner.piece_room = piece_room
+            if isinstance(e, _Split):
+                stop = i
+                break
             bad.append((i, e.reason))
-    return [_buffers(c) for c in columns], bad
+        else:
+            runner.piece_rows += 1
+    return [_buffers(c) for c in columns], bad, stop
 
 
 def _layout(layout: Sequence[tuple[int, int, int]]) -> list[_Column]:
@@ -150,7 +182,7 @@ class _Check:
         if op == Op.SET_NULL:
             return size == 3 and 0 <= code[pc + 2] < len(self.columns)
         if op == Op.FIXED:
-            return size == 4 and code[pc + 3] >= 0 and self.col(code[pc + 2], Kind.FIXED, code[pc + 3])
+            return size == 4 and code[pc + 3] >= 0 and self.col(code[pc + 2], Kind.BINARY)
         if op == Op.DECIMAL_BYTES:
             return size == 4 and 1 <= code[pc + 3] <= 64 and self.col(code[pc + 2], Kind.FIXED, code[pc + 3])
         if op == Op.DECIMAL_FIXED:
@@ -187,8 +219,10 @@ class _Check:
                     return False
             return self.node(head + 1, end, depth + 1) and head + 1 + code[head + 2] == end
         if op == Op.UNION:
+            if pc + 3 > end:  # the branch count is within the node before it is read
+                return False
             branches = code[pc + 2]
-            if pc + 3 > end or branches < 0 or size < 3 + branches:
+            if branches < 0 or size < 3 + branches:
                 return False
             return all(
                 pc + code[pc + 3 + b] >= pc + 3 + branches and self.node(pc + code[pc + 3 + b], end, depth + 1)
@@ -236,17 +270,21 @@ def _buffers(column: _Column) -> ColumnBuffers:
 
 
 class _Runner:
-    def __init__(self, code: tuple[int, ...], columns: list[_Column]) -> None:
+    def __init__(self, code: tuple[int, ...], columns: list[_Column], piece_bytes: int) -> None:
         self.code = code
         self.columns = columns
         self.buf = b""
         self.end = 0
         self.budget = 0
+        self.room = self.limit = 0  # bytes of columns the value may still make, of its limit
+        self.piece_room = self.piece_limit = piece_bytes  # bytes of columns the piece may still take, of its limit
+        self.piece_rows = 0
 
     def row(self, value: bytes, start: int) -> None:
         if len(value) < start:
             raise _Bad(f"value shorter than {start} bytes")
         self.buf, self.end, self.budget = value, len(value), MAX_EMPTY_ITEMS
+        self.room = self.limit = value_output_limit(len(value))
         pos = self.run(0, start)
         if pos != self.end:
             raise _Bad(f"{self.end - pos} bytes left after the record")
@@ -309,29 +347,54 @@ class _Runner:
 
     # -- writing --------------------------------------------------------------------------------
 
+    def charge(self, n: int) -> None:
+        """Counts the bytes of columns a write makes, before it is made (as the C kernel's charge())."""
+        if n > self.room:
+            raise _Bad(f"the value would expand to more than {self.limit} bytes of columns")
+        if n > self.piece_room:
+            if self.piece_rows:
+                raise _Split
+            raise _Bad(f"the value would expand to more than {self.piece_limit} bytes of columns")
+        self.room -= n
+        self.piece_room -= n
+
     def valid(self, column: _Column) -> None:
+        self.charge(4 if column.kind == Kind.NULL else 1)
         column.valid.append(True)
 
     def add_offset(self, column: _Column, value: int) -> None:
+        """An offset, its cost charged by the caller."""
         if value > _MAX_OFFSET:
-            raise _Bad(f"a column of the chunk exceeds {_MAX_OFFSET} values or bytes")
+            if self.piece_rows:
+                raise _Split
+            raise _Bad(f"the value alone makes a column exceed {_MAX_OFFSET} values or bytes")
         column.offsets.append(value)
 
     def put_bytes(self, col: int, data: bytes) -> None:
         column = self.columns[col]
-        column.valid.append(True)
+        self.charge(len(data) + 5)  # the bytes, a slot and an offset
         column.data += data
+        column.valid.append(True)
         self.add_offset(column, len(column.data))
 
     def put(self, col: int, data: bytes) -> None:
         column = self.columns[col]
-        column.valid.append(True)
+        self.charge(len(data) + 1)  # the bytes and a slot
         column.data += data
+        column.valid.append(True)
 
     def null(self, col: int) -> None:
         column = self.columns[col]
         if column.kind == Kind.CONST:
             return
+        if column.kind == Kind.NULL:
+            self.charge(4)
+        elif column.kind == Kind.FIXED:
+            self.charge(1 + column.width)
+        elif column.kind in (Kind.LIST, Kind.MAP, Kind.BINARY):
+            self.charge(5)
+        else:
+            self.charge(1 + _WIDTH.get(Kind(column.kind), 0))
         column.valid.append(False)
         column.nulls += 1
         if column.kind == Kind.STRUCT:
@@ -350,8 +413,7 @@ class _Runner:
         code = self.code
         op = code[pc]
         if op == Op.NULL:
-            column = self.columns[code[pc + 2]]
-            column.valid.append(True)
+            self.valid(self.columns[code[pc + 2]])
             return pos
         if op == Op.SET_NULL:
             self.null(code[pc + 2])
@@ -392,7 +454,7 @@ class _Runner:
             return begin + n
         if op == Op.FIXED:
             after = self.take(pos, code[pc + 3])
-            self.put(code[pc + 2], self.buf[pos:after])
+            self.put_bytes(code[pc + 2], self.buf[pos:after])
             return after
         if op in (Op.DECIMAL_BYTES, Op.DECIMAL_FIXED):
             if op == Op.DECIMAL_BYTES:
@@ -490,14 +552,13 @@ class _Runner:
                     if key is not None:
                         data = self.buf[begin : begin + n]
                         _check_utf8(data, begin)
-                        key.valid.append(True)
-                        key.data += data
-                        self.add_offset(key, len(key.data))
+                        self.put_bytes(code[pc + 3], data)
                     pos = begin + n
                 pos = self.run(item, pos)
         if writes:
             column = self.columns[code[pc + 2]]
             child = self.columns[column.children[-1]]  # the item, or the map's value (its key comes first)
+            self.charge(5)  # a slot and an offset
             column.valid.append(True)
             self.add_offset(column, len(child.valid))
         return pos

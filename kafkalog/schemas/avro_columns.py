@@ -15,7 +15,7 @@ from types import ModuleType
 
 from kafkalog.schemas import _avro_columns_py
 from kafkalog.schemas._avro_columns_py import ColumnBuffers
-from kafkalog.schemas.avro_program import Program
+from kafkalog.schemas.avro_program import MAX_PIECE_OUTPUT, Program
 
 
 def _load() -> tuple[ModuleType, bool, str]:
@@ -34,12 +34,15 @@ implementation, NATIVE, WHY_PURE = _load()
 
 @dataclass(frozen=True)
 class Decoded:
-    """A chunk decoded: ``columns`` in the program's column order, each ``(length, null_count,
-    validity, buffer1, buffer2)`` (see :mod:`kafkalog.schemas._avro_columns_py`); ``bad`` the
-    (index, reason) of each value that failed, in order (they left nothing in the columns)."""
+    """A piece of a chunk decoded: the values ``first`` to ``end`` (exclusive); ``columns`` in the
+    program's column order, each ``(length, null_count, validity, buffer1, buffer2)`` (see
+    :mod:`kafkalog.schemas._avro_columns_py`); ``bad`` the (index in the chunk, reason) of each of
+    its values that failed, in order (they left nothing in the columns)."""
 
     columns: list[ColumnBuffers]
     bad: list[tuple[int, str]]
+    first: int = 0
+    end: int = 0
 
     @property
     def rows(self) -> int:
@@ -47,7 +50,19 @@ class Decoded:
         return self.columns[0][0]
 
 
-def decode(values: Sequence[bytes], start: int, program: Program) -> Decoded:
-    """The columns of ``values`` (each datum from byte ``start``) as ``program`` reads them."""
-    columns, bad = implementation.decode(values, start, program.code, program.layout)
-    return Decoded(columns, bad)
+def decode(values: Sequence[bytes], start: int, program: Program, piece_bytes: int = MAX_PIECE_OUTPUT) -> list[Decoded]:
+    """The columns of ``values`` (each datum from byte ``start``) as ``program`` reads them: one
+    piece, or several where the columns of the chunk would pass ``piece_bytes`` (each piece ends
+    before the value that would pass it; no value's verdict depends on the piece it is in, as long
+    as ``piece_bytes`` is at least :data:`~kafkalog.schemas.avro_program.MAX_VALUE_OUTPUT`)."""
+    pieces: list[Decoded] = []
+    first = 0
+    while True:
+        rest = values if first == 0 else values[first:]
+        columns, bad, stop = implementation.decode(rest, start, program.code, program.layout, piece_bytes)
+        if stop == 0 and rest:  # never: a value alone in a piece is decoded or bad
+            raise AssertionError("the Avro kernel decoded no value of a piece")
+        pieces.append(Decoded(columns, [(first + j, reason) for j, reason in bad], first, first + stop))
+        first += stop
+        if first >= len(values):
+            return pieces

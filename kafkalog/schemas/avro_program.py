@@ -17,7 +17,7 @@ one nullable child per non-null branch (``member0``, ``member1``, ..., as spark-
 null where the null branch is, except a union of ``int`` and ``long`` only (an int64 column) or of
 ``float`` and ``double`` only (a float64 column), whatever the writer's branch; an enum an int32
 column of the reader's symbol index; a fixed a
-fixed-width binary; a decimal (bytes or fixed) a 16-byte (precision up to 38) or 32-byte
+binary column (its nulls take no bytes); a decimal (bytes or fixed) a 16-byte (precision up to 38) or 32-byte
 little-endian two's complement, what Arrow's decimal128/decimal256 hold. Logical types are column
 annotations (:attr:`Column.logical`) for the Arrow side to cast. A reader field the writer lacks is
 a constant column (:attr:`Column.constant`): the kernel writes nothing to it (or below it), and the
@@ -55,6 +55,7 @@ from kafkalog.schemas.avro import (
     Enum,
     Field,
     Fixed,
+    LogicalType,
     Map,
     Primitive,
     Record,
@@ -69,7 +70,29 @@ MAX_EMPTY_ITEMS: Final = 1 << 20  # items of zero bytes (null, an empty record) 
 MAX_COLUMN_DEPTH: Final = 128  # columns below columns; the kernels refuse a deeper layout too
 MAX_CODE_DEPTH: Final = 300  # nodes within nodes (a union's take two); the kernels refuse deeper code too
 MAX_INLINE_BYTES: Final = 1 << 16  # an Avro-encoded default in the code (Op.INLINE)
-PROGRAM_VERSION: Final = 2
+MAX_FIXED_SIZE: Final = 1 << 20  # bytes of a reader's fixed column; the kernels refuse a wider layout too
+# The bytes of columns a value may make, counted as the kernels write them (a slot 1 byte, a slot of
+# a null column 4: Arrow makes it a string column of nulls, an offset 4, and the value's bytes): at
+# most OUTPUT_SLACK + OUTPUT_PER_BYTE times its own size, and never more than MAX_VALUE_OUTPUT. A
+# value past its bound is bad alone ("the value would expand to more than ... bytes of columns"):
+# a long run of nulls, or of items of a union whose other members each get a null, makes many bytes
+# of a few (a slot in every column below them, 33 bytes for a wide decimal's). A kernel call ends a
+# piece of the chunk at MAX_PIECE_OUTPUT bytes (far below the int32 offsets' 2**31): the value that
+# would pass it begins the next piece, so no value's verdict depends on its neighbours. So a chunk of
+# n values of B bytes in all makes at most OUTPUT_PER_BYTE * B + OUTPUT_SLACK * n bytes of columns,
+# and each piece at most MAX_PIECE_OUTPUT.
+MAX_VALUE_OUTPUT: Final = 64 << 20
+OUTPUT_PER_BYTE: Final = 256
+OUTPUT_SLACK: Final = 16 << 10
+MAX_PIECE_OUTPUT: Final = 256 << 20
+PROGRAM_VERSION: Final = 3
+
+
+def value_output_limit(size: int) -> int:
+    """The bytes of columns a value of ``size`` bytes (its frame included) may make."""
+    if size >= (MAX_VALUE_OUTPUT - OUTPUT_SLACK) // OUTPUT_PER_BYTE:
+        return MAX_VALUE_OUTPUT
+    return OUTPUT_SLACK + OUTPUT_PER_BYTE * size
 
 
 class Op(enum.IntEnum):
@@ -90,7 +113,7 @@ class Op(enum.IntEnum):
     DOUBLE = 12  # [col]
     BYTES = 13  # [col] binary column, read as it is
     STRING = 14  # [col] binary column, checked to be UTF-8
-    FIXED = 15  # [col, size]
+    FIXED = 15  # [col, size] binary column, ``size`` bytes read
     DECIMAL_BYTES = 16  # [col, width]: big-endian two's complement to ``width`` bytes, little-endian
     DECIMAL_FIXED = 17  # [col, size, width]
     ENUM = 18  # [col, writer symbols, reader index of each writer symbol...]
@@ -122,7 +145,7 @@ class Kind(enum.IntEnum):
     FLOAT32 = 4
     FLOAT64 = 5
     BINARY = 6  # int32 offsets (length + 1) and the bytes
-    FIXED = 7  # ``width`` bytes a value
+    FIXED = 7  # ``width`` bytes a value (a decimal's)
     STRUCT = 8  # validity only; children hold the values
     LIST = 9  # int32 offsets; one child
     MAP = 10  # int32 offsets; a key and a value child
@@ -371,7 +394,13 @@ class _Compiler:
                 Column(name, Kind.FIXED, parent, width, "decimal", nullable, precision=precision, scale=scale)
             )
         if isinstance(node, Fixed):
-            return self.add(Column(name, Kind.FIXED, parent, node.size, "fixed", nullable))
+            if node.size > MAX_FIXED_SIZE:
+                raise SchemaResolutionError(
+                    f"the reader's fixed {node.fullname} at column {name} has {node.size} bytes, more than the "
+                    f"{MAX_FIXED_SIZE} a column's value may"
+                )
+            # binary, not fixed-width: a null takes no bytes (a fixed-width null is a placeholder as wide)
+            return self.add(Column(name, Kind.BINARY, parent, logical="fixed", nullable=nullable))
         kind = _STORAGE[node.type]
         annotation = logical.name if logical is not None else ("string" if node.type == "string" else "")
         return self.add(Column(name, kind, parent, logical=annotation, nullable=nullable))
@@ -431,6 +460,9 @@ class _Compiler:
 
     def read_plain(self, writer: AvroType, reader: AvroType, col: int, path: tuple[str, ...]) -> list[int]:
         column = self.out[col]
+        clash = _logical_clash(writer, reader)
+        if clash is not None:
+            raise SchemaResolutionError(f"{clash} at column {column.name}")
         if isinstance(writer, Record) and isinstance(reader, Record):
             if writer.fullname in path:
                 raise SchemaResolutionError(f"recursive type {writer.fullname} cannot be decoded into columns")
@@ -487,11 +519,11 @@ class _Compiler:
     def make_const(self, col: int, rf: Field, path: tuple[str, ...]) -> list[int]:
         """Reader field ``rf`` the writer lacks: its column made constant (no code), or, where another
         path writes the column, a node reading the field's default into it."""
+        data = _field_default(rf)  # judged on both paths: a constant column is filled with it too
         if col not in self.inline:
             self.defaulted.add(col)
-            self.out[col] = replace(self.out[col], constant=True, default=rf.default)
+            self.out[col] = replace(self.out[col], constant=True, default=_complete(rf.type, rf.default))
             return []
-        data = encode_default(rf.type, rf.default)
         if len(data) > MAX_INLINE_BYTES:
             raise SchemaResolutionError(f"the default of field {rf.name} takes more than {MAX_INLINE_BYTES} bytes")
         return self.emit(_node(Op.INLINE, len(data), *data, children=self.read(rf.type, rf.type, col, path)))
@@ -568,6 +600,36 @@ def _union(branches: list[list[int]]) -> list[int]:
     return [int(Op.UNION), at, len(branches), *offsets, *(i for b in branches for i in b)]
 
 
+def _logical_name(logical: LogicalType) -> str:
+    if logical.name == "decimal":
+        return f"decimal({logical.precision},{logical.scale})"
+    return logical.name
+
+
+def _logical_clash(writer: AvroType, reader: AvroType) -> str | None:
+    """Why the writer's logical type cannot be read as the reader's, or None. Avro's resolution looks
+    at the underlying types only (Java's and Confluent's checkers accept a ``timestamp-micros`` read
+    as ``timestamp-millis``); the columns would hold the writer's numbers in the reader's units, so
+    two logical types that differ are refused, as are decimals of another scale (a decimal's
+    precision may change: a value with more digits is a bad row). A logical type on one side only
+    is kept: the number is the same, the reader's annotation says what it means."""
+    ours = writer.logical if isinstance(writer, Primitive | Fixed) else None
+    theirs = reader.logical if isinstance(reader, Primitive | Fixed) else None
+    if ours is None or theirs is None:
+        return None
+    if ours.name != theirs.name:
+        return (
+            f"the writer's {_logical_name(ours)} and the reader's {_logical_name(theirs)} are different logical "
+            "types: the values would be read as another kind or in other units"
+        )
+    if ours.name == "decimal" and (ours.scale or 0) != (theirs.scale or 0):
+        return (
+            f"the writer's {_logical_name(ours)} and the reader's {_logical_name(theirs)} differ in scale: "
+            "the values would be read as other numbers"
+        )
+    return None
+
+
 def _matches(writer: AvroType, reader: AvroType) -> bool:
     """Whether a reader union's branch ``reader`` is the one that reads ``writer`` (fastavro's
     ``match_types``: the same type or a promotion; named types by unqualified name or alias)."""
@@ -588,13 +650,76 @@ def _matches(writer: AvroType, reader: AvroType) -> bool:
     return False
 
 
+def _field_default(field: Field) -> bytes:
+    """Field ``field``'s default, encoded; SchemaResolutionError naming the field for a default its
+    type cannot hold (the parser judges a default's JSON kind, not what a column makes of it)."""
+    try:
+        return encode_default(field.type, field.default)
+    except (TypeError, ValueError, KeyError, AttributeError, OverflowError, struct.error) as exc:
+        shown = json.dumps(field.default, default=repr)
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        raise SchemaResolutionError(
+            f"the default {shown} of the reader's field {field.name} is invalid: {exc}"
+        ) from None
+
+
+def _complete(node: AvroType, value: Any) -> Any:
+    """A default (JSON) with the defaults of the record fields it leaves out filled in, as a reader
+    reads it: what a constant column holds. The default encodes (so each union's branch is found)."""
+    if isinstance(node, Union):
+        for branch in node.branches:  # the branch encode_default takes
+            try:
+                _encode(branch, value, bytearray())
+            except (TypeError, ValueError, KeyError, AttributeError, OverflowError, struct.error):
+                continue
+            return _complete(branch, value)
+        return value
+    if isinstance(node, Record) and isinstance(value, dict):
+        return {f.name: _complete(f.type, value.get(f.name, f.default)) for f in node.fields}
+    if isinstance(node, Array) and isinstance(value, list):
+        return [_complete(node.items, item) for item in value]
+    if isinstance(node, Map) and isinstance(value, dict):
+        return {key: _complete(node.values, item) for key, item in value.items()}
+    return value
+
+
 def encode_default(node: AvroType, value: Any) -> bytes:
     """A field default (JSON, as the schema gives it) in Avro's binary encoding of ``node``: what the
     kernel reads for an :attr:`Op.INLINE` default. A union's default is of its first branch that
-    takes it (Avro 1.12 allows any branch's); the parser judged every default already."""
+    takes it (Avro 1.12 allows any branch's). Raises ValueError or TypeError for a default ``node``
+    cannot hold: of the wrong JSON kind, out of its type's range, bytes or fixed code points past
+    255, a fixed of another size, an enum symbol the enum lacks, a decimal of more digits than its
+    precision, a ``timestamp-millis`` past the microseconds an int64 holds."""
     out = bytearray()
     _encode(node, value, out)
     return bytes(out)
+
+
+_INT32: Final = (-(2**31), 2**31 - 1)
+_INT64: Final = (-(2**63), 2**63 - 1)
+_MILLIS_BOUND: Final = (2**63 - 1) // 1000  # a millisecond time the columns hold as microseconds
+_MILLIS_LOGICAL: Final = frozenset({"timestamp-millis", "local-timestamp-millis"})
+
+
+def _code_points(value: Any, what: str) -> bytes:
+    """A bytes or fixed default: a string of code points 0-255, one a byte (as Avro writes them)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{what} default is a string")
+    if any(ord(c) > 0xFF for c in value):
+        raise ValueError(f"{what} default holds code points 0-255 only (one a byte)")
+    return value.encode("latin-1")
+
+
+def _check_logical(node: Primitive | Fixed, value: Any, data: bytes | None) -> None:
+    logical = node.logical
+    if logical is None:
+        return
+    if logical.name == "decimal" and data is not None:
+        unscaled = int.from_bytes(data, "big", signed=True)
+        if abs(unscaled) >= 10 ** (logical.precision or 0):
+            raise ValueError(f"a decimal of more digits than its precision {logical.precision}")
+    elif logical.name in _MILLIS_LOGICAL and isinstance(value, int) and abs(value) > _MILLIS_BOUND:
+        raise ValueError(f"{logical.name} {value} is beyond the microseconds a timestamp holds")
 
 
 def _zigzag(n: int, out: bytearray) -> None:
@@ -643,15 +768,20 @@ def _encode(node: AvroType, value: Any, out: bytearray) -> None:
         out.append(0)
         return
     if isinstance(node, Enum):
+        if value not in node.symbols:
+            raise ValueError(f"{value!r:.40} is not a symbol of enum {node.fullname}")
         _zigzag(node.symbols.index(value), out)
         return
     if isinstance(node, Fixed):
-        data = value.encode("latin-1")
+        data = _code_points(value, "a fixed")
         if len(data) != node.size:
-            raise ValueError("a fixed default of another size")
+            raise ValueError(f"a default of {len(data)} bytes for fixed {node.fullname} of {node.size}")
+        _check_logical(node, value, data)
         out += data
         return
+    assert isinstance(node, Primitive)
     _encode_primitive(node.type, value, out)
+    _check_logical(node, value, _code_points(value, "a bytes") if node.type == "bytes" else None)
 
 
 def _encode_primitive(kind: str, value: Any, out: bytearray) -> None:
@@ -665,6 +795,9 @@ def _encode_primitive(kind: str, value: Any, out: bytearray) -> None:
     elif kind in ("int", "long"):
         if not isinstance(value, int) or isinstance(value, bool):
             raise TypeError("not an integer")
+        low, high = _INT32 if kind == "int" else _INT64
+        if not low <= value <= high:
+            raise ValueError(f"{value} is out of an {kind}'s range")
         _zigzag(value, out)
     elif kind in ("float", "double"):
         if not isinstance(value, int | float) or isinstance(value, bool):
@@ -673,6 +806,6 @@ def _encode_primitive(kind: str, value: Any, out: bytearray) -> None:
     else:  # bytes (code points 0-255, as Avro writes bytes defaults) or string
         if not isinstance(value, str):
             raise TypeError("not a string")
-        data = value.encode("latin-1" if kind == "bytes" else "utf-8")
+        data = _code_points(value, "a bytes") if kind == "bytes" else value.encode("utf-8")
         _zigzag(len(data), out)
         out += data

@@ -213,6 +213,7 @@ def resolve_schemas(
     for topic in sorted(keys):
         key = keys[topic]
         columns = avro_columns(key.reader, where=f"the key schema of {topic} ({key.describe()})").schema
+        check_programs(key, f"the key schema of {topic} ({key.describe()})")
         if found is not None and not columns.equals(found[1]):
             raise PayloadSchemaError(f"topics {found[0]} and {topic} have keys of different schemas ({key.describe()})")
         found = found or (topic, columns)
@@ -402,6 +403,30 @@ def columns_of(subject: SubjectSchemas, where: str) -> pa.Schema:
     raise PayloadSchemaError(f"{where}: {subject.schema_type} schemas are not decoded yet")
 
 
+def check_programs(subject: SubjectSchemas, where: str) -> None:
+    """Before anything is loaded: the tasks' decoding programs of an Avro subject compile, its reader
+    schema against itself and against every writer version (kafkalog.schemas.avro_program refuses
+    what Avro's compatibility rules let through but the columns cannot take: a default its type
+    cannot hold, a logical type read as another, a fixed wider than a column's value may be).
+    PayloadSchemaError naming ``where``, the writer's id and the first cause."""
+    if subject.schema_type != "AVRO":
+        return
+    from kafkalog.schemas.avro_program import compile_program  # noqa: PLC0415 - Avro subjects only
+
+    try:
+        reader = avro.parse(subject.reader)
+        compile_program(reader, reader)
+        for schema_id, text in sorted(subject.writers.items()):
+            try:
+                compile_program(avro.parse(text), reader)
+            except SchemaError as exc:
+                raise PayloadSchemaError(
+                    f"{where}: records written with schema id {schema_id} cannot be read into its columns: {exc}"
+                ) from None
+    except SchemaError as exc:
+        raise PayloadSchemaError(f"{where}: its values cannot be decoded into its columns: {exc}") from None
+
+
 def run_columns(schemas: RunSchemas) -> pa.Schema:
     """The decoded columns of the run: one raw table, so every topic's reader schema must give the
     same ones (PayloadSchemaError naming two that differ)."""
@@ -409,6 +434,7 @@ def run_columns(schemas: RunSchemas) -> pa.Schema:
     for topic in sorted(schemas.values):
         subject = schemas.values[topic]
         columns = columns_of(subject, f"{subject.describe()} (topic {topic})")
+        check_programs(subject, f"{subject.describe()} (topic {topic})")
         if found is None:
             found = (topic, columns)
         elif not columns.equals(found[1]):

@@ -17,7 +17,8 @@ row has none); a root of another type is one column ``value``. A reader field th
 :attr:`~kafkalog.schemas.avro_program.Column.constant` column) is its default repeated.
 
 A row whose value its column cannot hold is bad, with its reason, and left out of the table (the
-others keep their order): a decimal with more digits than its precision, a millisecond timestamp
+others keep their order): a decimal with more digits than its precision (its text too, past 38
+digits), a millisecond timestamp
 beyond the microseconds an int64 holds. :func:`to_arrow` says which rows those were.
 """
 
@@ -84,10 +85,8 @@ def arrow_type(columns: Sequence[Column], index: int, children: list[list[int]] 
         return pa.float64()
     if kind == Kind.BINARY:
         return pa.string() if logical in ("string", "uuid") else pa.binary()
-    if kind == Kind.FIXED:
-        if logical == "decimal":
-            return pa.string() if _is_text_decimal(column) else pa.decimal128(column.precision, column.scale)
-        return pa.binary()
+    if kind == Kind.FIXED:  # a decimal's: a fixed (Avro's) is a binary column
+        return pa.string() if _is_text_decimal(column) else pa.decimal128(column.precision, column.scale)
     if kind == Kind.STRUCT:
         return pa.struct([_field(columns, c, children) for c in children[index]])
     if kind == Kind.LIST:
@@ -199,12 +198,8 @@ class _Builder:
             return pa.Array.from_buffers(arrow, n, [valid, pa.py_buffer(one)], nulls)
         if kind in (Kind.FLOAT32, Kind.FLOAT64):
             return pa.Array.from_buffers(arrow, n, [valid, pa.py_buffer(one)], nulls)
-        if kind == Kind.FIXED:
-            if column.logical == "decimal":
-                return self.decimals(index, n, nulls, valid, one)
-            return pa.Array.from_buffers(pa.binary(column.width), n, [valid, pa.py_buffer(one)], nulls).cast(
-                pa.binary()
-            )
+        if kind == Kind.FIXED:  # a decimal's: a fixed (Avro's) is a binary column
+            return self.decimals(index, n, nulls, valid, one)
         if kind == Kind.BINARY:
             return pa.Array.from_buffers(arrow, n, [valid, pa.py_buffer(one), pa.py_buffer(two)], nulls)
         below = children[index]
@@ -240,15 +235,27 @@ class _Builder:
         column = self.columns[index]
         assert one is not None
         if _is_text_decimal(column):  # 32-byte integers; rare, so one Python int each
-            width, data, scale = column.width, one, column.scale
+            width, data, limit = column.width, one, 10**column.precision
             bitmap = valid.to_pybytes() if valid is not None else None
-            texts = [
+            numbers = [
                 None
                 if bitmap is not None and not bitmap[i >> 3] >> (i & 7) & 1
-                else decimal_text(
-                    int.from_bytes(data[i * width : (i + 1) * width], "little", signed=True), column.scale
-                )
+                else int.from_bytes(data[i * width : (i + 1) * width], "little", signed=True)
                 for i in range(n)
+            ]
+            wide = [x is not None and abs(x) >= limit for x in numbers]
+            if any(wide):
+                self.flag(
+                    index,
+                    pa.array(wide, pa.bool_()),
+                    lambda slot: (
+                        f"decimal {decimal_text(numbers[slot] or 0, column.scale)} has more than the "
+                        f"{column.precision} digits of its precision"
+                    ),
+                )
+            texts = [
+                None if x is None or too_wide else decimal_text(x, column.scale)
+                for x, too_wide in zip(numbers, wide, strict=True)
             ]
             return pa.array(texts, pa.string())
         precision, scale = column.precision, column.scale

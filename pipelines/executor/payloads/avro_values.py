@@ -15,14 +15,17 @@ read into the reader schema (``schema id 7 cannot be read into the reader schema
 before its record does (``truncated Avro payload``), it does not decode (``corrupt Avro payload:
 ...``, the kernel's reason: an enum index or union branch out of range, a varint too long, a
 negative length, a string that is not UTF-8, ...), it has bytes after its record (``2 bytes left
-after the record``), or its record cannot be a row (``the record cannot be a row: ...``: a decimal
+after the record``), it would make more bytes of columns than a value of its size may (``the value
+would expand to more than 18688 bytes of columns``: see kafkalog.schemas.avro_program's
+MAX_VALUE_OUTPUT), or its record cannot be a row (``the record cannot be a row: ...``: a decimal
 with more digits than its precision, a millisecond timestamp beyond what microseconds hold).
 Trailing bytes are refused although Confluent's deserializer ignores them: a value whose record
 does not use exactly its bytes was not written by an Avro serializer with this schema, and reading
 it would load a guess.
 
 Every value is decoded within its own bounds, so one corrupt value is bad alone and never shifts
-its neighbours.
+its neighbours; a chunk whose columns would grow past a piece's bound is decoded in several pieces
+(kafkalog.schemas.avro_columns), so no value's verdict depends on the chunk it came in.
 """
 
 from __future__ import annotations
@@ -54,7 +57,8 @@ _TRUNCATED = re.compile(r"truncated at byte \d+|length \d+ at byte \d+ exceeds t
 
 def bad_reason(kernel: str) -> str:
     """The reason a value is bad, from the kernel's: a truncation, trailing bytes, a decimal wider
-    than its column, or the kernel's words behind ``corrupt Avro payload:``."""
+    than its column, a value that would make more bytes of columns than it may, or the kernel's
+    words behind ``corrupt Avro payload:``."""
     left = _LEFT_OVER.fullmatch(kernel)
     if left is not None:
         n = int(left.group(1))
@@ -63,6 +67,8 @@ def bad_reason(kernel: str) -> str:
         return "truncated Avro payload"
     if kernel.startswith("decimal of "):
         return BAD_ROW + kernel
+    if kernel.startswith(("the value would expand to more than ", "the value alone makes a column exceed ")):
+        return kernel  # it decodes, but would take more memory than a value may
     return f"corrupt Avro payload: {kernel}"
 
 
@@ -155,16 +161,20 @@ class AvroValues:
         """The rows of the values at ``members`` (one writer schema's), the message index of each,
         and the bad ones."""
         chunk = values if len(members) == len(values) else [values[i] for i in members]
-        decoded = decode(chunk, start, program)  # type: ignore[arg-type] # a member's value is never None
-        bad = [(members[j], bad_reason(reason)) for j, reason in decoded.bad]
-        good = members
-        if decoded.bad:
-            failed = {j for j, _ in decoded.bad}
-            good = [i for j, i in enumerate(members) if j not in failed]
-        rows = to_arrow(decoded.columns, program.columns)
-        bad.extend((good[r], reason) for r, reason in rows.bad)
-        kept = good if not rows.bad else [good[r] for r in rows.kept]
-        return rows.table, kept, bad
+        tables: list[pa.Table] = []
+        kept: list[int] = []
+        bad: list[tuple[int, str]] = []
+        for piece in decode(chunk, start, program):  # type: ignore[arg-type] # a member's value is never None
+            bad.extend((members[j], bad_reason(reason)) for j, reason in piece.bad)
+            good = members[piece.first : piece.end]
+            if piece.bad:
+                failed = {j - piece.first for j, _ in piece.bad}
+                good = [i for j, i in enumerate(good) if j not in failed]
+            rows = to_arrow(piece.columns, program.columns)
+            bad.extend((good[r], reason) for r, reason in rows.bad)
+            kept.extend(good if not rows.bad else [good[r] for r in rows.kept])
+            tables.append(rows.table)
+        return (tables[0] if len(tables) == 1 else pa.concat_tables(tables)), kept, bad
 
 
 def _drop_missing(

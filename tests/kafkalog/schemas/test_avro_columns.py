@@ -6,15 +6,19 @@ its pure-Python twin byte for byte (columns and bad reasons), on good values and
 from __future__ import annotations
 
 import concurrent.futures
+import decimal
 import io
+import itertools
 import json
 import math
 import pickle
+import re
 import struct
 from collections.abc import Sequence
 from typing import Any
 
 import fastavro
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -24,10 +28,15 @@ from kafkalog.schemas.avro_program import (
     MAX_CODE_DEPTH,
     MAX_COLUMN_DEPTH,
     MAX_EMPTY_ITEMS,
+    MAX_FIXED_SIZE,
+    MAX_PIECE_OUTPUT,
+    MAX_VALUE_OUTPUT,
+    OUTPUT_SLACK,
     Kind,
     Op,
     Program,
     compile_program,
+    value_output_limit,
 )
 from kafkalog.schemas.errors import SchemaResolutionError
 from pipelines.executor.payloads.avro_arrow import arrow_schema, to_arrow
@@ -308,12 +317,14 @@ def same(a: Any, b: Any) -> bool:
 
 def decode_all(values: list[bytes], program: Program) -> avro_columns.Decoded:
     """The values decoded by the twin and, when built, by the C kernel: they must agree."""
-    py_columns, py_bad = _avro_columns_py.decode(values, 5, program.code, program.layout)
+    py_columns, py_bad, py_stop = _avro_columns_py.decode(values, 5, program.code, program.layout)
     if _avro_columns is not None:
-        c_columns, c_bad = _avro_columns.decode(values, 5, program.code, program.layout)
+        c_columns, c_bad, c_stop = _avro_columns.decode(values, 5, program.code, program.layout)
         assert c_bad == py_bad
         assert c_columns == py_columns
-    return avro_columns.Decoded(py_columns, py_bad)
+        assert c_stop == py_stop
+    assert py_stop == len(values)
+    return avro_columns.Decoded(py_columns, py_bad, 0, py_stop)
 
 
 # -- the tests ------------------------------------------------------------------------------------------
@@ -373,6 +384,18 @@ def test_corrupt_values_are_bad_alone_and_both_kernels_agree(
     # what is good decodes as the good values alone do: the bad ones left nothing behind
     alone = decode_all([v for i, v in enumerate(values) if i not in bad], program)
     assert alone.columns == decoded.columns
+    # in pieces of a few rows, each value keeps its verdict (but one alone past a piece's bound)
+    piece_bytes = data.draw(st.integers(1, 2000))
+    pieces = _kernels_pieces(values, program, piece_bytes)
+    assert pieces[0].first == 0 and pieces[-1].end == len(values)
+    assert all(a.end == b.first for a, b in itertools.pairwise(pieces))
+    too_big = f"the value would expand to more than {piece_bytes} bytes of columns"
+    in_pieces = {i: reason for p in pieces for i, reason in p.bad}
+    judged = {i for i in range(len(values)) if in_pieces.get(i) != too_big}
+    assert {i: r for i, r in in_pieces.items() if i in judged} == {i: r for i, r in bad.items() if i in judged}
+    kept = [v for i, v in enumerate(values) if i not in bad and i not in in_pieces]
+    rows = [r for p in pieces for r in to_arrow(p.columns, program.columns).table.to_pylist()]
+    assert rows == to_arrow(decode_all(kept, program).columns, program.columns).table.to_pylist()
 
 
 EVENT = {
@@ -432,12 +455,69 @@ def test_a_block_with_a_negative_count_carries_its_size_and_both_are_read() -> N
 
 
 def test_items_of_no_bytes_are_bounded() -> None:
-    writer = {"type": "record", "name": "R", "fields": [{"name": "a", "type": {"type": "array", "items": "null"}}]}
-    many = FRAME + _zigzag(MAX_EMPTY_ITEMS) + b"\x00"
-    too_many = FRAME + _zigzag(MAX_EMPTY_ITEMS) + _zigzag(1) + b"\x00"
+    writer = {
+        "type": "record",
+        "name": "R",
+        "fields": [{"name": "pad", "type": "bytes"}, {"name": "a", "type": {"type": "array", "items": "null"}}],
+    }
+    pad = _zigzag(1 << 15) + bytes(1 << 15)  # a value this long may make the columns of a million nulls
+    many = FRAME + pad + _zigzag(MAX_EMPTY_ITEMS) + b"\x00"
+    too_many = FRAME + pad + _zigzag(MAX_EMPTY_ITEMS) + _zigzag(1) + b"\x00"
     decoded = decode_all([many, too_many], program_of(writer, writer))
-    assert decoded.bad == [(1, f"block of 1 items at byte 9 exceeds {MAX_EMPTY_ITEMS} items of no bytes")]
-    assert decoded.columns[1][3] == struct.pack("<ii", 0, MAX_EMPTY_ITEMS)
+    at = len(FRAME + pad + _zigzag(MAX_EMPTY_ITEMS))
+    assert decoded.bad == [(1, f"block of 1 items at byte {at} exceeds {MAX_EMPTY_ITEMS} items of no bytes")]
+    assert decoded.columns[2][3] == struct.pack("<ii", 0, MAX_EMPTY_ITEMS)
+
+
+def test_a_value_that_would_expand_past_its_bound_is_bad_alone() -> None:
+    # 9 bytes of a million nulls, read into a union of null and a fixed: 5 bytes of columns each
+    writer = {"type": "record", "name": "R", "fields": [{"name": "a", "type": {"type": "array", "items": "null"}}]}
+    wide = {"type": "fixed", "name": "F", "size": 4096}
+    reader = {
+        "type": "record",
+        "name": "R",
+        "fields": [{"name": "a", "type": {"type": "array", "items": ["null", wide]}}],
+    }
+    few, amplified = FRAME + _zigzag(3) + b"\x00", FRAME + _zigzag(10**6) + b"\x00"
+    decoded = decode_all([few, amplified, few], program_of(writer, reader))
+    assert decoded.bad == [
+        (1, f"the value would expand to more than {value_output_limit(len(amplified))} bytes of columns")
+    ]
+    assert decoded.rows == 2 and decoded.columns[2][:2] == (6, 6) and decoded.columns[2][4] == b""
+    # nulls into a column of nulls: Arrow makes it a string column (4 bytes a slot)
+    decoded = decode_all([amplified] * 3 + [few], program_of(writer, writer))
+    assert [i for i, _ in decoded.bad] == [0, 1, 2] and decoded.rows == 1
+    # the bound grows with the value: 16 KiB and 256 bytes a byte, 64 MiB at most
+    assert value_output_limit(10) == OUTPUT_SLACK + 2560 and value_output_limit(1 << 30) == MAX_VALUE_OUTPUT
+
+
+def _kernels_pieces(values: list[bytes], program: Program, piece_bytes: int) -> list[Any]:
+    """avro_columns.decode's pieces with each kernel: they must agree."""
+    found = []
+    for kernel in KERNELS:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(avro_columns, "implementation", kernel)
+            found.append(avro_columns.decode(values, 5, program, piece_bytes))
+    assert all(f == found[0] for f in found)
+    return found[0]
+
+
+def test_a_chunk_whose_columns_would_pass_a_piece_is_split_not_bad() -> None:
+    program = program_of(EVENT, EVENT)
+    values = encode(EVENT, [ONE] * 40)
+    values[7] = values[7][:-1]  # truncated: bad wherever it is
+    whole = _kernels_pieces(values, program, MAX_PIECE_OUTPUT)
+    assert len(whole) == 1 and whole[0].end == 40 and [i for i, _ in whole[0].bad] == [7]
+    few_rows = 200  # bytes of columns a few rows make (some 40 each)
+    pieces = _kernels_pieces(values, program, few_rows)
+    assert len(pieces) > 3 and pieces[0].first == 0 and pieces[-1].end == 40
+    assert all(a.end == b.first for a, b in itertools.pairwise(pieces))
+    assert [b for p in pieces for b in p.bad] == whole[0].bad
+    tables = [to_arrow(p.columns, program.columns).table for p in pieces]
+    assert pa.concat_tables(tables).to_pylist() == to_arrow(whole[0].columns, program.columns).table.to_pylist()
+    # a value alone past a piece smaller than it makes is bad, naming the piece's bound
+    [tiny] = _kernels_pieces(values[:1], program, 10)
+    assert tiny.bad == [(0, "the value would expand to more than 10 bytes of columns")]
 
 
 def _zigzag(n: int) -> bytes:
@@ -484,6 +564,82 @@ def test_defaults_fill_the_fields_the_writer_lacks() -> None:
     assert [r["u"] for r in rows] == [{"member0": None, "member1": "s"}, None]
 
 
+BAD_DEFAULTS = [
+    ("bytes", "\u0100", "code points 0-255 only"),
+    ({"type": "fixed", "name": "FX", "size": 2}, "a", "a default of 1 bytes for fixed FX of 2"),
+    ({"type": "fixed", "name": "FX", "size": 2}, "\u0100a", "code points 0-255 only"),
+    ({"type": "enum", "name": "EN", "symbols": ["A"]}, "Z", "'Z' is not a symbol of enum EN"),
+    (
+        {"type": "bytes", "logicalType": "decimal", "precision": 2, "scale": 0},
+        "\u00ff\u00ff\u00ff\u0001",
+        "precision 2",
+    ),
+    (
+        {"type": "fixed", "name": "FD", "size": 4, "logicalType": "decimal", "precision": 2, "scale": 0},
+        "\u0000\u0000\u0001\u0000",
+        "precision 2",
+    ),
+    ({"type": "long", "logicalType": "timestamp-millis"}, 2**62, "beyond the microseconds a timestamp holds"),
+    (["null", {"type": "enum", "name": "EN", "symbols": ["A"]}], "Z", "no branch of the union takes"),
+]
+
+
+@pytest.mark.parametrize(("node", "default", "reason"), BAD_DEFAULTS)
+def test_a_default_its_column_cannot_hold_is_refused_naming_the_field(node: Any, default: Any, reason: str) -> None:
+    writer = {"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}]}
+    reader = {
+        "type": "record",
+        "name": "R",
+        "fields": [{"name": "a", "type": "int"}, {"name": "b", "type": node, "default": default}],
+    }
+    # a constant column (the writer lacks the field), and a default read inline (one branch of a writer
+    # union has the field, the other not)
+    with pytest.raises(SchemaResolutionError, match=f"of the reader's field b is invalid: .*{re.escape(reason)}"):
+        program_of(writer, reader)
+    has_it = {"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}, {"name": "b", "type": node}]}
+    lacks_it = {"type": "record", "name": "R2", "fields": [{"name": "a", "type": "int"}]}
+    inline_reader = {**reader, "aliases": ["R2"]}
+    top = {"type": "record", "name": "T", "fields": [{"name": "x", "type": [has_it, lacks_it]}]}
+    with pytest.raises(SchemaResolutionError, match=f"of the reader's field b is invalid: .*{re.escape(reason)}"):
+        program_of(top, {"type": "record", "name": "T", "fields": [{"name": "x", "type": inline_reader}]})
+
+
+def test_a_reader_fixed_wider_than_a_columns_value_is_refused() -> None:
+    def of(size: int) -> Any:
+        return {
+            "type": "record",
+            "name": "R",
+            "fields": [{"name": "f", "type": ["null", {"type": "fixed", "name": "F", "size": size}]}],
+        }
+
+    assert program_of(of(MAX_FIXED_SIZE), of(MAX_FIXED_SIZE)).columns[1].logical == "fixed"
+    with pytest.raises(SchemaResolutionError, match=f"fixed F at column f has {MAX_FIXED_SIZE + 1} bytes"):
+        program_of(of(MAX_FIXED_SIZE + 1), of(MAX_FIXED_SIZE + 1))
+
+
+def test_a_record_default_takes_its_fields_defaults_where_it_leaves_them_out() -> None:
+    inner = {
+        "type": "record",
+        "name": "In",
+        "fields": [
+            {"name": "x", "type": "int", "default": 5},
+            {"name": "y", "type": "string", "default": "s"},
+        ],
+    }
+    writer = {"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}]}
+    reader = {
+        "type": "record",
+        "name": "R",
+        "fields": [{"name": "a", "type": "int"}, {"name": "b", "type": inner, "default": {"y": "t"}}],
+    }
+    values = encode(writer, [{"a": 1}])
+    program = program_of(writer, reader)
+    rows = to_arrow(decode_all(values, program).columns, program.columns).table.to_pylist()
+    # as Java's Avro reads it (its resolver encodes a default field by field, a field left out by its
+    # own default), and as a default read inline is; fastavro returns the default as written
+    assert rows == [{"a": 1, "b": {"x": 5, "y": "t"}}]
+
+
 def test_a_program_is_plain_data() -> None:
     program = program_of(EVENT, EVENT)
     assert Program.from_json(program.to_json()) == program
@@ -511,6 +667,52 @@ def test_incompatible_pairs_are_refused_when_compiled(writer: Any, reader: Any, 
 
     with pytest.raises(SchemaResolutionError, match=reason.replace("{", r"\{").replace("(", r"\(")):
         program_of(wrap(writer), wrap(reader))
+
+
+def _decimal(precision: int, scale: int) -> Any:
+    return {"type": "bytes", "logicalType": "decimal", "precision": precision, "scale": scale}
+
+
+@pytest.mark.parametrize(
+    ("writer", "reader", "reason"),
+    [
+        (_decimal(10, 2), _decimal(10, 4), "the writer's decimal(10,2) and the reader's decimal(10,4) differ in scale"),
+        (
+            {"type": "long", "logicalType": "timestamp-micros"},
+            {"type": "long", "logicalType": "timestamp-millis"},
+            "the writer's timestamp-micros and the reader's timestamp-millis are different logical types",
+        ),
+        (
+            {"type": "int", "logicalType": "date"},
+            ["null", {"type": "long", "logicalType": "timestamp-millis"}],
+            "the writer's date and the reader's timestamp-millis are different logical types",
+        ),
+    ],
+)
+def test_a_logical_type_read_as_another_is_refused(writer: Any, reader: Any, reason: str) -> None:
+    # Avro's resolution (and Java's, and Confluent's checker) looks at the underlying types only: the
+    # columns would hold the writer's numbers in the reader's units
+    def wrap(t: Any) -> Any:
+        return {"type": "record", "name": "R", "fields": [{"name": "d", "type": t}]}
+
+    with pytest.raises(SchemaResolutionError, match=re.escape(reason) + ".* at column d"):
+        program_of(wrap(writer), wrap(reader))
+
+
+def test_a_decimals_precision_may_change_and_a_logical_type_on_one_side_is_kept() -> None:
+    def wrap(t: Any) -> Any:
+        return {"type": "record", "name": "R", "fields": [{"name": "d", "type": t}]}
+
+    for writer, reader in [
+        (_decimal(10, 2), _decimal(4, 2)),
+        ("long", {"type": "long", "logicalType": "timestamp-millis"}),
+        (_decimal(10, 2), "bytes"),
+    ]:
+        program_of(wrap(writer), wrap(reader))
+    value = encode(wrap(_decimal(10, 2)), [{"d": decimal.Decimal("123.45")}])
+    program = program_of(wrap(_decimal(10, 2)), wrap(_decimal(4, 2)))
+    rows = to_arrow(decode_all(value, program).columns, program.columns)
+    assert rows.bad == [(0, "the record cannot be a row: decimal 123.45 has more than the 4 digits of its precision")]
 
 
 def test_a_reader_field_without_default_missing_from_the_writer_is_refused() -> None:
@@ -606,16 +808,26 @@ def test_an_op_must_write_its_columns_kind_and_width() -> None:
     for op in (Op.LONG, Op.INT_LONG, Op.DOUBLE, Op.STRING, Op.BOOLEAN, Op.NULL):
         _refused((*ints.code[:3], int(op), *ints.code[4:]), ints.layout, "malformed decoding program")
     _refused((*longs.code[:3], int(Op.INT), *longs.code[4:]), longs.layout, "malformed decoding program")
-    # a fixed of another width than its column's
+    # a fixed is read into a binary column, a decimal into one of its width
     fixed = {
         "type": "record",
         "name": "X",
         "fields": [{"name": "f", "type": {"type": "fixed", "name": "F", "size": 4}}],
     }
     program = program_of(fixed, fixed)
-    assert program.code[3:6] == (Op.FIXED, 4, 1)
-    _refused((*program.code[:6], 8), program.layout, "malformed decoding program")
-    wider = [(k, p, 8 if i == 1 else w) for i, (k, p, w) in enumerate(program.layout)]
+    assert program.code[3:6] == (Op.FIXED, 4, 1) and program.layout[1] == (Kind.BINARY, 0, 0)
+    _refused((*program.code[:4], 0, 4), program.layout, "malformed decoding program")  # into the struct
+    decimal_fixed = {
+        "type": "record",
+        "name": "X",
+        "fields": [
+            {"name": "f", "type": {"type": "fixed", "name": "F", "size": 4, "logicalType": "decimal", "precision": 5}}
+        ],
+    }
+    program = program_of(decimal_fixed, decimal_fixed)
+    assert program.code[3:8] == (Op.DECIMAL_FIXED, 5, 1, 4, 16)
+    _refused((*program.code[:7], 32), program.layout, "malformed decoding program")
+    wider = [(k, p, 32 if i == 1 else w) for i, (k, p, w) in enumerate(program.layout)]
     _refused(program.code, wider, "malformed decoding program")
 
 
@@ -643,8 +855,13 @@ def test_columns_nested_too_deep_are_refused_by_the_compiler_and_both_kernels() 
     # at the bound, a null reaches the deepest column (put_null recurses that deep, no deeper)
     at_bound = chain[:MAX_COLUMN_DEPTH]
     for kernel in KERNELS:
-        columns, bad = kernel.decode([FRAME], 5, (int(Op.SET_NULL), 3, 0), at_bound)
+        columns, bad, _ = kernel.decode([FRAME], 5, (int(Op.SET_NULL), 3, 0), at_bound)
         assert bad == [] and columns[-1][:2] == (1, 1)
+
+
+def test_a_union_cut_short_is_refused_before_its_branch_count_is_read() -> None:
+    # the union node's two ints end the code: its branch count would be read past the end
+    _refused((int(Op.RECORD), 5, 0, int(Op.UNION), 2), ((int(Kind.STRUCT), -1, 0),), "malformed decoding program")
 
 
 def test_code_nested_too_deep_is_refused() -> None:
@@ -727,7 +944,7 @@ def test_an_inline_default_holds_its_bytes_within_the_code() -> None:
     inline = (int(Op.RECORD), 0, 0, int(Op.INLINE), 7, 1, 0x02, int(Op.INT), 3, 1)
     inline = (inline[0], len(inline), *inline[2:])
     for kernel in KERNELS:
-        columns, bad = kernel.decode([FRAME], 5, inline, program.layout)
+        columns, bad, _ = kernel.decode([FRAME], 5, inline, program.layout)
         assert bad == [] and columns[1][3] == struct.pack("<i", 1)
     for broken in ((*inline[:6], 256, *inline[7:]), (*inline[:5], 2, *inline[6:])):
         _refused(broken, program.layout, "malformed decoding program")

@@ -32,7 +32,7 @@ pytestmark = pytest.mark.unit
 
 def kernel_rows(writer: Any, reader: Any, values: list[bytes], *, good: bool = True) -> Any:
     program = compile_program(avro.parse(json.dumps(writer)), avro.parse(json.dumps(reader)))
-    decoded = decode(values, len(FRAME), program)
+    [decoded] = decode(values, len(FRAME), program)
     if good:
         assert decoded.bad == []
     else:
@@ -214,6 +214,31 @@ def test_a_value_its_column_cannot_hold_makes_its_row_bad_alone() -> None:
     assert [i for i, _ in bad] == [1, 2, 3]
 
 
+def test_a_decimal_past_38_digits_is_checked_against_its_precision_too() -> None:
+    schema = {
+        "type": "record",
+        "name": "W",
+        "fields": [
+            {"name": "d", "type": ["null", {"type": "bytes", "logicalType": "decimal", "precision": 40, "scale": 2}]}
+        ],
+    }
+    raw = {**schema, "fields": [{"name": "d", "type": ["null", "bytes"]}]}
+    values = encode(
+        raw,
+        [
+            {"d": (10**40 - 1).to_bytes(17, "big")},  # 40 digits: the most it holds
+            {"d": (10**70).to_bytes(30, "big")},  # 71 digits
+            {"d": None},
+            {"d": (-(10**40)).to_bytes(17, "big", signed=True)},  # 41 digits
+        ],
+    )
+    rows, _ = kernel_rows(schema, schema, values)
+    assert rows.kept == [0, 2]
+    assert [i for i, _ in rows.bad] == [1, 3]
+    assert rows.bad[0][1] == BAD_ROW + f"decimal {10**68}.00 has more than the 40 digits of its precision"
+    assert rows.table.column("d").to_pylist() == [f"{10**38 - 1}.99", None]
+
+
 BIG_DECIMAL = {"type": "bytes", "logicalType": "decimal"}
 
 
@@ -287,7 +312,7 @@ def test_logical_values_in_and_out_of_range_as_the_oracle_reads_them(data: st.Da
     )
     values = encode(writer, records)
     program = compile_program(avro.parse(json.dumps(writer)), avro.parse(json.dumps(reader)))
-    decoded = decode(values, len(FRAME), program)
+    [decoded] = decode(values, len(FRAME), program)
     rows = to_arrow(decoded.columns, program.columns)
     decoded_rows = [i for i in range(len(values)) if i not in {j for j, _ in decoded.bad}]
     ours_bad = sorted([*(j for j, _ in decoded.bad), *(decoded_rows[r] for r, _ in rows.bad)])

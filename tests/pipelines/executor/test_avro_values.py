@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import ast
 import decimal
+import functools
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,10 @@ from kafkalog.schemas import _avro_columns_py, avro_columns, avro_program
 from kafkalog.schemas.wire import frame
 from pipelines.app.ship import package_dir, shipped_files
 from pipelines.config.pipeline import Decoder
+from pipelines.errors import PayloadSchemaError
+from pipelines.executor.payloads import avro_values
 from pipelines.executor.payloads.avro_values import AvroValues, bad_reason
+from pipelines.schemas.resolved import RunSchemas, run_columns
 from tests.pipelines.executor.test_schema_payloads import avro, subject
 
 pytestmark = pytest.mark.unit
@@ -113,6 +118,8 @@ def test_the_kernels_reasons_in_the_loaders_words() -> None:
     assert bad_reason("1 bytes left after the record") == "1 byte left after the record"
     assert bad_reason("decimal of 17 bytes at byte 6 does not fit 128 bits").startswith("the record cannot be a row: ")
     assert bad_reason("varint too long at byte 5") == "corrupt Avro payload: varint too long at byte 5"
+    expands = "the value would expand to more than 18688 bytes of columns"
+    assert bad_reason(expands) == expands
 
 
 def test_the_pure_python_twin_gives_the_same_rows(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -166,3 +173,59 @@ def test_a_reader_with_numeric_unions_and_a_null_field() -> None:
     assert bad == [] and got == [(0, {"il": 2**40, "fd": 0.5, "nothing": None})]
     assert values.schema.types == [pa.int64(), pa.float64(), pa.string()]
     assert json.loads(values.schemas.reader) == reader
+
+
+@pytest.mark.parametrize(
+    ("extra", "reason"),
+    [
+        (
+            {"name": "b", "type": "bytes", "default": "\u0100"},
+            'the default "\\u0100" of the reader\'s field b is invalid',
+        ),
+        (
+            {"name": "t", "type": {"type": "long", "logicalType": "timestamp-millis"}, "default": 2**62},
+            "of the reader's field t is invalid: timestamp-millis 4611686018427387904 is beyond",
+        ),
+        (
+            {"name": "f", "type": ["null", {"type": "fixed", "name": "Big", "size": 2**21}], "default": None},
+            "the reader's fixed Big at column f has 2097152 bytes",
+        ),
+    ],
+)
+def test_a_reader_schema_the_run_cannot_use_makes_bad_values_and_is_refused_on_the_driver(
+    extra: dict[str, Any], reason: str
+) -> None:
+    reader = {"type": "record", "name": "E", "fields": [{"name": "id", "type": "string"}, extra]}
+    values = AvroValues(Decoder(format="avro", schema_file=Path("e.avsc")), subject(reader, {1: V1, 2: reader}, 2))
+    pieces, bad = values.parse([frame(1, avro(V1, {"id": "a", "n": 1}))])
+    assert pieces == [] and len(bad) == 1 and bad[0][0] == 0
+    assert bad[0][1].startswith("schema id 1 cannot be read into the reader schema: ") and reason in bad[0][1]
+    with pytest.raises(PayloadSchemaError, match=re.escape(reason)):
+        run_columns(RunSchemas({"t": subject(reader, {1: V1, 2: reader}, 2)}))
+
+
+def test_a_chunk_decoded_in_several_pieces_gives_the_same_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    chunk: list[bytes | None] = [
+        frame(1 + i % 2, avro(V1 if i % 2 == 0 else V2, {"id": f"r{i}", "n": i, "amount": None})) for i in range(30)
+    ]
+    chunk[5] = frame(1, b"\x02")  # truncated
+    whole = table_rows(decoder(), chunk)
+    monkeypatch.setattr(avro_values, "decode", functools.partial(avro_columns.decode, piece_bytes=100))
+    assert table_rows(decoder(), chunk) == whole
+    assert [i for i, _ in whole[1]] == [5] and len(whole[0]) == 29
+
+
+def test_a_value_that_would_expand_past_its_bound_is_a_bad_value() -> None:
+    # a writer's nulls read into a union of null and a fixed: 5 bytes of columns each
+    nulls = {"type": "record", "name": "N", "fields": [{"name": "a", "type": {"type": "array", "items": "null"}}]}
+    wide = {"type": "fixed", "name": "F", "size": 4096}
+    reader = {
+        "type": "record",
+        "name": "N",
+        "fields": [{"name": "a", "type": {"type": "array", "items": ["null", wide]}}],
+    }
+    values = AvroValues(Decoder(format="avro", schema_file=Path("n.avsc")), subject(reader, {4: nulls, 5: reader}, 5))
+    amplified = frame(4, b"\x80\x89\x7a\x00")  # a million nulls in 9 bytes
+    got, bad = table_rows(values, [amplified, frame(4, b"\x02\x00")])
+    assert got == [(1, {"a": [None]})]
+    assert bad == [(0, "the value would expand to more than 18688 bytes of columns")]
