@@ -97,24 +97,31 @@ class Leases:
         return f"{self.dir}/{name}"
 
     def read(self, name: str) -> Lease | None:
+        """The newest readable renewal of attempt ``name``'s lease (None: it holds none).
+
+        Renewals are published whole (``write_new``), so an unreadable one is a torn file a storage
+        without atomic publishing, or an older version of this code, left behind when its writer
+        died: the renewal before it then counts, as if the torn one had never been written."""
         backoff = Backoff(first=0.01, cap=0.05, attempts=3)
         while True:  # a renewal may delete the newest file between the listing and the read
             renewals = [e for e in self.storage.list(self.path(name)) if e.name.endswith(".json")]
             if not renewals:
                 return None
-            newest = max(renewals, key=lambda e: e.name).path
+            torn: list[str] = []
             try:
-                raw = self.storage.read_bytes(newest)
+                for entry in sorted(renewals, key=lambda e: e.name, reverse=True):
+                    raw = self.storage.read_bytes(entry.path)
+                    try:
+                        return Lease(**json.loads(raw))
+                    except (ValueError, TypeError) as exc:
+                        torn.append(f"{entry.path} ({exc})")
             except PipelineError:
                 if not backoff.wait():
                     raise
                 continue
-            try:
-                return Lease(**json.loads(raw))
-            except (ValueError, TypeError) as exc:
-                raise PipelineError(
-                    f"{newest}: unreadable attempt lease ({exc}); delete it if no run is loading"
-                ) from exc
+            raise PipelineError(
+                f"unreadable attempt lease: {'; '.join(torn)}; delete {self.path(name)} if no run is loading"
+            )
 
     def alive(self, name: str) -> bool:
         lease = self.read(name)
@@ -124,7 +131,9 @@ class Leases:
         """Renew the lease of attempt ``name`` (``lease``: what to write; default: this process's)."""
         lease = lease or own_lease()
         older = self.storage.list(self.path(name))
-        self.storage.write_bytes(
+        # published whole (a temporary renamed into place): a reader never sees a renewal half
+        # written, which on HDFS is an empty file until its writer closes it
+        self.storage.write_new(
             f"{self.path(name)}/{lease.renewed_ms:013d}-{uuid.uuid4().hex[:6]}.json", json.dumps(asdict(lease)).encode()
         )
         for entry in older:
