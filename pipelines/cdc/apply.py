@@ -20,9 +20,10 @@ at an LSN below T. PostgreSQL's TRUNCATE takes an exclusive lock, so every other
 is wholly before or after T: a key's truncates are applied in LSN order between its own changes,
 whatever partition they came in. A truncate comes in one partition and the key's earlier changes
 in another, possibly in a later run; so the table keeps every truncate it has applied
-(``Applied.truncates``, handed to the next run) and applies them again to each key a run changes
+(``Applied.truncates``, handed to the next run) and applies them again to every key of the bucket
 (a no-op for a key whose last change is after T): a change from before a truncate that a later run
-brings is applied, then deleted again by the truncate it preceded, and the history gets its version.
+brings is applied, then deleted again by the truncate it preceded, and the history gets its version
+(ended at that truncate, which re-dates a version a later truncate seemed to end).
 
 **Invariant (idempotence):** applying the same changes twice gives the same state and history:
 ``a = apply(s, c, k, h, t)``, then ``apply(a.state, c, k, a.history, a.truncates) == a``. A run
