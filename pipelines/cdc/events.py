@@ -88,20 +88,26 @@ def changes_from_rows(rows: Iterable[Mapping[str, Any]], key: Sequence[str]) -> 
 def change_of(row: Mapping[str, Any], key: Sequence[str]) -> Change:
     """One envelope row as a :class:`Change`; ChangeEventError naming the record if malformed."""
     partition, offset = row.get("partition"), row.get("offset")
-    if not isinstance(partition, int) or not isinstance(offset, int):
+    if not _is_int(partition) or not _is_int(offset):
         raise ChangeEventError(f"a change event without its partition and offset: {_short(row)}")
     where = f"partition {partition} offset {offset}"
-    if row.get("tombstone") or (row.get("op") is None and row.get("source") is None):
+    op, flagged = row.get("op"), row.get("tombstone")
+    # a tombstone is said so (the raw layer's flag) or, where no flag is kept, is a message of no
+    # envelope at all; a flag that contradicts the envelope is a misread topic, never guessed at
+    if flagged is True or ("tombstone" not in row and op is None and row.get("source") is None):
+        if op is not None or row.get("source") is not None:
+            raise ChangeEventError(f"{where}: a tombstone (a null value) with an envelope (op {op!r})")
         return Change(partition, offset, TOMBSTONE, _decoded_key(row, key, where), None, None, None)
-    op = row.get("op")
     if op not in ENVELOPE_OPS:
         raise ChangeEventError(f"{where}: op {op!r} is not one of c, u, d, r, t")
     source = row.get("source")
     if not isinstance(source, Mapping):
         raise ChangeEventError(f"{where}: op {op!r} without its source block")
     lsn, ts_ms = source.get("lsn"), source.get("ts_ms")
-    if not isinstance(lsn, int):
+    if not _is_int(lsn):
         raise ChangeEventError(f"{where}: op {op!r} without source.lsn (got {lsn!r})")
+    if not _is_int(ts_ms):
+        raise ChangeEventError(f"{where}: op {op!r} without source.ts_ms (got {ts_ms!r})")
     snapshot = source.get("snapshot")
     is_snapshot = snapshot is True or (isinstance(snapshot, str) and snapshot not in NOT_A_SNAPSHOT)
     tx_id = source.get("txId")
@@ -116,6 +122,11 @@ def change_of(row: Mapping[str, Any], key: Sequence[str]) -> Change:
         raise ChangeEventError(f"{where}: the {image_name!r} row has no key column {missing[0]!r}")
     after = dict(image) if op != DELETE else None
     return Change(partition, offset, op, tuple(image[column] for column in key), after, lsn, ts_ms, is_snapshot, tx_id)
+
+
+def _is_int(value: object) -> bool:
+    """An integer, and not a bool (which Python counts as one)."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _decoded_key(row: Mapping[str, Any], key: Sequence[str], where: str) -> Key | None:

@@ -56,6 +56,18 @@ def test_a_tombstone_is_recognised_and_keyed_by_the_decoded_key() -> None:
         (envelope(op="u", after={"id": 1}, source={"ts_ms": 1}), "partition 2 offset 9: op 'u' without source.lsn"),
         (envelope(op="u", after={"id": 1}, source=None), "partition 2 offset 9: op 'u' without its source block"),
         ({"op": "c"}, "a change event without its partition and offset"),
+        ({"partition": True, "offset": 1, "op": "c"}, "a change event without its partition and offset"),
+        (
+            envelope(op="u", after={"id": 1}, source={**SOURCE, "lsn": True}),
+            "partition 2 offset 9: op 'u' without source.lsn",
+        ),
+        (envelope(op="u", after={"id": 1}, source={"lsn": 5}), "partition 2 offset 9: op 'u' without source.ts_ms"),
+        # a flag that contradicts the envelope: a topic misread, not a tombstone guessed at
+        (
+            envelope(op="u", after={"id": 1}, tombstone=True),
+            "partition 2 offset 9: a tombstone",
+        ),
+        (envelope(op=None, source=None, tombstone=False), "partition 2 offset 9: op None is not one of c, u, d, r, t"),
     ],
 )
 def test_a_malformed_envelope_is_refused_naming_the_record(row: dict[str, Any], says: str) -> None:
