@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeGuard
 
 import pyarrow as pa
 
@@ -124,7 +124,7 @@ def change_of(row: Mapping[str, Any], key: Sequence[str]) -> Change:
     return Change(partition, offset, op, tuple(image[column] for column in key), after, lsn, ts_ms, is_snapshot, tx_id)
 
 
-def _is_int(value: object) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     """An integer, and not a bool (which Python counts as one)."""
     return isinstance(value, int) and not isinstance(value, bool)
 
