@@ -96,3 +96,8 @@ class SchemaRegistryError(PipelineError):
 class PayloadSchemaError(PipelineError):
     """A schema the values are read with cannot become the raw layer's columns, or is not the kind
     the decoder reads (the message names the subject, the version and the field)."""
+
+
+class ChangeEventError(PipelineError):
+    """A change event (Debezium's envelope) is malformed: an unknown ``op``, a missing row image,
+    key column or ``source.lsn`` (the message names the record by partition and offset)."""

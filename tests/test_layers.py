@@ -52,6 +52,7 @@ FORBIDDEN_IMPORT = {
         "import kafkalog.registry.groups",
     ),
     "pipelines' layers": ("pipelines/executor/forbidden.py", "import pipelines.ledger.records"),
+    "pipelines.cdc is a pure rule": ("pipelines/cdc/forbidden.py", "import pipelines.storage"),
     "the catalog is a projection of the ledger": ("pipelines/catalog/forbidden.py", "import pipelines.flow.run"),
     "pipelines use kafkalog only through kafkalog.client": ("pipelines/ingest/forbidden.py", "import kafkalog.mirror"),
     "kafkalog knows nothing of pipelines": ("kafkalog/log/forbidden.py", "import pipelines.errors"),

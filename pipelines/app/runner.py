@@ -26,8 +26,8 @@ from typing import Any
 
 from pipelines.app.session import logs_dir
 from pipelines.config.pipeline import PipelineSpec
-from pipelines.config.steps import topological_order
-from pipelines.errors import ConcurrentRunError, PipelineError, ReplayError
+from pipelines.config.steps import topological_order, unbuilt
+from pipelines.errors import ConcurrentRunError, FlowError, PipelineError, ReplayError
 from pipelines.ledger.paths import published_marker
 from pipelines.ledger.state import PipelineState
 from pipelines.progress import Reporter
@@ -455,6 +455,9 @@ def submit(
     and its log named or removed (``spark_log_note``)."""
     if stage in SQL_STAGES and not transforms_sql_ok(spec, path, quiet=quiet):
         return EXIT_BAD_SPEC
+    not_built = unbuilt(spec.outputs) if stage != "load" else None
+    if not_built is not None:
+        return fail(FlowError(not_built))
     reason = done_already(spec, stage, run_id)
     if reason is not None:  # said even with --quiet: one line that explains a task taking no time
         _say(f"nothing to do: {reason}")
@@ -480,6 +483,9 @@ def submit_replay(spec: PipelineSpec, path: str, target: RewindTarget, session: 
     imported ahead, then ``session()``, the replay, the session stopped and its log seen to."""
     if not transforms_sql_ok(spec, path, quiet=quiet):
         return EXIT_BAD_SPEC
+    not_built = unbuilt(spec.outputs)
+    if not_built is not None:
+        return fail(ReplayError(not_built))
     check_source(spec, replay_schemas=target.schemas)
     import_ahead(spec, "replay")
     spark, spark_log = session()

@@ -641,6 +641,11 @@ class PipelineSpec:
             if other is not None:
                 raise _fail(f"outputs[{i}].table", f"{output.table_name!r} is already the table of {other}")
             names[output.table_name] = f"outputs[{i}]"
+            if output.history is not None:
+                other = names.get(output.history)
+                if other is not None:
+                    raise _fail(f"outputs[{i}].history", f"{output.history!r} is already the table of {other}")
+                names[output.history] = f"outputs[{i}].history"
 
     def _check_output_paths(self) -> None:
         """An output must not live inside the raw layer (publishing moves whole partition

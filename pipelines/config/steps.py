@@ -20,6 +20,11 @@ RAW_VIEW = "raw"
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
+DEFAULT_BUCKETS = 16
+"""A mirror's buckets unless the file says: a run with a few changes rewrites about a sixteenth of
+the table or more, and a table of a few thousand rows is not split into many tiny files."""
+MAX_BUCKETS = 4096
+
 ExpectKind = Literal["not_null", "between", "in_set", "unique", "regex", "row_count"]
 
 
@@ -127,7 +132,8 @@ def _number(value: float | None) -> str:
 @dataclass(frozen=True, slots=True)
 class Output:
     """A warehouse table: the rows of step ``source``, Parquet, partitioned by ``partition_by``;
-    each run overwrites exactly the partitions it recomputed."""
+    each run overwrites exactly the partitions it recomputed (``mode: partitions``, the default). Or,
+    with ``mode: mirror``, a source database's table made from the change events the step holds."""
 
     name: str
     """The output's name (Airflow task ids and validation records use it)."""
@@ -148,11 +154,29 @@ class Output:
     """Parquet compression codec."""
     table: str | None = None
     """Its table's name in the metastore (``tables``); default: the output's name, lower-cased."""
+    mode: Literal["partitions", "mirror"] = "partitions"
+    """partitions: the step's rows, each run overwriting the partitions it recomputed. mirror: a
+    table equal to a source database's table, from the change events (Debezium's envelope) the
+    step's rows hold: the current row of every key, deletes applied (docs/cdc.md). Not built yet:
+    a run refuses it (the load stage alone still keeps the change events in the raw layer)."""
+    key: tuple[str, ...] = ()
+    """mirror only: the source table's primary-key columns, as the envelope's ``after`` names them."""
+    buckets: int | None = None
+    """mirror only: how many buckets the table is split into by a hash of the key (default 16); a run
+    rewrites only the buckets its changes touch. Fixed when the table is made: changing it is a replay."""
+    history: str | None = None
+    """mirror only: the metastore name of a second table with every version of every row, valid
+    from and to the source's commit times (a type-2 dimension); null: no history."""
 
     @property
     def table_name(self) -> str:
         """The name readers find the output by in the metastore (without the database)."""
         return self.table if self.table is not None else self.name.lower()
+
+    @property
+    def bucket_count(self) -> int:
+        """A mirror's number of buckets (``buckets``, or its default)."""
+        return self.buckets if self.buckets is not None else DEFAULT_BUCKETS
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
@@ -165,6 +189,31 @@ class Output:
             raise _fail("path", "must not be empty")
         if not 0.0 <= self.max_quarantine_share <= 1.0:
             raise _fail("max_quarantine_share", "must be between 0 and 1")
+        if self.mode == "mirror":
+            self._check_mirror()
+        else:
+            for name in ("key", "buckets", "history"):
+                if getattr(self, name) not in ((), None):
+                    raise _fail(name, f"only a mirror (mode: mirror) has {name}")
+
+    def _check_mirror(self) -> None:
+        if not self.key:
+            raise _fail("key", "a mirror needs the source table's key columns (key: [id])")
+        for i, column in enumerate(self.key):
+            if not _NAME.match(column):
+                raise _fail(f"key[{i}]", f"{column!r}: letters, digits and '_' (not starting with a digit)")
+            if column in self.key[:i]:
+                raise _fail(f"key[{i}]", f"{column!r} is already key[{self.key.index(column)}]")
+        if self.buckets is not None and not 1 <= self.buckets <= MAX_BUCKETS:
+            raise _fail("buckets", f"must be between 1 and {MAX_BUCKETS}, not {self.buckets}")
+        if self.partition_by != ("dt", "hour"):
+            raise _fail("partition_by", "a mirror is split into buckets by its key, not partitioned by dt/hour")
+        if self.on_failure == "quarantine":
+            raise _fail("on_failure", "a mirror cannot set a change aside (it would no longer equal the source): fail")
+        if self.history is not None:
+            check_table_name("history", self.history)
+            if self.history == self.table_name:
+                raise _fail("history", f"{self.history!r} is the mirror's own table: name another")
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,6 +253,23 @@ class Schedule:
                 raise _fail(key, "must not be negative")
         if self.cron is not None and not (self.cron.startswith("@") or len(self.cron.split()) in (5, 6)):
             raise _fail("cron", f"{self.cron!r} is neither a preset like @hourly nor a 5-field cron expression")
+
+
+MIRROR_NOT_BUILT = (
+    "mode: mirror is not built yet: the rule that makes the table from its change events is "
+    "(pipelines/cdc), but not the table's bucketed layout, the rewrite of the buckets a run touches, nor its "
+    "publish through the readers' view switch; run the load stage alone (--stage load) to keep the change "
+    "events in the raw layer meanwhile"
+)
+
+
+def unbuilt(outputs: tuple[Output, ...]) -> str | None:
+    """Why a run cannot build these outputs (None: it can): an output of a mode not built yet,
+    refused before a run loads or publishes anything rather than half done."""
+    for i, output in enumerate(outputs):
+        if output.mode == "mirror":
+            return f"outputs[{i}] ({output.name}): {MIRROR_NOT_BUILT}"
+    return None
 
 
 def check_graph(transforms: tuple[Transform, ...], outputs: tuple[Output, ...]) -> None:

@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipelines.config.pipeline import PipelineSpec
-from pipelines.config.steps import topological_order
+from pipelines.config.steps import topological_order, unbuilt
 from pipelines.errors import FlowError
 from pipelines.flow import expect
 from pipelines.flow.publish import Publisher, Readers
@@ -47,6 +47,9 @@ class FlowRun:
     ) -> None:
         if not spec.outputs:
             raise FlowError(f"pipeline {spec.name} has no outputs: nothing to transform or publish")
+        not_built = unbuilt(spec.outputs)
+        if not_built is not None:
+            raise FlowError(not_built)
         self.spec = spec
         self.spark = spark
         self.root = spec.raw.path.rstrip("/")

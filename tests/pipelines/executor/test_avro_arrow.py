@@ -71,10 +71,13 @@ _PYTHON_TYPE = {"long": "int", "double": "float", "fixed": "bytes", "map": "reco
 
 def _ambiguous(node: Any) -> bool:
     """A union the oracle cannot tell the branch of (it guesses the branch from fastavro's Python
-    value: an int of ``[int, long, string]``, an empty dict of a map or a record)."""
+    value: an int of ``[int, long, string]``, a float of ``[float, int, double]``, an empty dict of a
+    map or a record)."""
     if isinstance(node, list):
         kinds = [_PYTHON_TYPE.get(k, k) for k in (b if isinstance(b, str) else b["type"] for b in node)]
-        numeric = {"int", "float"} >= set(kinds) - {"null"}
+        # [int, long] and [float, double] are one column (no member to tell); a union mixing the
+        # two families keeps its members, and a float value fits both of [float, int, double]
+        numeric = len(set(kinds) - {"null"}) == 1 and {"int", "float"} >= set(kinds) - {"null"}
         return (len(set(kinds)) < len(kinds) and not numeric) or any(_ambiguous(b) for b in node)
     if isinstance(node, dict):
         inner = [f["type"] for f in node.get("fields", [])] + [node[k] for k in ("items", "values") if k in node]
