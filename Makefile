@@ -35,13 +35,14 @@ zookeeper:
 	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq zookeeper >/dev/null; }
 
 # Peers from Maven Central (peers/pom.xml): Apache Kafka 4.x, Hadoop's mini HDFS/YARN clusters,
-# Spark's Kafka source and the Hive metastore's PostgreSQL driver, copied into .cache/peers (Maven's
+# Spark's Kafka source, the Hive metastore's PostgreSQL driver and the Debezium PostgreSQL connector
+# (a Connect plugin, in .cache/peers/connect-plugins), copied into .cache/peers (Maven's
 # repository in .cache/m2), and the mini clusters' launcher compiled. Redone only when the
 # descriptors or the launcher change.
 PEERS_DONE := .cache/peers/maven.done
 peers: $(PEERS_DONE)
 
-$(PEERS_DONE): peers/pom.xml peers/kafka4/pom.xml peers/hadoop/pom.xml peers/spark-kafka/pom.xml peers/metastore/pom.xml peers/schemas/pom.xml peers/MiniClusters.java peers/fetch.sh
+$(PEERS_DONE): peers/pom.xml peers/kafka4/pom.xml peers/hadoop/pom.xml peers/spark-kafka/pom.xml peers/metastore/pom.xml peers/schemas/pom.xml peers/debezium/pom.xml peers/MiniClusters.java peers/fetch.sh
 	@bash peers/fetch.sh
 
 $(KAFKA09):

@@ -94,6 +94,12 @@ class LogConfig:
     records' timestamps): a consumer reading a compacted log again within this time sees every
     delete (Kafka's ``delete.retention.ms``)."""
 
+    compression_type: Literal["producer"] = "producer"
+    """How batches are compressed in the log (Kafka's topic ``compression.type``): as their producer
+    compressed them, Kafka's default. Kafka's other values (``lz4``, ``zstd``, ``uncompressed``...)
+    make its broker recompress every batch into that codec; this log does not recompress, and refuses
+    them (a producer's own ``compression.type`` gives the log that codec)."""
+
     on_corruption: Literal["quarantine", "fail"] = "quarantine"
     """What opening a log does when flushed data fails validation (data that no torn write can
     explain): ``quarantine`` opens the partition read-only, serving everything before the bad
@@ -123,6 +129,7 @@ class LogConfig:
         need(self.max_message_bytes > 0, "max_message_bytes", "must be positive")
         need(self.max_decompressed_bytes > 0, "max_decompressed_bytes", "must be positive")
         need(self.producer_id_expiration_ms > 0, "producer_id_expiration_ms", "must be positive")
+        need(self.compression_type == "producer", "compression_type", "must be producer (batches are kept as sent)")
         need(
             self.message_timestamp_type in ("create_time", "log_append_time"),
             "message_timestamp_type",

@@ -45,6 +45,7 @@ _DYNAMIC_TOPIC_CONFIG, _STATIC_BROKER_CONFIG, _DEFAULT_CONFIG = 1, 4, 5
 _CONFIG_TYPES = {
     "message.format.version": 2,  # STRING
     "message.timestamp.type": 2,
+    "compression.type": 2,
     "cleanup.policy": 7,  # LIST
     "min.cleanable.dirty.ratio": 6,  # DOUBLE
 }

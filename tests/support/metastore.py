@@ -18,7 +18,7 @@ from pathlib import Path
 from demo.metastore import common_settings, derby_settings, launcher_argv
 from tests.support.installed import METASTORE_LIBS, java, require
 from tests.support.ports import free_port
-from tests.support.postgres import USER, PostgresProcess
+from tests.support.postgres import PostgresProcess
 from tests.support.processes import spawn, stop_group, wait_until
 
 
@@ -45,7 +45,7 @@ class HiveMetastoreProcess:
             **common_settings(self.warehouse),
             "javax.jdo.option.ConnectionURL": self.database.jdbc_url,
             "javax.jdo.option.ConnectionDriverName": "org.postgresql.Driver",
-            "javax.jdo.option.ConnectionUserName": USER,
+            "javax.jdo.option.ConnectionUserName": self.database.user,
             "javax.jdo.option.ConnectionPassword": "",
         }
 

@@ -1,20 +1,26 @@
-"""A throwaway PostgreSQL server (Debian's package) on 127.0.0.1: the Hive metastore's database.
+"""A throwaway PostgreSQL server (Debian's package) on 127.0.0.1: the Hive metastore's database, and
+the source database of change data capture (tests.support.debezium: started with LOGICAL_DECODING).
 
 PostgreSQL refuses to run as root; when the tests run as root, the server runs as the ``postgres``
 user that Debian's package creates, in a directory of its own under /tmp (pytest's temporary
-directories are private to the user who runs the tests). Trust authentication on loopback only:
-the server holds nothing but a test's metastore and lives as long as the test session.
+directories are private to the user who runs the tests). Trust authentication on loopback only
+(replication connections included): the server holds nothing but a test's data and lives as long as
+the test or the session. Statements and queries go through Debian's ``psql`` (no Python driver).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import pwd
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Mapping
+from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 from tests.support.installed import MissingPeer
 from tests.support.ports import free_port
@@ -23,6 +29,17 @@ from tests.support.processes import PeerError, spawn, stop_group, wait_until
 POSTGRES_BINARIES = Path("/usr/lib/postgresql")
 USER = "hive"
 """The database role the metastore connects as (created by initdb, trusted on loopback)."""
+
+LOGICAL_DECODING: dict[str, object] = {
+    "wal_level": "logical",
+    "max_replication_slots": 4,
+    "max_wal_senders": 4,
+    # the WAL writer's round (default 200 ms): with synchronous_commit off, a commit reaches the WAL
+    # (and a logical decoder such as Debezium's) up to that late
+    "wal_writer_delay": "10ms",
+}
+"""The server settings of a change-data-capture source: logical decoding (pgoutput) and a few
+replication slots and WAL senders (Debian's defaults are 10 of each; a test's server needs one)."""
 
 
 def postgres_bin() -> Path:
@@ -34,11 +51,18 @@ def postgres_bin() -> Path:
 
 
 class PostgresProcess:
-    """One PostgreSQL server with one database, ``database``; ``jdbc_url`` reaches it."""
+    """One PostgreSQL server with one database, ``database``, owned by the superuser ``user``
+    (initdb's); ``settings`` are server settings (``-c name=value``) beside the defaults below.
+    ``jdbc_url`` reaches it; ``sql`` and ``query`` run statements."""
 
-    def __init__(self, database: str = "metastore") -> None:
+    def __init__(
+        self, database: str = "metastore", *, user: str = USER, settings: Mapping[str, object] | None = None
+    ) -> None:
         self.bin = postgres_bin()
         self.database = database
+        self.user = user
+        self.settings = dict(settings or {})
+        self.host = "127.0.0.1"
         self.port = free_port()
         self.as_root = os.geteuid() == 0
         self.root = Path(tempfile.mkdtemp(prefix="pipelines-postgres-"))
@@ -65,22 +89,43 @@ class PostgresProcess:
             )
 
     def start(self, timeout: float = 60) -> PostgresProcess:
-        self._run("initdb", "-D", str(self.data), "-U", USER, "--auth=trust", "-E", "UTF8", "--no-locale", "-N")
+        self._run("initdb", "-D", str(self.data), "-U", self.user, "--auth=trust", "-E", "UTF8", "--no-locale", "-N")
         # fsync and full-page writes off: a test database that dies with the test needs no durability
+        settings = {"full_page_writes": "off", "synchronous_commit": "off", **self.settings}
         self.process = spawn(
             self._argv(
-                "postgres", "-D", str(self.data), "-h", "127.0.0.1", "-p", str(self.port), "-k", str(self.root),
-                "-F", "-c", "full_page_writes=off", "-c", "synchronous_commit=off",
+                "postgres", "-D", str(self.data), "-h", self.host, "-p", str(self.port), "-k", str(self.root), "-F",
+                *(arg for name, value in settings.items() for arg in ("-c", f"{name}={value}")),
             ),
             log=self.log,
         )  # fmt: skip
         wait_until("PostgreSQL", self._ready, process=self.process, log=self.log, timeout=timeout)
-        self._run("createdb", "-h", "127.0.0.1", "-p", str(self.port), "-U", USER, self.database)
+        self._run("createdb", "-h", self.host, "-p", str(self.port), "-U", self.user, self.database)
         return self
+
+    def _psql(self, command: str, user: str | None) -> str:
+        argv = [str(self.bin / "psql"), "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-h", self.host,
+                "-p", str(self.port), "-U", user or self.user, "-d", self.database, "-c", command]  # fmt: skip
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+        if done.returncode != 0:
+            raise PeerError(f"PostgreSQL: {command[:200]!r} failed: {done.stderr.strip()[-2000:]}")
+        return done.stdout
+
+    def sql(self, statements: str, user: str | None = None) -> None:
+        """Run ``statements`` (several, separated by ``;``) as one transaction, as ``user`` (the
+        superuser by default); PeerError with the server's message if one fails (none then applies)."""
+        self._psql(statements, user)
+
+    def query(self, select: str, user: str | None = None) -> list[dict[str, Any]]:
+        """The rows of ``select`` as dicts by column name, as PostgreSQL writes them in JSON (numerics
+        as Decimal, timestamps as ISO strings in the session's time zone, NULL as None)."""
+        out = self._psql(f"SELECT coalesce(json_agg(q), '[]') FROM ({select}) AS q", user)
+        rows: list[dict[str, Any]] = json.loads(out, parse_float=Decimal)
+        return rows
 
     def _ready(self) -> bool | None:
         done = subprocess.run(
-            [str(self.bin / "pg_isready"), "-h", "127.0.0.1", "-p", str(self.port), "-U", USER],
+            [str(self.bin / "pg_isready"), "-h", self.host, "-p", str(self.port), "-U", self.user],
             capture_output=True,
             timeout=30,
             check=False,

@@ -34,6 +34,28 @@ def _cleanup_policy(value: str) -> str:
 
 _LONG_MAX = 2**63 - 1  # Kafka's "no bound" for max.compaction.lag.ms
 
+_KAFKA_CODECS = ("uncompressed", "gzip", "snappy", "lz4", "zstd")
+"""Kafka's values of a topic's ``compression.type`` beside ``producer``: a codec its broker
+recompresses every batch into."""
+
+
+class _RefusedValue(ValueError):
+    """A valid Kafka value this broker does not serve, refused in words of its own."""
+
+
+def _compression_type(value: str) -> str:
+    """Kafka's ``compression.type``: only ``producer`` (batches kept as their producer compressed
+    them). A codec of Kafka's is refused in words that say what to do instead."""
+    if value == "producer":
+        return value
+    if value in _KAFKA_CODECS:
+        raise _RefusedValue(
+            f"compression.type={value!r}: this broker keeps batches as their producer compressed them and does "
+            f"not recompress; set the producer's compression.type={value} instead (in Kafka Connect: the "
+            f"connector's producer.override.compression.type), and leave the topic's at producer"
+        )
+    raise KeyError(value)
+
 
 # Topic-level configs accepted, and the LogConfig field each one sets.
 TOPIC_CONFIGS: dict[str, tuple[str, Callable[[str], Any]]] = {
@@ -54,6 +76,7 @@ TOPIC_CONFIGS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "min.compaction.lag.ms": ("min_compaction_lag_ms", int),
     "max.compaction.lag.ms": ("max_compaction_lag_ms", lambda v: None if int(v) == _LONG_MAX else int(v)),
     "delete.retention.ms": ("delete_retention_ms", int),
+    "compression.type": ("compression_type", _compression_type),
 }
 
 
@@ -69,12 +92,15 @@ def topic_log_config(base: LogConfig, entries: Mapping[str, str]) -> LogConfig |
         field, parse = TOPIC_CONFIGS[name]
         try:
             values[field] = parse(value)
+        except _RefusedValue:
+            raise
         except (KeyError, ValueError, TypeError):
             expected = {
                 "message.timestamp.type": "CreateTime or LogAppendTime",
                 "message.format.version": "a Kafka version such as 0.10.2 (message sets) or 3.0 (record batches)",
                 "cleanup.policy": "compact, delete or compact,delete",
                 "min.cleanable.dirty.ratio": "a number in [0, 1]",
+                "compression.type": "producer",
             }.get(name, "an integer")
             raise ValueError(f"{name}={value!r} is not a valid value (expected {expected})") from None
     try:
