@@ -42,6 +42,7 @@ import yaml
 
 from bench.load_bench import PARTITIONS, SCHEMA, events, run_ours
 from bench.results import print_results, result
+from bench.spark_source_bench import produce_values
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -62,42 +63,6 @@ SPARK_TYPES = {"long": "bigint", "string": "string", "double": "double"}
 
 
 # ---------------------------------------------------------------------------------------------- the topics
-
-
-def produce(bootstrap: str, topic: str, values: Callable[[int, int], Iterable[bytes]], count: int) -> float:
-    """Create ``topic`` and send ``values(lo, hi)`` block by block (value i to partition i % 4) with
-    confluent-kafka; the seconds it took. Raises unless the broker holds exactly ``count``."""
-    import confluent_kafka
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(topic, PARTITIONS, 1)]).values():
-        future.result(30)
-    producer = confluent_kafka.Producer(
-        {"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1 << 20, "acks": 1}
-    )
-    started = time.perf_counter()
-    for lo in range(0, count, CHUNK):
-        for i, value in enumerate(values(lo, min(lo + CHUNK, count)), start=lo):
-            while True:
-                try:
-                    producer.produce(topic, value, partition=i % PARTITIONS)
-                    break
-                except BufferError:
-                    producer.poll(0.05)
-        producer.poll(0)
-    if producer.flush(120):
-        raise RuntimeError(f"{topic}: messages were still unsent after two minutes")
-    elapsed = time.perf_counter() - started
-    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-check"})
-    held = sum(
-        consumer.get_watermark_offsets(confluent_kafka.TopicPartition(topic, p), timeout=10)[1]
-        for p in range(PARTITIONS)
-    )
-    consumer.close()
-    if held != count:
-        raise RuntimeError(f"{topic}: the topic holds {held} messages, {count} were sent")
-    return elapsed
 
 
 def avro_values(schema_id: int) -> Callable[[int, int], list[bytes]]:
@@ -226,7 +191,9 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 values = protobuf_values(registered(call, registry.url, f"{topic}-value", PROTO_SCHEMA, "PROTOBUF"))
                 decoders[fmt] = {"format": "protobuf", **registry_decoder}
-            print(f"{topic}: produced {count:,} events in {produce(broker.bootstrap, topic, values, count):.1f} s")
+            print(
+                f"{topic}: produced {count:,} events in {produce_values(broker.bootstrap, topic, values, count):.1f} s"
+            )
 
         spark_jars = [*jars_of(SPARK_KAFKA_LIBS), require_jar("spark-avro_2.13-*.jar", "spark-avro", SCHEMA_PEER_LIBS)]
         spark = local_session("local[2]", "schemad-load-bench", {"spark.jars": ",".join(map(str, spark_jars))})

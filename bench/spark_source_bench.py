@@ -30,6 +30,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -46,31 +47,37 @@ SPARK_TYPES = {"long": "bigint", "string": "string", "double": "double"}
 def produce_events(bootstrap: str, count: int) -> float:
     """Create ``events`` and send events 0..count-1 (event i to partition i % 4) with confluent-kafka;
     the seconds it took. Raises unless the broker holds exactly ``count``."""
+    return produce_values(bootstrap, TOPIC, events, count)
+
+
+def produce_values(bootstrap: str, topic: str, values: Callable[[int, int], Iterable[bytes]], count: int) -> float:
+    """Create ``topic`` and send ``values(lo, hi)`` block by block (value i to partition i % 4) with
+    confluent-kafka; the seconds it took. Raises unless the broker holds exactly ``count``."""
     import confluent_kafka
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)]).values():
+    for future in admin.create_topics([NewTopic(topic, PARTITIONS, 1)]).values():
         future.result(30)
     producer = confluent_kafka.Producer(
         {"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1 << 20, "acks": 1}
     )
     started = time.perf_counter()
     for lo in range(0, count, CHUNK):
-        for i, value in enumerate(events(lo, min(lo + CHUNK, count)), start=lo):
+        for i, value in enumerate(values(lo, min(lo + CHUNK, count)), start=lo):
             while True:
                 try:
-                    producer.produce(TOPIC, value, partition=i % PARTITIONS)
+                    producer.produce(topic, value, partition=i % PARTITIONS)
                     break
                 except BufferError:
                     producer.poll(0.05)
         producer.poll(0)
     if producer.flush(120):
-        raise RuntimeError(f"{bootstrap}: messages were still unsent after two minutes")
+        raise RuntimeError(f"{topic}: messages were still unsent after two minutes")
     elapsed = time.perf_counter() - started
     consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-check"})
     held = sum(
-        consumer.get_watermark_offsets(confluent_kafka.TopicPartition(TOPIC, p), timeout=10)[1]
+        consumer.get_watermark_offsets(confluent_kafka.TopicPartition(topic, p), timeout=10)[1]
         for p in range(PARTITIONS)
     )
     consumer.close()
